@@ -1,0 +1,63 @@
+# servingsnap — every command a developer or CI needs.
+#
+#   make demo   generate a sample lake (synthetic + real EIA), build, query
+#   make test   every test: Go (race detector, fuzz seeds) and Python interop
+#
+# Python is only used for interop tests and benchmark peers; it lives in a
+# venv created from python/requirements.txt (pinned).
+
+GO        ?= go
+PYTHON    ?= python3
+VENV      := .venv
+VPY       := $(VENV)/bin/python
+BIN       := bin
+OUT       := out
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+FUZZTIME  ?= 10s
+
+.PHONY: all build test test-go test-interop vet demo venv fuzz bench bench-build clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+$(VENV)/.installed: python/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -r python/requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+test: vet test-go test-interop
+
+test-go:
+	$(GO) test -race -count=1 ./...
+
+test-interop: build venv
+	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop
+
+# Run every fuzz target for FUZZTIME each (CI runs the seed corpora via
+# test-go; this explores).
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+demo: build venv
+	bash examples/demo.sh
+
+# Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
+bench-build: build venv
+	$(VPY) bench/build_vs_duckdb.py --bin $(BIN)/snapbuild
+
+clean:
+	rm -rf $(BIN) $(OUT)

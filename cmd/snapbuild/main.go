@@ -1,0 +1,41 @@
+// Command snapbuild cooks serving snapshots from lake tables and runs the
+// tools around them: sample-lake generation, build, and (later) serve,
+// compact, history, rollback and gc.
+//
+// The main function only wires flags to packages; the logic lives in pkg/.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at link time by the Makefile (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	app := &cli.App{
+		Name:    "snapbuild",
+		Usage:   "cook immutable serving snapshots from a Parquet lake",
+		Version: version,
+		Commands: []*cli.Command{
+			genCommand(),
+			buildCommand(),
+		},
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "snapbuild: %v\n", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitCode maps an error to a process exit status: 2 for usage errors,
+// 1 for everything else.
+func exitCode(err error) int {
+	if ec, ok := err.(cli.ExitCoder); ok {
+		return ec.ExitCode()
+	}
+	return 1
+}

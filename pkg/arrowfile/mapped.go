@@ -1,0 +1,98 @@
+package arrowfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+)
+
+// Mapped is an Arrow IPC file mapped read-only into memory. Record batches
+// read from it point straight into the mapping, so opening costs a footer
+// parse, not a read of the data. The mapping must outlive every array read
+// from it: callers reference-count their handles and Close last.
+type Mapped struct {
+	Path   string
+	Data   []byte
+	Reader *ipc.FileReader
+}
+
+// Map maps path and parses the IPC footer. An empty or malformed file is
+// an error, never a panic. The file must not contain dictionaries.
+func Map(path string) (*Mapped, error) { return open(path, true) }
+
+// Load maps path but reads record batches through arrow-go's copying
+// reader, so files with dictionary-encoded fields (the index sidecar) open
+// too. Batches read from it live on the heap; the cost is one copy of each
+// batch read, proportional to the file's size, not to the data file's.
+func Load(path string) (*Mapped, error) { return open(path, false) }
+
+func open(path string, zeroCopy bool) (m *Mapped, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if size < 12 {
+		return nil, fmt.Errorf("map %s: %d bytes is too small for an Arrow IPC file", path, size)
+	}
+	if size != int64(int(size)) {
+		return nil, fmt.Errorf("map %s: file too large to map", path)
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", path, err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("open %s: malformed Arrow IPC file: %v", path, r)
+		}
+		if err != nil {
+			syscall.Munmap(data)
+			m = nil
+		}
+	}()
+	var rd *ipc.FileReader
+	if zeroCopy {
+		rd, err = ipc.NewMappedFileReader(data, ipc.WithBodySizeLimit(BodySizeLimit))
+	} else {
+		rd, err = ipc.NewFileReader(bytes.NewReader(data), ipc.WithBodySizeLimit(BodySizeLimit))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &Mapped{Path: path, Data: data, Reader: rd}, nil
+}
+
+// Batch reads record batch i; its buffers alias the mapping. A malformed
+// batch is an error, never a panic.
+func (m *Mapped) Batch(i int) (rec arrow.RecordBatch, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rec, err = nil, fmt.Errorf("%s: batch %d: malformed record batch: %v", m.Path, i, r)
+		}
+	}()
+	if i < 0 || i >= m.Reader.NumRecords() {
+		return nil, fmt.Errorf("%s: batch %d out of range [0,%d)", m.Path, i, m.Reader.NumRecords())
+	}
+	return m.Reader.RecordBatchAt(i)
+}
+
+// Close unmaps the file. No array read from it may be used afterwards.
+func (m *Mapped) Close() error {
+	if m == nil || m.Data == nil {
+		return nil
+	}
+	err := errors.Join(m.Reader.Close(), syscall.Munmap(m.Data))
+	m.Data = nil
+	return err
+}

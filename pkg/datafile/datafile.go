@@ -1,0 +1,89 @@
+// Package datafile defines the hot data file (data.arrow) of a snapshot:
+// its key columns, schema metadata and the checks a reader makes before it
+// trusts a mapped file. docs/FORMAT.md §3 is the prose version.
+//
+// Rows are sorted by (series, period) so that one series is one contiguous
+// row range; the file carries series_code (the series' row in the index)
+// instead of the series id string, so no per-row string and no dictionary
+// type is ever mapped.
+package datafile
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Key column names, in order.
+const (
+	ColSeriesCode = "series_code"
+	ColPeriod     = "period"
+	ColValue      = "value"
+)
+
+// Schema metadata keys and values shared by the data and index files.
+const (
+	MetaFile    = "servingsnap.file"
+	MetaVersion = "servingsnap.format_version"
+	FileData    = "data"
+	Version     = "1"
+)
+
+// DefaultBatchRows is the target record batch size: about a million rows
+// keeps the footer small (one page fault per batch at open) while a batch
+// still fits comfortably in a gRPC response slice.
+const DefaultBatchRows = 1 << 20
+
+// Schema returns the data file schema: the key columns, then the value
+// column of valueType, then the columns that vary within a series.
+func Schema(valueType arrow.DataType, extra []arrow.Field) *arrow.Schema {
+	fields := []arrow.Field{
+		{Name: ColSeriesCode, Type: arrow.PrimitiveTypes.Uint32},
+		{Name: ColPeriod, Type: arrow.FixedWidthTypes.Date32},
+		{Name: ColValue, Type: valueType, Nullable: true},
+	}
+	fields = append(fields, extra...)
+	md := arrow.NewMetadata([]string{MetaFile, MetaVersion}, []string{FileData, Version})
+	return arrow.NewSchema(fields, &md)
+}
+
+// CheckSchema verifies that s is a data file schema this package can read.
+func CheckSchema(s *arrow.Schema) error {
+	if err := CheckMeta(s, FileData); err != nil {
+		return err
+	}
+	if s.NumFields() < 3 {
+		return fmt.Errorf("data file has %d columns, want at least 3", s.NumFields())
+	}
+	want := []struct {
+		name string
+		id   arrow.Type
+	}{{ColSeriesCode, arrow.UINT32}, {ColPeriod, arrow.DATE32}}
+	for i, w := range want {
+		f := s.Field(i)
+		if f.Name != w.name || f.Type.ID() != w.id {
+			return fmt.Errorf("data file column %d is %s %s, want %s %s", i, f.Name, f.Type, w.name, arrow.Type(w.id))
+		}
+	}
+	if s.Field(2).Name != ColValue {
+		return fmt.Errorf("data file column 2 is %q, want %q", s.Field(2).Name, ColValue)
+	}
+	for _, f := range s.Fields() {
+		if f.Type.ID() == arrow.DICTIONARY {
+			return fmt.Errorf("data file column %q is dictionary-encoded", f.Name)
+		}
+	}
+	return nil
+}
+
+// CheckMeta verifies the servingsnap file-kind and version metadata.
+func CheckMeta(s *arrow.Schema, kind string) error {
+	md := s.Metadata()
+	if got, _ := md.GetValue(MetaFile); got != kind {
+		return fmt.Errorf("schema metadata %s=%q, want %q", MetaFile, got, kind)
+	}
+	if got, _ := md.GetValue(MetaVersion); got != Version {
+		return fmt.Errorf("%s file format version %q is not supported (this build reads %s)", kind, got, Version)
+	}
+	return nil
+}

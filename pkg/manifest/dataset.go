@@ -1,0 +1,298 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/energyscope/servingsnap/pkg/fileutil"
+)
+
+// Names inside a dataset directory (docs/FORMAT.md §1).
+const (
+	CurrentFile  = "CURRENT"
+	LockFile     = "LOCK"
+	ManifestsDir = "manifests"
+	SnapshotsDir = "snapshots"
+	TmpDir       = ".tmp"
+)
+
+// ErrNoCurrent means the dataset has no CURRENT pointer yet (nothing was
+// ever published there).
+var ErrNoCurrent = errors.New("no CURRENT pointer")
+
+// FormatID renders a snapshot id as its file-name form: six digits, wider
+// when needed, so names sort by id in a directory listing.
+func FormatID(id uint64) string { return fmt.Sprintf("%06d", id) }
+
+// ParseID is the inverse of FormatID.
+func ParseID(s string) (uint64, error) {
+	if len(s) < 6 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, fmt.Errorf("%q is not a snapshot id", s)
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 || FormatID(id) != s {
+		return 0, fmt.Errorf("%q is not a snapshot id", s)
+	}
+	return id, nil
+}
+
+// ManifestPath is the manifest's path relative to the dataset directory.
+func ManifestPath(id uint64) string { return ManifestsDir + "/" + FormatID(id) + ".json" }
+
+// SnapshotPath is the snapshot directory relative to the dataset directory.
+func SnapshotPath(id uint64) string { return SnapshotsDir + "/" + FormatID(id) }
+
+// ParseCurrent decodes the content of a CURRENT file: exactly one line
+// "manifests/NNNNNN.json\n". Anything else is ErrCorrupt.
+func ParseCurrent(b []byte) (uint64, error) {
+	s, ok := strings.CutSuffix(string(b), "\n")
+	if !ok || strings.ContainsAny(s, "\n\r") {
+		return 0, fmt.Errorf("%w: CURRENT must be one line ending in a newline", ErrCorrupt)
+	}
+	name, ok := strings.CutPrefix(s, ManifestsDir+"/")
+	if !ok {
+		return 0, fmt.Errorf("%w: CURRENT names %q, want %s/NNNNNN.json", ErrCorrupt, s, ManifestsDir)
+	}
+	idStr, ok := strings.CutSuffix(name, ".json")
+	if !ok {
+		return 0, fmt.Errorf("%w: CURRENT names %q, want %s/NNNNNN.json", ErrCorrupt, s, ManifestsDir)
+	}
+	id, err := ParseID(idStr)
+	if err != nil {
+		return 0, fmt.Errorf("%w: CURRENT: %v", ErrCorrupt, err)
+	}
+	return id, nil
+}
+
+// Dataset is a dataset directory (ROOT/DATASET). Reading needs no lock: a
+// reader follows CURRENT, and everything CURRENT can name is complete and
+// immutable.
+type Dataset struct {
+	Dir  string // the dataset directory
+	Name string // its base name, a valid dataset name
+}
+
+// OpenDataset names a dataset directory; it does not require it to exist.
+func OpenDataset(dir string) (*Dataset, error) {
+	dir = filepath.Clean(dir)
+	name := filepath.Base(dir)
+	if err := ValidateDatasetName(name); err != nil {
+		return nil, fmt.Errorf("dataset directory %s: %w", dir, err)
+	}
+	return &Dataset{Dir: dir, Name: name}, nil
+}
+
+// Path joins a slash-separated path relative to the dataset directory.
+func (d *Dataset) Path(rel string) string { return filepath.Join(d.Dir, filepath.FromSlash(rel)) }
+
+// CurrentID reads CURRENT. It returns ErrNoCurrent if the file is absent.
+func (d *Dataset) CurrentID() (uint64, error) {
+	b, err := os.ReadFile(d.Path(CurrentFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("%s: %w", d.Dir, ErrNoCurrent)
+	}
+	if err != nil {
+		return 0, err
+	}
+	id, err := ParseCurrent(b)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", d.Path(CurrentFile), err)
+	}
+	return id, nil
+}
+
+// Load reads and validates manifest id, and checks it describes this
+// dataset and this id.
+func (d *Dataset) Load(id uint64) (*Manifest, error) {
+	p := d.Path(ManifestPath(id))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %d: %w", id, err)
+	}
+	m, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if m.SnapshotID != id {
+		return nil, fmt.Errorf("%s: %w: file holds snapshot_id %d", p, ErrCorrupt, m.SnapshotID)
+	}
+	if m.Dataset != d.Name {
+		return nil, fmt.Errorf("%s: %w: manifest is for dataset %q, directory is %q", p, ErrCorrupt, m.Dataset, d.Name)
+	}
+	return m, nil
+}
+
+// Current loads the manifest CURRENT names.
+func (d *Dataset) Current() (*Manifest, error) {
+	id, err := d.CurrentID()
+	if err != nil {
+		return nil, err
+	}
+	return d.Load(id)
+}
+
+// IDs lists the ids of all manifests present (the vintages), ascending.
+func (d *Dataset) IDs() ([]uint64, error) {
+	ids, err := idsIn(d.Path(ManifestsDir), ".json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return ids, err
+}
+
+func idsIn(dir, suffix string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint64
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), suffix)
+		if !ok {
+			continue
+		}
+		if id, err := ParseID(base); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}
+
+// Writer holds the dataset's write lock. Every change to a dataset (build,
+// rollback, gc) goes through one, so two writers never race on ids or on
+// CURRENT. The lock is flock-based and dies with the process.
+type Writer struct {
+	d    *Dataset
+	lock *fileutil.Lock
+}
+
+// LockForWrite creates the dataset layout if needed, waits for the write
+// lock, and removes whatever a crashed writer left behind: the staging area
+// and snapshot directories that no manifest names (a crash between their
+// rename and the manifest's).
+func (d *Dataset) LockForWrite() (*Writer, error) {
+	for _, sub := range []string{"", ManifestsDir, SnapshotsDir} {
+		if err := os.MkdirAll(d.Path(sub), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	l, err := fileutil.WaitLock(d.Path(LockFile))
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{d: d, lock: l}
+	if err := w.cleanLocked(); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Close releases the write lock.
+func (w *Writer) Close() error { return w.lock.Release() }
+
+// cleanLocked removes leftovers of crashed writers. Requires the lock held.
+func (w *Writer) cleanLocked() error {
+	if err := os.RemoveAll(w.d.Path(TmpDir)); err != nil {
+		return fmt.Errorf("remove stale staging area: %w", err)
+	}
+	have, err := w.d.IDs()
+	if err != nil {
+		return err
+	}
+	named := map[uint64]bool{}
+	for _, id := range have {
+		named[id] = true
+	}
+	snaps, err := idsIn(w.d.Path(SnapshotsDir), "")
+	if err != nil {
+		return err
+	}
+	for _, id := range snaps {
+		if !named[id] {
+			if err := os.RemoveAll(w.d.Path(SnapshotPath(id))); err != nil {
+				return fmt.Errorf("remove orphan snapshot %d: %w", id, err)
+			}
+		}
+	}
+	// Half-written manifests (".NNNNNN.json.tmp") are never read; drop them.
+	ents, err := os.ReadDir(w.d.Path(ManifestsDir))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") && strings.HasSuffix(e.Name(), ".tmp") {
+			if err := os.Remove(filepath.Join(w.d.Path(ManifestsDir), e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// NextID is one more than the largest id under manifests/ or snapshots/.
+func (w *Writer) NextID() (uint64, error) {
+	var max uint64
+	for _, sub := range []struct{ dir, suffix string }{{ManifestsDir, ".json"}, {SnapshotsDir, ""}} {
+		ids, err := idsIn(w.d.Path(sub.dir), sub.suffix)
+		if err != nil {
+			return 0, err
+		}
+		if n := len(ids); n > 0 && ids[n-1] > max {
+			max = ids[n-1]
+		}
+	}
+	return max + 1, nil
+}
+
+// Stage creates an empty staging directory for a snapshot's files.
+func (w *Writer) Stage() (string, error) {
+	if err := os.MkdirAll(w.d.Path(TmpDir), 0o755); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(w.d.Path(TmpDir), "build-")
+}
+
+// Publish makes a staged snapshot visible, in the order docs/FORMAT.md §1
+// gives: fsync the staged files, rename the directory into snapshots/,
+// write the manifest atomically, then flip CURRENT. m.SnapshotID must be
+// NextID's answer, and m.Files paths must point into SnapshotPath(id).
+func (w *Writer) Publish(staged string, m *Manifest) error {
+	body, err := Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := fileutil.SyncTree(staged); err != nil {
+		return err
+	}
+	final := w.d.Path(SnapshotPath(m.SnapshotID))
+	if _, err := os.Stat(final); err == nil {
+		return fmt.Errorf("publish snapshot %d: %s already exists", m.SnapshotID, final)
+	}
+	if err := os.Rename(staged, final); err != nil {
+		return fmt.Errorf("publish snapshot %d: %w", m.SnapshotID, err)
+	}
+	if err := fileutil.SyncDir(w.d.Path(SnapshotsDir)); err != nil {
+		return err
+	}
+	if err := fileutil.WriteFileAtomic(w.d.Path(ManifestPath(m.SnapshotID)), body, 0o644); err != nil {
+		return err
+	}
+	return w.SetCurrent(m.SnapshotID)
+}
+
+// SetCurrent flips CURRENT to manifest id (write-temp, fsync, rename,
+// fsync-dir). The manifest must exist and parse.
+func (w *Writer) SetCurrent(id uint64) error {
+	if _, err := w.d.Load(id); err != nil {
+		return fmt.Errorf("set CURRENT to %d: %w", id, err)
+	}
+	return fileutil.WriteFileAtomic(w.d.Path(CurrentFile), []byte(ManifestPath(id)+"\n"), 0o644)
+}

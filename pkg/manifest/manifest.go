@@ -1,0 +1,266 @@
+// Package manifest defines the JSON manifest that names a snapshot's files,
+// and the dataset directory around it: the CURRENT pointer, snapshot ids,
+// staging and the atomic publish that makes a snapshot visible.
+//
+// The manifest is the only mutable-looking thing in a dataset, and even it
+// is written once: publishing a snapshot writes a new manifest and flips
+// CURRENT to it. See docs/FORMAT.md §1–2 for the contract.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/energyscope/servingsnap/pkg/fileutil"
+)
+
+// Format and Version identify the manifest document; readers refuse other
+// versions rather than guess.
+const (
+	Format  = "servingsnap.manifest"
+	Version = 1
+)
+
+// File roles, tiers and formats written in Manifest.Files.
+const (
+	RoleData  = "data"
+	RoleIndex = "index"
+
+	TierHot = "hot"
+
+	FormatArrowIPCFile = "arrow-ipc-file"
+)
+
+// ErrCorrupt marks a manifest or pointer that parses badly or breaks the
+// format's rules. Test with errors.Is.
+var ErrCorrupt = errors.New("corrupt")
+
+// Manifest describes one published snapshot. Field names are the JSON
+// contract documented in docs/FORMAT.md; add fields, never rename them.
+type Manifest struct {
+	Format        string  `json:"format"`
+	FormatVersion int     `json:"format_version"`
+	SnapshotID    uint64  `json:"snapshot_id"`
+	ParentID      uint64  `json:"parent_id"`
+	Dataset       string  `json:"dataset"`
+	Created       string  `json:"created"`
+	Tool          string  `json:"tool"`
+	Schema        Schema  `json:"schema"`
+	Files         []File  `json:"files"`
+	Stats         Stats   `json:"stats"`
+	Build         Build   `json:"build"`
+	Lineage       Lineage `json:"lineage"`
+	WALPosition   uint64  `json:"wal_position"`
+}
+
+// Schema lists the columns of the data and index files.
+type Schema struct {
+	Data       []Column `json:"data"`
+	Index      []Column `json:"index"`
+	Attributes []string `json:"attributes"`
+}
+
+// Column is one Arrow field, with Arrow's name for its type.
+type Column struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Nullable bool   `json:"nullable"`
+}
+
+// File is one file of the snapshot.
+type File struct {
+	Path     string `json:"path"`
+	Role     string `json:"role"`
+	Tier     string `json:"tier"`
+	Format   string `json:"format"`
+	Size     int64  `json:"size"`
+	Rows     int64  `json:"rows"`
+	Batches  int    `json:"batches"`
+	Checksum string `json:"checksum"`
+}
+
+// Stats are whole-snapshot statistics, checked by snapverify --deep.
+type Stats struct {
+	Rows              int64  `json:"rows"`
+	Series            int64  `json:"series"`
+	FirstPeriod       string `json:"first_period"`
+	LastPeriod        string `json:"last_period"`
+	DuplicatesDropped int64  `json:"duplicates_dropped"`
+}
+
+// Build records the options that shaped the snapshot.
+type Build struct {
+	SeriesColumn string `json:"series_column"`
+	PeriodColumn string `json:"period_column"`
+	ValueColumn  string `json:"value_column"`
+	OnDuplicate  string `json:"on_duplicate"`
+	BatchRows    int    `json:"batch_rows"`
+}
+
+// Lineage says where the rows came from.
+type Lineage struct {
+	Kind           string  `json:"kind"`
+	Source         string  `json:"source"`
+	LakeSnapshotID string  `json:"lake_snapshot_id"`
+	Inputs         []Input `json:"inputs"`
+}
+
+// Input is one input file, identified well enough to notice it changed.
+type Input struct {
+	Path     string `json:"path"`
+	Size     int64  `json:"size"`
+	Rows     int64  `json:"rows"`
+	Checksum string `json:"checksum"`
+}
+
+// FileByRole returns the first file with the given role.
+func (m *Manifest) FileByRole(role string) (File, bool) {
+	for _, f := range m.Files {
+		if f.Role == role {
+			return f, true
+		}
+	}
+	return File{}, false
+}
+
+// Marshal renders the manifest as indented JSON with a trailing newline.
+func Marshal(m *Manifest) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// maxManifestSize bounds what Parse accepts: a manifest names a handful of
+// files and its inputs; anything this large is not one of ours.
+const maxManifestSize = 64 << 20
+
+// Parse decodes and validates a manifest. It never panics on any input.
+func Parse(b []byte) (*Manifest, error) {
+	if len(b) > maxManifestSize {
+		return nil, fmt.Errorf("%w: manifest is %d bytes, limit %d", ErrCorrupt, len(b), maxManifestSize)
+	}
+	// Peek at the version first so a future format gets a clear message
+	// instead of a field-level decoding error.
+	var head struct {
+		Format        string `json:"format"`
+		FormatVersion int    `json:"format_version"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("%w: manifest is not JSON: %v", ErrCorrupt, err)
+	}
+	if head.Format != Format {
+		return nil, fmt.Errorf("%w: manifest format %q, want %q", ErrCorrupt, head.Format, Format)
+	}
+	if head.FormatVersion != Version {
+		return nil, fmt.Errorf("%w: manifest format_version %d is not supported (this build reads %d)", ErrCorrupt, head.FormatVersion, Version)
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks the rules a reader relies on before it opens any file the
+// manifest names: known version, sane ids, safe relative paths, known roles,
+// well-formed checksums, consistent counts.
+func (m *Manifest) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: manifest %d: %s", ErrCorrupt, m.SnapshotID, fmt.Sprintf(format, a...))
+	}
+	if m.Format != Format || m.FormatVersion != Version {
+		return bad("format %q version %d, want %q version %d", m.Format, m.FormatVersion, Format, Version)
+	}
+	if m.SnapshotID == 0 {
+		return bad("snapshot_id must be ≥ 1")
+	}
+	if m.ParentID >= m.SnapshotID {
+		return bad("parent_id %d is not older than snapshot_id %d", m.ParentID, m.SnapshotID)
+	}
+	if err := ValidateDatasetName(m.Dataset); err != nil {
+		return bad("%v", err)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, m.Created); err != nil {
+		return bad("created %q is not RFC 3339", m.Created)
+	}
+	if m.Stats.Rows < 0 || m.Stats.Series < 0 || m.Stats.Series > m.Stats.Rows {
+		return bad("stats rows %d series %d are inconsistent", m.Stats.Rows, m.Stats.Series)
+	}
+	seen := map[string]bool{}
+	roles := map[string]int{}
+	for i, f := range m.Files {
+		if err := validateRelPath(f.Path); err != nil {
+			return bad("files[%d]: %v", i, err)
+		}
+		if seen[f.Path] {
+			return bad("files[%d]: %s listed twice", i, f.Path)
+		}
+		seen[f.Path] = true
+		switch f.Role {
+		case RoleData, RoleIndex:
+		default:
+			return bad("files[%d]: unknown role %q", i, f.Role)
+		}
+		roles[f.Role]++
+		if f.Format != FormatArrowIPCFile {
+			return bad("files[%d]: unknown format %q", i, f.Format)
+		}
+		if f.Size < 0 || f.Rows < 0 || f.Batches < 0 {
+			return bad("files[%d]: negative size, rows or batches", i)
+		}
+		if !fileutil.ValidChecksum(f.Checksum) {
+			return bad("files[%d]: checksum %q is not %s<16 hex digits>", i, f.Checksum, fileutil.ChecksumPrefix)
+		}
+	}
+	if roles[RoleData] != 1 || roles[RoleIndex] != 1 {
+		return bad("want exactly one data and one index file, have %d and %d", roles[RoleData], roles[RoleIndex])
+	}
+	if d, _ := m.FileByRole(RoleData); d.Rows != m.Stats.Rows {
+		return bad("data file has %d rows, stats say %d", d.Rows, m.Stats.Rows)
+	}
+	if x, _ := m.FileByRole(RoleIndex); x.Rows != m.Stats.Series {
+		return bad("index file has %d rows, stats say %d series", x.Rows, m.Stats.Series)
+	}
+	return nil
+}
+
+// validateRelPath accepts only clean, relative, slash-separated paths that
+// stay inside the dataset directory.
+func validateRelPath(p string) error {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") || path.Clean(p) != p ||
+		p == ".." || strings.HasPrefix(p, "../") {
+		return fmt.Errorf("path %q is not a clean relative path inside the dataset", p)
+	}
+	return nil
+}
+
+// ValidateDatasetName accepts names that are safe as one directory name:
+// [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
+func ValidateDatasetName(name string) error {
+	if len(name) == 0 || len(name) > 128 {
+		return fmt.Errorf("dataset name %q must be 1-128 characters", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+			i > 0 && (c == '.' || c == '_' || c == '-')
+		if !ok {
+			return fmt.Errorf("dataset name %q: character %q at %d not allowed (want [A-Za-z0-9][A-Za-z0-9._-]*)", name, c, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+// Package sidecar defines the index sidecar (index.arrow): one row per
+// series, sorted by series id, saying where the series' rows are in the data
+// file and holding everything a server used to rebuild at start-up (bounds,
+// latest value, per-series attributes). docs/FORMAT.md §4 is the prose
+// version.
+//
+// The index is itself an Arrow IPC file with a single record batch, so a
+// reader maps it and binary-searches the series_id column in place: opening
+// builds no per-series map.
+package sidecar
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+)
+
+// Column names of the index, in order; attribute columns follow.
+const (
+	ColSeriesID     = "series_id"
+	ColRowOffset    = "row_offset"
+	ColRowCount     = "row_count"
+	ColBatch        = "batch"
+	ColBatchOffset  = "batch_offset"
+	ColFirstPeriod  = "first_period"
+	ColLastPeriod   = "last_period"
+	ColLatestPeriod = "latest_period"
+	ColLatestValue  = "latest_value"
+
+	// NumFixed is the number of columns before the attributes.
+	NumFixed = 9
+
+	// FileIndex is the servingsnap.file metadata value of an index file.
+	FileIndex = "index"
+)
+
+// Schema returns the index schema for a value type and attribute fields.
+func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
+	fields := []arrow.Field{
+		{Name: ColSeriesID, Type: arrow.BinaryTypes.String},
+		{Name: ColRowOffset, Type: arrow.PrimitiveTypes.Int64},
+		{Name: ColRowCount, Type: arrow.PrimitiveTypes.Int64},
+		{Name: ColBatch, Type: arrow.PrimitiveTypes.Uint32},
+		{Name: ColBatchOffset, Type: arrow.PrimitiveTypes.Uint32},
+		{Name: ColFirstPeriod, Type: arrow.FixedWidthTypes.Date32},
+		{Name: ColLastPeriod, Type: arrow.FixedWidthTypes.Date32},
+		{Name: ColLatestPeriod, Type: arrow.FixedWidthTypes.Date32, Nullable: true},
+		{Name: ColLatestValue, Type: valueType, Nullable: true},
+	}
+	fields = append(fields, attrs...)
+	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, datafile.Version})
+	return arrow.NewSchema(fields, &md)
+}
+
+// Index is a read-only view over the index record batch. It holds typed
+// handles to the columns and nothing per series: lookups binary-search the
+// sorted series_id column where it lies (in the mapping, for a mapped file).
+type Index struct {
+	rec          arrow.RecordBatch
+	ids          *array.String
+	rowOffset    []int64
+	rowCount     []int64
+	batch        []uint32
+	batchOffset  []uint32
+	firstPeriod  []arrow.Date32
+	lastPeriod   []arrow.Date32
+	latestPeriod *array.Date32
+	latestValue  arrow.Array
+}
+
+// Entry is one series' location and bounds.
+type Entry struct {
+	Code        int // the index row; the data file's series_code
+	SeriesID    string
+	RowOffset   int64
+	RowCount    int64
+	Batch       int
+	BatchOffset int
+	FirstPeriod int32
+	LastPeriod  int32
+}
+
+// New wraps an index record batch after checking its schema and the
+// column invariants that are cheap to check without touching every row.
+// It does not take a reference on rec; the caller keeps rec alive.
+func New(rec arrow.RecordBatch) (*Index, error) {
+	s := rec.Schema()
+	if err := datafile.CheckMeta(s, FileIndex); err != nil {
+		return nil, err
+	}
+	if s.NumFields() < NumFixed {
+		return nil, fmt.Errorf("index has %d columns, want at least %d", s.NumFields(), NumFixed)
+	}
+	want := Schema(s.Field(NumFixed-1).Type, nil)
+	for i := 0; i < NumFixed; i++ {
+		g, w := s.Field(i), want.Field(i)
+		if g.Name != w.Name || !arrow.TypeEqual(g.Type, w.Type) {
+			return nil, fmt.Errorf("index column %d is %s %s, want %s %s", i, g.Name, g.Type, w.Name, w.Type)
+		}
+	}
+	for i := 0; i < NumFixed; i++ {
+		if i != 7 && i != 8 && rec.Column(i).NullN() != 0 {
+			return nil, fmt.Errorf("index column %s has %d nulls", s.Field(i).Name, rec.Column(i).NullN())
+		}
+	}
+	x := &Index{
+		rec:          rec,
+		ids:          rec.Column(0).(*array.String),
+		rowOffset:    rec.Column(1).(*array.Int64).Int64Values(),
+		rowCount:     rec.Column(2).(*array.Int64).Int64Values(),
+		batch:        rec.Column(3).(*array.Uint32).Uint32Values(),
+		batchOffset:  rec.Column(4).(*array.Uint32).Uint32Values(),
+		firstPeriod:  rec.Column(5).(*array.Date32).Date32Values(),
+		lastPeriod:   rec.Column(6).(*array.Date32).Date32Values(),
+		latestPeriod: rec.Column(7).(*array.Date32),
+		latestValue:  rec.Column(8),
+	}
+	return x, nil
+}
+
+// Len is the number of series.
+func (x *Index) Len() int { return x.ids.Len() }
+
+// Record is the underlying record batch.
+func (x *Index) Record() arrow.RecordBatch { return x.rec }
+
+// SeriesID returns series i's id. The string aliases the index buffer.
+func (x *Index) SeriesID(i int) string { return x.ids.Value(i) }
+
+// Lookup finds a series by id: a binary search over the sorted ids.
+func (x *Index) Lookup(id string) (int, bool) {
+	n := x.ids.Len()
+	i := sort.Search(n, func(i int) bool { return x.ids.Value(i) >= id })
+	return i, i < n && x.ids.Value(i) == id
+}
+
+// Prefix returns the code range [lo, hi) of series whose id starts with p.
+func (x *Index) Prefix(p string) (lo, hi int) {
+	n := x.ids.Len()
+	lo = sort.Search(n, func(i int) bool { return x.ids.Value(i) >= p })
+	hi = lo + sort.Search(n-lo, func(j int) bool {
+		return !bytes.HasPrefix([]byte(x.ids.Value(lo+j)), []byte(p))
+	})
+	return lo, hi
+}
+
+// Entry returns series i's location and bounds.
+func (x *Index) Entry(i int) Entry {
+	return Entry{
+		Code:        i,
+		SeriesID:    x.ids.Value(i),
+		RowOffset:   x.rowOffset[i],
+		RowCount:    x.rowCount[i],
+		Batch:       int(x.batch[i]),
+		BatchOffset: int(x.batchOffset[i]),
+		FirstPeriod: int32(x.firstPeriod[i]),
+		LastPeriod:  int32(x.lastPeriod[i]),
+	}
+}
+
+// Latest returns the period of series i's last non-null value, and false
+// when all its values are null. The value itself is LatestValues().(i).
+func (x *Index) Latest(i int) (int32, bool) {
+	if x.latestPeriod.IsNull(i) {
+		return 0, false
+	}
+	return int32(x.latestPeriod.Value(i)), true
+}
+
+// LatestValues is the latest_value column.
+func (x *Index) LatestValues() arrow.Array { return x.latestValue }
+
+// Attributes returns the attribute fields and columns.
+func (x *Index) Attributes() ([]arrow.Field, []arrow.Array) {
+	s := x.rec.Schema()
+	var f []arrow.Field
+	var c []arrow.Array
+	for i := NumFixed; i < s.NumFields(); i++ {
+		f = append(f, s.Field(i))
+		c = append(c, x.rec.Column(i))
+	}
+	return f, c
+}

@@ -1,0 +1,337 @@
+// Package sortwrite cooks a serving snapshot from a lake: it reads every
+// Parquet file of the input, unifies their schemas, normalises periods,
+// sorts all rows by (series id, period) through dictionary codes and a
+// radix sort, splits per-series constants into the index, and writes the
+// data file, the index sidecar and the manifest, published atomically.
+//
+// The work is done once, offline, so that a server only maps files.
+package sortwrite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
+)
+
+// Duplicate policies.
+const (
+	OnDuplicateError = "error"
+	OnDuplicateLast  = "last"
+)
+
+// Options configure a build.
+type Options struct {
+	Input        string // directory of Parquet files (hive year= folders or flat)
+	Out          string // the dataset directory, ROOT/DATASET
+	SeriesColumn string // default "series_id"
+	PeriodColumn string // default "period"
+	ValueColumn  string // default "value"
+	OnDuplicate  string // "error" (default) or "last"
+	BatchRows    int    // target rows per data batch; default datafile.DefaultBatchRows
+	Parallel     int    // reader goroutines; default GOMAXPROCS
+	Tool         string // recorded in the manifest, e.g. "servingsnap v0.1.0"
+	Now          func() time.Time
+}
+
+func (o *Options) defaults() error {
+	if o.Input == "" || o.Out == "" {
+		return fmt.Errorf("both an input directory and an output dataset directory are required")
+	}
+	if o.SeriesColumn == "" {
+		o.SeriesColumn = "series_id"
+	}
+	if o.PeriodColumn == "" {
+		o.PeriodColumn = "period"
+	}
+	if o.ValueColumn == "" {
+		o.ValueColumn = "value"
+	}
+	if o.SeriesColumn == o.PeriodColumn || o.SeriesColumn == o.ValueColumn || o.PeriodColumn == o.ValueColumn {
+		return fmt.Errorf("series, period and value columns must differ (got %q, %q, %q)", o.SeriesColumn, o.PeriodColumn, o.ValueColumn)
+	}
+	switch o.OnDuplicate {
+	case "":
+		o.OnDuplicate = OnDuplicateError
+	case OnDuplicateError, OnDuplicateLast:
+	default:
+		return fmt.Errorf("on-duplicate %q: want %q or %q", o.OnDuplicate, OnDuplicateError, OnDuplicateLast)
+	}
+	if o.BatchRows == 0 {
+		o.BatchRows = datafile.DefaultBatchRows
+	}
+	if o.BatchRows < 1 {
+		return fmt.Errorf("batch rows must be positive, got %d", o.BatchRows)
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = runtime.GOMAXPROCS(0)
+	}
+	if o.Tool == "" {
+		o.Tool = "servingsnap dev"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Summary reports a finished build; its JSON form is what `snapbuild build
+// --json` prints (field names are stable, see docs/CLI.md).
+type Summary struct {
+	SnapshotID        uint64        `json:"snapshot_id"`
+	ParentID          uint64        `json:"parent_id"`
+	Dataset           string        `json:"dataset"`
+	Manifest          string        `json:"manifest"`
+	Rows              int64         `json:"rows"`
+	Series            int64         `json:"series"`
+	DuplicatesDropped int64         `json:"duplicates_dropped"`
+	Inputs            int           `json:"inputs"`
+	InputBytes        int64         `json:"input_bytes"`
+	Attributes        []string      `json:"attributes"`
+	DataColumns       []string      `json:"data_columns"`
+	Files             []SummaryFile `json:"files"`
+	IndexDataRatio    float64       `json:"index_data_ratio"`
+	Phases            Phases        `json:"phases"`
+	Seconds           float64       `json:"seconds"`
+}
+
+// SummaryFile is one written file.
+type SummaryFile struct {
+	Path string `json:"path"`
+	Role string `json:"role"`
+	Size int64  `json:"size"`
+}
+
+// Phases are wall-clock seconds per build phase.
+type Phases struct {
+	Scan    float64 `json:"scan"`    // list inputs, read footers, unify schemas
+	Read    float64 `json:"read"`    // decode Parquet into columns, checksum inputs
+	Sort    float64 `json:"sort"`    // rank ids, radix sort, duplicates, series bounds
+	Write   float64 `json:"write"`   // gather and write data and index files
+	Publish float64 `json:"publish"` // fsync, rename, manifest, CURRENT
+}
+
+// Build reads the lake at opt.Input and publishes a new snapshot of the
+// dataset at opt.Out. On error nothing becomes visible.
+func Build(ctx context.Context, opt Options) (*Summary, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	ds, err := manifest.OpenDataset(opt.Out)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	lap := start
+	phase := func(dst *float64) {
+		now := time.Now()
+		*dst = now.Sub(lap).Seconds()
+		lap = now
+	}
+	sum := &Summary{Dataset: ds.Name}
+
+	t, err := scan(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	phase(&sum.Phases.Scan)
+
+	sums := make([]string, len(t.inputs))
+	if err := t.readAll(ctx, opt.Parallel, sums); err != nil {
+		return nil, err
+	}
+	phase(&sum.Phases.Read)
+
+	lay, err := t.layout(opt)
+	if err != nil {
+		return nil, err
+	}
+	phase(&sum.Phases.Sort)
+
+	w, err := ds.LockForWrite()
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	id, err := w.NextID()
+	if err != nil {
+		return nil, err
+	}
+	var parent uint64
+	if cur, err := ds.CurrentID(); err == nil {
+		parent = cur
+	}
+	staged, err := w.Stage()
+	if err != nil {
+		return nil, err
+	}
+	files, schemas, err := t.write(staged, lay, opt)
+	if err != nil {
+		os.RemoveAll(staged)
+		return nil, err
+	}
+	phase(&sum.Phases.Write)
+
+	m := &manifest.Manifest{
+		Format:        manifest.Format,
+		FormatVersion: manifest.Version,
+		SnapshotID:    id,
+		ParentID:      parent,
+		Dataset:       ds.Name,
+		Created:       opt.Now().UTC().Format(time.RFC3339Nano),
+		Tool:          opt.Tool,
+		Schema: manifest.Schema{
+			Data:       columnsOf(schemas.data),
+			Index:      columnsOf(schemas.index),
+			Attributes: lay.attrNames(t),
+		},
+		Stats: manifest.Stats{
+			Rows:              int64(len(lay.perm)),
+			Series:            int64(len(lay.series)),
+			DuplicatesDropped: lay.dropped,
+		},
+		Build: manifest.Build{
+			SeriesColumn: opt.SeriesColumn,
+			PeriodColumn: opt.PeriodColumn,
+			ValueColumn:  opt.ValueColumn,
+			OnDuplicate:  opt.OnDuplicate,
+			BatchRows:    opt.BatchRows,
+		},
+		Lineage: manifest.Lineage{Kind: "parquet", Source: opt.Input},
+	}
+	if len(lay.series) > 0 {
+		m.Stats.FirstPeriod = period.Format(lay.minPeriod)
+		m.Stats.LastPeriod = period.Format(lay.maxPeriod)
+	}
+	for i, in := range t.inputs {
+		m.Lineage.Inputs = append(m.Lineage.Inputs, manifest.Input{Path: in.Rel, Size: in.Size, Rows: in.Rows, Checksum: sums[i]})
+		sum.InputBytes += in.Size
+	}
+	snapRel := manifest.SnapshotPath(id)
+	for _, f := range files {
+		f.Path = snapRel + "/" + f.Path
+		m.Files = append(m.Files, f)
+		sum.Files = append(sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Size: f.Size})
+	}
+	if err := w.Publish(staged, m); err != nil {
+		os.RemoveAll(staged)
+		return nil, err
+	}
+	phase(&sum.Phases.Publish)
+
+	sum.SnapshotID, sum.ParentID = id, parent
+	sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(manifest.ManifestPath(id)))
+	sum.Rows, sum.Series, sum.DuplicatesDropped = m.Stats.Rows, m.Stats.Series, lay.dropped
+	sum.Inputs = len(t.inputs)
+	sum.Attributes = m.Schema.Attributes
+	for _, c := range m.Schema.Data {
+		sum.DataColumns = append(sum.DataColumns, c.Name)
+	}
+	d, _ := m.FileByRole(manifest.RoleData)
+	x, _ := m.FileByRole(manifest.RoleIndex)
+	if d.Size > 0 {
+		sum.IndexDataRatio = float64(x.Size) / float64(d.Size)
+	}
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+func columnsOf(s *arrow.Schema) []manifest.Column {
+	var cs []manifest.Column
+	for _, f := range s.Fields() {
+		cs = append(cs, manifest.Column{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
+	}
+	return cs
+}
+
+// scan lists the inputs, reads their footers and unifies their schemas.
+func scan(ctx context.Context, opt Options) (*table, error) {
+	ins, err := discover(opt.Input)
+	if err != nil {
+		return nil, err
+	}
+	g, _ := errgroup.WithContext(ctx)
+	g.SetLimit(opt.Parallel * 2)
+	for _, in := range ins {
+		g.Go(in.readFooter)
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	schemas := make([]FileSchema, len(ins))
+	var rows int64
+	for i, in := range ins {
+		in.FirstRow = rows
+		rows += in.Rows
+		schemas[i] = in.Schema
+	}
+	if rows >= noRow {
+		return nil, fmt.Errorf("input holds %d rows; one snapshot holds at most %d (build shards)", rows, uint32(noRow-1))
+	}
+	u, err := Unify(schemas, map[string]bool{opt.PeriodColumn: true})
+	if err != nil {
+		return nil, err
+	}
+	find := func(name, role string) (Column, error) {
+		i := u.Index(name)
+		if i < 0 {
+			var names []string
+			for _, c := range u.Columns {
+				names = append(names, c.Name)
+			}
+			return Column{}, fmt.Errorf("no %s column %q in any input file (columns: %s); choose one with --%s-column", role, name, strings.Join(names, ", "), role)
+		}
+		return u.Columns[i], nil
+	}
+	sc, err := find(opt.SeriesColumn, "series")
+	if err != nil {
+		return nil, err
+	}
+	if sc.Type.ID() != arrow.STRING {
+		return nil, fmt.Errorf("series column %q has type %s (in %s); want a string", sc.Name, sc.Type, sc.From)
+	}
+	if _, err := find(opt.PeriodColumn, "period"); err != nil {
+		return nil, err
+	}
+	vc, err := find(opt.ValueColumn, "value")
+	if err != nil {
+		return nil, err
+	}
+	if !isNumeric(vc.Type) {
+		return nil, fmt.Errorf("value column %q has type %s (in %s); want a numeric type", vc.Name, vc.Type, vc.From)
+	}
+	t := &table{inputs: ins, unified: u, rows: int(rows), periodCol: opt.PeriodColumn}
+	t.series = newStore(sc, t.rows)
+	t.value = newStore(vc, t.rows)
+	t.periods = make([]int32, t.rows)
+	for _, c := range u.Columns {
+		if c.Name != opt.SeriesColumn && c.Name != opt.PeriodColumn && c.Name != opt.ValueColumn {
+			t.others = append(t.others, newStore(c, t.rows))
+		}
+	}
+	return t, nil
+}
+
+func isNumeric(dt arrow.DataType) bool {
+	switch dt.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64,
+		arrow.DECIMAL32, arrow.DECIMAL64, arrow.DECIMAL128, arrow.DECIMAL256:
+		return true
+	}
+	return false
+}
+
+// periodName is the input's period column name.
+func (t *table) periodName() string { return t.periodCol }

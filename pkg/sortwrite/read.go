@@ -1,0 +1,348 @@
+package sortwrite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/period"
+)
+
+var errTooManyValues = errors.New("more than 4294967294 distinct values")
+
+// table is the whole input, column by column, in input order (file order,
+// then row order). Row i of every store is the same input row.
+type table struct {
+	inputs  []*input
+	unified *Unified
+	rows    int
+
+	periodCol string
+
+	series  *store  // the series id column (kindString)
+	periods []int32 // the period column as date32 days
+	value   *store  // the value column
+	others  []*store
+}
+
+// location names a global row: file, row group and row within both.
+func (t *table) location(row int64) string {
+	fi := sort.Search(len(t.inputs), func(i int) bool { return t.inputs[i].FirstRow > row }) - 1
+	if fi < 0 {
+		return fmt.Sprintf("row %d", row)
+	}
+	in := t.inputs[fi]
+	r := row - in.FirstRow
+	g := 0
+	for g < len(in.GroupRows)-1 && r >= in.GroupRows[g] {
+		r -= in.GroupRows[g]
+		g++
+	}
+	return fmt.Sprintf("%s row group %d row %d (file row %d)", in.Rel, g, r, row-in.FirstRow)
+}
+
+// unit is one row group of one file: the grain of parallel reading.
+type unit struct {
+	in       *input
+	fileIdx  int
+	group    int
+	firstRow int64 // global row of the group's first row
+	rows     int64
+}
+
+// readAll reads every row group of every input into t, using up to
+// parallel workers. Each worker writes a disjoint row range of the
+// preallocated stores, so only dictionary interning takes a lock.
+// Input checksums are computed alongside.
+func (t *table) readAll(ctx context.Context, parallel int, sums []string) error {
+	var units []unit
+	for fi, in := range t.inputs {
+		r := in.FirstRow
+		for g, n := range in.GroupRows {
+			units = append(units, unit{in: in, fileIdx: fi, group: g, firstRow: r, rows: n})
+			r += n
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallel, 1))
+	for i, in := range t.inputs {
+		g.Go(func() error {
+			sum, size, err := fileutil.ChecksumFile(in.Abs)
+			if err != nil {
+				return fmt.Errorf("checksum %s: %w", in.Rel, err)
+			}
+			if size != in.Size {
+				return fmt.Errorf("%s changed while being read (size %d, then %d)", in.Rel, in.Size, size)
+			}
+			sums[i] = sum
+			return nil
+		})
+	}
+	for _, u := range units {
+		g.Go(func() error { return t.readUnit(ctx, u) })
+	}
+	return g.Wait()
+}
+
+func (t *table) readUnit(ctx context.Context, u unit) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pf, err := file.OpenParquetFile(u.in.Abs, false)
+	if err != nil {
+		return fmt.Errorf("%s: %w", u.in.Rel, err)
+	}
+	defer pf.Close()
+
+	// Read string columns as dictionaries: the reader hands over per-chunk
+	// codes, so interning costs one hash per distinct value per row group
+	// instead of one per row.
+	var props pqarrow.ArrowReadProperties
+	var leaves []int
+	stores := append([]*store{t.series, t.value}, t.others...)
+	pcol := t.unified.Index(t.periodName())
+	fileCols := make([]int, 0, len(stores)+1)
+	addLeaf := func(c Column) int {
+		x := c.In[u.fileIdx]
+		if x < 0 {
+			return -1
+		}
+		if kindOf(c.Type) == kindString || c.Name == t.periodName() {
+			if id := u.in.Schema.Fields[x].Type.ID(); id == arrow.STRING || id == arrow.BINARY || id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY {
+				props.SetReadDict(x, true)
+			}
+		}
+		leaves = append(leaves, x)
+		return len(leaves) - 1
+	}
+	pPos := addLeaf(t.unified.Columns[pcol])
+	for _, s := range stores {
+		fileCols = append(fileCols, addLeaf(s.col))
+	}
+	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
+	if err != nil {
+		return fmt.Errorf("%s: %w", u.in.Rel, err)
+	}
+	tbl, err := fr.ReadRowGroups(ctx, leaves, []int{u.group})
+	if err != nil {
+		return fmt.Errorf("%s row group %d: %w", u.in.Rel, u.group, err)
+	}
+	defer tbl.Release()
+	if tbl.NumRows() != u.rows {
+		return fmt.Errorf("%s row group %d: read %d rows, footer says %d", u.in.Rel, u.group, tbl.NumRows(), u.rows)
+	}
+	lo, hi := int(u.firstRow), int(u.firstRow+u.rows)
+
+	// Period: required in every file.
+	if pPos < 0 {
+		return fmt.Errorf("%s: no period column %q", u.in.Rel, t.periodName())
+	}
+	off := lo
+	for _, chunk := range tbl.Column(pPos).Data().Chunks() {
+		if err := period.Column(chunk, t.periods[off:off+chunk.Len()]); err != nil {
+			var re *period.RowError
+			if errors.As(err, &re) {
+				return fmt.Errorf("%s: column %q: period %q: %v", t.location(int64(off+re.Row)), t.periodName(), re.Value, re.Err)
+			}
+			return fmt.Errorf("%s row group %d: column %q: %w", u.in.Rel, u.group, t.periodName(), err)
+		}
+		off += chunk.Len()
+	}
+
+	for i, s := range stores {
+		if fileCols[i] < 0 {
+			if s == t.series {
+				return fmt.Errorf("%s: no series column %q", u.in.Rel, s.col.Name)
+			}
+			s.setNull(lo, hi)
+			continue
+		}
+		off := lo
+		for _, chunk := range tbl.Column(fileCols[i]).Data().Chunks() {
+			if err := s.fill(chunk, off); err != nil {
+				return fmt.Errorf("%s row group %d: column %q: %w", u.in.Rel, u.group, s.col.Name, err)
+			}
+			off += chunk.Len()
+		}
+	}
+	// A null series id cannot be placed in any series.
+	for r := lo; r < hi; r++ {
+		if t.series.codes[r] == nullCode {
+			return fmt.Errorf("%s: column %q: series id is null", t.location(int64(r)), t.series.col.Name)
+		}
+	}
+	return nil
+}
+
+// fill copies one chunk into rows [off, off+len) of the store.
+func (s *store) fill(arr arrow.Array, off int) error {
+	n := arr.Len()
+	switch s.kind {
+	case kindNull:
+		return nil
+	case kindString:
+		return s.fillStrings(arr, s.codes[off:off+n])
+	}
+	valid := s.valid[off : off+n]
+	if arr.NullN() == 0 {
+		for i := range valid {
+			valid[i] = 1
+		}
+	} else {
+		for i := range valid {
+			valid[i] = 0
+			if arr.IsValid(i) {
+				valid[i] = 1
+			}
+		}
+	}
+	if s.kind == kindBool {
+		b, ok := arr.(*array.Boolean)
+		if !ok {
+			return fmt.Errorf("got %s, want bool", arr.DataType())
+		}
+		for i := 0; i < n; i++ {
+			s.data[off+i] = 0
+			if b.Value(i) {
+				s.data[off+i] = 1
+			}
+		}
+		return nil
+	}
+	if !arrow.TypeEqual(arr.DataType(), s.col.Type) {
+		return fmt.Errorf("got %s, want %s", arr.DataType(), s.col.Type)
+	}
+	d := arr.Data()
+	buf := d.Buffers()[1]
+	w := s.width
+	if buf == nil {
+		if n > 0 && arr.NullN() != n {
+			return fmt.Errorf("missing value buffer")
+		}
+		return nil
+	}
+	src := buf.Bytes()
+	start := d.Offset() * w
+	if start+n*w > len(src) {
+		return fmt.Errorf("value buffer too short")
+	}
+	copy(s.data[off*w:(off+n)*w], src[start:start+n*w])
+	return nil
+}
+
+// fillStrings turns a string chunk into global dictionary codes.
+func (s *store) fillStrings(arr arrow.Array, dst []uint32) error {
+	if d, ok := arr.(*array.Dictionary); ok {
+		local, err := stringValues(d.Dictionary())
+		if err != nil {
+			return err
+		}
+		remap := make([]uint32, len(local))
+		if err := s.dict.internLocal(local, remap); err != nil {
+			return err
+		}
+		hasNulls := d.NullN() > 0
+		if idx, ok := d.Indices().(*array.Int32); ok {
+			vals := idx.Int32Values()
+			for i, v := range vals {
+				if hasNulls && d.IsNull(i) {
+					dst[i] = nullCode
+					continue
+				}
+				if v < 0 || int(v) >= len(remap) {
+					return fmt.Errorf("dictionary index %d out of range", v)
+				}
+				dst[i] = remap[v]
+			}
+			return nil
+		}
+		for i := range dst {
+			if d.IsNull(i) {
+				dst[i] = nullCode
+				continue
+			}
+			v := d.GetValueIndex(i)
+			if v < 0 || v >= len(remap) {
+				return fmt.Errorf("dictionary index %d out of range", v)
+			}
+			dst[i] = remap[v]
+		}
+		return nil
+	}
+	// Plain strings: build a chunk-local dictionary without the lock, then
+	// intern it once.
+	vals, err := stringValues(arr)
+	if err != nil {
+		return err
+	}
+	localIdx := map[string]uint32{}
+	var local []string
+	for i, v := range vals {
+		if arr.IsNull(i) {
+			dst[i] = nullCode
+			continue
+		}
+		c, ok := localIdx[v]
+		if !ok {
+			c = uint32(len(local))
+			localIdx[v] = c
+			local = append(local, v)
+		}
+		dst[i] = c
+	}
+	remap := make([]uint32, len(local))
+	if err := s.dict.internLocal(local, remap); err != nil {
+		return err
+	}
+	for i := range dst {
+		if dst[i] != nullCode {
+			dst[i] = remap[dst[i]]
+		}
+	}
+	return nil
+}
+
+// stringValues returns the values of a string or binary array as strings
+// that alias its buffers (valid while the array is).
+func stringValues(arr arrow.Array) ([]string, error) {
+	n := arr.Len()
+	out := make([]string, n)
+	switch a := arr.(type) {
+	case *array.String:
+		for i := range out {
+			out[i] = a.Value(i)
+		}
+	case *array.LargeString:
+		for i := range out {
+			out[i] = a.Value(i)
+		}
+	case *array.StringView:
+		for i := range out {
+			out[i] = a.Value(i)
+		}
+	case *array.Binary:
+		for i := range out {
+			out[i] = unsafeString(a.Value(i))
+		}
+	case *array.LargeBinary:
+		for i := range out {
+			out[i] = unsafeString(a.Value(i))
+		}
+	case *array.BinaryView:
+		for i := range out {
+			out[i] = unsafeString(a.Value(i))
+		}
+	default:
+		return nil, fmt.Errorf("got %s, want a string or binary column", arr.DataType())
+	}
+	return out, nil
+}

@@ -1,0 +1,143 @@
+package sortwrite
+
+import (
+	"math"
+	"sync"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// nullCode marks a null in a string column's per-row codes.
+const nullCode = math.MaxUint32
+
+// dictionary interns the distinct values of a string column across all
+// inputs. Workers map each chunk's local dictionary in one locked call, so
+// the lock is taken once per chunk, not per row.
+type dictionary struct {
+	mu     sync.Mutex
+	codes  map[string]uint32
+	values []string
+}
+
+func newDictionary() *dictionary { return &dictionary{codes: map[string]uint32{}} }
+
+// internLocal maps the values of a chunk-local dictionary to global codes.
+func (d *dictionary) internLocal(local []string, out []uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, v := range local {
+		c, ok := d.codes[v]
+		if !ok {
+			if len(d.values) >= nullCode {
+				return errTooManyValues
+			}
+			c = uint32(len(d.values))
+			v = string([]byte(v)) // own the bytes: the chunk's buffers are released
+			d.codes[v] = c
+			d.values = append(d.values, v)
+		}
+		out[i] = c
+	}
+	return nil
+}
+
+// store holds one input column for every row, in input order, preallocated
+// from the row counts in the Parquet footers so workers can fill disjoint
+// ranges without locks.
+type store struct {
+	col   Column
+	kind  kind
+	width int // bytes per row for kindFixed and kindBool
+
+	dict  *dictionary // kindString
+	codes []uint32    // kindString: per-row codes, nullCode for null
+
+	data  []byte // kindFixed, kindBool: width bytes per row
+	valid []byte // kindFixed, kindBool: 1 = valid, 0 = null
+}
+
+func newStore(c Column, rows int) *store {
+	s := &store{col: c, kind: kindOf(c.Type)}
+	switch s.kind {
+	case kindString:
+		s.dict = newDictionary()
+		s.codes = make([]uint32, rows)
+	case kindFixed, kindBool:
+		s.width = 1
+		if fw, ok := c.Type.(arrow.FixedWidthDataType); ok && s.kind == kindFixed {
+			s.width = fw.BitWidth() / 8
+		}
+		s.data = make([]byte, rows*s.width)
+		s.valid = make([]byte, rows)
+	}
+	return s
+}
+
+// setNull marks rows [lo, hi) null (a file without this column).
+func (s *store) setNull(lo, hi int) {
+	switch s.kind {
+	case kindString:
+		for i := lo; i < hi; i++ {
+			s.codes[i] = nullCode
+		}
+	case kindFixed, kindBool:
+		clear(s.valid[lo:hi])
+	}
+}
+
+// isNull reports whether row i is null.
+func (s *store) isNull(i int) bool {
+	switch s.kind {
+	case kindString:
+		return s.codes[i] == nullCode
+	case kindFixed, kindBool:
+		return s.valid[i] == 0
+	}
+	return true
+}
+
+// equalRows reports whether rows i and j hold the same value (two nulls
+// are equal). Used to find columns that are constant within each series.
+func (s *store) equalRows(i, j int) bool {
+	switch s.kind {
+	case kindString:
+		return s.codes[i] == s.codes[j]
+	case kindFixed, kindBool:
+		if s.valid[i] != s.valid[j] {
+			return false
+		}
+		if s.valid[i] == 0 {
+			return true
+		}
+		w := s.width
+		a, b := s.data[i*w:i*w+w], s.data[j*w:j*w+w]
+		for k := range a {
+			if a[k] != b[k] {
+				return false
+			}
+		}
+		return true
+	}
+	return true
+}
+
+// asSlice reinterprets a byte slice as a slice of T (for width-specialised
+// gathers). b must hold a whole number of T.
+func asSlice[T any](b []byte) []T {
+	var z T
+	n := len(b) / int(unsafe.Sizeof(z))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
+}
+
+// unsafeString views b as a string without copying; b must not change
+// while the string is in use.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
