@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -37,10 +38,22 @@ Examples:
 			&cli.IntFlag{Name: "batch-rows", Value: datafile.DefaultBatchRows, Usage: "target rows per data record batch (cut at series boundaries)"},
 			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines (default: number of CPUs)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("build takes no arguments, got %q (use --input and --out)", c.Args().Slice()), 2)
+			}
+			if p := c.String("cpuprofile"); p != "" {
+				f, err := os.Create(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			sum, err := sortwrite.Build(c.Context, sortwrite.Options{
 				Input:        c.String("input"),

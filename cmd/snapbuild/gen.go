@@ -15,7 +15,7 @@ func genCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "gen",
 		Usage:     "generate a sample Parquet lake",
-		UsageText: "snapbuild gen --out DIR [--series N] [--from-year Y] [--to-year Y] [--seed S] [options]\n   snapbuild gen --out DIR --eia CSVDIR",
+		UsageText: "snapbuild gen --out DIR [--series N] [--from-year Y] [--to-year Y] [--seed S] [options]\nsnapbuild gen --out DIR --eia CSVDIR [--period-as-date] [--overwrite]",
 		Description: `Writes hive-style year partitions OUT/year=YYYY/part-N.parquet (parquet-go, zstd,
 several row groups per file) with one row per observation and the columns
 series_id, period, value, units, frequency, name, category, shaped like EIA

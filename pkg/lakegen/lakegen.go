@@ -276,6 +276,9 @@ func Generate(ctx context.Context, opt Options) (Summary, error) {
 	sum := Summary{Series: opt.Series}
 	for k, t := range tasks {
 		if err := os.Rename(t.tmp, t.path); err != nil {
+			for _, rest := range tasks[k:] {
+				os.Remove(rest.tmp)
+			}
 			return Summary{}, fmt.Errorf("lakegen: %w", err)
 		}
 		sum.Files++
@@ -298,7 +301,7 @@ func prepareOut(out string, overwrite bool, years []int) error {
 	case len(ents) == 0:
 		return nil
 	case !overwrite:
-		return fmt.Errorf("lakegen: %s is not empty (set overwrite to replace its year partitions)", out)
+		return fmt.Errorf("lakegen: %s is not empty (Overwrite, or --overwrite, replaces its year=YYYY directories)", out)
 	}
 	for _, y := range years {
 		if err := os.RemoveAll(filepath.Join(out, yearDir(y))); err != nil {
@@ -426,7 +429,9 @@ func writeTask[T any, P rowPtr[T]](ctx context.Context, g *generator, t *fileTas
 
 	yi := t.year - g.opt.FromYear
 	cal := g.cals[yi]
-	capRows := max(g.opt.RowGroupRows, 366)
+	// A group holds at most RowGroupRows rows or one series (≤ 262 rows),
+	// and never more than the file.
+	capRows := int(min(int64(max(g.opt.RowGroupRows, 366)), t.rows))
 	rows := make([]T, 0, capRows)
 	vals := make([]float64, capRows)
 	nulls := make([]bool, capRows)

@@ -152,7 +152,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	phase(&sum.Phases.Read)
 
-	lay, err := t.layout(opt)
+	lay, err := t.layout(ctx, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 			Attributes: lay.attrNames(t),
 		},
 		Stats: manifest.Stats{
-			Rows:              int64(len(lay.perm)),
+			Rows:              int64(lay.rows()),
 			Series:            int64(len(lay.series)),
 			DuplicatesDropped: lay.dropped,
 		},

@@ -65,11 +65,11 @@ func TestBuildSortsAndIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	type entry struct {
-		id                    string
-		off, n                int64
-		batch, boff           int
-		first, last, latestP  int32
-		latestOK              bool
+		id                   string
+		off, n               int64
+		batch, boff          int
+		first, last, latestP int32
+		latestOK             bool
 	}
 	wantIdx := []entry{
 		{"A", 0, 3, 0, 0, day("2019-01-01"), day("2020-01-01"), day("2019-07-01"), true},

@@ -70,22 +70,19 @@ func gatherT[T any](dst, src []T, rows []uint32) {
 }
 
 // gatherValidity returns a validity bitmap (nil when nothing is null) and
-// the null count.
+// the null count, in one pass over the rows.
 func (s *store) gatherValidity(rows []uint32) (*memory.Buffer, int) {
+	bm := make([]byte, bitutil.BytesForBits(int64(len(rows))))
 	nulls := 0
-	for _, r := range rows {
+	for i, r := range rows {
 		if r == noRow || s.isNull(int(r)) {
 			nulls++
+		} else {
+			bm[i>>3] |= 1 << (i & 7)
 		}
 	}
 	if nulls == 0 {
 		return nil, 0
-	}
-	bm := make([]byte, bitutil.BytesForBits(int64(len(rows))))
-	for i, r := range rows {
-		if r != noRow && !s.isNull(int(r)) {
-			bitutil.SetBit(bm, i)
-		}
 	}
 	return memory.NewBufferBytes(bm), nulls
 }

@@ -5,22 +5,93 @@ import (
 	"slices"
 )
 
-// sortKeys orders rows by (series rank, period) and returns the row numbers
-// in that order. Equal keys keep input order (the sort is stable), which is
-// what --on-duplicate=last relies on.
+// order is the output order of the rows: position j of the output holds
+// input row row(j), whose series rank is rank(j) and period period(j).
 //
-// Why radix: comparing strings costs ~1.4 µs a row at 15M rows; sorting
-// the series ids once (a dictionary of 100k–1M entries), then an LSD radix
-// sort over packed integer keys costs a few tens of ns a row.
+// Why radix: comparing strings costs ~1.4 µs a row at 15M rows; sorting the
+// series ids once (a dictionary of 100k–1M entries), then an LSD radix sort
+// over packed integer keys costs a few tens of ns a row.
 //
-// The key of row i is rank<<pbits | (period-minPeriod), packed above the row
-// number into one uint64 when it fits, so each radix pass moves 8 bytes a
-// row and only the key bits are sorted. When it does not fit (more than
-// 2^64 combinations), a comparison sort on the same keys is used.
-func sortKeys(rank []uint32, codes []uint32, periods []int32) []uint32 {
+// When rank, period offset and row number fit together in 64 bits (15M rows
+// × 1M series × 180 years of days do), each row is one packed uint64
+// rank|period|row and only the rank and period bits are radix-sorted. The
+// sort is stable, so rows with equal keys stay in input order, which is
+// what --on-duplicate=last relies on. Reading rank and period back from the
+// packed key is sequential, so the later passes never touch the input
+// columns at random. When the key does not fit, a comparison sort over row
+// numbers is used and the accessors read the input columns instead.
+type order struct {
+	keys  []uint64 // packed keys (fast path), or nil
+	ibits uint     // row-number bits
+	pbits uint     // period-offset bits
+	minP  int32
+
+	perm    []uint32 // fallback: input rows in output order
+	rankOf  []uint32 // fallback: rank per dictionary code
+	codes   []uint32 // fallback: the series column's codes
+	periods []int32  // fallback: the input periods
+}
+
+func (o *order) len() int {
+	if o.keys != nil {
+		return len(o.keys)
+	}
+	return len(o.perm)
+}
+
+func (o *order) row(j int) uint32 {
+	if o.keys != nil {
+		return uint32(o.keys[j] & (1<<o.ibits - 1))
+	}
+	return o.perm[j]
+}
+
+// key is (rank, period) as one comparable number.
+func (o *order) key(j int) uint64 {
+	if o.keys != nil {
+		return o.keys[j] >> o.ibits
+	}
+	r := o.perm[j]
+	return uint64(o.rankOf[o.codes[r]])<<32 | uint64(uint32(o.periods[r]))
+}
+
+func (o *order) rank(j int) uint32 {
+	if o.keys != nil {
+		return uint32(o.keys[j] >> (o.ibits + o.pbits))
+	}
+	return o.rankOf[o.codes[o.perm[j]]]
+}
+
+func (o *order) period(j int) int32 {
+	if o.keys != nil {
+		return o.minP + int32((o.keys[j]>>o.ibits)&(1<<o.pbits-1))
+	}
+	return o.periods[o.perm[j]]
+}
+
+// move copies position src to position dst (used to drop duplicates in
+// place), and truncate keeps the first n positions.
+func (o *order) move(dst, src int) {
+	if o.keys != nil {
+		o.keys[dst] = o.keys[src]
+	} else {
+		o.perm[dst] = o.perm[src]
+	}
+}
+
+func (o *order) truncate(n int) {
+	if o.keys != nil {
+		o.keys = o.keys[:n]
+	} else {
+		o.perm = o.perm[:n]
+	}
+}
+
+// sortRows orders rows by (rank of their series code, period).
+func sortRows(rank []uint32, codes []uint32, periods []int32) *order {
 	n := len(codes)
 	if n == 0 {
-		return nil
+		return &order{perm: []uint32{}}
 	}
 	minP, maxP := periods[0], periods[0]
 	for _, p := range periods {
@@ -30,9 +101,9 @@ func sortKeys(rank []uint32, codes []uint32, periods []int32) []uint32 {
 	for _, r := range rank {
 		maxRank = max(maxRank, r)
 	}
-	pbits := bits.Len64(uint64(int64(maxP) - int64(minP)))
-	rbits := bits.Len32(maxRank)
-	ibits := bits.Len64(uint64(n - 1))
+	pbits := uint(bits.Len64(uint64(int64(maxP) - int64(minP))))
+	rbits := uint(bits.Len32(maxRank))
+	ibits := uint(bits.Len64(uint64(n - 1)))
 	if pbits+rbits+ibits > 64 {
 		return sortCompare(rank, codes, periods)
 	}
@@ -42,12 +113,7 @@ func sortKeys(rank []uint32, codes []uint32, periods []int32) []uint32 {
 		keys[i] = k<<ibits | uint64(i)
 	}
 	radixSort(keys, ibits, ibits+pbits+rbits)
-	out := make([]uint32, n)
-	mask := uint64(1)<<ibits - 1
-	for i, k := range keys {
-		out[i] = uint32(k & mask)
-	}
-	return out
+	return &order{keys: keys, ibits: ibits, pbits: pbits, minP: minP}
 }
 
 // radixDigit is the digit width: 11 bits keep the 2048-entry histograms in
@@ -56,8 +122,8 @@ const radixDigit = 11
 
 // radixSort sorts keys stably by bits [lo, hi), least significant digit
 // first, ping-ponging with one scratch buffer.
-func radixSort(keys []uint64, lo, hi int) {
-	if hi <= lo {
+func radixSort(keys []uint64, lo, hi uint) {
+	if hi <= lo || len(keys) < 2 {
 		return
 	}
 	tmp := make([]uint64, len(keys))
@@ -89,12 +155,12 @@ func radixSort(keys []uint64, lo, hi int) {
 }
 
 // sortCompare is the fallback for keys too wide to pack.
-func sortCompare(rank []uint32, codes []uint32, periods []int32) []uint32 {
-	out := make([]uint32, len(codes))
-	for i := range out {
-		out[i] = uint32(i)
+func sortCompare(rank []uint32, codes []uint32, periods []int32) *order {
+	perm := make([]uint32, len(codes))
+	for i := range perm {
+		perm[i] = uint32(i)
 	}
-	slices.SortStableFunc(out, func(a, b uint32) int {
+	slices.SortStableFunc(perm, func(a, b uint32) int {
 		ra, rb := rank[codes[a]], rank[codes[b]]
 		switch {
 		case ra != rb:
@@ -110,5 +176,5 @@ func sortCompare(rank []uint32, codes []uint32, periods []int32) []uint32 {
 		}
 		return 0
 	})
-	return out
+	return &order{perm: perm, rankOf: rank, codes: codes, periods: periods}
 }

@@ -97,7 +97,7 @@ func (t *table) readUnit(ctx context.Context, u unit) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	pf, err := file.OpenParquetFile(u.in.Abs, false)
+	pf, err := file.OpenParquetFile(u.in.Abs, true)
 	if err != nil {
 		return fmt.Errorf("%s: %w", u.in.Rel, err)
 	}
@@ -212,7 +212,7 @@ func (s *store) fill(arr arrow.Array, off int) error {
 		}
 		for i := 0; i < n; i++ {
 			s.data[off+i] = 0
-			if b.Value(i) {
+			if valid[i] == 1 && b.Value(i) {
 				s.data[off+i] = 1
 			}
 		}
@@ -235,7 +235,17 @@ func (s *store) fill(arr arrow.Array, off int) error {
 	if start+n*w > len(src) {
 		return fmt.Errorf("value buffer too short")
 	}
-	copy(s.data[off*w:(off+n)*w], src[start:start+n*w])
+	dst := s.data[off*w : (off+n)*w]
+	copy(dst, src[start:start+n*w])
+	// Null slots may hold anything in Arrow; zero them so that equal values
+	// compare equal as raw bytes (constantPerSeries relies on it).
+	if arr.NullN() > 0 {
+		for i := 0; i < n; i++ {
+			if valid[i] == 0 {
+				clear(dst[i*w : (i+1)*w])
+			}
+		}
+	}
 	return nil
 }
 

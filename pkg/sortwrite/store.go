@@ -83,6 +83,7 @@ func (s *store) setNull(lo, hi int) {
 		}
 	case kindFixed, kindBool:
 		clear(s.valid[lo:hi])
+		clear(s.data[lo*s.width : hi*s.width])
 	}
 }
 

@@ -21,6 +21,10 @@ TYPES = {
     "note": pa.string(),  # varies within series
     "revision": pa.int32(),  # varies within series
     "flag": pa.string(),  # constant within every series but one → must stay in data
+    "sparse": pa.string(),  # "k" or null within a series (f02 lacks it) → must stay in data
+    "active": pa.bool_(),  # constant per series
+    "released": pa.date32(),  # constant per series
+    "factor": pa.float64(),  # constant per series
 }
 
 LONG_ID = "L" * 10_000
@@ -44,6 +48,9 @@ def _attrs(sid: str) -> dict:
         "units": "USD/bbl" if sid[:1] in "AB" else "€/MWh ünits",
         "scale": len(sid.encode("utf-8")) % 7,
         "source": None if len(sid) % 2 else f"src:{sid[:20]}",
+        "active": len(sid) % 3 == 0,
+        "released": dt.date(2000, 1, 1) + dt.timedelta(days=len(sid)),
+        "factor": 1.0 / (1 + len(sid) % 5),
     }
 
 
@@ -57,6 +64,7 @@ def _series(sid: str, periods: list, rng: random.Random, *, all_null=False, flag
             "note": None if i % 5 == 0 else f"n{i % 4}·{sid[:3]}",
             "revision": i % 3,
             "flag": (("x" if i % 2 else "y") if flag_varies else f"f{len(sid) % 3}"),
+            "sparse": None if (sid == "AB" and i % 9 == 0) else "k",
         })
     return out
 
@@ -68,7 +76,8 @@ def daily(start: dt.date, n: int, step: int = 1) -> list[str]:
 def write_nasty_lake(lake: Path) -> dict:
     """The nasty lake. Returns facts the tests need (ids of special series)."""
     rng = random.Random(20190315)
-    all_cols = ["series_id", "period", "value", "units", "scale", "source", "note", "revision", "flag"]
+    all_cols = ["series_id", "period", "value", "units", "scale", "source", "note", "revision", "flag",
+                "sparse", "active", "released", "factor"]
 
     # f01: ids that are prefixes of each other, bytewise-vs-collation traps,
     # a one-row series, an all-null series, a series whose "flag" varies;
@@ -98,13 +107,15 @@ def write_nasty_lake(lake: Path) -> dict:
     rows += _series(LONG_ID + ".X", daily(dt.date(2001, 1, 1), 8), rng)
     rng.shuffle(rows)
     write(lake / "f02-unicode.parquet", rows,
-          ["value", "note", "period", "flag", "series_id", "units", "scale", "source"],
+          ["value", "note", "period", "flag", "series_id", "units", "factor", "scale", "source",
+           "released", "active"],
           pa.string(), row_group_size=10)
 
     # f03: no "units" column at all (→ null, constant within its series).
     rows = _series("NOUNITS", daily(dt.date(2015, 1, 1), 11, 10), rng)
     write(lake / "f03-no-units.parquet", rows,
-          ["series_id", "period", "value", "scale", "source", "note", "revision", "flag"],
+          ["series_id", "period", "value", "scale", "source", "note", "revision", "flag", "sparse",
+           "active", "released", "factor"],
           pa.string(), row_group_size=4)
 
     # f04: a 100k-row daily series, YYYYMMDD integers, ~274 years from 1750.
@@ -116,7 +127,8 @@ def write_nasty_lake(lake: Path) -> dict:
     rows = _series("BIG.D", big_periods, rng)
     rows.reverse()  # descending input order
     write(lake / "f04-big.parquet", rows,
-          ["period", "series_id", "value", "units", "scale", "source", "note", "revision", "flag"],
+          ["period", "series_id", "value", "units", "scale", "source", "note", "revision", "flag",
+           "sparse", "active", "released", "factor"],
           pa.int64(), row_group_size=16_384)
 
     # f10+: one file per accepted period form, each its own series.

@@ -26,8 +26,8 @@ def test_matches_duckdb(built):
 def test_nasty_reference_is_nasty(nasty_built):
     """Guard the fixture: the reference must actually contain the traps."""
     ref = snaplib.duck_reference(nasty_built.lake)
-    assert set(ref.attributes) == {"units", "scale", "source"}
-    assert set(ref.varying) == {"note", "revision", "flag"}
+    assert set(ref.attributes) == {"units", "scale", "source", "active", "released", "factor"}
+    assert set(ref.varying) == {"note", "revision", "flag", "sparse"}
     idx = {r["series_id"]: r for r in ref.index.to_pylist()}
     assert idx["ONE"]["row_count"] == 1
     assert idx["BIG.D"]["row_count"] == lakes.BIG_ROWS
@@ -90,7 +90,9 @@ def test_reference_period_sql(tmp_path, case):
     (so the reference cannot silently share a bug with the builder)."""
     name, ptype, values, want = case
     lakes.write_table(tmp_path / "p.parquet", {"period": values}, {"period": ptype})
-    got = duckdb.sql(
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    got = con.sql(
         f"SELECT {snaplib.period_sql('CAST(period AS VARCHAR)')} AS d "
         f"FROM read_parquet('{tmp_path / 'p.parquet'}')"
     ).fetchall()
@@ -130,6 +132,23 @@ def test_custom_key_columns(snapbuild, tmp_path):
     assert data["value"].to_pylist() == [2.25, 3.0, None, 1.5, 4.0]
     assert index["latest_period"].to_pylist() == [dt.date(2020, 1, 1), dt.date(2020, 3, 1)]
     assert index["latest_value"].to_pylist() == [3.0, 4.0]
+
+
+def test_integer_value_column(snapbuild, tmp_path):
+    """A non-float value column keeps its type in data.value and index.latest_value."""
+    lake = tmp_path / "lake"
+    lakes.write_table(lake / "x.parquet", {
+        "series_id": ["S", "S", "S", "T"],
+        "period": ["2019-Q1", "2019-Q3", "2019-Q2", "2019-W10"],
+        "value": [7, None, -(2**40), None],
+    }, {"value": pa.int64()})
+    ds = tmp_path / "root" / "ints"
+    snaplib.build(snapbuild, lake, ds)
+    snap = snaplib.open_current(ds)
+    snaplib.assert_matches_reference(snap, snaplib.duck_reference(lake))
+    index = snap.index()
+    assert index["latest_value"].to_pylist() == [-(2**40), None]
+    assert index["latest_period"].to_pylist() == [dt.date(2019, 4, 1), None]
 
 
 def test_empty_input(snapbuild, tmp_path):
