@@ -23,6 +23,7 @@ func main() {
 		Commands: []*cli.Command{
 			genCommand(),
 			buildCommand(),
+			serveCommand(),
 		},
 	}
 	if err := app.Run(os.Args); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
@@ -28,18 +29,18 @@ func TestBuildSortsAndIndexes(t *testing.T) {
 	// Two partitions, rows shuffled, columns in different orders, an
 	// attribute column, a varying column, a column missing in one file,
 	// ids that are prefixes of each other, periods in several formats.
-	writeParquet(t, in, "year=2019/part-0.parquet", 2,
-		col{name: "value", vals: floats(3, 1, 2, 9)},
-		col{name: "series_id", vals: strs("A.B", "A", "A", "AB")},
-		col{name: "period", vals: strs("2019-03", "2019", "2019Q3", "2019-W02")},
-		col{name: "units", vals: strs("$/bbl", "$/gal", "$/gal", "t")},
-		col{name: "note", vals: strs("x", "p", "q", "z")},
+	testlake.WriteParquet(t, in, "year=2019/part-0.parquet", 2,
+		testlake.Col{Name: "value", Vals: testlake.Floats(3, 1, 2, 9)},
+		testlake.Col{Name: "series_id", Vals: testlake.Strs("A.B", "A", "A", "AB")},
+		testlake.Col{Name: "period", Vals: testlake.Strs("2019-03", "2019", "2019Q3", "2019-W02")},
+		testlake.Col{Name: "units", Vals: testlake.Strs("$/bbl", "$/gal", "$/gal", "t")},
+		testlake.Col{Name: "note", Vals: testlake.Strs("x", "p", "q", "z")},
 	)
-	writeParquet(t, in, "year=2020/part-0.parquet", 0,
-		col{name: "series_id", vals: strs("A", "A.B")},
-		col{name: "period", vals: strs("20200101", "2020-02-15")},
-		col{name: "value", vals: []any{nil, 4.0}},
-		col{name: "units", vals: strs("$/gal", "$/bbl")},
+	testlake.WriteParquet(t, in, "year=2020/part-0.parquet", 0,
+		testlake.Col{Name: "series_id", Vals: testlake.Strs("A", "A.B")},
+		testlake.Col{Name: "period", Vals: testlake.Strs("20200101", "2020-02-15")},
+		testlake.Col{Name: "value", Vals: []any{nil, 4.0}},
+		testlake.Col{Name: "units", Vals: testlake.Strs("$/gal", "$/bbl")},
 	)
 	sum, err := build(t, in, out, func(o *Options) { o.BatchRows = 3 })
 	if err != nil {
@@ -103,7 +104,7 @@ func TestBuildSortsAndIndexes(t *testing.T) {
 
 func TestBuildTwiceMakesChild(t *testing.T) {
 	in, out := t.TempDir(), filepath.Join(t.TempDir(), "DS")
-	writeParquet(t, in, "a.parquet", 0, col{name: "series_id", vals: strs("S")}, col{name: "period", vals: strs("2020")}, col{name: "value", vals: floats(1)})
+	testlake.WriteParquet(t, in, "a.parquet", 0, testlake.Col{Name: "series_id", Vals: testlake.Strs("S")}, testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
 	if _, err := build(t, in, out, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +135,9 @@ func TestBuildTwiceMakesChild(t *testing.T) {
 
 func TestOnDuplicateLast(t *testing.T) {
 	in, out := t.TempDir(), filepath.Join(t.TempDir(), "DS")
-	writeParquet(t, in, "year=2019/part-0.parquet", 0, col{name: "series_id", vals: strs("S", "S")}, col{name: "period", vals: strs("2020-01", "2020-02")}, col{name: "value", vals: floats(1, 2)})
-	writeParquet(t, in, "year=2020/part-0.parquet", 0, col{name: "series_id", vals: strs("S")}, col{name: "period", vals: strs("2020-01-01")}, col{name: "value", vals: floats(10)})
-	writeParquet(t, in, "year=2020/part-1.parquet", 0, col{name: "series_id", vals: strs("S")}, col{name: "period", vals: strs("202001")}, col{name: "value", vals: floats(100)})
+	testlake.WriteParquet(t, in, "year=2019/part-0.parquet", 0, testlake.Col{Name: "series_id", Vals: testlake.Strs("S", "S")}, testlake.Col{Name: "period", Vals: testlake.Strs("2020-01", "2020-02")}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2)})
+	testlake.WriteParquet(t, in, "year=2020/part-0.parquet", 0, testlake.Col{Name: "series_id", Vals: testlake.Strs("S")}, testlake.Col{Name: "period", Vals: testlake.Strs("2020-01-01")}, testlake.Col{Name: "value", Vals: testlake.Floats(10)})
+	testlake.WriteParquet(t, in, "year=2020/part-1.parquet", 0, testlake.Col{Name: "series_id", Vals: testlake.Strs("S")}, testlake.Col{Name: "period", Vals: testlake.Strs("202001")}, testlake.Col{Name: "value", Vals: testlake.Floats(100)})
 	sum, err := build(t, in, out, func(o *Options) { o.OnDuplicate = OnDuplicateLast })
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestOnDuplicateLast(t *testing.T) {
 
 // TestBadInput checks that every input error names where it is.
 func TestBadInput(t *testing.T) {
-	idv := func(ids ...string) col { return col{name: "series_id", vals: strs(ids...)} }
+	idv := func(ids ...string) testlake.Col { return testlake.Col{Name: "series_id", Vals: testlake.Strs(ids...)} }
 	cases := []struct {
 		name  string
 		files func(t *testing.T, dir string)
@@ -161,38 +162,38 @@ func TestBadInput(t *testing.T) {
 		want  []string // substrings of the error
 	}{
 		{"type conflict", func(t *testing.T, d string) {
-			writeParquet(t, d, "a.parquet", 0, idv("S"), col{name: "period", vals: strs("2020")}, col{name: "value", vals: floats(1)})
-			writeParquet(t, d, "b.parquet", 0, idv("S"), col{name: "period", vals: strs("2021")}, col{name: "value", vals: []any{int64(1)}})
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
+			testlake.WriteParquet(t, d, "b.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2021")}, testlake.Col{Name: "value", Vals: []any{int64(1)}})
 		}, nil, []string{`column "value"`, "a.parquet", "b.parquet", "float64", "int64"}},
 		{"null series id", func(t *testing.T, d string) {
-			writeParquet(t, d, "a.parquet", 2, col{name: "series_id", vals: []any{"S", "S", "S", nil}}, col{name: "period", vals: strs("2020", "2021", "2022", "2023")}, col{name: "value", vals: floats(1, 2, 3, 4)})
+			testlake.WriteParquet(t, d, "a.parquet", 2, testlake.Col{Name: "series_id", Vals: []any{"S", "S", "S", nil}}, testlake.Col{Name: "period", Vals: testlake.Strs("2020", "2021", "2022", "2023")}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2, 3, 4)})
 		}, nil, []string{"a.parquet row group 1 row 1", "series id is null"}},
 		{"bad period", func(t *testing.T, d string) {
-			writeParquet(t, d, "year=2020/p.parquet", 2, idv("S", "S", "S"), col{name: "period", vals: strs("2020-01", "2020-02", "2020-13")}, col{name: "value", vals: floats(1, 2, 3)})
+			testlake.WriteParquet(t, d, "year=2020/p.parquet", 2, idv("S", "S", "S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020-01", "2020-02", "2020-13")}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2, 3)})
 		}, nil, []string{"year=2020/p.parquet row group 1 row 0", `"2020-13"`, `column "period"`}},
 		{"null period", func(t *testing.T, d string) {
-			writeParquet(t, d, "p.parquet", 0, idv("S", "S"), col{name: "period", vals: []any{"2020", nil}}, col{name: "value", vals: floats(1, 2)})
+			testlake.WriteParquet(t, d, "p.parquet", 0, idv("S", "S"), testlake.Col{Name: "period", Vals: []any{"2020", nil}}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2)})
 		}, nil, []string{"p.parquet row group 0 row 1", "null"}},
 		{"duplicate", func(t *testing.T, d string) {
-			writeParquet(t, d, "year=2019/a.parquet", 0, idv("X", "S"), col{name: "period", vals: strs("2020", "2020-01")}, col{name: "value", vals: floats(1, 2)})
-			writeParquet(t, d, "year=2020/b.parquet", 0, idv("S"), col{name: "period", vals: strs("2020-01-01")}, col{name: "value", vals: floats(3)})
+			testlake.WriteParquet(t, d, "year=2019/a.parquet", 0, idv("X", "S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020", "2020-01")}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2)})
+			testlake.WriteParquet(t, d, "year=2020/b.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020-01-01")}, testlake.Col{Name: "value", Vals: testlake.Floats(3)})
 		}, nil, []string{`duplicate key (series_id "S", period 2020-01-01)`, "year=2019/a.parquet row group 0 row 1", "year=2020/b.parquet row group 0 row 0", "--on-duplicate=last"}},
 		{"missing series column", func(t *testing.T, d string) {
-			writeParquet(t, d, "a.parquet", 0, col{name: "sid", vals: strs("S")}, col{name: "period", vals: strs("2020")}, col{name: "value", vals: floats(1)})
+			testlake.WriteParquet(t, d, "a.parquet", 0, testlake.Col{Name: "sid", Vals: testlake.Strs("S")}, testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
 		}, nil, []string{`no series column "series_id"`, "sid", "--series-column"}},
 		{"series column missing in one file", func(t *testing.T, d string) {
-			writeParquet(t, d, "a.parquet", 0, idv("S"), col{name: "period", vals: strs("2020")}, col{name: "value", vals: floats(1)})
-			writeParquet(t, d, "b.parquet", 0, col{name: "period", vals: strs("2021")}, col{name: "value", vals: floats(1)})
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
+			testlake.WriteParquet(t, d, "b.parquet", 0, testlake.Col{Name: "period", Vals: testlake.Strs("2021")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
 		}, nil, []string{"b.parquet", `no series column "series_id"`}},
 		{"string value column", func(t *testing.T, d string) {
-			writeParquet(t, d, "a.parquet", 0, idv("S"), col{name: "period", vals: strs("2020")}, col{name: "value", vals: strs("1.5")})
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Strs("1.5")})
 		}, nil, []string{`value column "value" has type utf8`, "a.parquet"}},
 		{"not parquet", func(t *testing.T, d string) {
 			os.WriteFile(filepath.Join(d, "junk.parquet"), []byte("hello"), 0o644)
 		}, nil, []string{"junk.parquet", "not a readable Parquet file"}},
 		{"no inputs", func(t *testing.T, d string) {}, nil, []string{"holds no .parquet files"}},
 		{"bad on-duplicate", func(t *testing.T, d string) {
-			writeParquet(t, d, "a.parquet", 0, idv("S"), col{name: "period", vals: strs("2020")}, col{name: "value", vals: floats(1)})
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
 		}, func(o *Options) { o.OnDuplicate = "first" }, []string{`on-duplicate "first"`}},
 	}
 	for _, tc := range cases {
@@ -228,7 +229,7 @@ func TestBigSeriesGetsOwnBatch(t *testing.T) {
 	for _, s := range []string{"A", "C"} {
 		ids, ps, vs = append(ids, s), append(ps, arrow.Date32(0)), append(vs, 1.0)
 	}
-	writeParquet(t, in, "a.parquet", 7, col{name: "series_id", vals: ids}, col{name: "period", vals: ps}, col{name: "value", vals: vs})
+	testlake.WriteParquet(t, in, "a.parquet", 7, testlake.Col{Name: "series_id", Vals: ids}, testlake.Col{Name: "period", Vals: ps}, testlake.Col{Name: "value", Vals: vs})
 	if _, err := build(t, in, out, func(o *Options) { o.BatchRows = 10 }); err != nil {
 		t.Fatal(err)
 	}

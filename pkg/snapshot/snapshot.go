@@ -1,0 +1,330 @@
+// Package snapshot is the read side of a published snapshot, shared by the
+// server, snapinspect and snapverify: open a dataset's CURRENT (or a given
+// vintage), validate it, and answer series lookups with zero-copy slices of
+// the memory-mapped data file.
+//
+// Opening maps the data file and parses its footer (cost independent of the
+// number of rows), loads the index sidecar (cost proportional to the number
+// of series: a copy and a checksum of a file ~3% the size of the data) and
+// builds nothing per series: lookups binary-search the sorted ids in place.
+//
+// Handles are reference counted so a server can swap snapshots under load:
+// the opener holds one reference; every reader Acquires and Releases its
+// own; the mappings are unmapped when the count reaches zero, never while a
+// reader may still touch a slice of them. (Pebble's readState and
+// Prometheus's pendingReaders follow the same pattern.)
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
+)
+
+// ErrCorrupt marks a snapshot whose files disagree with their manifest or
+// with the format. Test with errors.Is.
+var ErrCorrupt = errors.New("corrupt snapshot")
+
+// ErrNotFound is returned for an unknown series.
+var ErrNotFound = errors.New("not found")
+
+// Options tune Open.
+type Options struct {
+	// VerifyData checksums the whole data file at open. The index is always
+	// checksummed (it is small); the data file's checksum costs a read of
+	// every byte, so it is opt-in: snapverify and reloads turn it on, a
+	// restart of a trusted snapshot may leave it off and open in O(1).
+	VerifyData bool
+}
+
+// Snapshot is an open, validated, read-only snapshot.
+type Snapshot struct {
+	Dataset  *manifest.Dataset
+	Manifest *manifest.Manifest
+
+	refs    atomic.Int64
+	closeMu sync.Mutex
+	closed  bool
+
+	data    *arrowfile.Mapped
+	index   *arrowfile.Mapped
+	batches []arrow.RecordBatch // data batches; buffers alias the mapping
+	starts  []int64             // first global row of each batch
+	idxRec  arrow.RecordBatch
+	idx     *sidecar.Index
+}
+
+// Open opens the snapshot CURRENT names in the dataset directory.
+func Open(dir string, opt Options) (*Snapshot, error) {
+	ds, err := manifest.OpenDataset(dir)
+	if err != nil {
+		return nil, err
+	}
+	id, err := ds.CurrentID()
+	if err != nil {
+		return nil, err
+	}
+	return openID(ds, id, opt)
+}
+
+// OpenID opens vintage id of the dataset, whatever CURRENT says.
+func OpenID(dir string, id uint64, opt Options) (*Snapshot, error) {
+	ds, err := manifest.OpenDataset(dir)
+	if err != nil {
+		return nil, err
+	}
+	return openID(ds, id, opt)
+}
+
+func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err error) {
+	m, err := ds.Load(id)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Dataset: ds, Manifest: m}
+	s.refs.Store(1)
+	defer func() {
+		if err != nil {
+			s.closeFiles()
+		}
+	}()
+	df, _ := m.FileByRole(manifest.RoleData)
+	xf, _ := m.FileByRole(manifest.RoleIndex)
+	for _, f := range []manifest.File{df, xf} {
+		if err := checkFile(ds, f, f.Role == manifest.RoleIndex || opt.VerifyData); err != nil {
+			return nil, err
+		}
+	}
+	if s.data, err = arrowfile.Map(ds.Path(df.Path)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if s.index, err = arrowfile.Load(ds.Path(xf.Path)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := s.loadData(df); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, df.Path, err)
+	}
+	if err := s.loadIndex(xf); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, xf.Path, err)
+	}
+	return s, nil
+}
+
+// checkFile compares a file's size (and, if asked, checksum) with the
+// manifest's record.
+func checkFile(ds *manifest.Dataset, f manifest.File, sum bool) error {
+	p := ds.Path(f.Path)
+	st, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Path, err)
+	}
+	if st.Size() != f.Size {
+		return fmt.Errorf("%w: %s is %d bytes, manifest says %d", ErrCorrupt, f.Path, st.Size(), f.Size)
+	}
+	if !sum {
+		return nil
+	}
+	got, _, err := fileutil.ChecksumFile(p)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Path, err)
+	}
+	if got != f.Checksum {
+		return fmt.Errorf("%w: %s has checksum %s, manifest says %s", ErrCorrupt, f.Path, got, f.Checksum)
+	}
+	return nil
+}
+
+// loadData checks the data file's schema and batch structure against the
+// manifest: one page touched per batch, nothing per row.
+func (s *Snapshot) loadData(f manifest.File) error {
+	if err := datafile.CheckSchema(s.data.Reader.Schema()); err != nil {
+		return err
+	}
+	if got, want := columnsOf(s.data.Reader.Schema()), s.Manifest.Schema.Data; !equalColumns(got, want) {
+		return fmt.Errorf("schema %v does not match the manifest's %v", got, want)
+	}
+	n := s.data.Reader.NumRecords()
+	if n != f.Batches {
+		return fmt.Errorf("%d record batches, manifest says %d", n, f.Batches)
+	}
+	var rows int64
+	for i := 0; i < n; i++ {
+		rec, err := s.data.Batch(i)
+		if err != nil {
+			return err
+		}
+		s.batches = append(s.batches, rec)
+		s.starts = append(s.starts, rows)
+		rows += rec.NumRows()
+	}
+	if rows != f.Rows {
+		return fmt.Errorf("%d rows, manifest says %d", rows, f.Rows)
+	}
+	return nil
+}
+
+// loadIndex reads the single index batch and checks it against the
+// manifest and the data file's shape.
+func (s *Snapshot) loadIndex(f manifest.File) error {
+	if n := s.index.Reader.NumRecords(); n != 1 {
+		return fmt.Errorf("%d record batches, want exactly 1", n)
+	}
+	rec, err := s.index.Batch(0)
+	if err != nil {
+		return err
+	}
+	s.idxRec = rec
+	if got, want := columnsOf(rec.Schema()), s.Manifest.Schema.Index; !equalColumns(got, want) {
+		return fmt.Errorf("schema %v does not match the manifest's %v", got, want)
+	}
+	x, err := sidecar.New(rec)
+	if err != nil {
+		return err
+	}
+	if int64(x.Len()) != f.Rows || int64(x.Len()) != s.Manifest.Stats.Series {
+		return fmt.Errorf("%d series, manifest says %d", x.Len(), f.Rows)
+	}
+	if vt, it := s.data.Reader.Schema().Field(2).Type, x.LatestValues().DataType(); !arrow.TypeEqual(vt, it) {
+		return fmt.Errorf("latest_value is %s but the data's value column is %s", it, vt)
+	}
+	s.idx = x
+	return nil
+}
+
+func columnsOf(sc *arrow.Schema) []manifest.Column {
+	var cs []manifest.Column
+	for _, f := range sc.Fields() {
+		cs = append(cs, manifest.Column{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
+	}
+	return cs
+}
+
+func equalColumns(a, b []manifest.Column) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ID is the snapshot id.
+func (s *Snapshot) ID() uint64 { return s.Manifest.SnapshotID }
+
+// Index is the index sidecar.
+func (s *Snapshot) Index() *sidecar.Index { return s.idx }
+
+// Schema is the data file's schema.
+func (s *Snapshot) Schema() *arrow.Schema { return s.data.Reader.Schema() }
+
+// NumBatches is the number of data record batches.
+func (s *Snapshot) NumBatches() int { return len(s.batches) }
+
+// Batch returns data batch i (aliasing the mapping; do not Release it).
+func (s *Snapshot) Batch(i int) arrow.RecordBatch { return s.batches[i] }
+
+// BatchStart is the global row of batch i's first row.
+func (s *Snapshot) BatchStart(i int) int64 { return s.starts[i] }
+
+// MappedBytes is the size of the mapped data file.
+func (s *Snapshot) MappedBytes() int64 { return int64(len(s.data.Data)) }
+
+// Lookup returns the series code of id.
+func (s *Snapshot) Lookup(id string) (int, bool) { return s.idx.Lookup(id) }
+
+// Rows returns series code's rows whose period lies in [from, to] (date32
+// days; pass math.MinInt32 / math.MaxInt32 for open bounds) as a slice of
+// its data batch: no copy, no gather. Periods are sorted within a series,
+// so the range is found by binary search. The caller must Release the
+// returned record, and must hold a reference on the snapshot until then.
+func (s *Snapshot) Rows(code int, from, to int32) (arrow.RecordBatch, error) {
+	if code < 0 || code >= s.idx.Len() {
+		return nil, fmt.Errorf("series code %d: %w", code, ErrNotFound)
+	}
+	e := s.idx.Entry(code)
+	if e.Batch >= len(s.batches) {
+		return nil, fmt.Errorf("%w: series %q in batch %d of %d", ErrCorrupt, e.SeriesID, e.Batch, len(s.batches))
+	}
+	b := s.batches[e.Batch]
+	lo, hi := int64(e.BatchOffset), int64(e.BatchOffset)+e.RowCount
+	if lo < 0 || hi > b.NumRows() {
+		return nil, fmt.Errorf("%w: series %q rows [%d,%d) outside batch %d (%d rows)", ErrCorrupt, e.SeriesID, lo, hi, e.Batch, b.NumRows())
+	}
+	if from > e.FirstPeriod || to < e.LastPeriod {
+		periods := b.Column(1).(interface{ Date32Values() []arrow.Date32 }).Date32Values()[lo:hi]
+		a := sort.Search(len(periods), func(i int) bool { return int32(periods[i]) >= from })
+		z := sort.Search(len(periods), func(i int) bool { return int32(periods[i]) > to })
+		if z < a {
+			z = a
+		}
+		lo, hi = lo+int64(a), lo+int64(z)
+	}
+	return b.NewSlice(lo, hi), nil
+}
+
+// Acquire takes a reference for a reader. It returns false if the snapshot
+// is already closed (its last reference gone); the caller must then look
+// up the current snapshot again.
+func (s *Snapshot) Acquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release drops a reference; the last one unmaps the files.
+func (s *Snapshot) Release() {
+	switch n := s.refs.Add(-1); {
+	case n == 0:
+		s.closeFiles()
+	case n < 0:
+		panic("snapshot: Release without Acquire")
+	}
+}
+
+// Refs is the current reference count (for tests and status).
+func (s *Snapshot) Refs() int64 { return s.refs.Load() }
+
+// Close drops the opener's reference. It is Release under a name that
+// reads well at the opener's defer.
+func (s *Snapshot) Close() { s.Release() }
+
+func (s *Snapshot) closeFiles() {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	for _, b := range s.batches {
+		b.Release()
+	}
+	if s.idxRec != nil {
+		s.idxRec.Release()
+	}
+	if s.data != nil {
+		s.data.Close()
+	}
+	if s.index != nil {
+		s.index.Close()
+	}
+}
