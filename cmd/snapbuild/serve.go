@@ -1,14 +1,124 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
-// serveCommand is replaced by the Flight server (issue 4).
+	"github.com/urfave/cli/v2"
+
+	"github.com/energyscope/servingsnap/pkg/serve"
+)
+
+// serveCommand is "snapbuild serve": the Arrow Flight server (pkg/serve,
+// docs/FLIGHT.md).
 func serveCommand() *cli.Command {
+	d := serve.DefaultLimits
 	return &cli.Command{
-		Name:  "serve",
-		Usage: "serve snapshots over Arrow Flight (not yet implemented)",
+		Name:      "serve",
+		Usage:     "serve the snapshots under a root directory over Arrow Flight",
+		ArgsUsage: " ",
+		Description: `Serves every dataset under --root (each a directory with a CURRENT file) over
+Arrow Flight: ListFlights, GetFlightInfo, GetSchema, DoGet of a JSON ticket,
+DoAction "status". Start-up maps each current snapshot and reads its index;
+nothing is built per row. docs/FLIGHT.md describes the tickets and errors.
+
+Once listening, one JSON line goes to stdout with the bound addresses (handy
+with port 0); logs go to stderr. SIGTERM or SIGINT stops accepting calls and
+lets running streams finish for --shutdown-timeout.
+
+Examples:
+   snapbuild serve --root snapshots --addr 127.0.0.1:8815
+   snapbuild serve --root snapshots --addr 0.0.0.0:8815 --http-addr 127.0.0.1:9815 \
+       --token-file /etc/servingsnap/tokens --tls-cert cert.pem --tls-key key.pem`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "root", Usage: "directory holding the dataset directories `ROOT`", Required: true},
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8815", Usage: "Flight (gRPC) listen address `HOST:PORT`; port 0 picks a free one"},
+			&cli.StringFlag{Name: "http-addr", Usage: "metrics (/metrics) and health (/healthz) listen address `HOST:PORT`; empty: none"},
+			&cli.StringFlag{Name: "token-file", Usage: "require a bearer token from `FILE` (one per line, # comments)", TakesFile: true},
+			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `PEM` file (with --tls-key)", TakesFile: true},
+			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `PEM` file (with --tls-cert)", TakesFile: true},
+			&cli.IntFlag{Name: "max-ticket-bytes", Value: d.MaxTicketBytes, Usage: "largest ticket or query command accepted"},
+			&cli.IntFlag{Name: "max-series", Value: d.MaxSeries, Usage: "most series one request may list or match"},
+			&cli.Int64Flag{Name: "max-rows", Value: d.MaxRows, Usage: "most rows one response may hold"},
+			&cli.Int64Flag{Name: "batch-bytes", Value: d.BatchBytes, Usage: "target size of one streamed record batch (keep under the clients' gRPC receive limit, 4 MiB by default)"},
+			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it)"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long running streams may finish after SIGTERM"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: `text` or json"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug (every call), info, warn or error"},
+		},
 		Action: func(c *cli.Context) error {
-			return cli.Exit("serve is not implemented yet", 2)
+			if c.NArg() > 0 {
+				return cli.Exit(fmt.Sprintf("serve takes no arguments, got %q (use --root)", c.Args().Slice()), 2)
+			}
+			log, err := newLogger(c.String("log-format"), c.String("log-level"))
+			if err != nil {
+				return cli.Exit("serve: "+err.Error(), 2)
+			}
+			cfg := serve.Config{
+				Root:     c.String("root"),
+				Addr:     c.String("addr"),
+				HTTPAddr: c.String("http-addr"),
+				TLSCert:  c.String("tls-cert"),
+				TLSKey:   c.String("tls-key"),
+				Limits: serve.Limits{
+					MaxTicketBytes: c.Int("max-ticket-bytes"),
+					MaxSeries:      c.Int("max-series"),
+					MaxRows:        c.Int64("max-rows"),
+					BatchBytes:     c.Int64("batch-bytes"),
+				},
+				VerifyData:      c.Bool("verify"),
+				ShutdownTimeout: c.Duration("shutdown-timeout"),
+				Logger:          log,
+				Version:         version,
+			}
+			if cfg.Limits.BatchBytes <= 0 {
+				return cli.Exit("serve: --batch-bytes must be positive", 2)
+			}
+			if f := c.String("token-file"); f != "" {
+				if cfg.Tokens, err = serve.ReadTokenFile(f); err != nil {
+					return fmt.Errorf("serve: --token-file: %w", err)
+				}
+			}
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			t0 := time.Now()
+			srv, err := serve.New(cfg)
+			if err != nil {
+				return err
+			}
+			ready := map[string]any{
+				"event": "listening", "flight": srv.FlightURI(), "datasets": srv.Service().Datasets(),
+				"startup_ms": float64(time.Since(t0).Microseconds()) / 1000,
+			}
+			if a := srv.HTTPAddr(); a != nil {
+				ready["http"] = "http://" + a.String()
+			}
+			line, _ := json.Marshal(ready)
+			fmt.Fprintln(c.App.Writer, string(line))
+			log.Info("listening", "flight", srv.FlightURI(), "http", ready["http"], "datasets", len(srv.Service().Datasets()),
+				"startup_ms", ready["startup_ms"], "auth", cfg.Tokens != nil, "tls", cfg.TLSCert != "")
+			return srv.Serve(ctx)
 		},
 	}
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

@@ -41,7 +41,14 @@ type Options struct {
 	BatchRows    int    // target rows per data batch; default datafile.DefaultBatchRows
 	Parallel     int    // reader goroutines; default GOMAXPROCS
 	Tool         string // recorded in the manifest, e.g. "servingsnap v0.1.0"
-	Now          func() time.Time
+	// MemoryLimit bounds the memory the build may plan to use, in bytes.
+	// The build holds every row in memory (about 40 bytes a row for the
+	// key columns and the sort, plus each other column), and refuses up
+	// front, naming the inputs, an input whose footers promise more: better
+	// than an out-of-memory kill half-way, and a guard against corrupt
+	// footers. 0 means 90% of the machine's available memory.
+	MemoryLimit int64
+	Now         func() time.Time
 }
 
 func (o *Options) defaults() error {
@@ -282,6 +289,9 @@ func scan(ctx context.Context, opt Options) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMemory(ins, u, rows, opt.MemoryLimit); err != nil {
+		return nil, err
+	}
 	find := func(name, role string) (Column, error) {
 		i := u.Index(name)
 		if i < 0 {
@@ -335,3 +345,54 @@ func isNumeric(dt arrow.DataType) bool {
 
 // periodName is the input's period column name.
 func (t *table) periodName() string { return t.periodCol }
+
+// checkMemory refuses a build whose planned in-memory size exceeds the
+// limit (see Options.MemoryLimit).
+func checkMemory(ins []*input, u *Unified, rows int64, limit int64) error {
+	if limit == 0 {
+		limit = availableMemory() / 10 * 9
+	}
+	if limit <= 0 {
+		return nil
+	}
+	// series code, period, sort keys and scratch (8+8), batch buffers.
+	perRow := int64(4 + 4 + 16 + 4)
+	for _, c := range u.Columns {
+		switch kindOf(c.Type) {
+		case kindString:
+			perRow += 4
+		case kindFixed:
+			perRow += int64(c.Type.(arrow.FixedWidthDataType).BitWidth()/8) + 1
+		case kindBool:
+			perRow += 2
+		}
+	}
+	need := rows * perRow
+	if need <= limit {
+		return nil
+	}
+	big := ins[0]
+	for _, in := range ins {
+		if in.Rows > big.Rows {
+			big = in
+		}
+	}
+	return fmt.Errorf("input holds %d rows (largest: %s with %d); building it in memory needs about %d MiB, over the limit of %d MiB; build it as shards or raise the memory limit",
+		rows, big.Rel, big.Rows, need>>20, limit>>20)
+}
+
+// availableMemory reads MemAvailable from /proc/meminfo (0 if unknown).
+func availableMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}

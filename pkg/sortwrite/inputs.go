@@ -111,7 +111,8 @@ func digitRun(s string) int {
 }
 
 // readFooter opens the file's footer for its row counts and Arrow schema.
-func (in *input) readFooter() error {
+func (in *input) readFooter() (err error) {
+	defer recoverAs(&err, in.Rel)
 	pf, err := file.OpenParquetFile(in.Abs, false)
 	if err != nil {
 		return fmt.Errorf("%s: not a readable Parquet file: %w", in.Rel, err)
@@ -141,4 +142,13 @@ func (in *input) readFooter() error {
 		return fmt.Errorf("%s: row groups hold %d rows but the footer says %d", in.Rel, sum, in.Rows)
 	}
 	return nil
+}
+
+// recoverAs turns a panic inside the Parquet reader (malformed input can
+// trigger them) into an error naming the file, so bad input never crashes
+// a build.
+func recoverAs(err *error, file string) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%s: malformed Parquet file: %v", file, r)
+	}
 }

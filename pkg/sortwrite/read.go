@@ -93,7 +93,8 @@ func (t *table) readAll(ctx context.Context, parallel int, sums []string) error 
 	return g.Wait()
 }
 
-func (t *table) readUnit(ctx context.Context, u unit) error {
+func (t *table) readUnit(ctx context.Context, u unit) (err error) {
+	defer recoverAs(&err, fmt.Sprintf("%s row group %d", u.in.Rel, u.group))
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ import vortex as vx
 N = 4096  # rows per encoding fixture: small files, but > one 1024-value FastLanes block
 
 
-def lake_table(seed=7, nseries=56, per=150):
+def lake_table(seed=7, nseries=48, per=150):
     """A lake-like table: sorted series codes, per-series sorted dates, nullable
     decimal-like values and a low-cardinality string column."""
     rnd = random.Random(seed)
@@ -41,8 +41,8 @@ def lake_table(seed=7, nseries=56, per=150):
     unit_names = ["MWh", "GWh", "thousand barrels", "million cubic feet", "\u20ac/MWh"]
     for s in range(nseries):
         code = 1000 + 7 * s
-        first = start + datetime.timedelta(days=rnd.randrange(0, 400))
-        level = rnd.uniform(10, 5000)
+        first = start + datetime.timedelta(days=rnd.randrange(0, 30))
+        level = rnd.uniform(10, 500)
         unit = unit_names[s % len(unit_names)]
         for i in range(per):
             codes.append(code)
@@ -50,8 +50,8 @@ def lake_table(seed=7, nseries=56, per=150):
             if rnd.random() < 0.03:
                 values.append(None)
             else:
-                level += rnd.uniform(-3, 3)
-                values.append(round(level, 2))
+                level = abs(level + rnd.uniform(-3, 3))
+                values.append(round(level, 1))
             units.append(unit)
     return pa.table(
         {

@@ -1,0 +1,227 @@
+// Command snapverify proves that a published snapshot is intact: CURRENT,
+// the manifest, every file's size and checksum and the Arrow structure
+// (default), every row against the sort order, the index and the statistics
+// (--deep), and the rows of the input lake (--against).
+//
+// Exit status: 0 intact, 1 corruption or mismatch found, 2 usage or I/O
+// error (see docs/CLI.md). The logic lives in pkg/verify.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/energyscope/servingsnap/pkg/verify"
+)
+
+// version is set at link time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitCorrupt = 1
+	exitUsage   = 2
+)
+
+func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
+
+// run runs the command with args (args[0] is the program name) and returns
+// the exit status. Tests call it in-process.
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.Run(interspersed(args, valueFlags(app.Flags)))
+	if err == nil {
+		return exitOK
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintf(stderr, "snapverify: %s\n", msg)
+		}
+		return ec.ExitCode()
+	}
+	// Anything else is a flag the parser refused.
+	fmt.Fprintf(stderr, "snapverify: %v\n", err)
+	return exitUsage
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:            "snapverify",
+		Usage:           "prove that a servingsnap snapshot is intact",
+		UsageText:       "snapverify ROOT/DATASET [--snapshot N] [--deep] [--against INPUT] [--json]",
+		Version:         version,
+		HideHelpCommand: true,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		// Exit codes are decided by run, never by os.Exit inside the app.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Description: `Verifies the snapshot CURRENT names in the dataset directory ROOT/DATASET, or
+the vintage given with --snapshot, and prints one line per problem found
+(file, location, check, message), then a summary line.
+
+Checks:
+   fast (default)  CURRENT parses and names a manifest; the manifest parses, has a
+                   supported version and follows docs/FORMAT.md; every file exists
+                   with the recorded size and checksum (the data file included);
+                   Arrow footers, schemas, batch and row counts agree with the
+                   manifest (snapshot.Open with data verification); attributes and
+                   period statistics agree with the index.
+   --deep          also reads every row: sorted by (series, period) without
+                   repeats, series_code valid and contiguous, every index row
+                   (offsets, batch, bounds, latest value) equal to the data,
+                   series ids strictly increasing, batches cut at series
+                   boundaries and within build.batch_rows, statistics equal.
+   --against DIR   also re-reads the input Parquet lake with the manifest's
+                   build options and proves the snapshot holds exactly its rows
+                   (row count and a per-series, order-independent hash), naming
+                   series missing, extra or different.
+
+Exit status: 0 intact, 1 corruption or mismatch found, 2 usage or I/O error
+(no such dataset directory, unreadable root, unknown --snapshot, unreadable
+input lake). A missing or dangling CURRENT, or a missing snapshot file, is
+corruption (1).
+
+Examples:
+   snapverify snapshots/PET
+   snapverify snapshots/PET --deep
+   snapverify snapshots/PET --snapshot 41 --deep --json
+   snapverify snapshots/PET --deep --against lake/PET
+   snapverify snapshots/PET --json | jq '.findings[] | .file + ": " + .message'`,
+		Flags: []cli.Flag{
+			&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "verify snapshot `N` instead of the one CURRENT names"},
+			&cli.BoolFlag{Name: "deep", Aliases: []string{"d"}, Usage: "also check every row against the sort order, the index and the statistics"},
+			&cli.StringFlag{Name: "against", Aliases: []string{"a"}, Usage: "also compare the rows with the input Parquet lake `INPUT`"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (fields: docs/CLI.md)"},
+			&cli.IntFlag{Name: "max-findings", Value: verify.DefaultMaxFindings, Usage: "stop after `N` findings (0: no limit)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit(fmt.Sprintf("want exactly one dataset directory ROOT/DATASET, got %d arguments (see --help)", c.NArg()), exitUsage)
+			}
+			max := c.Int("max-findings")
+			switch {
+			case max < 0:
+				return cli.Exit("--max-findings must be ≥ 0", exitUsage)
+			case max == 0:
+				max = -1
+			}
+			rep, err := verify.Verify(c.Args().First(), verify.Options{
+				SnapshotID:  c.Uint64("snapshot"),
+				Deep:        c.Bool("deep"),
+				Against:     c.String("against"),
+				MaxFindings: max,
+			})
+			if err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return cli.Exit(err.Error(), exitUsage)
+				}
+			} else {
+				printReport(stdout, rep)
+			}
+			if !rep.OK {
+				return cli.Exit("", exitCorrupt)
+			}
+			return nil
+		},
+	}
+}
+
+// printReport writes one line per finding, the notes, and a summary line.
+func printReport(w io.Writer, r *verify.Report) {
+	for _, f := range r.Findings {
+		fmt.Fprintln(w, f.String())
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	var b strings.Builder
+	b.WriteString(r.Dataset)
+	if r.SnapshotID != 0 {
+		fmt.Fprintf(&b, " snapshot %d", r.SnapshotID)
+	}
+	if r.OK {
+		b.WriteString(": intact")
+	} else {
+		fmt.Fprintf(&b, ": CORRUPT: %d finding%s", len(r.Findings), plural(len(r.Findings)))
+		if r.Truncated {
+			b.WriteString(" (stopped early)")
+		}
+	}
+	fmt.Fprintf(&b, "; %d checks (%s", r.Checks, r.Level)
+	if r.Against != "" {
+		b.WriteString(", against " + r.Against)
+	}
+	fmt.Fprintf(&b, "); %d rows, %d series, %d batches", r.Rows, r.Series, r.Batches)
+	if r.Against != "" && r.InputFiles > 0 {
+		fmt.Fprintf(&b, "; input %d files, %d rows, %d series", r.InputFiles, r.InputRows, r.InputSeries)
+	}
+	fmt.Fprintf(&b, "; %.2fs", r.Seconds)
+	fmt.Fprintln(w, b.String())
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// valueFlags lists the flag names (and aliases) that take a value.
+func valueFlags(flags []cli.Flag) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range flags {
+		if _, ok := f.(*cli.BoolFlag); ok {
+			continue
+		}
+		for _, n := range f.Names() {
+			m[n] = true
+		}
+	}
+	return m
+}
+
+// interspersed moves flags before the positional arguments, so that
+// "snapverify DIR --deep" works: urfave/cli v2 (Go's flag package) stops
+// parsing flags at the first non-flag argument. A "--" ends the flags.
+func interspersed(args []string, valued map[string]bool) []string {
+	if len(args) < 2 {
+		return args
+	}
+	flags := []string{args[0]}
+	var pos []string
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) > 1 && a[0] == '-' {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && valued[name] && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	if len(pos) > 0 {
+		flags = append(flags, "--")
+		flags = append(flags, pos...)
+	}
+	return flags
+}

@@ -1,0 +1,279 @@
+package inspect
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// Kinds of SeriesDiff.Change.
+const (
+	Added   = "added"
+	Removed = "removed"
+	Changed = "changed"
+)
+
+// DiffSide describes one of the two snapshots compared.
+type DiffSide struct {
+	SnapshotID uint64 `json:"snapshot_id"`
+	Created    string `json:"created"`
+	Current    bool   `json:"current"`
+	Rows       int64  `json:"rows"`
+	Series     int64  `json:"series"`
+}
+
+// SeriesDiff is one series that differs between snapshot A and B. Rows of
+// the two are matched by period: a period only in B is an added row, only
+// in A a removed row, in both with a different value a changed row. A
+// series only in B has all its rows added; only in A, all removed.
+type SeriesDiff struct {
+	SeriesID    string `json:"series_id"`
+	Change      string `json:"change"` // added, removed or changed
+	RowsA       int64  `json:"rows_a"`
+	RowsB       int64  `json:"rows_b"`
+	RowsAdded   int64  `json:"rows_added"`
+	RowsRemoved int64  `json:"rows_removed"`
+	RowsChanged int64  `json:"rows_changed"`
+}
+
+// DiffTotals sum a diff. RowsNet = B.Rows - A.Rows = RowsAdded -
+// RowsRemoved; SeriesNet = B.Series - A.Series = SeriesAdded -
+// SeriesRemoved.
+type DiffTotals struct {
+	SeriesAdded     int64 `json:"series_added"`
+	SeriesRemoved   int64 `json:"series_removed"`
+	SeriesChanged   int64 `json:"series_changed"`
+	SeriesUnchanged int64 `json:"series_unchanged"`
+	SeriesNet       int64 `json:"series_net"`
+	RowsAdded       int64 `json:"rows_added"`
+	RowsRemoved     int64 `json:"rows_removed"`
+	RowsChanged     int64 `json:"rows_changed"`
+	RowsNet         int64 `json:"rows_net"`
+}
+
+// DiffReport is the JSON document of `snapinspect diff A B --json`.
+type DiffReport struct {
+	Dataset string       `json:"dataset"`
+	A       DiffSide     `json:"a"`
+	B       DiffSide     `json:"b"`
+	Series  []SeriesDiff `json:"series"` // sorted by series_id
+	Totals  DiffTotals   `json:"totals"`
+}
+
+// Side describes s for a diff.
+func Side(s *snapshot.Snapshot) DiffSide {
+	m := s.Manifest
+	return DiffSide{
+		SnapshotID: m.SnapshotID,
+		Created:    m.Created,
+		Current:    currentID(s.Dataset) == m.SnapshotID,
+		Rows:       m.Stats.Rows,
+		Series:     m.Stats.Series,
+	}
+}
+
+// Diff compares snapshot a with b, calling visit for every series that
+// differs, in series_id order. It merges the two sorted indexes and
+// compares each common series' row slices in place: memory stays
+// independent of the number of series and rows. Only period and value are
+// compared; other data columns and attributes are not.
+func Diff(a, b *snapshot.Snapshot, visit func(SeriesDiff) error) (DiffTotals, error) {
+	var t DiffTotals
+	xa, xb := a.Index(), b.Index()
+	na, nb := xa.Len(), xb.Len()
+	emit := func(d SeriesDiff) error {
+		switch d.Change {
+		case Added:
+			t.SeriesAdded++
+		case Removed:
+			t.SeriesRemoved++
+		default:
+			t.SeriesChanged++
+		}
+		t.RowsAdded += d.RowsAdded
+		t.RowsRemoved += d.RowsRemoved
+		t.RowsChanged += d.RowsChanged
+		return visit(d)
+	}
+	i, j := 0, 0
+	for i < na || j < nb {
+		var d SeriesDiff
+		switch {
+		case j >= nb || (i < na && xa.SeriesID(i) < xb.SeriesID(j)):
+			e := xa.Entry(i)
+			d = SeriesDiff{SeriesID: e.SeriesID, Change: Removed, RowsA: e.RowCount, RowsRemoved: e.RowCount}
+			i++
+		case i >= na || xb.SeriesID(j) < xa.SeriesID(i):
+			e := xb.Entry(j)
+			d = SeriesDiff{SeriesID: e.SeriesID, Change: Added, RowsB: e.RowCount, RowsAdded: e.RowCount}
+			j++
+		default:
+			var err error
+			d, err = compareSeries(a, i, b, j)
+			if err != nil {
+				return t, err
+			}
+			i++
+			j++
+			if d.Change == "" {
+				t.SeriesUnchanged++
+				continue
+			}
+		}
+		if err := emit(d); err != nil {
+			return t, err
+		}
+	}
+	t.SeriesNet = int64(nb) - int64(na)
+	t.RowsNet = t.RowsAdded - t.RowsRemoved
+	return t, nil
+}
+
+// compareSeries merges the period-sorted rows of series ca of a and cb of
+// b. Change is "" when they hold the same (period, value) pairs.
+func compareSeries(a *snapshot.Snapshot, ca int, b *snapshot.Snapshot, cb int) (SeriesDiff, error) {
+	ra, err := a.Rows(ca, math.MinInt32, math.MaxInt32)
+	if err != nil {
+		return SeriesDiff{}, err
+	}
+	defer ra.Release()
+	rb, err := b.Rows(cb, math.MinInt32, math.MaxInt32)
+	if err != nil {
+		return SeriesDiff{}, err
+	}
+	defer rb.Release()
+	d := SeriesDiff{SeriesID: a.Index().SeriesID(ca), RowsA: ra.NumRows(), RowsB: rb.NumRows()}
+	pa := ra.Column(1).(*array.Date32).Date32Values()
+	pb := rb.Column(1).(*array.Date32).Date32Values()
+	eq := valuesEqual(ra.Column(2), rb.Column(2))
+	i, j := 0, 0
+	for i < len(pa) && j < len(pb) {
+		switch {
+		case pa[i] < pb[j]:
+			d.RowsRemoved++
+			i++
+		case pa[i] > pb[j]:
+			d.RowsAdded++
+			j++
+		default:
+			if !eq(i, j) {
+				d.RowsChanged++
+			}
+			i++
+			j++
+		}
+	}
+	d.RowsRemoved += int64(len(pa) - i)
+	d.RowsAdded += int64(len(pb) - j)
+	if d.RowsAdded+d.RowsRemoved+d.RowsChanged > 0 {
+		d.Change = Changed
+	}
+	return d, nil
+}
+
+// valuesEqual compares row i of va with row j of vb: nulls equal nulls,
+// NaN equals NaN. float64 (the usual value type) is compared directly;
+// anything else, or two different types, through the rendered value.
+func valuesEqual(va, vb arrow.Array) func(i, j int) bool {
+	if fa, ok := va.(*array.Float64); ok {
+		if fb, ok := vb.(*array.Float64); ok {
+			xa, xb := fa.Float64Values(), fb.Float64Values()
+			return func(i, j int) bool {
+				na, nb := fa.IsNull(i), fb.IsNull(j)
+				if na || nb {
+					return na == nb
+				}
+				x, y := xa[i], xb[j]
+				return x == y || (x != x && y != y)
+			}
+		}
+	}
+	return func(i, j int) bool {
+		x, y := CellOf(va, i), CellOf(vb, j)
+		return x.Null == y.Null && x.Text == y.Text
+	}
+}
+
+// CollectDiff runs Diff and gathers the differing series for JSON.
+func CollectDiff(a, b *snapshot.Snapshot) (*DiffReport, error) {
+	r := &DiffReport{Dataset: a.Dataset.Name, A: Side(a), B: Side(b), Series: []SeriesDiff{}}
+	t, err := Diff(a, b, func(d SeriesDiff) error {
+		r.Series = append(r.Series, d)
+		return nil
+	})
+	r.Totals = t
+	return r, err
+}
+
+// WriteDiffText renders the diff of a and b for a terminal, streaming a
+// line per differing series as the merge finds it (column widths come from
+// a pass over both indexes' ids and row counts, not from the diff).
+func WriteDiffText(w io.Writer, a, b *snapshot.Snapshot) error {
+	sa, sb := Side(a), Side(b)
+	fmt.Fprintf(w, "diff of %s\n", a.Dataset.Name)
+	side := func(name string, s DiffSide) {
+		cur := ""
+		if s.Current {
+			cur = "  (CURRENT)"
+		}
+		fmt.Fprintf(w, "  %s  snapshot %d  created %s  %s rows in %s series%s\n", name, s.SnapshotID, s.Created, Commas(s.Rows), Commas(s.Series), cur)
+	}
+	side("a", sa)
+	side("b", sb)
+
+	head := []string{"series_id", "change", "rows_a", "rows_b", "rows_added", "rows_removed", "rows_changed"}
+	right := []bool{false, false, true, true, true, true, true}
+	width := make([]int, len(head))
+	for i, h := range head {
+		width[i] = len(h)
+	}
+	width[1] = len(Changed)
+	var maxRows int64
+	for _, x := range []*snapshot.Snapshot{a, b} {
+		ix := x.Index()
+		for c := 0; c < ix.Len(); c++ {
+			width[0] = max(width[0], utf8.RuneCountInString(ix.SeriesID(c)))
+			maxRows = max(maxRows, ix.Entry(c).RowCount)
+		}
+	}
+	for i := 2; i < len(width); i++ {
+		width[i] = max(width[i], len(Commas(maxRows)))
+	}
+	first := true
+	var werr error
+	t, err := Diff(a, b, func(d SeriesDiff) error {
+		if first {
+			first = false
+			io.WriteString(w, "\n")
+			io.WriteString(w, formatLine("  ", head, width, right))
+		}
+		_, werr = io.WriteString(w, formatLine("  ", []string{d.SeriesID, d.Change,
+			Commas(d.RowsA), Commas(d.RowsB), Commas(d.RowsAdded), Commas(d.RowsRemoved), Commas(d.RowsChanged)}, width, right))
+		return werr
+	})
+	if err != nil {
+		return err
+	}
+	if first {
+		fmt.Fprintf(w, "\n  no differences in series or (period, value) rows\n")
+	}
+	fmt.Fprintf(w, "\ntotals\n")
+	tt := newTable("", "a", "b", "net").alignRight(1, 2, 3)
+	tt.add("rows", Commas(sa.Rows), Commas(sb.Rows), signed(sb.Rows-sa.Rows))
+	tt.add("series", Commas(sa.Series), Commas(sb.Series), signed(sb.Series-sa.Series))
+	tt.write(w, "  ")
+	fmt.Fprintf(w, "  series: %s added, %s removed, %s changed, %s unchanged\n",
+		Commas(t.SeriesAdded), Commas(t.SeriesRemoved), Commas(t.SeriesChanged), Commas(t.SeriesUnchanged))
+	_, err = fmt.Fprintf(w, "  rows:   %s added, %s removed, %s changed\n",
+		Commas(t.RowsAdded), Commas(t.RowsRemoved), Commas(t.RowsChanged))
+	return err
+}
+
+// WriteJSON renders the report as indented JSON.
+func (r *DiffReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }

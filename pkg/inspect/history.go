@@ -1,0 +1,110 @@
+package inspect
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/energyscope/servingsnap/pkg/manifest"
+)
+
+// History is the JSON document of `snapinspect history --json`: every
+// vintage whose manifest is present, newest first.
+type History struct {
+	Dataset   string `json:"dataset"`
+	Dir       string `json:"dir"`
+	CurrentID uint64 `json:"current_id"` // 0 when CURRENT is absent or unreadable
+	// CurrentError is why CURRENT could not be read ("" when it could, or
+	// when it is simply absent).
+	CurrentError string    `json:"current_error"`
+	Snapshots    []Vintage `json:"snapshots"`
+}
+
+// Vintage is one manifest. When it fails to load, Error says why and only
+// SnapshotID (from the file name) and Current are meaningful.
+type Vintage struct {
+	SnapshotID  uint64 `json:"snapshot_id"`
+	ParentID    uint64 `json:"parent_id"`
+	Created     string `json:"created"`
+	Tool        string `json:"tool"`
+	Rows        int64  `json:"rows"`
+	Series      int64  `json:"series"`
+	FirstPeriod string `json:"first_period"`
+	LastPeriod  string `json:"last_period"`
+	Current     bool   `json:"current"`
+	Error       string `json:"error"`
+}
+
+// LoadHistory lists the vintages of the dataset at dir. A manifest that
+// fails to load is listed with its error; only an unreadable directory
+// fails.
+func LoadHistory(dir string) (*History, error) {
+	ds, err := Dataset(dir)
+	if err != nil {
+		return nil, err
+	}
+	h := &History{Dataset: ds.Name, Dir: ds.Dir, Snapshots: []Vintage{}}
+	if id, err := ds.CurrentID(); err == nil {
+		h.CurrentID = id
+	} else if !isNoCurrent(err) {
+		h.CurrentError = err.Error()
+	}
+	ids, err := ds.IDs()
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
+	for _, id := range ids {
+		v := Vintage{SnapshotID: id, Current: id == h.CurrentID}
+		m, err := ds.Load(id)
+		if err != nil {
+			v.Error = err.Error()
+		} else {
+			v.ParentID, v.Created, v.Tool = m.ParentID, m.Created, m.Tool
+			v.Rows, v.Series = m.Stats.Rows, m.Stats.Series
+			v.FirstPeriod, v.LastPeriod = m.Stats.FirstPeriod, m.Stats.LastPeriod
+		}
+		h.Snapshots = append(h.Snapshots, v)
+	}
+	return h, nil
+}
+
+func isNoCurrent(err error) bool {
+	return errors.Is(err, manifest.ErrNoCurrent)
+}
+
+// WriteText renders the history as a table, CURRENT marked with '*'.
+func (h *History) WriteText(w io.Writer) error {
+	cur := "no CURRENT"
+	if h.CurrentID != 0 {
+		cur = fmt.Sprintf("CURRENT is %d", h.CurrentID)
+	}
+	fmt.Fprintf(w, "%s: %d snapshots, %s  %s\n", h.Dataset, len(h.Snapshots), cur, h.Dir)
+	if h.CurrentError != "" {
+		fmt.Fprintf(w, "  ERROR: %s\n", h.CurrentError)
+	}
+	if len(h.Snapshots) == 0 {
+		return nil
+	}
+	t := newTable("", "snapshot_id", "parent_id", "created", "rows", "series", "periods").alignRight(1, 2, 4, 5)
+	for _, v := range h.Snapshots {
+		mark := " "
+		if v.Current {
+			mark = "*"
+		}
+		if v.Error != "" {
+			t.add(mark, fmt.Sprint(v.SnapshotID), "-", "ERROR: "+v.Error)
+			continue
+		}
+		periods := "-"
+		if v.FirstPeriod != "" {
+			periods = v.FirstPeriod + " .. " + v.LastPeriod
+		}
+		t.add(mark, fmt.Sprint(v.SnapshotID), fmt.Sprint(v.ParentID), v.Created, Commas(v.Rows), Commas(v.Series), periods)
+	}
+	return t.write(w, "")
+}
+
+// WriteJSON renders the history as indented JSON.
+func (h *History) WriteJSON(w io.Writer) error { return writeJSON(w, h) }

@@ -1,0 +1,98 @@
+// Package inspect answers the questions snapinspect asks of a dataset
+// directory: what a snapshot holds (Summarize), the rows of some series
+// (WriteSeries), their latest values (Latest), which vintages exist
+// (History) and what changed between two of them (Diff). Each report has a
+// text form for people and a JSON form whose field names are documented in
+// docs/CLI.md and never renamed.
+//
+// Everything reads through pkg/snapshot (validated open, binary-search
+// lookups, zero-copy row slices); nothing here builds a per-series map of
+// a whole dataset.
+package inspect
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// ErrNotFound marks a missing dataset, snapshot or series. Test with
+// errors.Is.
+var ErrNotFound = errors.New("not found")
+
+// Dataset names the dataset directory after checking that it exists.
+func Dataset(dir string) (*manifest.Dataset, error) {
+	ds, err := manifest.OpenDataset(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(ds.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("dataset directory %s: %w", ds.Dir, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("dataset directory %s: not a directory", ds.Dir)
+	}
+	return ds, nil
+}
+
+// Resolve returns id, or the id CURRENT names when id is 0, after checking
+// that its manifest exists.
+func Resolve(ds *manifest.Dataset, id uint64) (uint64, error) {
+	if id == 0 {
+		cur, err := ds.CurrentID()
+		if errors.Is(err, manifest.ErrNoCurrent) {
+			return 0, fmt.Errorf("%s: %w: nothing published (no CURRENT)%s", ds.Dir, ErrNotFound, haveIDs(ds))
+		}
+		return cur, err
+	}
+	if _, err := os.Stat(ds.Path(manifest.ManifestPath(id))); errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("snapshot %d of %s: %w%s", id, ds.Name, ErrNotFound, haveIDs(ds))
+	}
+	return id, nil
+}
+
+// haveIDs lists the vintages present, for error messages.
+func haveIDs(ds *manifest.Dataset) string {
+	ids, err := ds.IDs()
+	if err != nil || len(ids) == 0 {
+		return " (no manifests)"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return " (have " + strings.Join(s, ", ") + ")"
+}
+
+// Open opens vintage id of the dataset at dir, or the snapshot CURRENT
+// names when id is 0. The data file is not checksummed (snapverify does
+// that); the index is.
+func Open(dir string, id uint64) (*snapshot.Snapshot, error) {
+	ds, err := Dataset(dir)
+	if err != nil {
+		return nil, err
+	}
+	id, err = Resolve(ds, id)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot.OpenID(ds.Dir, id, snapshot.Options{})
+}
+
+// currentID is what CURRENT names, 0 if it is absent or unreadable.
+func currentID(ds *manifest.Dataset) uint64 {
+	id, err := ds.CurrentID()
+	if err != nil {
+		return 0
+	}
+	return id
+}

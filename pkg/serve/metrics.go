@@ -1,0 +1,173 @@
+package serve
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Metrics are the server's Prometheus metrics, on their own registry (so
+// tests can run several servers in one process).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	inflight    *prometheus.GaugeVec
+	rows        *prometheus.CounterVec
+	bytes       *prometheus.CounterVec
+	snapshotID  *prometheus.GaugeVec
+	mapped      *prometheus.GaugeVec
+	dsRows      *prometheus.GaugeVec
+	dsSeries    *prometheus.GaugeVec
+	authFailed  prometheus.Counter
+	startedUnix prometheus.Gauge
+}
+
+// NewMetrics registers the servingsnap metrics plus the Go and process
+// collectors on a new registry.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "servingsnap_requests_total", Help: "Flight calls by method and gRPC status code.",
+		}, []string{"method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "servingsnap_request_duration_seconds",
+			Help:    "Flight call duration by method (for DoGet: until the last batch is handed to gRPC).",
+			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"method"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "servingsnap_requests_in_flight", Help: "Flight calls running now, by method.",
+		}, []string{"method"}),
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "servingsnap_rows_sent_total", Help: "Rows streamed by DoGet, by dataset.",
+		}, []string{"dataset"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "servingsnap_bytes_sent_total", Help: "Arrow IPC bytes (headers and bodies) streamed by DoGet, by dataset.",
+		}, []string{"dataset"}),
+		snapshotID: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "servingsnap_snapshot_id", Help: "Id of the snapshot being served, by dataset.",
+		}, []string{"dataset"}),
+		mapped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "servingsnap_mapped_bytes", Help: "Bytes of the served snapshot's memory-mapped data file, by dataset.",
+		}, []string{"dataset"}),
+		dsRows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "servingsnap_dataset_rows", Help: "Rows in the served snapshot, by dataset.",
+		}, []string{"dataset"}),
+		dsSeries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "servingsnap_dataset_series", Help: "Series in the served snapshot, by dataset.",
+		}, []string{"dataset"}),
+		authFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "servingsnap_auth_failures_total", Help: "Calls refused for a missing or wrong token.",
+		}),
+		startedUnix: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "servingsnap_start_time_seconds", Help: "Unix time the server started.",
+		}),
+	}
+	r.MustRegister(m.requests, m.latency, m.inflight, m.rows, m.bytes, m.snapshotID, m.mapped,
+		m.dsRows, m.dsSeries, m.authFailed, m.startedUnix,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.startedUnix.SetToCurrentTime()
+	return m
+}
+
+func (m *Metrics) snapshotServed(v *view) {
+	m.snapshotID.WithLabelValues(v.dataset).Set(float64(v.ID()))
+	m.mapped.WithLabelValues(v.dataset).Set(float64(v.MappedBytes()))
+	m.dsRows.WithLabelValues(v.dataset).Set(float64(v.Manifest.Stats.Rows))
+	m.dsSeries.WithLabelValues(v.dataset).Set(float64(v.Manifest.Stats.Series))
+}
+
+func (m *Metrics) sent(dataset string, rows, bytes int64) {
+	m.rows.WithLabelValues(dataset).Add(float64(rows))
+	m.bytes.WithLabelValues(dataset).Add(float64(bytes))
+}
+
+// methodName turns "/arrow.flight.protocol.FlightService/DoGet" into "DoGet".
+func methodName(full string) string {
+	if i := strings.LastIndexByte(full, '/'); i >= 0 {
+		return full[i+1:]
+	}
+	return full
+}
+
+// observe records one finished call.
+func (m *Metrics) observe(method string, start time.Time, err error) {
+	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
+	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
+}
+
+// callMiddleware counts, times and logs every call (m may be nil). It is
+// the outermost middleware, so refused (unauthenticated) calls are counted
+// and logged too.
+func callMiddleware(m *Metrics, log *slog.Logger) flight.ServerMiddleware {
+	done := func(ctx context.Context, method string, start time.Time, err error) {
+		if m != nil {
+			m.observe(method, start, err)
+		}
+		code := status.Code(err)
+		lvl := slog.LevelDebug
+		switch code {
+		case codes.OK, codes.Canceled:
+		case codes.Internal, codes.Unknown, codes.DataLoss:
+			lvl = slog.LevelError
+		default:
+			lvl = slog.LevelInfo
+		}
+		if log.Enabled(ctx, lvl) {
+			attrs := []slog.Attr{slog.String("method", method), slog.String("code", code.String()),
+				slog.Float64("ms", float64(time.Since(start).Microseconds())/1000)}
+			if p, ok := peer.FromContext(ctx); ok {
+				attrs = append(attrs, slog.String("peer", p.Addr.String()))
+			}
+			if err != nil {
+				attrs = append(attrs, slog.String("error", status.Convert(err).Message()))
+			}
+			log.LogAttrs(ctx, lvl, "call", attrs...)
+		}
+	}
+	inflight := func(method string) prometheus.Gauge {
+		if m == nil {
+			return nopGauge{}
+		}
+		return m.inflight.WithLabelValues(method)
+	}
+	return flight.ServerMiddleware{
+		Unary: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			method := methodName(info.FullMethod)
+			start := time.Now()
+			g := inflight(method)
+			g.Inc()
+			resp, err := handler(ctx, req)
+			g.Dec()
+			done(ctx, method, start, err)
+			return resp, err
+		},
+		Stream: func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			method := methodName(info.FullMethod)
+			start := time.Now()
+			g := inflight(method)
+			g.Inc()
+			err := handler(srv, ss)
+			g.Dec()
+			done(ss.Context(), method, start, err)
+			return err
+		},
+	}
+}
+
+type nopGauge struct{ prometheus.Gauge }
+
+func (nopGauge) Inc() {}
+func (nopGauge) Dec() {}

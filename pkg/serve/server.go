@@ -1,0 +1,219 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Config is everything `snapbuild serve` sets.
+type Config struct {
+	Root     string
+	Addr     string // Flight listen address, e.g. 127.0.0.1:8815 (port 0: any free port)
+	HTTPAddr string // metrics and health; empty: no HTTP listener
+
+	Tokens          *Tokens // nil: no authentication
+	TLSCert, TLSKey string  // both or neither
+
+	Limits          Limits
+	VerifyData      bool
+	ShutdownTimeout time.Duration // how long in-flight streams may run after a stop signal
+
+	Logger  *slog.Logger
+	Version string
+}
+
+// gRPC message limits. Requests are tickets, commands and actions, so the
+// receive limit is the ticket limit plus room for the envelope (and never
+// below gRPC's 4 MiB default). The send limit is a guard well above the
+// batch budget: a record batch is sized to BatchBytes, and only one row
+// wider than that (a single huge string) could come near it.
+const (
+	minRecvMsgBytes = 4 << 20
+	sendMsgBytes    = 256 << 20
+)
+
+// Server is a running Flight server plus its HTTP side.
+type Server struct {
+	cfg     Config
+	svc     *Service
+	metrics *Metrics
+	log     *slog.Logger
+
+	flight   flight.Server
+	lis      net.Listener
+	httpLis  net.Listener
+	httpSrv  *http.Server
+	stopping atomic.Bool
+}
+
+// New opens the datasets and binds the listeners; Serve starts answering.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("serve: give both --tls-cert and --tls-key, or neither")
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	m := NewMetrics()
+	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, svc: svc, metrics: m, log: cfg.Logger}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeListeners()
+			svc.Close()
+		}
+	}()
+
+	recv := minRecvMsgBytes
+	if t := cfg.Limits.MaxTicketBytes; t+(64<<10) > recv {
+		recv = t + (64 << 10)
+	}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(recv),
+		grpc.MaxSendMsgSize(sendMsgBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if cfg.TLSCert != "" {
+		creds, err := credentials.NewServerTLSFromFile(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("serve: TLS: %w", err)
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	mw := []flight.ServerMiddleware{callMiddleware(m, cfg.Logger)}
+	if cfg.Tokens != nil {
+		mw = append(mw, authMiddleware(cfg.Tokens, m))
+	}
+	if cfg.Tokens != nil && cfg.TLSCert == "" {
+		cfg.Logger.Warn("token auth without TLS: tokens travel in clear text; use --tls-cert/--tls-key off loopback")
+	}
+	s.flight = flight.NewServerWithMiddleware(mw, opts...)
+	s.flight.RegisterFlightService(svc)
+
+	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Addr, err)
+	}
+	s.flight.InitListener(s.lis)
+	if cfg.HTTPAddr != "" {
+		if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("serve: listen %s: %w", cfg.HTTPAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+		mux.HandleFunc("/healthz", s.healthz)
+		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+	ok = true
+	return s, nil
+}
+
+// Service is the Flight service (for in-process use and tests).
+func (s *Server) Service() *Service { return s.svc }
+
+// Metrics are the server's metrics.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// FlightURI is the address clients connect to, grpc+tcp:// or grpc+tls://.
+func (s *Server) FlightURI() string {
+	scheme := "grpc+tcp"
+	if s.cfg.TLSCert != "" {
+		scheme = "grpc+tls"
+	}
+	return scheme + "://" + s.lis.Addr().String()
+}
+
+// FlightAddr is the bound Flight address.
+func (s *Server) FlightAddr() net.Addr { return s.lis.Addr() }
+
+// HTTPAddr is the bound metrics address, nil without one.
+func (s *Server) HTTPAddr() net.Addr {
+	if s.httpLis == nil {
+		return nil
+	}
+	return s.httpLis.Addr()
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.stopping.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]any{"status": "stopping"})
+		return
+	}
+	json.NewEncoder(w).Encode(map[string]any{"status": "ok", "datasets": s.svc.Datasets()})
+}
+
+// Serve answers until ctx is cancelled, then shuts down gracefully: health
+// turns 503, no new calls are accepted, and in-flight calls (streams
+// included) run to completion for up to ShutdownTimeout, after which
+// running streams are ended with Unavailable. Finally the snapshots are
+// released. It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- s.flight.Serve() }()
+	if s.httpSrv != nil {
+		go func() {
+			if err := s.httpSrv.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http: %w", err)
+			}
+		}()
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down", "grace", s.cfg.ShutdownTimeout.String())
+	case serveErr = <-errc:
+		s.log.Error("listener failed", "error", serveErr)
+	}
+	s.stopping.Store(true)
+	stopped := make(chan struct{})
+	go func() { s.flight.Shutdown(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(s.cfg.ShutdownTimeout):
+		s.log.Warn("grace period over; ending in-flight streams")
+		s.svc.stopNow()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			s.log.Error("calls still running after ending streams; exiting anyway")
+		}
+	}
+	if s.httpSrv != nil {
+		hctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.httpSrv.Shutdown(hctx)
+		cancel()
+	}
+	s.svc.Close()
+	s.log.Info("stopped")
+	return serveErr
+}
+
+func (s *Server) closeListeners() {
+	if s.lis != nil {
+		s.lis.Close()
+	}
+	if s.httpLis != nil {
+		s.httpLis.Close()
+	}
+}

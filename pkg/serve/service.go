@@ -1,0 +1,449 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// Limits bound what one request may cost. Zero disables a limit.
+type Limits struct {
+	MaxTicketBytes int   // ticket / command size
+	MaxSeries      int   // series per request (listed or matched)
+	MaxRows        int64 // rows per response
+	// BatchBytes is the target size of one record batch message; slices
+	// larger are split and small ones coalesced up to it. Keep it well under
+	// the clients' gRPC receive limit (4 MiB by default in Go and Java).
+	BatchBytes int64
+}
+
+// DefaultLimits are the limits of `snapbuild serve` without flags.
+var DefaultLimits = Limits{
+	MaxTicketBytes: 1 << 20,
+	MaxSeries:      100_000,
+	MaxRows:        20_000_000,
+	BatchBytes:     2 << 20,
+}
+
+// Service implements the Flight service over the datasets of a root
+// directory. It is safe for concurrent use.
+type Service struct {
+	flight.BaseFlightServer
+
+	root     string
+	datasets map[string]*dataset
+	names    []string // sorted
+	limits   Limits
+	log      *slog.Logger
+	metrics  *Metrics
+	mem      memory.Allocator
+	started  time.Time
+	version  string
+
+	// stopping is closed when in-flight streams must end now (the
+	// graceful-shutdown deadline passed).
+	stopping chan struct{}
+}
+
+// Options configure Open.
+type Options struct {
+	Limits     Limits
+	VerifyData bool // checksum every data file at open (reads every byte)
+	Logger     *slog.Logger
+	Metrics    *Metrics // nil: none
+	Version    string
+}
+
+// Open discovers the datasets under root (each a directory with a valid
+// dataset name and a CURRENT file; symlinks to directories are followed)
+// and opens each one's current snapshot: maps its files and reads its index,
+// nothing per row. A dataset directory without CURRENT (never published) is
+// skipped with a log line; a snapshot that fails to open or validate is an
+// error, so a server never starts with a dataset silently missing.
+func Open(root string, opt Options) (*Service, error) {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	st, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("serve: root: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("serve: root %s is not a directory", root)
+	}
+	s := &Service{
+		root: root, datasets: map[string]*dataset{}, limits: opt.Limits, log: opt.Logger,
+		metrics: opt.Metrics, mem: memory.DefaultAllocator, started: time.Now(), version: opt.Version,
+		stopping: make(chan struct{}),
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	for _, ent := range ents {
+		name := ent.Name()
+		if manifest.ValidateDatasetName(name) != nil {
+			continue // .tmp, hidden files, anything that cannot be a dataset
+		}
+		dir := filepath.Join(root, name)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, manifest.CurrentFile)); errors.Is(err, os.ErrNotExist) {
+			s.log.Info("skipping directory without CURRENT", "dataset", name, "dir", dir)
+			continue
+		}
+		t0 := time.Now()
+		snap, err := snapshot.Open(dir, snapshot.Options{VerifyData: opt.VerifyData})
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
+		}
+		d := &dataset{name: name, dir: dir}
+		if s.metrics != nil {
+			d.onSwap = s.metrics.snapshotServed
+		}
+		if err := d.swap(snap); err != nil {
+			snap.Close()
+			s.Close()
+			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
+		}
+		s.datasets[name] = d
+		s.names = append(s.names, name)
+		m := snap.Manifest
+		s.log.Info("dataset open", "dataset", name, "snapshot_id", snap.ID(), "rows", m.Stats.Rows,
+			"series", m.Stats.Series, "mapped_bytes", snap.MappedBytes(), "open_ms", float64(time.Since(t0).Microseconds())/1000)
+	}
+	sort.Strings(s.names)
+	return s, nil
+}
+
+// Close drops the service's references on every snapshot. Streams still
+// running keep theirs until they end.
+func (s *Service) Close() {
+	for _, d := range s.datasets {
+		d.close()
+	}
+}
+
+// Datasets lists the served dataset names.
+func (s *Service) Datasets() []string { return append([]string(nil), s.names...) }
+
+// stopNow makes running streams end with Unavailable at their next batch.
+func (s *Service) stopNow() {
+	select {
+	case <-s.stopping:
+	default:
+		close(s.stopping)
+	}
+}
+
+func (s *Service) lookup(name string) (*dataset, error) {
+	if err := manifest.ValidateDatasetName(name); err != nil {
+		return nil, errf(codes.InvalidArgument, "%v", err)
+	}
+	d, ok := s.datasets[name]
+	if !ok {
+		return nil, errf(codes.NotFound, "dataset %q not found (serving: %s)", name, strings.Join(s.names, ", "))
+	}
+	return d, nil
+}
+
+func (s *Service) acquire(name string) (*view, error) {
+	d, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	v := d.acquire()
+	if v == nil {
+		return nil, errf(codes.Unavailable, "dataset %q is closed", name)
+	}
+	return v, nil
+}
+
+// ticketFor is the ticket of a whole dataset: every series.
+func ticketFor(name string) []byte {
+	b, _ := json.Marshal(map[string]string{"dataset": name, "prefix": ""})
+	return b
+}
+
+func (s *Service) datasetInfo(v *view, desc *flight.FlightDescriptor) *flight.FlightInfo {
+	return &flight.FlightInfo{
+		Schema:           flight.SerializeSchema(v.defaultSchema(), s.mem),
+		FlightDescriptor: desc,
+		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: ticketFor(v.dataset)}}},
+		TotalRecords:     v.Manifest.Stats.Rows,
+		TotalBytes:       -1,
+		Ordered:          true,
+		AppMetadata:      appMetadata(v),
+	}
+}
+
+func appMetadata(v *view) []byte {
+	b, _ := json.Marshal(map[string]any{"dataset": v.dataset, "snapshot_id": v.ID()})
+	return b
+}
+
+// ListFlights returns one FlightInfo per dataset. Criteria, when not empty,
+// is a dataset name prefix.
+func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_ListFlightsServer) error {
+	prefix := string(c.GetExpression())
+	for _, name := range s.names {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		v := s.datasets[name].acquire()
+		if v == nil {
+			continue
+		}
+		info := s.datasetInfo(v, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}})
+		v.Release()
+		if err := stream.Send(info); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetFlightInfo describes a dataset (path descriptor [dataset]) or a query
+// (command descriptor holding a ticket): schema, exact record count,
+// and one endpoint whose ticket runs it on this server.
+func (s *Service) GetFlightInfo(ctx context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	info, _, err := s.describe(desc, true)
+	return info, toStatus(err)
+}
+
+// GetSchema is GetFlightInfo's schema alone.
+func (s *Service) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+	_, sc, err := s.describe(desc, false)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &flight.SchemaResult{Schema: flight.SerializeSchema(sc, s.mem)}, nil
+}
+
+func (s *Service) describe(desc *flight.FlightDescriptor, full bool) (*flight.FlightInfo, *arrow.Schema, error) {
+	switch desc.GetType() {
+	case flight.DescriptorPATH:
+		if len(desc.Path) != 1 {
+			return nil, nil, errf(codes.InvalidArgument, "path descriptor must be [dataset], got %d elements", len(desc.Path))
+		}
+		v, err := s.acquire(desc.Path[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		defer v.Release()
+		return s.datasetInfo(v, desc), v.defaultSchema(), nil
+	case flight.DescriptorCMD:
+		q, err := ParseTicket(desc.Cmd, s.limits.MaxTicketBytes, s.limits.MaxSeries)
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err := s.acquire(q.Dataset)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer v.Release()
+		p, err := newPlan(v, q, s.limits)
+		if err != nil {
+			return nil, nil, err
+		}
+		info := &flight.FlightInfo{
+			Schema:           flight.SerializeSchema(p.schema, s.mem),
+			FlightDescriptor: desc,
+			Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: desc.Cmd}}},
+			TotalRecords:     p.rows,
+			TotalBytes:       -1,
+			Ordered:          true,
+			AppMetadata:      appMetadata(v),
+		}
+		return info, p.schema, nil
+	default:
+		return nil, nil, errf(codes.InvalidArgument, "descriptor type %v not supported: use a path [dataset] or a command holding a JSON query", desc.GetType())
+	}
+}
+
+// countingStream counts what a DoGet sends.
+type countingStream struct {
+	flight.FlightService_DoGetServer
+	bytes int64
+}
+
+func (c *countingStream) Send(d *flight.FlightData) error {
+	c.bytes += int64(len(d.DataHeader) + len(d.DataBody) + len(d.AppMetadata))
+	return c.FlightService_DoGetServer.Send(d)
+}
+
+// DoGet runs a ticket and streams its rows. The snapshot is pinned for the
+// duration of the stream: every slice points into its mapping until the
+// Flight writer has copied it into the gRPC message.
+func (s *Service) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	err := s.doGet(t, stream)
+	return toStatus(err)
+}
+
+func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	q, err := ParseTicket(t.GetTicket(), s.limits.MaxTicketBytes, s.limits.MaxSeries)
+	if err != nil {
+		return err
+	}
+	v, err := s.acquire(q.Dataset)
+	if err != nil {
+		return err
+	}
+	defer v.Release()
+	p, err := newPlan(v, q, s.limits)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	cs := &countingStream{FlightService_DoGetServer: stream}
+	w := flight.NewRecordWriter(cs, ipc.WithSchema(p.schema), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
+	budget := s.limits.BatchBytes
+	if budget <= 0 {
+		budget = DefaultLimits.BatchBytes
+	}
+	em, err := newEmitter(ctx, p, s.mem, budget, w.Write)
+	if err != nil {
+		w.Close()
+		return errf(codes.Internal, "dataset %q: %v", v.dataset, err)
+	}
+	stop := func() error {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-s.stopping:
+			return errf(codes.Unavailable, "server shutting down")
+		default:
+			return nil
+		}
+	}
+	err = em.run(stop)
+	em.release()
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if s.metrics != nil {
+		s.metrics.sent(v.dataset, em.rows, cs.bytes)
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Debug("doget", "dataset", v.dataset, "snapshot_id", v.ID(), "series", p.sel.len(),
+		"rows", em.rows, "batches", em.batches, "bytes", cs.bytes)
+	return nil
+}
+
+// DatasetStatus is one dataset in the status action's answer.
+type DatasetStatus struct {
+	Name        string `json:"name"`
+	SnapshotID  uint64 `json:"snapshot_id"`
+	ParentID    uint64 `json:"parent_id"`
+	Rows        int64  `json:"rows"`
+	Series      int64  `json:"series"`
+	FirstPeriod string `json:"first_period"`
+	LastPeriod  string `json:"last_period"`
+	MappedBytes int64  `json:"mapped_bytes"`
+	Created     string `json:"created"`
+	OpenedAt    string `json:"opened_at"`
+	Readers     int64  `json:"readers"` // in-flight references besides the server's own
+}
+
+// Status is the answer of the status action.
+type Status struct {
+	Version       string          `json:"version"`
+	Started       string          `json:"started"`
+	UptimeSeconds float64         `json:"uptime_seconds"`
+	MappedBytes   int64           `json:"mapped_bytes"`
+	Datasets      []DatasetStatus `json:"datasets"`
+}
+
+// Status reports the served snapshots.
+func (s *Service) Status() Status {
+	st := Status{
+		Version: s.version, Started: s.started.UTC().Format(time.RFC3339Nano),
+		UptimeSeconds: time.Since(s.started).Seconds(), Datasets: []DatasetStatus{},
+	}
+	for _, name := range s.names {
+		v := s.datasets[name].acquire()
+		if v == nil {
+			continue
+		}
+		m := v.Manifest
+		st.Datasets = append(st.Datasets, DatasetStatus{
+			Name: name, SnapshotID: v.ID(), ParentID: m.ParentID, Rows: m.Stats.Rows, Series: m.Stats.Series,
+			FirstPeriod: m.Stats.FirstPeriod, LastPeriod: m.Stats.LastPeriod, MappedBytes: v.MappedBytes(),
+			Created: m.Created, OpenedAt: v.opened.UTC().Format(time.RFC3339Nano), Readers: v.Refs() - 2,
+		})
+		st.MappedBytes += v.MappedBytes()
+		v.Release()
+	}
+	return st
+}
+
+var actions = []*flight.ActionType{
+	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, uptime"},
+}
+
+// ListActions lists the actions DoAction runs.
+func (s *Service) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
+	for _, a := range actions {
+		if err := stream.Send(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DoAction runs an action: "status" (JSON). Unknown actions are
+// Unimplemented.
+func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+	switch a.GetType() {
+	case "status":
+		b, err := json.Marshal(s.Status())
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return stream.Send(&flight.Result{Body: b})
+	default:
+		var names []string
+		for _, x := range actions {
+			names = append(names, x.Type)
+		}
+		return status.Errorf(codes.Unimplemented, "unknown action %q (actions: %s)", truncate(a.GetType(), 64), strings.Join(names, ", "))
+	}
+}
+
+// toStatus turns request errors into gRPC status errors; anything else
+// (already a status, or unexpected) passes through, unexpected ones as
+// Internal.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return status.Error(e.Code, truncate(e.Msg, 1024))
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Internal, truncate(err.Error(), 1024))
+}

@@ -1,0 +1,310 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
+)
+
+// Query is a parsed ticket: what a DoGet streams and what a command
+// descriptor of GetFlightInfo describes. docs/FLIGHT.md is the user-facing
+// grammar.
+//
+// A ticket is a JSON object:
+//
+//	{"dataset": "PET",                         required
+//	 "series": ["A", "B"] | "prefix": "PET." | "category": "Crude",   exactly one
+//	 "start": "2019", "end": "2020-06",       optional period bounds (inclusive)
+//	 "columns": ["value"],                    optional, default: value and the other data columns
+//	 "attributes": true,                      optional: add every per-series attribute column
+//	 "latest": true}                          optional: one row per series, its last non-null value
+type Query struct {
+	Dataset string
+
+	// Exactly one selector is set.
+	Series      []string // as given (order and duplicates are irrelevant)
+	Prefix      string
+	HasPrefix   bool
+	Category    string
+	HasCategory bool
+
+	// From and To are the inclusive date32 bounds: From is the first day of
+	// the start period, To the last day of the end period. Absent bounds are
+	// math.MinInt32 / math.MaxInt32.
+	From, To   int32
+	Start, End string // as given, for messages
+
+	Columns    []string // nil: the default columns
+	HasColumns bool
+	Attributes bool
+	Latest     bool
+}
+
+// Error is a request error with the gRPC code it maps to. Messages are
+// written for the client: they say which field is wrong and why.
+type Error struct {
+	Code codes.Code
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errf(code codes.Code, format string, a ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, a...)}
+}
+
+func invalid(format string, a ...any) *Error {
+	return errf(codes.InvalidArgument, "ticket: "+format, a...)
+}
+
+// ticketFields lists the accepted keys, in the order messages show them.
+var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest"}
+
+// ParseTicket decodes a ticket (or a GetFlightInfo command). It is strict:
+// unknown or repeated keys, nulls, wrong types, trailing data, invalid UTF-8
+// and bad periods are InvalidArgument errors, because a typo must not
+// silently widen a query. A ticket longer than maxBytes, or listing more than
+// maxSeries series, is ResourceExhausted (0 disables either limit). It never
+// panics.
+func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
+	if maxBytes > 0 && len(b) > maxBytes {
+		return nil, errf(codes.ResourceExhausted, "ticket: %d bytes, limit %d", len(b), maxBytes)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, invalid("empty; want a JSON object such as {\"dataset\":\"NAME\",\"series\":[\"ID\"]}")
+	}
+	if !utf8.Valid(b) {
+		return nil, invalid("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, invalid("not JSON: %s", jsonMsg(err))
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, invalid("must be a JSON object, not %s", describeToken(tok))
+	}
+	q := &Query{From: math.MinInt32, To: math.MaxInt32}
+	seen := map[string]bool{}
+	var hasSeries, hasDataset bool
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, invalid("not JSON: %s", jsonMsg(err))
+		}
+		key, ok := tok.(string)
+		if !ok { // the decoder only yields strings here, but be safe
+			return nil, invalid("object key is not a string")
+		}
+		if seen[key] {
+			return nil, invalid("field %q given twice", key)
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, invalid("field %q: not JSON: %s", key, jsonMsg(err))
+		}
+		if bytes.Equal(raw, []byte("null")) {
+			return nil, invalid("field %q is null; leave it out instead", key)
+		}
+		var ferr *Error
+		switch key {
+		case "dataset":
+			ferr = decodeField(raw, key, "a string", &q.Dataset)
+			hasDataset = true
+		case "series":
+			q.Series, ferr = decodeStrings(raw, key)
+			hasSeries = true
+		case "prefix":
+			ferr = decodeField(raw, key, "a string", &q.Prefix)
+			q.HasPrefix = true
+		case "category":
+			ferr = decodeField(raw, key, "a string", &q.Category)
+			q.HasCategory = true
+		case "start":
+			ferr = decodeField(raw, key, "a period string such as \"2019-03\"", &q.Start)
+		case "end":
+			ferr = decodeField(raw, key, "a period string such as \"2020-12-31\"", &q.End)
+		case "columns":
+			q.Columns, ferr = decodeStrings(raw, key)
+			q.HasColumns = true
+		case "attributes":
+			ferr = decodeField(raw, key, "true or false", &q.Attributes)
+		case "latest":
+			ferr = decodeField(raw, key, "true or false", &q.Latest)
+		default:
+			return nil, invalid("unknown field %q (known: %s)", truncate(key, 64), strings.Join(ticketFields, ", "))
+		}
+		if ferr != nil {
+			return nil, ferr
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, invalid("not JSON: %s", jsonMsg(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, invalid("trailing data after the JSON object")
+	}
+
+	if !hasDataset {
+		return nil, invalid("missing field \"dataset\"")
+	}
+	if err := manifest.ValidateDatasetName(q.Dataset); err != nil {
+		return nil, invalid("%v", err)
+	}
+	n := 0
+	for _, has := range []bool{hasSeries, q.HasPrefix, q.HasCategory} {
+		if has {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return nil, invalid("say which series: one of \"series\" (a list of ids), \"prefix\" (\"\" for all) or \"category\"")
+	case n > 1:
+		return nil, invalid("give only one of \"series\", \"prefix\" and \"category\"")
+	}
+	if hasSeries {
+		if len(q.Series) == 0 {
+			return nil, invalid("\"series\" is empty; list at least one id")
+		}
+		if maxSeries > 0 && len(q.Series) > maxSeries {
+			return nil, errf(codes.ResourceExhausted, "ticket: %d series requested, limit %d per request", len(q.Series), maxSeries)
+		}
+	}
+	if seen["start"] {
+		d, err := period.Parse(q.Start)
+		if err != nil {
+			return nil, invalid("start: %v", err)
+		}
+		q.From = d
+	}
+	if seen["end"] {
+		d, err := PeriodEnd(q.End)
+		if err != nil {
+			return nil, invalid("end: %v", err)
+		}
+		q.To = d
+	}
+	if q.From > q.To {
+		return nil, invalid("start %q (%s) is after end %q (%s)", q.Start, period.Format(q.From), q.End, period.Format(q.To))
+	}
+	return q, nil
+}
+
+// decodeField unmarshals one value and rewrites encoding/json's type errors
+// into a message naming the field and the expected type.
+func decodeField(raw json.RawMessage, key, want string, dst any) *Error {
+	if err := json.Unmarshal(raw, dst); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return invalid("field %q must be %s, got %s", key, want, te.Value)
+		}
+		return invalid("field %q: %s", key, jsonMsg(err))
+	}
+	return nil
+}
+
+// decodeStrings decodes an array of strings, refusing null elements (which
+// encoding/json would silently turn into "").
+func decodeStrings(raw json.RawMessage, key string) ([]string, *Error) {
+	var elems []json.RawMessage
+	if err := decodeField(raw, key, "an array of strings", &elems); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(elems))
+	for i, e := range elems {
+		if bytes.Equal(e, []byte("null")) {
+			return nil, invalid("field %q: element %d is null", key, i)
+		}
+		if err := json.Unmarshal(e, &out[i]); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return nil, invalid("field %q: element %d must be a string, got %s", key, i, te.Value)
+			}
+			return nil, invalid("field %q: element %d: %s", key, i, jsonMsg(err))
+		}
+	}
+	return out, nil
+}
+
+func jsonMsg(err error) string {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return "unexpected end of input"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func describeToken(tok any) string {
+	switch t := tok.(type) {
+	case json.Delim:
+		if t == '[' {
+			return "an array"
+		}
+		return fmt.Sprintf("%q", string(t))
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// PeriodEnd returns the LAST day covered by the period s names, in date32
+// days: "2020" → 2020-12-31, "2020-02" → 2020-02-29, "2020Q2" → 2020-06-30,
+// "2020-W53" → 2021-01-03 (the Sunday), "2020-06-15" → that day. It accepts
+// exactly the forms period.Parse accepts, so a ticket's "end" is inclusive
+// of the whole period it names.
+func PeriodEnd(s string) (int32, error) {
+	start, err := period.Parse(s)
+	if err != nil {
+		return 0, err
+	}
+	y, m := civilYM(start)
+	switch n := len(s); {
+	case n == 4: // YYYY
+		return days(y+1, 1, 1) - 1, nil
+	case (n == 6 && (s[4] == 'Q' || s[4] == 'q')) || (n == 7 && (s[5] == 'Q' || s[5] == 'q')): // quarter
+		return days(y, m+3, 1) - 1, nil
+	case n == 6 || n == 7: // YYYYMM, YYYY-MM
+		return days(y, m+1, 1) - 1, nil
+	case n == 8 && s[4] == '-': // YYYY-Www
+		return start + 6, nil
+	default: // YYYYMMDD, YYYY-MM-DD
+		return start, nil
+	}
+}
+
+func civilYM(d int32) (int, time.Month) {
+	t := time.Unix(int64(d)*86400, 0).UTC()
+	return t.Year(), t.Month()
+}
+
+// days is date32 days of y-m-d; time.Date normalises month overflow.
+func days(y int, m time.Month, d int) int32 {
+	return int32(time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400)
+}

@@ -1,0 +1,592 @@
+package verify
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
+)
+
+// seriesHash is an order-independent digest of a series' rows: the number
+// of rows and the sum and xor of one xxhash64 per row over (period, null
+// flag, value bytes). Equal multisets of rows give equal digests whatever
+// the order they are read in; a changed, missing or extra row changes the
+// count or, except with probability ~2^-64, both sums.
+type seriesHash struct {
+	rows int64
+	sum  uint64
+	xor  uint64
+}
+
+func (h *seriesHash) add(x uint64) {
+	h.rows++
+	h.sum += x
+	h.xor ^= x
+}
+
+func (h *seriesHash) merge(o seriesHash) {
+	h.rows += o.rows
+	h.sum += o.sum
+	h.xor ^= o.xor
+}
+
+// rowHash hashes one row. val is the value's little-endian bytes as Arrow
+// stores them (nil for null), so the input and the snapshot hash alike
+// exactly when their value types agree.
+func rowHash(buf *[64]byte, p int32, val []byte, valid bool) uint64 {
+	binary.LittleEndian.PutUint32(buf[:4], uint32(p))
+	n := 5
+	buf[4] = 0
+	if valid {
+		buf[4] = 1
+		n += copy(buf[5:], val)
+	}
+	return xxhash.Sum64(buf[:n])
+}
+
+// valueBytes gives raw access to a fixed-width value column.
+type valueBytes struct {
+	arr  arrow.Array
+	data []byte
+	w    int
+	off  int
+}
+
+func newValueBytes(a arrow.Array) (valueBytes, error) {
+	vb := valueBytes{arr: a}
+	if a == nil || a.DataType().ID() == arrow.NULL {
+		return vb, nil
+	}
+	fw, ok := a.DataType().(arrow.FixedWidthDataType)
+	if !ok || fw.BitWidth() < 8 || fw.BitWidth()%8 != 0 || fw.BitWidth() > 8*(64-5) {
+		return vb, fmt.Errorf("value column type %s is not a fixed-width numeric type", a.DataType())
+	}
+	vb.w = fw.BitWidth() / 8
+	vb.off = a.Data().Offset()
+	if bufs := a.Data().Buffers(); len(bufs) > 1 && bufs[1] != nil {
+		vb.data = bufs[1].Bytes()
+	}
+	return vb, nil
+}
+
+// at returns row i's bytes and whether it is valid.
+func (vb valueBytes) at(i int) ([]byte, bool) {
+	if vb.w == 0 || vb.arr.IsNull(i) {
+		return nil, false
+	}
+	o := (vb.off + i) * vb.w
+	if o+vb.w > len(vb.data) {
+		return nil, false
+	}
+	return vb.data[o : o+vb.w], true
+}
+
+// lakeFile is one Parquet file of the input.
+type lakeFile struct {
+	rel, abs string
+	size     int64
+}
+
+// fileRows is what one input file holds, keyed by a file-local series
+// dictionary: per-series digests, or (keep) every row in file order so
+// that duplicates can be resolved in input order.
+type fileRows struct {
+	rows      int64
+	footer    int64
+	ids       []string
+	hashes    []seriesHash
+	sid, per  []int32
+	h         []uint64
+	valueType arrow.DataType // nil: no value column, or an all-null one
+}
+
+// against re-reads the input lake and compares it with the snapshot series
+// by series. Problems reading the input are errors (nothing can be said
+// about the snapshot); differences are findings.
+func (v *verifier) against() error {
+	v.ran()
+	b := v.m.Build
+	cols := buildColumns{series: or(b.SeriesColumn, "series_id"), period: or(b.PeriodColumn, "period"), value: or(b.ValueColumn, "value")}
+	keep := b.OnDuplicate == "last"
+	files, err := discoverLake(v.opt.Against)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCannotVerify, err)
+	}
+	parallel := v.opt.Parallel
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	res := make([]*fileRows, len(files))
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(parallel)
+	for i, f := range files {
+		g.Go(func() error {
+			r, err := readLakeFile(ctx, f, cols, keep)
+			if err != nil {
+				return fmt.Errorf("%w: input %s: %v", ErrCannotVerify, f.rel, err)
+			}
+			res[i] = r
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	v.r.InputFiles = len(files)
+	v.noteLineage(files, res)
+
+	// Value types must agree, or no row can hash alike.
+	vt := v.snap.Schema().Field(2).Type
+	df, _ := v.m.FileByRole(manifest.RoleData)
+	for i, r := range res {
+		if r.valueType != nil && !arrow.TypeEqual(r.valueType, vt) {
+			v.add(CheckAgainst, filepath.ToSlash(filepath.Join(v.opt.Against, files[i].rel)), "column "+cols.value,
+				"value column has type %s, the snapshot stores %s", r.valueType, vt)
+			return nil
+		}
+	}
+
+	// Merge the files in input order.
+	index := map[string]int32{}
+	var ids []string
+	var hashes []seriesHash
+	intern := func(id string) int32 {
+		k, ok := index[id]
+		if !ok {
+			k = int32(len(ids))
+			index[id] = k
+			ids = append(ids, id)
+			hashes = append(hashes, seriesHash{})
+		}
+		return k
+	}
+	var rawRows int64
+	if !keep {
+		for _, r := range res {
+			rawRows += r.rows
+			for k, id := range r.ids {
+				hashes[intern(id)].merge(r.hashes[k])
+			}
+		}
+	} else {
+		var total int
+		for _, r := range res {
+			total += len(r.sid)
+		}
+		sid := make([]int32, 0, total)
+		per := make([]int32, 0, total)
+		hs := make([]uint64, 0, total)
+		for _, r := range res {
+			rawRows += r.rows
+			remap := make([]int32, len(r.ids))
+			for k, id := range r.ids {
+				remap[k] = intern(id)
+			}
+			for j := range r.sid {
+				sid = append(sid, remap[r.sid[j]])
+			}
+			per = append(per, r.per...)
+			hs = append(hs, r.h...)
+			r.sid, r.per, r.h = nil, nil, nil
+		}
+		// Stable by (series, period): among rows of one key, the last in
+		// input order wins, as the builder's --on-duplicate=last does.
+		ord := make([]int32, len(sid))
+		for i := range ord {
+			ord[i] = int32(i)
+		}
+		sort.SliceStable(ord, func(a, b int) bool {
+			x, y := ord[a], ord[b]
+			if sid[x] != sid[y] {
+				return sid[x] < sid[y]
+			}
+			return per[x] < per[y]
+		})
+		for j, o := range ord {
+			if j+1 < len(ord) {
+				if n := ord[j+1]; sid[n] == sid[o] && per[n] == per[o] {
+					v.r.InputDuplicates++
+					continue
+				}
+			}
+			hashes[sid[o]].add(hs[o])
+		}
+	}
+	v.r.InputRows = rawRows
+	v.r.InputSeries = int64(len(ids))
+
+	// The snapshot, hashed the same way.
+	s := v.snap
+	x := s.Index()
+	n := x.Len()
+	snap := make([]seriesHash, n)
+	var snapRows, badCodes int64
+	var buf [64]byte
+	for bi := 0; bi < s.NumBatches(); bi++ {
+		rec := s.Batch(bi)
+		codes := rec.Column(0).(*array.Uint32).Uint32Values()
+		periods := rec.Column(1).(*array.Date32).Date32Values()
+		vb, err := newValueBytes(rec.Column(2))
+		if err != nil {
+			v.add(CheckAgainst, df.Path, fmt.Sprintf("batch %d", bi), "%v", err)
+			return nil
+		}
+		for i, c := range codes {
+			snapRows++
+			if int(c) >= n {
+				badCodes++
+				continue
+			}
+			val, ok := vb.at(i)
+			snap[c].add(rowHash(&buf, int32(periods[i]), val, ok))
+		}
+	}
+	if badCodes > 0 {
+		v.add(CheckAgainst, df.Path, "", "%d rows have a series_code outside the index and match no input series", badCodes)
+	}
+
+	// Compare.
+	inRows := rawRows - v.r.InputDuplicates
+	if inRows != snapRows {
+		if !v.add(CheckAgainst, df.Path, "", "the snapshot holds %d rows, the input %d (%d read, %d shadowed by later duplicates)", snapRows, inRows, rawRows, v.r.InputDuplicates) {
+			return nil
+		}
+	}
+	if keep && v.r.InputDuplicates != v.m.Stats.DuplicatesDropped {
+		if !v.add(CheckAgainst, v.r.Manifest, "stats.duplicates_dropped", "manifest says %d duplicates were dropped, the input has %d", v.m.Stats.DuplicatesDropped, v.r.InputDuplicates) {
+			return nil
+		}
+	}
+	matched := make([]bool, len(ids))
+	for c := 0; c < n; c++ {
+		id := x.SeriesID(c)
+		k, ok := index[id]
+		got := snap[c]
+		if !ok {
+			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series is in the snapshot (%d rows) but not in the input", got.rows) {
+				return nil
+			}
+			continue
+		}
+		matched[k] = true
+		want := hashes[k]
+		switch {
+		case got.rows != want.rows:
+			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series has %d rows in the snapshot, %d in the input", got.rows, want.rows) {
+				return nil
+			}
+		case got != want:
+			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series has the same %d rows in number but different periods or values than the input", got.rows) {
+				return nil
+			}
+		}
+	}
+	var missing []int
+	for k := range ids {
+		if !matched[k] {
+			missing = append(missing, k)
+		}
+	}
+	sort.Slice(missing, func(a, b int) bool { return ids[missing[a]] < ids[missing[b]] })
+	for _, k := range missing {
+		if !v.add(CheckAgainst, df.Path, fmt.Sprintf("series %q", ids[k]), "series is in the input (%d rows) but not in the snapshot", hashes[k].rows) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// noteLineage notes where the input differs from the inputs the manifest
+// records. That is not a finding: a lake may be rewritten (compacted,
+// re-encoded) and still hold the same rows; the row comparison decides.
+func (v *verifier) noteLineage(files []lakeFile, res []*fileRows) {
+	if v.m.Lineage.Kind != "parquet" {
+		return
+	}
+	rec := map[string]manifest.Input{}
+	for _, in := range v.m.Lineage.Inputs {
+		rec[in.Path] = in
+	}
+	var diffs []string
+	for i, f := range files {
+		in, ok := rec[f.rel]
+		switch {
+		case !ok:
+			diffs = append(diffs, f.rel+" is new")
+		case in.Size != f.size || in.Rows != res[i].footer:
+			diffs = append(diffs, fmt.Sprintf("%s changed (%d bytes %d rows, recorded %d bytes %d rows)", f.rel, f.size, res[i].footer, in.Size, in.Rows))
+		}
+		delete(rec, f.rel)
+	}
+	var gone []string
+	for p := range rec {
+		gone = append(gone, p)
+	}
+	sort.Strings(gone)
+	for _, p := range gone {
+		diffs = append(diffs, p+" is gone")
+	}
+	if len(diffs) > 0 {
+		if len(diffs) > 5 {
+			diffs = append(diffs[:5], fmt.Sprintf("and %d more", len(diffs)-5))
+		}
+		v.note("the input differs from the lineage in the manifest: " + strings.Join(diffs, "; "))
+	}
+}
+
+type buildColumns struct{ series, period, value string }
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// discoverLake lists the Parquet files below dir the way the builder does
+// (pkg/sortwrite's discover, which is not exported): ".parquet" files,
+// hidden and "_" entries skipped, sorted by path with digit runs compared
+// as numbers — the order that decides which duplicate is later.
+func discoverLake(dir string) ([]lakeFile, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("input %s is not a directory", dir)
+	}
+	var out []lakeFile
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if p != dir && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !strings.HasSuffix(strings.ToLower(name), ".parquet") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, lakeFile{rel: filepath.ToSlash(rel), abs: p, size: info.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list inputs: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("input %s holds no .parquet files", dir)
+	}
+	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i].rel, out[j].rel) })
+	return out, nil
+}
+
+// naturalLess compares strings with runs of ASCII digits compared by value
+// (the builder's order: year=999 before year=1000, part-2 before part-10).
+func naturalLess(a, b string) bool {
+	isDigit := func(c byte) bool { return c >= '0' && c <= '9' }
+	run := func(s string) int {
+		n := 0
+		for n < len(s) && isDigit(s[n]) {
+			n++
+		}
+		return n
+	}
+	for a != "" && b != "" {
+		if isDigit(a[0]) && isDigit(b[0]) {
+			na, nb := run(a), run(b)
+			ta, tb := strings.TrimLeft(a[:na], "0"), strings.TrimLeft(b[:nb], "0")
+			if len(ta) != len(tb) {
+				return len(ta) < len(tb)
+			}
+			if ta != tb {
+				return ta < tb
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[na:], b[nb:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+// readLakeFile reads the key columns of one Parquet file.
+func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, keep bool) (_ *fileRows, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed Parquet file: %v", r)
+		}
+	}()
+	pf, err := file.OpenParquetFile(f.abs, false)
+	if err != nil {
+		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
+	}
+	defer pf.Close()
+	out := &fileRows{footer: pf.NumRows()}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := fr.Schema()
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	if sc.NumFields() != pf.MetaData().Schema.NumColumns() {
+		return nil, fmt.Errorf("nested columns are not supported")
+	}
+	idx := func(name string) int {
+		for i, fl := range sc.Fields() {
+			if fl.Name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	si, pi, vi := idx(cols.series), idx(cols.period), idx(cols.value)
+	if si < 0 {
+		return nil, fmt.Errorf("no series column %q", cols.series)
+	}
+	if pi < 0 {
+		return nil, fmt.Errorf("no period column %q", cols.period)
+	}
+	want := []int{si, pi}
+	if vi >= 0 {
+		want = append(want, vi)
+		if t := sc.Field(vi).Type; t.ID() != arrow.NULL {
+			out.valueType = t
+		}
+	}
+	if pf.NumRows() == 0 || pf.NumRowGroups() == 0 {
+		return out, nil
+	}
+	rr, err := fr.GetRecordReader(ctx, want, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Release()
+	local := map[string]int32{}
+	var buf [64]byte
+	var pers []int32
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		rs := rec.Schema()
+		col := func(name string) arrow.Array {
+			if is := rs.FieldIndices(name); len(is) == 1 {
+				return rec.Column(is[0])
+			}
+			return nil
+		}
+		sa, pa, va := col(cols.series), col(cols.period), col(cols.value)
+		if sa == nil || pa == nil {
+			return nil, fmt.Errorf("record batch lacks the series or period column")
+		}
+		ids, err := stringsOf(sa)
+		if err != nil {
+			return nil, fmt.Errorf("series column %q: %w", cols.series, err)
+		}
+		n := int(rec.NumRows())
+		if cap(pers) < n {
+			pers = make([]int32, n)
+		}
+		pers = pers[:n]
+		if err := period.Column(pa, pers); err != nil {
+			var re *period.RowError
+			if errors.As(err, &re) {
+				return nil, fmt.Errorf("row %d: column %q: period %q: %v", out.rows+int64(re.Row), cols.period, re.Value, re.Err)
+			}
+			return nil, fmt.Errorf("column %q: %w", cols.period, err)
+		}
+		var vb valueBytes
+		if va != nil {
+			if vb, err = newValueBytes(va); err != nil {
+				return nil, err
+			}
+		}
+		for i := 0; i < n; i++ {
+			if sa.IsNull(i) {
+				return nil, fmt.Errorf("row %d: series id is null", out.rows+int64(i))
+			}
+			id := ids(i)
+			k, ok := local[id]
+			if !ok {
+				k = int32(len(out.ids))
+				id = strings.Clone(id)
+				local[id] = k
+				out.ids = append(out.ids, id)
+				if !keep {
+					out.hashes = append(out.hashes, seriesHash{})
+				}
+			}
+			val, valid := vb.at(i)
+			h := rowHash(&buf, pers[i], val, valid)
+			if keep {
+				out.sid = append(out.sid, k)
+				out.per = append(out.per, pers[i])
+				out.h = append(out.h, h)
+			} else {
+				out.hashes[k].add(h)
+			}
+		}
+		out.rows += int64(n)
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	if out.rows != out.footer {
+		return nil, fmt.Errorf("read %d rows, the footer says %d", out.rows, out.footer)
+	}
+	return out, nil
+}
+
+// stringsOf returns an accessor for a string-like column (plain, large,
+// view, or a dictionary of those). Values alias the array's buffers.
+func stringsOf(a arrow.Array) (func(int) string, error) {
+	switch s := a.(type) {
+	case *array.String:
+		return s.Value, nil
+	case *array.LargeString:
+		return s.Value, nil
+	case *array.StringView:
+		return s.Value, nil
+	case *array.Dictionary:
+		dict, err := stringsOf(s.Dictionary())
+		if err != nil {
+			return nil, err
+		}
+		return func(i int) string { return dict(s.GetValueIndex(i)) }, nil
+	}
+	return nil, fmt.Errorf("type %s is not a string", a.DataType())
+}

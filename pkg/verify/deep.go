@@ -1,0 +1,303 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
+)
+
+// seriesSeen is what the data file says about one series.
+type seriesSeen struct {
+	seen        bool
+	rowOffset   int64
+	rowCount    int64
+	batch       int
+	batchOffset int
+	first, last int32
+	latestBatch int // -1: no non-null value
+	latestRow   int
+}
+
+// deep reads every row of the data file once and checks it against the
+// sort order, the index and the manifest (docs/FORMAT.md §3–4).
+func (v *verifier) deep() {
+	s := v.snap
+	x := s.Index()
+	n := x.Len()
+	df, _ := v.m.FileByRole(manifest.RoleData)
+	xf, _ := v.m.FileByRole(manifest.RoleIndex)
+	defer func() {
+		if r := recover(); r != nil {
+			v.add(CheckArrow, df.Path, "", "reading the snapshot failed: %v", r)
+		}
+	}()
+
+	// Types.
+	v.ran()
+	if vt, lt := s.Schema().Field(2).Type, x.LatestValues().DataType(); !arrow.TypeEqual(vt, lt) {
+		v.add(CheckTypes, xf.Path, "column "+sidecar.ColLatestValue, "latest_value is %s, the data's value column is %s", lt, vt)
+	}
+
+	// The index on its own: ids valid and strictly increasing, row counts
+	// positive, dictionaries sorted.
+	v.ran()
+	ids := x.Record().Column(0).(*array.String)
+	if err := ids.ValidateFull(); err != nil {
+		v.add(CheckIndex, xf.Path, "column "+sidecar.ColSeriesID, "%v", err)
+		return
+	}
+	for i := 1; i < n; i++ {
+		if a, b := x.SeriesID(i-1), x.SeriesID(i); a >= b {
+			if !v.add(CheckIndex, xf.Path, v.seriesLoc(i), "series_id %q is not after %q (index row %d): ids must be strictly increasing bytewise", b, a, i-1) {
+				return
+			}
+		}
+	}
+	fields, cols := x.Attributes()
+	for k, c := range cols {
+		d, ok := c.(*array.Dictionary)
+		if !ok {
+			continue
+		}
+		vals, ok := d.Dictionary().(*array.String)
+		if !ok {
+			continue // reported by the fast schema check
+		}
+		for j := 1; j < vals.Len(); j++ {
+			if vals.Value(j-1) >= vals.Value(j) {
+				v.add(CheckIndex, xf.Path, "column "+fields[k].Name, "dictionary entry %d %q is not after entry %d %q: dictionaries are sorted bytewise without repeats", j, vals.Value(j), j-1, vals.Value(j-1))
+				break
+			}
+		}
+		for i := 0; i < d.Len(); i++ {
+			if d.IsValid(i) {
+				if j := d.GetValueIndex(i); j < 0 || j >= vals.Len() {
+					v.add(CheckIndex, xf.Path, v.seriesLoc(i)+" column "+fields[k].Name, "dictionary index %d out of range [0,%d)", j, vals.Len())
+					break
+				}
+			}
+		}
+	}
+	if v.full() {
+		return
+	}
+
+	// The data, row by row.
+	v.ran()
+	st := make([]seriesSeen, n)
+	batchRows := int64(v.m.Build.BatchRows)
+	var (
+		have       bool
+		prev       uint32
+		prevP      int32
+		minP, maxP int32
+		rows       int64
+		bad        int // out-of-order rows in the current run
+		badLoc     string
+		badMsg     string
+	)
+	flush := func() bool {
+		ok := true
+		if bad > 0 {
+			msg := badMsg
+			if bad > 1 {
+				msg += fmt.Sprintf(" (%d rows of this series out of order or repeated)", bad)
+			}
+			ok = v.add(CheckSort, df.Path, badLoc, "%s", msg)
+		}
+		bad = 0
+		return ok
+	}
+	for b := 0; b < s.NumBatches(); b++ {
+		rec := s.Batch(b)
+		codes := rec.Column(0).(*array.Uint32).Uint32Values()
+		periods := rec.Column(1).(*array.Date32).Date32Values()
+		vals := rec.Column(2)
+		start := s.BatchStart(b)
+		runs := 0
+		for i, c := range codes {
+			p := int32(periods[i])
+			if rows == 0 {
+				minP, maxP = p, p
+			}
+			minP, maxP = min(minP, p), max(maxP, p)
+			rows++
+			newRun := !have || c != prev
+			if newRun {
+				if !flush() {
+					return
+				}
+				runs++
+				loc := rowLoc(b, i, start)
+				switch {
+				case int(c) >= n:
+					if !v.add(CheckSeriesCode, df.Path, loc, "series_code %d is out of range: the index has %d series", c, n) {
+						return
+					}
+				case st[c].seen:
+					if !v.add(CheckSeriesCode, df.Path, loc, "series %q (code %d) starts again here; it already has rows from row %d: a series must be one contiguous run", x.SeriesID(int(c)), c, st[c].rowOffset) {
+						return
+					}
+				default:
+					st[c] = seriesSeen{seen: true, rowOffset: start + int64(i), batch: b, batchOffset: i, first: p, latestBatch: -1}
+				}
+				if have && c < prev && int(prev) < n && int(c) < n {
+					if !v.add(CheckSort, df.Path, loc, "series %q (code %d) follows series %q (code %d): rows must be sorted by series_id", x.SeriesID(int(c)), c, x.SeriesID(int(prev)), prev) {
+						return
+					}
+				}
+			} else {
+				if i == 0 {
+					runs++
+					if int(c) < n && !v.add(CheckBatches, df.Path, rowLoc(b, i, start), "series %q (code %d) continues from batch %d into batch %d: batches must be cut at series boundaries", x.SeriesID(int(c)), c, b-1, b) {
+						return
+					}
+				}
+				if p <= prevP {
+					bad++
+					if bad == 1 {
+						badLoc = rowLoc(b, i, start)
+						what := "repeats"
+						if p < prevP {
+							what = "comes after"
+						}
+						badMsg = fmt.Sprintf("period %s %s period %s in the same series (code %d): periods must be strictly increasing", period.Format(p), what, period.Format(prevP), c)
+					}
+				}
+			}
+			if int(c) < n {
+				e := &st[c]
+				e.rowCount++
+				e.last = p
+				if vals.IsValid(i) {
+					e.latestBatch, e.latestRow = b, i
+				}
+			}
+			prev, prevP, have = c, p, true
+		}
+		if batchRows > 0 && rec.NumRows() > batchRows && runs > 1 {
+			if !v.add(CheckBatches, df.Path, fmt.Sprintf("batch %d", b), "%d rows in %d series exceed build.batch_rows %d: only a batch holding one series may be larger", rec.NumRows(), runs, batchRows) {
+				return
+			}
+		}
+	}
+	if !flush() {
+		return
+	}
+
+	// The index against what the data says.
+	v.ran()
+	latestVals := x.LatestValues()
+	for c := 0; c < n; c++ {
+		e := x.Entry(c)
+		d := &st[c]
+		if !d.seen {
+			if !v.add(CheckIndex, xf.Path, v.seriesLoc(c), "series has no rows in the data file (index says %d rows at row %d)", e.RowCount, e.RowOffset) {
+				return
+			}
+			continue
+		}
+		var diffs []string
+		diff := func(name string, idx, data any) {
+			if fmt.Sprint(idx) != fmt.Sprint(data) {
+				diffs = append(diffs, fmt.Sprintf("%s %v (data: %v)", name, idx, data))
+			}
+		}
+		diff(sidecar.ColRowOffset, e.RowOffset, d.rowOffset)
+		diff(sidecar.ColRowCount, e.RowCount, d.rowCount)
+		diff(sidecar.ColBatch, e.Batch, d.batch)
+		diff(sidecar.ColBatchOffset, e.BatchOffset, d.batchOffset)
+		diff(sidecar.ColFirstPeriod, period.Format(e.FirstPeriod), period.Format(d.first))
+		diff(sidecar.ColLastPeriod, period.Format(e.LastPeriod), period.Format(d.last))
+		lp, lok := x.Latest(c)
+		if d.latestBatch < 0 {
+			if lok || latestVals.IsValid(c) {
+				diffs = append(diffs, fmt.Sprintf("latest_period %s latest_value %s (data: every value is null, want both null)", fmtLatestPeriod(lp, lok), valueString(latestVals, c)))
+			}
+		} else {
+			lrec := s.Batch(d.latestBatch)
+			dp := int32(lrec.Column(1).(*array.Date32).Value(d.latestRow))
+			dv := lrec.Column(2)
+			if !lok || lp != dp {
+				diffs = append(diffs, fmt.Sprintf("latest_period %s (data: %s)", fmtLatestPeriod(lp, lok), period.Format(dp)))
+			}
+			if !latestVals.IsValid(c) || slot(latestVals, c) != slot(dv, d.latestRow) {
+				diffs = append(diffs, fmt.Sprintf("latest_value %s (data: %s)", valueString(latestVals, c), valueString(dv, d.latestRow)))
+			}
+		}
+		if len(diffs) > 0 {
+			if !v.add(CheckIndex, xf.Path, v.seriesLoc(c), "index disagrees with the data: %s", strings.Join(diffs, ", ")) {
+				return
+			}
+		}
+	}
+
+	// The manifest's statistics against the data.
+	v.ran()
+	ms := v.m.Stats
+	if rows != ms.Rows {
+		v.add(CheckStats, v.r.Manifest, "stats.rows", "stats.rows %d, the data file holds %d", ms.Rows, rows)
+	}
+	if int64(n) != ms.Series {
+		v.add(CheckStats, v.r.Manifest, "stats.series", "stats.series %d, the index holds %d", ms.Series, n)
+	}
+	var first, last string
+	if rows > 0 {
+		first, last = period.Format(minP), period.Format(maxP)
+	}
+	if first != ms.FirstPeriod || last != ms.LastPeriod {
+		v.add(CheckStats, v.r.Manifest, "stats.first_period", "period bounds %q..%q, the data's are %q..%q", ms.FirstPeriod, ms.LastPeriod, first, last)
+	}
+}
+
+// seriesLoc names index row c and its id.
+func (v *verifier) seriesLoc(c int) string {
+	x := v.snap.Index()
+	if c < 0 || c >= x.Len() {
+		return fmt.Sprintf("series %d", c)
+	}
+	return fmt.Sprintf("series %d %q", c, x.SeriesID(c))
+}
+
+func rowLoc(batch, row int, start int64) string {
+	return fmt.Sprintf("batch %d row %d (row %d)", batch, row, start+int64(row))
+}
+
+func fmtLatestPeriod(p int32, ok bool) string {
+	if !ok {
+		return "null"
+	}
+	return period.Format(p)
+}
+
+func valueString(a arrow.Array, i int) string {
+	if a.IsNull(i) {
+		return "null"
+	}
+	return a.ValueStr(i)
+}
+
+// slot returns the raw bytes of element i of a fixed-width array (so that
+// NaN payloads and -0 compare exactly), or its text for other types.
+func slot(a arrow.Array, i int) string {
+	if a.IsNull(i) {
+		return ""
+	}
+	if fw, ok := a.DataType().(arrow.FixedWidthDataType); ok && fw.BitWidth() >= 8 && fw.BitWidth()%8 == 0 {
+		d := a.Data()
+		if bufs := d.Buffers(); len(bufs) > 1 && bufs[1] != nil {
+			w := fw.BitWidth() / 8
+			off := (d.Offset() + i) * w
+			if b := bufs[1].Bytes(); off+w <= len(b) {
+				return string(b[off : off+w])
+			}
+		}
+	}
+	return a.ValueStr(i)
+}

@@ -1,0 +1,514 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// checkDatasetDir makes sure there is a dataset to verify at all. A missing
+// or unreadable directory, or one that holds none of a dataset's entries,
+// is a usage error, not a corrupt dataset.
+func (v *verifier) checkDatasetDir() error {
+	st, err := os.Stat(v.ds.Dir)
+	if err != nil {
+		return fmt.Errorf("%w: dataset directory: %v", ErrCannotVerify, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrCannotVerify, v.ds.Dir)
+	}
+	ents, err := os.ReadDir(v.ds.Dir)
+	if err != nil {
+		return fmt.Errorf("%w: dataset directory: %v", ErrCannotVerify, err)
+	}
+	for _, e := range ents {
+		switch e.Name() {
+		case manifest.CurrentFile, manifest.ManifestsDir, manifest.SnapshotsDir:
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is not a dataset directory (no %s, %s/ or %s/)", ErrCannotVerify,
+		v.ds.Dir, manifest.CurrentFile, manifest.ManifestsDir, manifest.SnapshotsDir)
+}
+
+// selectSnapshot returns the id to verify: Options.SnapshotID, or the one
+// CURRENT names. A CURRENT that is missing, malformed or dangling is a
+// finding (the dataset cannot be served) and yields id 0.
+func (v *verifier) selectSnapshot() (uint64, error) {
+	if id := v.opt.SnapshotID; id != 0 {
+		if _, err := os.Lstat(v.ds.Path(manifest.ManifestPath(id))); errors.Is(err, fs.ErrNotExist) {
+			ids, _ := v.ds.IDs()
+			return 0, fmt.Errorf("%w: dataset %s has no snapshot %d (manifests present: %v)", ErrCannotVerify, v.ds.Name, id, ids)
+		}
+		v.note("CURRENT not consulted: verifying the snapshot asked for")
+		return id, nil
+	}
+	v.ran()
+	b, err := os.ReadFile(v.ds.Path(manifest.CurrentFile))
+	if err != nil {
+		msg := fmt.Sprintf("cannot read CURRENT: %v", err)
+		if errors.Is(err, fs.ErrNotExist) {
+			msg = "CURRENT is missing: no snapshot is published"
+		}
+		v.add(CheckCurrent, manifest.CurrentFile, "", "%s", msg)
+		if ids, _ := v.ds.IDs(); len(ids) > 0 {
+			v.note(fmt.Sprintf("newest manifest present is %s (verify it with --snapshot %d)", manifest.ManifestPath(ids[len(ids)-1]), ids[len(ids)-1]))
+		}
+		return 0, nil
+	}
+	id, err := manifest.ParseCurrent(b)
+	if err != nil {
+		v.add(CheckCurrent, manifest.CurrentFile, "", "%v (content %s)", err, quoteShort(b))
+		return 0, nil
+	}
+	if _, err := os.Stat(v.ds.Path(manifest.ManifestPath(id))); err != nil {
+		v.add(CheckCurrent, manifest.CurrentFile, "", "CURRENT names %s, which cannot be read: %v", manifest.ManifestPath(id), unwrapPath(err))
+		return 0, nil
+	}
+	return id, nil
+}
+
+// loadManifest reads and parses manifest id. It returns false when there
+// is no usable file list (nothing further can be checked).
+func (v *verifier) loadManifest(id uint64) bool {
+	rel := manifest.ManifestPath(id)
+	v.ran()
+	b, err := os.ReadFile(v.ds.Path(rel))
+	if err != nil {
+		v.add(CheckManifest, rel, "", "cannot read the manifest: %v", unwrapPath(err))
+		return false
+	}
+	m, err := manifest.Parse(b)
+	if err != nil {
+		v.add(CheckManifest, rel, "", "%v", err)
+		return false
+	}
+	if m.SnapshotID != id {
+		v.add(CheckManifest, rel, "snapshot_id", "manifest holds snapshot_id %d, its file name says %d", m.SnapshotID, id)
+	}
+	if m.Dataset != v.ds.Name {
+		v.add(CheckManifest, rel, "dataset", "manifest is for dataset %q, the directory is %q", m.Dataset, v.ds.Name)
+	}
+	v.m, v.raw = m, b
+	v.r.Rows, v.r.Series = m.Stats.Rows, m.Stats.Series
+	if d, ok := m.FileByRole(manifest.RoleData); ok {
+		v.r.Batches = d.Batches
+	}
+	return true
+}
+
+// manifestKeys are the fields every format-version-1 manifest has, as
+// sortwrite writes them. The list is fixed for version 1 on purpose: a
+// later minor version may add fields, and version-1 manifests written
+// before it must still pass.
+var manifestKeys = map[string][]string{
+	"":                {"format", "format_version", "snapshot_id", "parent_id", "dataset", "created", "tool", "schema", "files", "stats", "build", "lineage", "wal_position"},
+	"schema":          {"data", "index", "attributes"},
+	"column":          {"name", "type", "nullable"},
+	"file":            {"path", "role", "tier", "format", "size", "rows", "batches", "checksum"},
+	"stats":           {"rows", "series", "first_period", "last_period", "duplicates_dropped"},
+	"build":           {"series_column", "period_column", "value_column", "on_duplicate", "batch_rows"},
+	"lineage":         {"kind", "source", "lake_snapshot_id", "inputs"},
+	"lineage.inputs":  {"path", "size", "rows", "checksum"},
+}
+
+// checkManifestRules enforces what docs/FORMAT.md §2 says about a manifest
+// beyond manifest.Validate: every field present under its exact name (Go's
+// JSON decoder matches keys case-insensitively and leaves absent fields
+// zero, so a damaged key would otherwise go unnoticed), file paths inside
+// this snapshot's directory, tiers, build options, statistics formats and
+// the row arithmetic between inputs, duplicates and rows.
+func (v *verifier) checkManifestRules() {
+	v.ran()
+	for _, p := range manifestRuleProblems(v.raw, v.m) {
+		if !v.add(CheckManifestRules, v.r.Manifest, p.loc, "%s", p.msg) {
+			return
+		}
+	}
+}
+
+type problem struct{ loc, msg string }
+
+// manifestRuleProblems lists rule violations of a parsed manifest m whose
+// bytes are raw. It never panics on any input (the fuzz target runs it).
+func manifestRuleProblems(raw []byte, m *manifest.Manifest) []problem {
+	var ps []problem
+	bad := func(loc, format string, a ...any) { ps = append(ps, problem{loc, fmt.Sprintf(format, a...)}) }
+
+	// Exact keys, no nulls.
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		bad("", "manifest is not a JSON object: %v", err)
+		return ps
+	}
+	obj := func(loc, kind string, fields map[string]json.RawMessage) {
+		for _, k := range manifestKeys[kind] {
+			v, ok := fields[k]
+			switch {
+			case !ok:
+				bad(joinLoc(loc, k), "field %q is missing", k)
+			case bytes.Equal(bytes.TrimSpace(v), []byte("null")):
+				bad(joinLoc(loc, k), "field %q is null", k)
+			}
+		}
+	}
+	sub := func(fields map[string]json.RawMessage, key string) map[string]json.RawMessage {
+		var o map[string]json.RawMessage
+		if v, ok := fields[key]; ok {
+			json.Unmarshal(v, &o)
+		}
+		return o
+	}
+	arr := func(fields map[string]json.RawMessage, key string) []map[string]json.RawMessage {
+		var a []map[string]json.RawMessage
+		if v, ok := fields[key]; ok {
+			json.Unmarshal(v, &a)
+		}
+		return a
+	}
+	obj("", "", top)
+	schema := sub(top, "schema")
+	obj("schema", "schema", schema)
+	for _, part := range []string{"data", "index"} {
+		for i, c := range arr(schema, part) {
+			obj(fmt.Sprintf("schema.%s[%d]", part, i), "column", c)
+		}
+	}
+	for i, f := range arr(top, "files") {
+		obj(fmt.Sprintf("files[%d]", i), "file", f)
+	}
+	obj("stats", "stats", sub(top, "stats"))
+	obj("build", "build", sub(top, "build"))
+	lin := sub(top, "lineage")
+	obj("lineage", "lineage", lin)
+	for i, in := range arr(lin, "inputs") {
+		obj(fmt.Sprintf("lineage.inputs[%d]", i), "lineage.inputs", in)
+	}
+
+	// Values.
+	if !strings.HasPrefix(m.Tool, "servingsnap ") {
+		bad("tool", "tool %q is not \"servingsnap <version>\"", m.Tool)
+	}
+	if !strings.HasSuffix(m.Created, "Z") {
+		bad("created", "created %q is not a UTC time", m.Created)
+	}
+	dir := manifest.SnapshotPath(m.SnapshotID) + "/"
+	for i, f := range m.Files {
+		loc := fmt.Sprintf("files[%d]", i)
+		if !strings.HasPrefix(f.Path, dir) || strings.Contains(f.Path[len(dir):], "/") {
+			bad(loc+".path", "path %q is not a file of %s", f.Path, strings.TrimSuffix(dir, "/"))
+		}
+		if f.Role == manifest.RoleData && f.Tier != manifest.TierHot {
+			bad(loc+".tier", "data file tier %q, want %q", f.Tier, manifest.TierHot)
+		}
+		if f.Role == manifest.RoleIndex && f.Tier != "" {
+			bad(loc+".tier", "index file tier %q, want \"\"", f.Tier)
+		}
+		if f.Role == manifest.RoleIndex && f.Batches != 1 {
+			bad(loc+".batches", "index file has %d batches, the format says exactly 1", f.Batches)
+		}
+	}
+	b := m.Build
+	if b.SeriesColumn == "" || b.PeriodColumn == "" || b.ValueColumn == "" ||
+		b.SeriesColumn == b.PeriodColumn || b.SeriesColumn == b.ValueColumn || b.PeriodColumn == b.ValueColumn {
+		bad("build", "series, period and value columns must be distinct and non-empty (%q, %q, %q)", b.SeriesColumn, b.PeriodColumn, b.ValueColumn)
+	}
+	switch b.OnDuplicate {
+	case "error", "last":
+	default:
+		bad("build.on_duplicate", "on_duplicate %q, want \"error\" or \"last\"", b.OnDuplicate)
+	}
+	if b.BatchRows < 1 {
+		bad("build.batch_rows", "batch_rows %d is not positive", b.BatchRows)
+	}
+	if d, ok := m.FileByRole(manifest.RoleData); ok && b.BatchRows >= 1 {
+		// Batches are filled greedily up to batch_rows, and a batch only
+		// exceeds it when it holds one series, so there can be no more
+		// batches than series and no fewer than rows/batch_rows.
+		if int64(d.Batches) > m.Stats.Series || (d.Rows > 0 && d.Batches == 0) {
+			bad("files", "data file has %d batches for %d series", d.Batches, m.Stats.Series)
+		}
+	}
+	s := m.Stats
+	if s.DuplicatesDropped < 0 {
+		bad("stats.duplicates_dropped", "duplicates_dropped %d is negative", s.DuplicatesDropped)
+	}
+	if b.OnDuplicate == "error" && s.DuplicatesDropped != 0 {
+		bad("stats.duplicates_dropped", "%d duplicates dropped although on_duplicate is \"error\"", s.DuplicatesDropped)
+	}
+	if (s.Rows == 0) != (s.Series == 0) {
+		bad("stats", "%d rows in %d series", s.Rows, s.Series)
+	}
+	var first, last int32
+	for _, p := range []struct {
+		loc, val string
+		dst      *int32
+	}{{"stats.first_period", s.FirstPeriod, &first}, {"stats.last_period", s.LastPeriod, &last}} {
+		switch {
+		case s.Rows == 0 && p.val != "":
+			bad(p.loc, "%q in a snapshot without rows, want \"\"", p.val)
+		case s.Rows > 0:
+			d, err := period.Parse(p.val)
+			if err != nil || period.Format(d) != p.val {
+				bad(p.loc, "%q is not a YYYY-MM-DD date", p.val)
+			}
+			*p.dst = d
+		}
+	}
+	if s.Rows > 0 && first > last {
+		bad("stats", "first_period %s is after last_period %s", s.FirstPeriod, s.LastPeriod)
+	}
+	l := m.Lineage
+	if l.Kind != "parquet" {
+		bad("lineage.kind", "kind %q, want \"parquet\"", l.Kind)
+	}
+	var inRows int64
+	for i, in := range l.Inputs {
+		loc := fmt.Sprintf("lineage.inputs[%d]", i)
+		if in.Path == "" || strings.HasPrefix(in.Path, "/") || path.Clean(in.Path) != in.Path || strings.HasPrefix(in.Path, "../") {
+			bad(loc+".path", "path %q is not a clean relative path", in.Path)
+		}
+		if in.Size < 0 || in.Rows < 0 {
+			bad(loc, "negative size or rows")
+		}
+		if !fileutil.ValidChecksum(in.Checksum) {
+			bad(loc+".checksum", "checksum %q is not %s<16 hex digits>", in.Checksum, fileutil.ChecksumPrefix)
+		}
+		inRows += in.Rows
+	}
+	if l.Kind == "parquet" && inRows != s.Rows+s.DuplicatesDropped {
+		bad("lineage.inputs", "inputs hold %d rows, but stats say %d rows + %d duplicates dropped", inRows, s.Rows, s.DuplicatesDropped)
+	}
+	attrs := map[string]bool{}
+	for i, a := range m.Schema.Attributes {
+		if attrs[a] {
+			bad(fmt.Sprintf("schema.attributes[%d]", i), "attribute %q listed twice", a)
+		}
+		attrs[a] = true
+	}
+	return ps
+}
+
+func joinLoc(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}
+
+// checkFiles compares every file's size and checksum with the manifest.
+// It reports whether all of them match.
+func (v *verifier) checkFiles() bool {
+	intact := true
+	for _, f := range v.m.Files {
+		v.ran()
+		p := v.ds.Path(f.Path)
+		st, err := os.Stat(p)
+		if err != nil {
+			intact = false
+			msg := fmt.Sprintf("cannot stat: %v", unwrapPath(err))
+			if errors.Is(err, fs.ErrNotExist) {
+				msg = "file is missing"
+			}
+			v.add(CheckFiles, f.Path, "", "%s", msg)
+			continue
+		}
+		if !st.Mode().IsRegular() {
+			intact = false
+			v.add(CheckFiles, f.Path, "", "not a regular file (%s)", st.Mode().Type())
+			continue
+		}
+		if st.Size() != f.Size {
+			intact = false
+			v.add(CheckFiles, f.Path, "", "file is %d bytes, manifest says %d", st.Size(), f.Size)
+			continue
+		}
+		v.ran()
+		sum, n, err := fileutil.ChecksumFile(p)
+		v.r.BytesChecksummed += n
+		if err != nil {
+			intact = false
+			v.add(CheckChecksum, f.Path, "", "cannot read: %v", unwrapPath(err))
+			continue
+		}
+		if sum != f.Checksum {
+			intact = false
+			v.add(CheckChecksum, f.Path, "", "checksum %s, manifest says %s", sum, f.Checksum)
+		}
+	}
+	return intact
+}
+
+// open opens the snapshot the way a server reloading it would, with
+// VerifyData, and turns a refusal into a finding unless an earlier finding
+// already explains it (a file whose size or checksum differs, a manifest
+// for another id or dataset).
+func (v *verifier) open(intact bool) {
+	v.ran()
+	s, err := snapshot.OpenID(v.ds.Dir, v.r.SnapshotID, snapshot.Options{VerifyData: true})
+	if err != nil {
+		if !v.anySince(0, CheckFiles, CheckChecksum, CheckManifest) {
+			v.add(CheckOpen, v.fileInError(err), "", "snapshot.Open refuses the snapshot: %v", err)
+		}
+		return
+	}
+	v.snap = s
+	v.r.Opens = true
+	if !intact {
+		// Open checks every file the manifest lists; it cannot accept what
+		// checkFiles rejected. Say so rather than carry on quietly.
+		v.note("snapshot.Open accepted a snapshot whose files failed the size or checksum check")
+	}
+}
+
+// fileInError names the snapshot file an Open error is about, or the
+// manifest when it names none.
+func (v *verifier) fileInError(err error) string {
+	msg := err.Error()
+	for _, f := range v.m.Files {
+		if strings.Contains(msg, f.Path) || strings.Contains(msg, v.ds.Path(f.Path)) {
+			return f.Path
+		}
+	}
+	return v.r.Manifest
+}
+
+// arrowMagic opens and closes every Arrow IPC file (docs/FORMAT.md §3).
+var arrowMagic = []byte("ARROW1\x00\x00")
+
+// checkOpened makes the cheap checks snapshot.Open does not: the leading
+// Arrow magic (arrow-go only checks the trailing one), attribute columns
+// against schema.attributes, string attribute encodings, and the period
+// statistics against the index.
+func (v *verifier) checkOpened() {
+	s := v.snap
+	x := s.Index()
+	v.r.Series = int64(x.Len())
+	v.r.Batches = s.NumBatches()
+	v.r.Rows = 0
+	for i := 0; i < s.NumBatches(); i++ {
+		v.r.Rows += s.Batch(i).NumRows()
+	}
+
+	for _, f := range v.m.Files {
+		v.ran()
+		head := make([]byte, len(arrowMagic))
+		fh, err := os.Open(v.ds.Path(f.Path))
+		if err == nil {
+			_, err = io.ReadFull(fh, head)
+			fh.Close()
+		}
+		if err != nil {
+			v.add(CheckArrow, f.Path, "offset 0", "cannot read the file header: %v", unwrapPath(err))
+		} else if !bytes.Equal(head, arrowMagic) {
+			v.add(CheckArrow, f.Path, "offset 0", "file starts with %q, want the Arrow IPC magic %q", head, arrowMagic)
+		}
+	}
+
+	v.ran()
+	xf, _ := v.m.FileByRole(manifest.RoleIndex)
+	df, _ := v.m.FileByRole(manifest.RoleData)
+	fields, _ := x.Attributes()
+	var names []string
+	for _, f := range fields {
+		names = append(names, f.Name)
+		if f.Type.ID() == arrow.DICTIONARY {
+			dt := f.Type.(*arrow.DictionaryType)
+			switch dt.IndexType.ID() {
+			case arrow.INT8, arrow.INT16, arrow.INT32:
+			default:
+				v.add(CheckSchema, xf.Path, "column "+f.Name, "dictionary index type %s, want int8, int16 or int32", dt.IndexType)
+			}
+			if dt.ValueType.ID() != arrow.STRING {
+				v.add(CheckSchema, xf.Path, "column "+f.Name, "dictionary of %s; only utf8 attributes may be dictionary-encoded", dt.ValueType)
+			}
+		}
+	}
+	if !equalStrings(names, v.m.Schema.Attributes) {
+		v.add(CheckSchema, xf.Path, "columns 9…", "attribute columns %q, manifest schema.attributes says %q", names, v.m.Schema.Attributes)
+	}
+	attr := map[string]bool{}
+	for _, a := range v.m.Schema.Attributes {
+		attr[a] = true
+	}
+	seen := map[string]bool{}
+	for i, f := range s.Schema().Fields() {
+		if seen[f.Name] {
+			v.add(CheckSchema, df.Path, fmt.Sprintf("column %d", i), "column %q appears twice", f.Name)
+		}
+		seen[f.Name] = true
+		if i >= 3 && attr[f.Name] {
+			v.add(CheckSchema, df.Path, fmt.Sprintf("column %d", i), "column %q is both a data column and an attribute", f.Name)
+		}
+		if i >= 3 && f.Name == sidecar.ColSeriesID {
+			v.add(CheckSchema, df.Path, fmt.Sprintf("column %d", i), "the data file holds series ids; they belong in the index")
+		}
+	}
+	if f := s.Schema().Field(0); f.Nullable || s.Schema().Field(1).Nullable {
+		v.add(CheckSchema, df.Path, "columns 0-1", "%s and %s must not be nullable", datafile.ColSeriesCode, datafile.ColPeriod)
+	}
+
+	v.ran()
+	if x.Len() == 0 {
+		if v.m.Stats.FirstPeriod != "" || v.m.Stats.LastPeriod != "" {
+			v.add(CheckStats, v.r.Manifest, "stats", "period bounds %q..%q in a snapshot without series", v.m.Stats.FirstPeriod, v.m.Stats.LastPeriod)
+		}
+		return
+	}
+	lo, hi := x.Entry(0).FirstPeriod, x.Entry(0).LastPeriod
+	for i := 1; i < x.Len(); i++ {
+		e := x.Entry(i)
+		lo, hi = min(lo, e.FirstPeriod), max(hi, e.LastPeriod)
+	}
+	if got := period.Format(lo); got != v.m.Stats.FirstPeriod {
+		v.add(CheckStats, v.r.Manifest, "stats.first_period", "first_period %q, the index's smallest first_period is %s", v.m.Stats.FirstPeriod, got)
+	}
+	if got := period.Format(hi); got != v.m.Stats.LastPeriod {
+		v.add(CheckStats, v.r.Manifest, "stats.last_period", "last_period %q, the index's largest last_period is %s", v.m.Stats.LastPeriod, got)
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteShort quotes at most 64 bytes of b for a message.
+func quoteShort(b []byte) string {
+	if len(b) > 64 {
+		return fmt.Sprintf("%q…", b[:64])
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+// unwrapPath drops the absolute path a *PathError carries: findings name
+// files relative to the dataset directory.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
