@@ -57,7 +57,8 @@ demo: build venv
 
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
 bench-build: build venv
-	$(VPY) bench/build_vs_duckdb.py --bin $(BIN)/snapbuild
+	$(GO) test -run '^$$' -bench BenchmarkBuild -benchtime 3x ./pkg/sortwrite
+	$(VPY) bench/build_vs_duckdb.py --bin $(BIN)/snapbuild --runs 3
 
 clean:
 	rm -rf $(BIN) $(OUT)

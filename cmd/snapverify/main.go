@@ -160,11 +160,14 @@ func printReport(w io.Writer, r *verify.Report) {
 			b.WriteString(" (stopped early)")
 		}
 	}
-	fmt.Fprintf(&b, "; %d checks (%s", r.Checks, r.Level)
+	fmt.Fprintf(&b, "; %d check%s (%s", r.Checks, plural(r.Checks), r.Level)
 	if r.Against != "" {
 		b.WriteString(", against " + r.Against)
 	}
-	fmt.Fprintf(&b, "); %d rows, %d series, %d batches", r.Rows, r.Series, r.Batches)
+	b.WriteString(")")
+	if r.Manifest != "" {
+		fmt.Fprintf(&b, "; %d rows, %d series, %d batches", r.Rows, r.Series, r.Batches)
+	}
 	if r.Against != "" && r.InputFiles > 0 {
 		fmt.Fprintf(&b, "; input %d files, %d rows, %d series", r.InputFiles, r.InputRows, r.InputSeries)
 	}

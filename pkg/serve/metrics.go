@@ -2,7 +2,9 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -149,7 +151,7 @@ func callMiddleware(m *Metrics, log *slog.Logger) flight.ServerMiddleware {
 			start := time.Now()
 			g := inflight(method)
 			g.Inc()
-			resp, err := handler(ctx, req)
+			resp, err := recovered(log, method, func() (any, error) { return handler(ctx, req) })
 			g.Dec()
 			done(ctx, method, start, err)
 			return resp, err
@@ -159,12 +161,24 @@ func callMiddleware(m *Metrics, log *slog.Logger) flight.ServerMiddleware {
 			start := time.Now()
 			g := inflight(method)
 			g.Inc()
-			err := handler(srv, ss)
+			_, err := recovered(log, method, func() (any, error) { return nil, handler(srv, ss) })
 			g.Dec()
 			done(ss.Context(), method, start, err)
 			return err
 		},
 	}
+}
+
+// recovered runs a handler and turns a panic into an Internal error (logged
+// with its stack) instead of a crash of the whole server.
+func recovered(log *slog.Logger, method string, f func() (any, error)) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("panic in handler", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			resp, err = nil, status.Errorf(codes.Internal, "internal error in %s: %v", method, r)
+		}
+	}()
+	return f()
 }
 
 type nopGauge struct{ prometheus.Gauge }

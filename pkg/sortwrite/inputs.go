@@ -30,6 +30,12 @@ type input struct {
 // "later" for --on-duplicate=last. Hidden files and folders (".", "_"
 // prefixes: _SUCCESS, .crc, _delta_log) are skipped.
 func discover(dir string) ([]*input, error) {
+	// A symlinked input directory is common (a "latest" link); walk what
+	// it points to.
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("input: %w", err)

@@ -117,14 +117,14 @@ func (v *verifier) loadManifest(id uint64) bool {
 // later minor version may add fields, and version-1 manifests written
 // before it must still pass.
 var manifestKeys = map[string][]string{
-	"":                {"format", "format_version", "snapshot_id", "parent_id", "dataset", "created", "tool", "schema", "files", "stats", "build", "lineage", "wal_position"},
-	"schema":          {"data", "index", "attributes"},
-	"column":          {"name", "type", "nullable"},
-	"file":            {"path", "role", "tier", "format", "size", "rows", "batches", "checksum"},
-	"stats":           {"rows", "series", "first_period", "last_period", "duplicates_dropped"},
-	"build":           {"series_column", "period_column", "value_column", "on_duplicate", "batch_rows"},
-	"lineage":         {"kind", "source", "lake_snapshot_id", "inputs"},
-	"lineage.inputs":  {"path", "size", "rows", "checksum"},
+	"":               {"format", "format_version", "snapshot_id", "parent_id", "dataset", "created", "tool", "schema", "files", "stats", "build", "lineage", "wal_position"},
+	"schema":         {"data", "index", "attributes"},
+	"column":         {"name", "type", "nullable"},
+	"file":           {"path", "role", "tier", "format", "size", "rows", "batches", "checksum"},
+	"stats":          {"rows", "series", "first_period", "last_period", "duplicates_dropped"},
+	"build":          {"series_column", "period_column", "value_column", "on_duplicate", "batch_rows"},
+	"lineage":        {"kind", "source", "lake_snapshot_id", "inputs"},
+	"lineage.inputs": {"path", "size", "rows", "checksum"},
 }
 
 // checkManifestRules enforces what docs/FORMAT.md §2 says about a manifest

@@ -131,11 +131,11 @@ type Report struct {
 	Series  int64 `json:"series"`  // series in the index (idem)
 	Batches int   `json:"batches"` // data record batches (idem)
 
-	BytesChecksummed int64 `json:"bytes_checksummed"`
-	InputFiles       int   `json:"input_files"`       // against: Parquet files read
-	InputRows        int64 `json:"input_rows"`        // against: rows read, before duplicates
-	InputSeries      int64 `json:"input_series"`      // against: distinct series in the input
-	InputDuplicates  int64 `json:"input_duplicates"`  // against: rows a later row shadows (on_duplicate=last)
+	BytesChecksummed int64   `json:"bytes_checksummed"`
+	InputFiles       int     `json:"input_files"`      // against: Parquet files read
+	InputRows        int64   `json:"input_rows"`       // against: rows read, before duplicates
+	InputSeries      int64   `json:"input_series"`     // against: distinct series in the input
+	InputDuplicates  int64   `json:"input_duplicates"` // against: rows a later row shadows (on_duplicate=last)
 	Seconds          float64 `json:"seconds"`
 }
 
@@ -191,6 +191,12 @@ func (v *verifier) run() error {
 	if err := v.checkDatasetDir(); err != nil {
 		return err
 	}
+	if in := v.opt.Against; in != "" {
+		// A missing input is a usage error whatever state the dataset is in.
+		if st, err := os.Stat(in); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: input %s is not a readable directory", ErrCannotVerify, in)
+		}
+	}
 	id, err := v.selectSnapshot()
 	if err != nil || id == 0 {
 		return err
@@ -209,13 +215,6 @@ func (v *verifier) run() error {
 		}
 		if v.opt.Against != "" {
 			v.note("comparison with the input skipped: the snapshot does not open")
-		}
-		// Against still has to say whether the input is readable: a
-		// missing input is a usage error whatever the snapshot's state.
-		if v.opt.Against != "" {
-			if st, err := os.Stat(v.opt.Against); err != nil || !st.IsDir() {
-				return fmt.Errorf("%w: input %s is not a readable directory", ErrCannotVerify, v.opt.Against)
-			}
 		}
 		return nil
 	}

@@ -13,9 +13,10 @@ import (
 
 // WriterOptions tune the writer.
 type WriterOptions struct {
-	// ChunkRows is the number of rows per flat segment (per column). Smaller
-	// chunks make short range reads cheaper; larger ones compress better.
-	// Default 65536.
+	// ChunkRows is the number of rows per flat segment (per column). A range
+	// read decodes whole chunks, so small chunks keep short reads cheap
+	// (150 rows: ~0.4 ms at 8192 vs ~29 ms at 65536 on the lake benchmark)
+	// while costing only ~4% in size. Default 8192 (one reference zone).
 	ChunkRows int
 }
 
@@ -54,7 +55,7 @@ type chunkRef struct {
 // NewWriter starts a Vortex file with the given Arrow schema on w.
 func NewWriter(w io.Writer, schema *arrow.Schema, opts WriterOptions) (*Writer, error) {
 	if opts.ChunkRows <= 0 {
-		opts.ChunkRows = 65536
+		opts.ChunkRows = 8192
 	}
 	dt := &DType{Kind: KindStruct}
 	for _, f := range schema.Fields() {
@@ -159,7 +160,7 @@ func (w *Writer) writeArray(root *enode) (uint32, error) {
 	pos := 0
 	type bufSpec struct {
 		pad, alignExp int
-		length       int
+		length        int
 	}
 	specs := make([]bufSpec, len(bufs))
 	for i, b := range bufs {
