@@ -24,6 +24,9 @@ func main() {
 			genCommand(),
 			buildCommand(),
 			serveCommand(),
+			historyCommand(),
+			rollbackCommand(),
+			gcCommand(),
 		},
 	}
 	if err := app.Run(os.Args); err != nil {

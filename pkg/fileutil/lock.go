@@ -51,3 +51,29 @@ func (l *Lock) Release() error {
 	l.f = nil
 	return err
 }
+
+// TryShared takes a shared lock on path without waiting. Readers hold
+// shared locks; an exclusive TryLock fails while any reader holds one.
+// The file must exist unless create is true.
+func TryShared(path string, create bool) (*Lock, error) {
+	flags := os.O_RDONLY
+	if create {
+		flags = os.O_RDWR | os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil && create {
+		// A reader without write access can still lock an existing file.
+		f, err = os.OpenFile(path, os.O_RDONLY, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return &Lock{f: f}, nil
+}

@@ -222,6 +222,21 @@ func (w *Writer) cleanLocked() error {
 			}
 		}
 	}
+	// Leases of snapshots that no longer exist (a reader raced gc and
+	// re-created one): drop those nobody holds.
+	leases, err := idsIn(w.d.Path(LeasesDir), "")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, id := range leases {
+		if named[id] {
+			continue
+		}
+		if l, err := fileutil.TryLock(w.d.Path(LeasePath(id))); err == nil {
+			os.Remove(w.d.Path(LeasePath(id)))
+			l.Release()
+		}
+	}
 	// Half-written manifests (".NNNNNN.json.tmp") are never read; drop them.
 	ents, err := os.ReadDir(w.d.Path(ManifestsDir))
 	if err != nil {
@@ -282,10 +297,25 @@ func (w *Writer) Publish(staged string, m *Manifest) error {
 	if err := fileutil.SyncDir(w.d.Path(SnapshotsDir)); err != nil {
 		return err
 	}
+	// The lease file exists before anyone can find the snapshot, so
+	// readers can take their shared lock without write access.
+	if err := os.MkdirAll(w.d.Path(LeasesDir), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(w.d.Path(LeasePath(m.SnapshotID)), nil, 0o644); err != nil {
+		return err
+	}
 	if err := fileutil.WriteFileAtomic(w.d.Path(ManifestPath(m.SnapshotID)), body, 0o644); err != nil {
 		return err
 	}
-	return w.SetCurrent(m.SnapshotID)
+	prev, err := w.d.CurrentID()
+	if err != nil && !errors.Is(err, ErrNoCurrent) {
+		prev = 0 // a damaged CURRENT is replaced; the log says from 0
+	}
+	if err := w.SetCurrent(m.SnapshotID); err != nil {
+		return err
+	}
+	return w.appendFlipLocked(Flip{Action: ActionPublish, From: prev, To: m.SnapshotID, Tool: m.Tool})
 }
 
 // SetCurrent flips CURRENT to manifest id (write-temp, fsync, rename,

@@ -53,6 +53,7 @@ type Snapshot struct {
 	Dataset  *manifest.Dataset
 	Manifest *manifest.Manifest
 
+	lease   *manifest.Lease // keeps gc away while open
 	refs    atomic.Int64
 	closeMu sync.Mutex
 	closed  bool
@@ -88,11 +89,18 @@ func OpenID(dir string, id uint64, opt Options) (*Snapshot, error) {
 }
 
 func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err error) {
-	m, err := ds.Load(id)
+	// The lease comes first: once held, gc cannot delete the snapshot, so
+	// the manifest loaded next stays valid for the handle's life.
+	lease, err := ds.AcquireLease(id)
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{Dataset: ds, Manifest: m}
+	m, err := ds.Load(id)
+	if err != nil {
+		lease.Release()
+		return nil, err
+	}
+	s := &Snapshot{Dataset: ds, Manifest: m, lease: lease}
 	s.refs.Store(1)
 	defer func() {
 		if err != nil {
@@ -327,4 +335,5 @@ func (s *Snapshot) closeFiles() {
 	if s.index != nil {
 		s.index.Close()
 	}
+	s.lease.Release()
 }

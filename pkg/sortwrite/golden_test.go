@@ -58,6 +58,7 @@ func TestGoldenV1(t *testing.T) {
 		}
 		os.Remove(filepath.Join(want, "LOCK"))
 		os.RemoveAll(filepath.Join(want, ".tmp"))
+		os.Remove(filepath.Join(want, "HISTORY"))
 		return
 	}
 	got := filepath.Join(t.TempDir(), "FIXTURE")

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/energyscope/servingsnap/pkg/manifest"
+)
+
+func datasetArg(c *cli.Context) (*manifest.Dataset, error) {
+	if c.NArg() != 1 {
+		return nil, cli.Exit(fmt.Sprintf("%s takes one argument, the dataset directory ROOT/DATASET", c.Command.Name), 2)
+	}
+	return manifest.OpenDataset(c.Args().First())
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func historyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "history",
+		Usage:     "list a dataset's vintages and the flips of its CURRENT pointer",
+		ArgsUsage: "ROOT/DATASET",
+		Description: `Every manifest still present is a vintage that can be served or rolled back to.
+HISTORY records every CURRENT flip (publish and rollback) with its time.
+
+Example:
+   snapbuild history snapshots/PET`,
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Action: func(c *cli.Context) error {
+			d, err := datasetArg(c)
+			if err != nil {
+				return err
+			}
+			vs, err := d.Vintages()
+			if err != nil {
+				return err
+			}
+			flips, err := d.Flips()
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(struct {
+					Dataset  string             `json:"dataset"`
+					Vintages []manifest.Vintage `json:"vintages"`
+					Flips    []manifest.Flip    `json:"flips"`
+				}{d.Name, vs, flips})
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "\tSNAPSHOT\tPARENT\tCREATED\tROWS\tSERIES\tBYTES")
+			for _, v := range vs {
+				mark := ""
+				if v.Current {
+					mark = "*"
+				}
+				if v.Error != "" {
+					fmt.Fprintf(tw, "%s\t%d\t\tunreadable: %s\t\t\t\n", mark, v.ID, v.Error)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s\n", mark, v.ID, v.Parent, v.Created, v.Rows, v.Series, humanBytes(v.Bytes))
+			}
+			tw.Flush()
+			if len(flips) > 0 {
+				fmt.Println("\nCURRENT flips:")
+				for _, f := range flips {
+					fmt.Printf("  %s  %-8s %d -> %d  %s\n", f.Time, f.Action, f.From, f.To, f.Reason)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func rollbackCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "rollback",
+		Usage:     "point CURRENT at an older vintage (atomically) and record it in HISTORY",
+		ArgsUsage: "ROOT/DATASET",
+		Description: `A running server picks the flip up like any publish. The vintage must still
+exist (not garbage-collected) and its manifest must load.
+
+Example:
+   snapbuild rollback --to 41 --reason "bad nightly input" snapshots/PET`,
+		Flags: []cli.Flag{
+			&cli.Uint64Flag{Name: "to", Usage: "snapshot `ID` to make current", Required: true},
+			&cli.StringFlag{Name: "reason", Usage: "recorded in HISTORY"},
+		},
+		Action: func(c *cli.Context) error {
+			d, err := datasetArg(c)
+			if err != nil {
+				return err
+			}
+			w, err := d.LockForWrite()
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			from, err := w.Rollback(c.Uint64("to"), "servingsnap "+version, c.String("reason"))
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s: CURRENT %d -> %d\n", d.Name, from, c.Uint64("to"))
+			return nil
+		},
+	}
+}
+
+func gcCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "gc",
+		Usage:     "delete old vintages: all but CURRENT and the newest --keep",
+		ArgsUsage: "ROOT/DATASET",
+		Description: `A vintage that a running server (or any reader) still has open is never
+deleted: readers hold a shared lock on leases/NNNNNN while a snapshot is open,
+and gc skips any vintage whose lease it cannot lock exclusively ("in use").
+The kernel drops a dead reader's locks, so a crashed server pins nothing.
+
+Examples:
+   snapbuild gc --keep 7 snapshots/PET
+   snapbuild gc --keep 7 --dry-run --json snapshots/PET`,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "keep", Usage: "newest vintages to keep besides CURRENT", Required: true},
+			&cli.BoolFlag{Name: "dry-run", Usage: "say what would be removed, remove nothing"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			d, err := datasetArg(c)
+			if err != nil {
+				return err
+			}
+			w, err := d.LockForWrite()
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			res, err := w.GC(c.Int("keep"), c.Bool("dry-run"))
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(res)
+			}
+			verb := "removed"
+			if res.DryRun {
+				verb = "would remove"
+			}
+			fmt.Printf("%s: %s %v (%s), kept %v, in use by a reader %v\n", d.Name, verb, res.Removed, humanBytes(res.FreedBytes), res.Kept, res.InUse)
+			return nil
+		},
+	}
+}
