@@ -41,7 +41,7 @@ test-go:
 	$(GO) test -race -count=1 ./...
 
 test-interop: build venv
-	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop
+	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop tests/vortex
 
 # Run every fuzz target for FUZZTIME each (CI runs the seed corpora via
 # test-go; this explores).

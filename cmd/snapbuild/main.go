@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -27,9 +29,10 @@ func main() {
 			historyCommand(),
 			rollbackCommand(),
 			gcCommand(),
+			convertCommand(),
 		},
 	}
-	if err := app.Run(os.Args); err != nil {
+	if err := app.Run(cliutil.NormalizeArgs(app, "", os.Args)); err != nil {
 		fmt.Fprintf(os.Stderr, "snapbuild: %v\n", err)
 		os.Exit(exitCode(err))
 	}

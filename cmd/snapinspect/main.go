@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/pkg/inspect"
@@ -35,7 +37,7 @@ func main() {
 // run executes one command line and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	err := app.Run(normalizeArgs(app, "summary", args))
+	err := app.Run(cliutil.NormalizeArgs(app, "summary", args))
 	if err == nil {
 		return exitOK
 	}
@@ -60,7 +62,7 @@ func onUsageError(_ *cli.Context, err error, _ bool) error {
 // gets its own copies (urfave/cli flags hold parse state).
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.Uint64Flag{Name: "snapshot", Usage: "inspect vintage `N` (a snapshot id) instead of the one CURRENT names"},
+		&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "inspect vintage `N` (a snapshot id) instead of the one CURRENT names", DefaultText: "CURRENT"},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON (field names are stable; see docs/CLI.md)"},
 	}
 }
@@ -102,6 +104,7 @@ Examples:
 			latestCommand(),
 			historyCommand(),
 			diffCommand(),
+			vortexCommand(),
 		},
 	}
 }
@@ -172,7 +175,7 @@ Examples:
 }
 
 // summaryAction runs the summary. "snapinspect ROOT/DATASET" arrives here
-// as "summary ROOT/DATASET" (see normalizeArgs), so a stray word is
+// as "summary ROOT/DATASET" (see cliutil.NormalizeArgs), so a stray word is
 // likely a misspelt command.
 func summaryAction() cli.ActionFunc {
 	return func(c *cli.Context) error {

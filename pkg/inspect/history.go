@@ -80,7 +80,11 @@ func (h *History) WriteText(w io.Writer) error {
 	if h.CurrentID != 0 {
 		cur = fmt.Sprintf("CURRENT is %d", h.CurrentID)
 	}
-	fmt.Fprintf(w, "%s: %d snapshots, %s  %s\n", h.Dataset, len(h.Snapshots), cur, h.Dir)
+	plural := "s"
+	if len(h.Snapshots) == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(w, "%s: %d snapshot%s, %s  %s\n", h.Dataset, len(h.Snapshots), plural, cur, h.Dir)
 	if h.CurrentError != "" {
 		fmt.Fprintf(w, "  ERROR: %s\n", h.CurrentError)
 	}

@@ -25,6 +25,16 @@ import (
 // errors.Is.
 var ErrNotFound = errors.New("not found")
 
+// notFoundError is an ErrNotFound whose message says it all.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string        { return e.msg }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
+
+func notFound(format string, a ...any) error {
+	return &notFoundError{fmt.Sprintf(format, a...)}
+}
+
 // Dataset names the dataset directory after checking that it exists.
 func Dataset(dir string) (*manifest.Dataset, error) {
 	ds, err := manifest.OpenDataset(dir)

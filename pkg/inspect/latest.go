@@ -134,7 +134,7 @@ func Latest(s *snapshot.Snapshot, q LatestQuery) (*LatestReport, error) {
 			if len(what) == 0 {
 				what = append(what, "--all (the snapshot is empty)")
 			}
-			return nil, fmt.Errorf("%w: no series match %s in snapshot %d of %s", ErrNotFound, strings.Join(what, " "), s.ID(), s.Dataset.Name)
+			return nil, notFound("no series match %s in snapshot %d of %s", strings.Join(what, " "), s.ID(), s.Dataset.Name)
 		}
 	default:
 		return nil, fmt.Errorf("name series ids, or select with --prefix, --category or --all")
@@ -181,8 +181,8 @@ func categoryMatcher(s *snapshot.Snapshot, fields []arrow.Field, cols []arrow.Ar
 		}
 		return func(code int) bool { return !col.IsNull(code) && MatchCategory(CellOf(col, code).Text, c) }, nil
 	}
-	return nil, fmt.Errorf("%w: snapshot %d of %s has no %q attribute column (attributes: %s)",
-		ErrNotFound, s.ID(), s.Dataset.Name, CategoryAttribute, attrNames(fields))
+	return nil, notFound("snapshot %d of %s has no %q attribute column, so --category cannot select (attributes: %s)",
+		s.ID(), s.Dataset.Name, CategoryAttribute, attrNames(fields))
 }
 
 // WriteText renders the report as one aligned table, a row per series.

@@ -46,8 +46,7 @@ func LookupAll(s *snapshot.Snapshot, ids []string) ([]int, error) {
 		codes = append(codes, code)
 	}
 	if len(missing) > 0 {
-		what := "series"
-		return nil, fmt.Errorf("%w: unknown %s %s in snapshot %d of %s", ErrNotFound, what, strings.Join(missing, ", "), s.ID(), s.Dataset.Name)
+		return nil, notFound("unknown series %s in snapshot %d of %s", strings.Join(missing, ", "), s.ID(), s.Dataset.Name)
 	}
 	return codes, nil
 }

@@ -90,7 +90,11 @@ func OpenID(dir string, id uint64, opt Options) (*Snapshot, error) {
 
 func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err error) {
 	// The lease comes first: once held, gc cannot delete the snapshot, so
-	// the manifest loaded next stays valid for the handle's life.
+	// the manifest loaded next stays valid for the handle's life. A vintage
+	// that does not exist gets no lease file created for it.
+	if _, err := os.Stat(ds.Path(manifest.ManifestPath(id))); err != nil {
+		return nil, fmt.Errorf("manifest %d: %w", id, err)
+	}
 	lease, err := ds.AcquireLease(id)
 	if err != nil {
 		return nil, err

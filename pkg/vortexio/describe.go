@@ -18,23 +18,28 @@ func Describe(w io.Writer, f *File) error {
 		fmt.Fprintf(w, "  %s: %s (nullable=%v)\n", fl.Name, fl.Type, fl.Nullable)
 	}
 	fmt.Fprintf(w, "layout:\n")
-	return f.describeLayout(w, f.root, "  ", "")
+	return f.describeLayout(w, f.root, "  ", "", map[uint32]string{})
 }
 
-func (f *File) describeLayout(w io.Writer, l *Layout, indent, label string) error {
+// describeLayout prints l; trees caches the encoding tree per segment, since
+// a (hostile) layout tree may reference one segment many times.
+func (f *File) describeLayout(w io.Writer, l *Layout, indent, label string, trees map[uint32]string) error {
 	if label != "" {
 		label += ": "
 	}
 	switch l.ID {
 	case "vortex.flat":
 		seg := f.segs[l.Segments[0]]
-		tree := "?"
-		if b, err := f.segment(l.Segments[0]); err != nil {
-			return err
-		} else if nd, err := f.parseFlat(b); err != nil {
-			tree = "error: " + err.Error()
-		} else {
-			tree = nd.String()
+		tree, ok := trees[l.Segments[0]]
+		if !ok {
+			if b, err := f.segment(l.Segments[0]); err != nil {
+				return err
+			} else if nd, err := f.parseFlat(b); err != nil {
+				tree = "error: " + err.Error()
+			} else {
+				tree = nd.String()
+			}
+			trees[l.Segments[0]] = tree
 		}
 		_, err := fmt.Fprintf(w, "%s%s%s rows=%d bytes=%d %s\n", indent, label, l.ID, l.RowCount, seg.length, tree)
 		return err
@@ -65,7 +70,7 @@ func (f *File) describeLayout(w io.Writer, l *Layout, indent, label string) erro
 		case "vortex.chunked":
 			lab = fmt.Sprintf("[%d]", i)
 		}
-		if err := f.describeLayout(w, c, indent+"  ", lab); err != nil {
+		if err := f.describeLayout(w, c, indent+"  ", lab, trees); err != nil {
 			return err
 		}
 	}
@@ -87,9 +92,14 @@ func (n *anode) String() string {
 // (zone maps excluded), each with the number of flat segments using it.
 func (f *File) Encodings() (map[string]int, error) {
 	out := map[string]int{}
+	done := map[uint32]bool{}
 	var walk func(l *Layout) error
 	walk = func(l *Layout) error {
 		if l.ID == "vortex.flat" {
+			if done[l.Segments[0]] {
+				return nil
+			}
+			done[l.Segments[0]] = true
 			b, err := f.segment(l.Segments[0])
 			if err != nil {
 				return err

@@ -166,7 +166,8 @@ def write(outdir, name, table, compact=False):
         vx.io.VortexWriteOptions.compact().write(table, path)
     else:
         vx.io.write(table, path)
-    with ipc.new_file(os.path.join(outdir, name + ".arrow"), table.schema) as w:
+    opts = ipc.IpcWriteOptions(compression="zstd")  # keeps the checked-in expected files small
+    with ipc.new_file(os.path.join(outdir, name + ".arrow"), table.schema, options=opts) as w:
         w.write_table(table)
     # The oracle must round-trip its own file, or the fixture is useless.
     back = vx.open(path).to_arrow().read_all()

@@ -1,4 +1,8 @@
-package main
+// Package cliutil holds what the three command-line tools share about
+// parsing: urfave/cli stops at the first positional argument, and people
+// type flags after arguments, so every binary normalises its arguments the
+// same way before parsing.
+package cliutil
 
 import (
 	"strings"
@@ -6,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// normalizeArgs rewrites a command line into the shape urfave/cli parses,
+// NormalizeArgs rewrites a command line into the shape urfave/cli parses,
 // so that people may write it the way the help shows it:
 //
 //   - the dataset may come before the command: "snapinspect ROOT/DS series
@@ -22,8 +26,9 @@ import (
 // name when there is no command and no argument), except flags only the app defines
 // (--version), which stay before it. Arguments after "--" are positional
 // whatever they look like, and a "--" is kept when a positional argument
-// starts with '-'. "help" as the first word is left to urfave/cli.
-func normalizeArgs(app *cli.App, defaultCmd string, args []string) []string {
+// starts with '-'. With -h or --help only the command (if any) and the
+// help flag are kept. "help" as the first word is left to urfave/cli.
+func NormalizeArgs(app *cli.App, defaultCmd string, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
@@ -92,6 +97,12 @@ func normalizeArgs(app *cli.App, defaultCmd string, args []string) []string {
 			break
 		}
 	}
+	help := false
+	for _, f := range flags {
+		if n := flagName(f[0]); n == "help" || n == "h" {
+			help = true
+		}
+	}
 	out := []string{args[0]}
 	var name string
 	var others []string
@@ -99,6 +110,9 @@ func normalizeArgs(app *cli.App, defaultCmd string, args []string) []string {
 	case at >= 0:
 		name = pos[at]
 		others = append(append([]string{}, pos[:at]...), pos[at+1:]...)
+	case help:
+		// Help for the app, whatever else is on the line.
+		return append(out, "--help")
 	case len(pos) > 0 && defaultCmd != "":
 		name, others = defaultCmd, pos
 	default:
@@ -108,6 +122,11 @@ func normalizeArgs(app *cli.App, defaultCmd string, args []string) []string {
 		return appendPositional(out, pos)
 	}
 	cmd := commands[name]
+	if help {
+		// Help for the command; urfave/cli would read a positional
+		// argument as a help topic.
+		return append(out, name, "--help")
+	}
 	var after []string
 	for _, f := range flags {
 		if n := flagName(f[0]); appFlags[n] && !cmdFlags[cmd][n] {

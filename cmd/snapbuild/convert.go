@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/energyscope/servingsnap/pkg/convert"
+)
+
+func convertCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "convert",
+		Usage:     "convert a table between Parquet, Arrow IPC and Vortex (by file extension)",
+		ArgsUsage: "IN OUT",
+		Description: `Streams IN to OUT batch by batch; the formats come from the extensions
+(.parquet, .arrow/.ipc/.feather, .vortex). OUT is written under a temporary
+name and renamed into place when complete. Parquet output is zstd with
+row groups of up to 1M rows; Arrow output is an uncompressed IPC file.
+
+Examples:
+   snapbuild convert lake/year=2024/part-0.parquet /tmp/2024.vortex
+   snapbuild convert snapshots/PET/snapshots/000003/data.arrow /tmp/pet.parquet
+   snapinspect vortex /tmp/2024.vortex`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "overwrite", Usage: "replace OUT if it exists"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return cli.Exit("convert takes two arguments: IN OUT", 2)
+			}
+			st, err := convert.Convert(c.Context, c.Args().Get(0), c.Args().Get(1), c.Bool("overwrite"))
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(st)
+			}
+			fmt.Printf("%s (%s, %s) -> %s (%s, %s): %d rows in %d batches\n",
+				c.Args().Get(0), st.From, humanBytes(st.InSize), c.Args().Get(1), st.To, humanBytes(st.OutSize), st.Rows, st.Batches)
+			return nil
+		},
+	}
+}

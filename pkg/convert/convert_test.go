@@ -1,0 +1,104 @@
+package convert
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/energyscope/servingsnap/internal/testlake"
+)
+
+// TestRoundTrips converts a Parquet file through every format pair and
+// checks the rows survive unchanged.
+func TestRoundTrips(t *testing.T) {
+	dir := t.TempDir()
+	testlake.WriteParquet(t, dir, "in.parquet", 2,
+		testlake.Col{Name: "series_id", Vals: testlake.Strs("A", "B", "Ü€", "")},
+		testlake.Col{Name: "period", Vals: []any{arrow.Date32(-1), arrow.Date32(0), arrow.Date32(18262), arrow.Date32(20000)}},
+		testlake.Col{Name: "value", Vals: []any{1.5, nil, -0.0, 1e300}},
+	)
+	in := filepath.Join(dir, "in.parquet")
+	want := readAll(t, in)
+	paths := []string{in}
+	for _, ext := range []string{".arrow", ".vortex", ".parquet", ".vortex", ".arrow"} {
+		out := filepath.Join(dir, "step"+itoa(len(paths))+ext)
+		st, err := Convert(context.Background(), paths[len(paths)-1], out, false)
+		if err != nil {
+			t.Fatalf("%s -> %s: %v", paths[len(paths)-1], out, err)
+		}
+		if st.Rows != 4 {
+			t.Fatalf("%s: %d rows", out, st.Rows)
+		}
+		paths = append(paths, out)
+	}
+	got := readAll(t, paths[len(paths)-1])
+	if got != want {
+		t.Fatalf("after %v:\n got %s\nwant %s", paths, got, want)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	testlake.WriteParquet(t, dir, "in.parquet", 0, testlake.Col{Name: "x", Vals: testlake.Floats(1)})
+	in := filepath.Join(dir, "in.parquet")
+	os.WriteFile(filepath.Join(dir, "exists.arrow"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(dir, "bad.vortex"), []byte("not vortex at all"), 0o644)
+	cases := []struct{ in, out, want string }{
+		{in, filepath.Join(dir, "out.csv"), `unknown extension ".csv"`},
+		{in, filepath.Join(dir, "exists.arrow"), "exists"},
+		{filepath.Join(dir, "missing.parquet"), filepath.Join(dir, "o.arrow"), "missing.parquet"},
+		{filepath.Join(dir, "bad.vortex"), filepath.Join(dir, "o2.arrow"), ""},
+	}
+	for _, tc := range cases {
+		_, err := Convert(context.Background(), tc.in, tc.out, false)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Convert(%s, %s) = %v, want an error containing %q", tc.in, tc.out, err, tc.want)
+		}
+		if _, serr := os.Stat(filepath.Join(dir, "."+filepath.Base(tc.out)+".tmp")); serr == nil {
+			t.Errorf("temporary file left behind for %s", tc.out)
+		}
+	}
+}
+
+// readAll renders a file's rows as text, through this package's sources.
+func readAll(t *testing.T, path string) string {
+	t.Helper()
+	f, _ := FormatOf(path)
+	src, err := openSource(context.Background(), path, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var sb strings.Builder
+	for {
+		rec, err := src.Next()
+		if err != nil {
+			break
+		}
+		for r := 0; r < int(rec.NumRows()); r++ {
+			for c := 0; c < int(rec.NumCols()); c++ {
+				sb.WriteString(rec.ColumnName(c) + "=" + valueString(rec.Column(c), r) + " ")
+			}
+			sb.WriteString("\n")
+		}
+		rec.Release()
+	}
+	return sb.String()
+}
+
+func valueString(a arrow.Array, i int) string {
+	if a.IsNull(i) {
+		return "null"
+	}
+	if d, ok := a.(*array.Dictionary); ok {
+		return valueString(d.Dictionary(), d.GetValueIndex(i))
+	}
+	return a.ValueStr(i)
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }

@@ -1,0 +1,29 @@
+// Package vortexio reads and writes Vortex columnar files
+// (https://github.com/vortex-data/vortex), interoperable with the reference
+// implementation vortex-data 0.90.
+//
+// Why: the cold tail of every series should sit neither in RAM nor in a
+// large uncompressed file. Vortex files are small (lightweight cascading
+// encodings, no general-purpose compression needed) and decode fast, and a
+// row range can be read by decoding only the chunks that cover it.
+//
+// Reading: Open/OpenFile validate the trailer, postscript, footer, dtype and
+// layout tree; ReadRange decodes rows [a, b) of chosen columns into Arrow;
+// NewReader streams record batches. Layouts: struct, chunked, flat, zoned and
+// stats (zone maps are skipped), dict. Encodings: null, bool, primitive,
+// varbin, varbinview, struct, ext, constant, masked, dict, chunked,
+// fastlanes.bitpacked (+patches), fastlanes.for, fastlanes.rle, zigzag,
+// sequence, runend, sparse, alp (+patches), alprd (+patches), fsst, onpair,
+// zstd, datetimeparts. Anything else fails with ErrUnsupported naming the
+// encoding id (notably vortex.pco, which the reference's compact writer uses
+// for numbers). Files are untrusted: every offset, length and type is checked
+// and allocations are bounded by Options; corrupt input yields ErrCorrupt.
+//
+// Writing: Writer turns Arrow record batches into a file that stays inside
+// edition core2025.06.0 (see Writer), choosing per chunk and column the
+// smallest of a few candidate encodings (see encodeVec).
+//
+// Dtypes: null, bool, all integer and float widths, utf8, binary, structs,
+// and the temporal extension types (date32/64, time32/64, timestamp with
+// time zone). Decimal and list types are not supported yet.
+package vortexio
