@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
@@ -30,7 +30,8 @@ func historyCommand() *cli.Command {
 		Usage:     "list a dataset's vintages and the flips of its CURRENT pointer",
 		ArgsUsage: "ROOT/DATASET",
 		Description: `Every manifest still present is a vintage that can be served or rolled back to.
-HISTORY records every CURRENT flip (publish and rollback) with its time.
+HISTORY records every CURRENT flip (publish and rollback) with its time. The
+same view as "snapinspect ROOT/DATASET history"; --json fields in docs/CLI.md.
 
 Example:
    snapbuild history snapshots/PET`,
@@ -40,42 +41,14 @@ Example:
 			if err != nil {
 				return err
 			}
-			vs, err := d.Vintages()
-			if err != nil {
-				return err
-			}
-			flips, err := d.Flips()
+			h, err := inspect.LoadHistory(d.Dir)
 			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(struct {
-					Dataset  string             `json:"dataset"`
-					Vintages []manifest.Vintage `json:"vintages"`
-					Flips    []manifest.Flip    `json:"flips"`
-				}{d.Name, vs, flips})
+				return h.WriteJSON(os.Stdout)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "\tSNAPSHOT\tPARENT\tCREATED\tROWS\tSERIES\tBYTES")
-			for _, v := range vs {
-				mark := ""
-				if v.Current {
-					mark = "*"
-				}
-				if v.Error != "" {
-					fmt.Fprintf(tw, "%s\t%d\t\tunreadable: %s\t\t\t\n", mark, v.ID, v.Error)
-					continue
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s\n", mark, v.ID, v.Parent, v.Created, v.Rows, v.Series, humanBytes(v.Bytes))
-			}
-			tw.Flush()
-			if len(flips) > 0 {
-				fmt.Println("\nCURRENT flips:")
-				for _, f := range flips {
-					fmt.Printf("  %s  %-8s %d -> %d  %s\n", f.Time, f.Action, f.From, f.To, f.Reason)
-				}
-			}
-			return nil
+			return h.WriteText(os.Stdout)
 		},
 	}
 }

@@ -161,7 +161,7 @@ var jsonFields = map[string]map[string][]string{
 		"series[]": {"series_id", "latest_period", "latest_value", "first_period", "last_period", "rows", "attributes"},
 	},
 	"history": {
-		"":            {"dataset", "dir", "current_id", "current_error", "snapshots"},
+		"":            {"dataset", "dir", "current_id", "current_error", "snapshots", "flips"},
 		"snapshots[]": {"snapshot_id", "parent_id", "created", "tool", "rows", "series", "first_period", "last_period", "current", "error"},
 	},
 	"diff": {

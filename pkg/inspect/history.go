@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
@@ -19,6 +18,9 @@ type History struct {
 	// when it is simply absent).
 	CurrentError string    `json:"current_error"`
 	Snapshots    []Vintage `json:"snapshots"`
+	// Flips is the HISTORY log of CURRENT flips (publish, rollback), oldest
+	// first.
+	Flips []manifest.Flip `json:"flips"`
 }
 
 // Vintage is one manifest. When it fails to load, Error says why and only
@@ -50,22 +52,25 @@ func LoadHistory(dir string) (*History, error) {
 	} else if !isNoCurrent(err) {
 		h.CurrentError = err.Error()
 	}
-	ids, err := ds.IDs()
+	vs, err := ds.Vintages()
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
-	for _, id := range ids {
-		v := Vintage{SnapshotID: id, Current: id == h.CurrentID}
-		m, err := ds.Load(id)
-		if err != nil {
-			v.Error = err.Error()
-		} else {
+	for i := len(vs) - 1; i >= 0; i-- {
+		mv := vs[i]
+		v := Vintage{SnapshotID: mv.ID, Current: mv.ID == h.CurrentID, Error: mv.Error}
+		if m := mv.Manifest; m != nil {
 			v.ParentID, v.Created, v.Tool = m.ParentID, m.Created, m.Tool
 			v.Rows, v.Series = m.Stats.Rows, m.Stats.Series
 			v.FirstPeriod, v.LastPeriod = m.Stats.FirstPeriod, m.Stats.LastPeriod
 		}
 		h.Snapshots = append(h.Snapshots, v)
+	}
+	if h.Flips, err = ds.Flips(); err != nil {
+		return nil, err
+	}
+	if h.Flips == nil {
+		h.Flips = []manifest.Flip{}
 	}
 	return h, nil
 }
@@ -107,7 +112,18 @@ func (h *History) WriteText(w io.Writer) error {
 		}
 		t.add(mark, fmt.Sprint(v.SnapshotID), fmt.Sprint(v.ParentID), v.Created, Commas(v.Rows), Commas(v.Series), periods)
 	}
-	return t.write(w, "")
+	if err := t.write(w, ""); err != nil {
+		return err
+	}
+	if len(h.Flips) > 0 {
+		fmt.Fprintf(w, "CURRENT flips (HISTORY):\n")
+		ft := newTable("time", "action", "from", "to", "reason").alignRight(2, 3)
+		for _, f := range h.Flips {
+			ft.add(f.Time, f.Action, fmt.Sprint(f.From), fmt.Sprint(f.To), f.Reason)
+		}
+		return ft.write(w, "  ")
+	}
+	return nil
 }
 
 // WriteJSON renders the history as indented JSON.

@@ -315,7 +315,7 @@ func (w *Writer) Publish(staged string, m *Manifest) error {
 	if err := w.SetCurrent(m.SnapshotID); err != nil {
 		return err
 	}
-	return w.appendFlipLocked(Flip{Action: ActionPublish, From: prev, To: m.SnapshotID, Tool: m.Tool})
+	return w.appendFlipLocked(Flip{Time: m.Created, Action: ActionPublish, From: prev, To: m.SnapshotID, Tool: m.Tool})
 }
 
 // SetCurrent flips CURRENT to manifest id (write-temp, fsync, rename,
