@@ -19,7 +19,15 @@ echo "== 2. build snapshots"
 "$BIN/snapbuild" build --input "$OUT/lake-synthetic" --out "$OUT/snapshots/SYN"
 "$BIN/snapbuild" build --input "$OUT/lake-eia" --out "$OUT/snapshots/EIA"
 
-echo "== 3. query: read the snapshot files with pyarrow (zero-copy memory map)"
+echo "== 3. verify (deep structure, and against the lake it came from)"
+"$BIN/snapverify" --deep "$OUT/snapshots/SYN"
+"$BIN/snapverify" --deep --against "$OUT/lake-eia" "$OUT/snapshots/EIA"
+
+echo "== 4. inspect"
+"$BIN/snapinspect" "$OUT/snapshots/EIA"
+"$BIN/snapinspect" "$OUT/snapshots/EIA" latest --category "Natural Gas"
+
+echo "== 5. query: read the snapshot files with pyarrow (zero-copy memory map)"
 "$PY" examples/python/read_snapshot.py "$OUT/snapshots/EIA" PET.RBRTE.M --last 5
 "$PY" examples/python/read_snapshot.py "$OUT/snapshots/SYN" --first-series --last 3
 

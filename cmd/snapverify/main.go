@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
 
@@ -36,7 +37,7 @@ func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
 // the exit status. Tests call it in-process.
 func run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	err := app.Run(interspersed(args, valueFlags(app.Flags)))
+	err := app.Run(cliutil.NormalizeArgs(app, "", args))
 	if err == nil {
 		return exitOK
 	}
@@ -180,51 +181,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-// valueFlags lists the flag names (and aliases) that take a value.
-func valueFlags(flags []cli.Flag) map[string]bool {
-	m := map[string]bool{}
-	for _, f := range flags {
-		if _, ok := f.(*cli.BoolFlag); ok {
-			continue
-		}
-		for _, n := range f.Names() {
-			m[n] = true
-		}
-	}
-	return m
-}
-
-// interspersed moves flags before the positional arguments, so that
-// "snapverify DIR --deep" works: urfave/cli v2 (Go's flag package) stops
-// parsing flags at the first non-flag argument. A "--" ends the flags.
-func interspersed(args []string, valued map[string]bool) []string {
-	if len(args) < 2 {
-		return args
-	}
-	flags := []string{args[0]}
-	var pos []string
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if len(a) > 1 && a[0] == '-' {
-			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && valued[name] && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-			continue
-		}
-		pos = append(pos, a)
-	}
-	if len(pos) > 0 {
-		flags = append(flags, "--")
-		flags = append(flags, pos...)
-	}
-	return flags
 }

@@ -107,6 +107,12 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 	s := &Snapshot{Dataset: ds, Manifest: m, lease: lease}
 	s.refs.Store(1)
 	defer func() {
+		// arrow-go can panic on a damaged footer or batch header that the
+		// size check did not catch (no data checksum at open): that is a
+		// corrupt snapshot, not a crash.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: snapshot %d: malformed Arrow file: %v", ErrCorrupt, id, r)
+		}
 		if err != nil {
 			s.closeFiles()
 		}

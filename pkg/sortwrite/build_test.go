@@ -1,7 +1,6 @@
 package sortwrite
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -244,18 +243,4 @@ func TestBigSeriesGetsOwnBatch(t *testing.T) {
 	if len(rows["BIG"]) != 50 {
 		t.Errorf("BIG has %d rows", len(rows["BIG"]))
 	}
-}
-
-func TestNaturalOrder(t *testing.T) {
-	got := []string{"year=1000/a.parquet", "year=999/a.parquet", "year=2019/part-10.parquet", "year=2019/part-2.parquet", "a.parquet"}
-	want := []string{"a.parquet", "year=999/a.parquet", "year=1000/a.parquet", "year=2019/part-2.parquet", "year=2019/part-10.parquet"}
-	for i := range got {
-		for j := range got {
-			a, b := want[i], want[j]
-			if naturalLess(a, b) != (i < j) {
-				t.Errorf("naturalLess(%q, %q) = %v", a, b, !(i < j))
-			}
-		}
-	}
-	_ = fmt.Sprint
 }

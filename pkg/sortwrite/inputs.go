@@ -2,15 +2,11 @@ package sortwrite
 
 import (
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/energyscope/servingsnap/pkg/lake"
 )
 
 // input is one Parquet file of the lake.
@@ -24,96 +20,17 @@ type input struct {
 	Schema    FileSchema
 }
 
-// discover lists the Parquet files below dir in publication order: sorted
-// by path with digit runs compared as numbers, so year=999 precedes
-// year=1000 and part-2 precedes part-10. That order decides which row is
-// "later" for --on-duplicate=last. Hidden files and folders (".", "_"
-// prefixes: _SUCCESS, .crc, _delta_log) are skipped.
+// discover lists the inputs in publication order (see pkg/lake).
 func discover(dir string) ([]*input, error) {
-	// A symlinked input directory is common (a "latest" link); walk what
-	// it points to.
-	dir, err := filepath.EvalSymlinks(dir)
+	files, err := lake.List(dir)
 	if err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+		return nil, err
 	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+	ins := make([]*input, len(files))
+	for i, f := range files {
+		ins[i] = &input{Rel: f.Rel, Abs: f.Abs, Size: f.Size}
 	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("input %s is not a directory", dir)
-	}
-	var ins []*input
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if p != dir && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() || !strings.HasSuffix(strings.ToLower(name), ".parquet") {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		ins = append(ins, &input{Rel: filepath.ToSlash(rel), Abs: p, Size: info.Size()})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list inputs: %w", err)
-	}
-	if len(ins) == 0 {
-		return nil, fmt.Errorf("input %s holds no .parquet files", dir)
-	}
-	sort.Slice(ins, func(i, j int) bool { return naturalLess(ins[i].Rel, ins[j].Rel) })
 	return ins, nil
-}
-
-// naturalLess compares strings with runs of ASCII digits compared by value.
-func naturalLess(a, b string) bool {
-	for a != "" && b != "" {
-		da, db := isDigit(a[0]), isDigit(b[0])
-		if da && db {
-			na, nb := digitRun(a), digitRun(b)
-			ta, tb := strings.TrimLeft(a[:na], "0"), strings.TrimLeft(b[:nb], "0")
-			if len(ta) != len(tb) {
-				return len(ta) < len(tb)
-			}
-			if ta != tb {
-				return ta < tb
-			}
-			if na != nb {
-				return na < nb
-			}
-			a, b = a[na:], b[nb:]
-			continue
-		}
-		if a[0] != b[0] {
-			return a[0] < b[0]
-		}
-		a, b = a[1:], b[1:]
-	}
-	return len(a) < len(b)
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-func digitRun(s string) int {
-	n := 0
-	for n < len(s) && isDigit(s[n]) {
-		n++
-	}
-	return n
 }
 
 // readFooter opens the file's footer for its row counts and Arrow schema.

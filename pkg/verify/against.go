@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -20,6 +18,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/energyscope/servingsnap/pkg/lake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 )
@@ -360,87 +359,17 @@ func or(s, def string) string {
 	return s
 }
 
-// discoverLake lists the Parquet files below dir the way the builder does
-// (pkg/sortwrite's discover, which is not exported): ".parquet" files,
-// hidden and "_" entries skipped, sorted by path with digit runs compared
-// as numbers — the order that decides which duplicate is later.
+// discoverLake lists the lake's files in the builder's order (pkg/lake).
 func discoverLake(dir string) ([]lakeFile, error) {
-	st, err := os.Stat(dir)
+	files, err := lake.List(dir)
 	if err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+		return nil, err
 	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("input %s is not a directory", dir)
+	out := make([]lakeFile, len(files))
+	for i, f := range files {
+		out[i] = lakeFile{rel: f.Rel, abs: f.Abs, size: f.Size}
 	}
-	var out []lakeFile
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if p != dir && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() || !strings.HasSuffix(strings.ToLower(name), ".parquet") {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		out = append(out, lakeFile{rel: filepath.ToSlash(rel), abs: p, size: info.Size()})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list inputs: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("input %s holds no .parquet files", dir)
-	}
-	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i].rel, out[j].rel) })
 	return out, nil
-}
-
-// naturalLess compares strings with runs of ASCII digits compared by value
-// (the builder's order: year=999 before year=1000, part-2 before part-10).
-func naturalLess(a, b string) bool {
-	isDigit := func(c byte) bool { return c >= '0' && c <= '9' }
-	run := func(s string) int {
-		n := 0
-		for n < len(s) && isDigit(s[n]) {
-			n++
-		}
-		return n
-	}
-	for a != "" && b != "" {
-		if isDigit(a[0]) && isDigit(b[0]) {
-			na, nb := run(a), run(b)
-			ta, tb := strings.TrimLeft(a[:na], "0"), strings.TrimLeft(b[:nb], "0")
-			if len(ta) != len(tb) {
-				return len(ta) < len(tb)
-			}
-			if ta != tb {
-				return ta < tb
-			}
-			if na != nb {
-				return na < nb
-			}
-			a, b = a[na:], b[nb:]
-			continue
-		}
-		if a[0] != b[0] {
-			return a[0] < b[0]
-		}
-		a, b = a[1:], b[1:]
-	}
-	return len(a) < len(b)
 }
 
 // readLakeFile reads the key columns of one Parquet file.

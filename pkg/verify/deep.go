@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -279,6 +280,12 @@ func fmtLatestPeriod(p int32, ok bool) string {
 func valueString(a arrow.Array, i int) string {
 	if a.IsNull(i) {
 		return "null"
+	}
+	switch f := a.(type) {
+	case *array.Float64:
+		return strconv.FormatFloat(f.Value(i), 'g', -1, 64)
+	case *array.Float32:
+		return strconv.FormatFloat(float64(f.Value(i)), 'g', -1, 32)
 	}
 	return a.ValueStr(i)
 }

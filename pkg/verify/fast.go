@@ -2,13 +2,11 @@ package verify
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -19,6 +17,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/pkg/verify/manifestcheck"
 )
 
 // checkDatasetDir makes sure there is a dataset to verify at all. A missing
@@ -55,7 +54,6 @@ func (v *verifier) selectSnapshot() (uint64, error) {
 			ids, _ := v.ds.IDs()
 			return 0, fmt.Errorf("%w: dataset %s has no snapshot %d (manifests present: %v)", ErrCannotVerify, v.ds.Name, id, ids)
 		}
-		v.note("CURRENT not consulted: verifying the snapshot asked for")
 		return id, nil
 	}
 	v.ran()
@@ -79,6 +77,11 @@ func (v *verifier) selectSnapshot() (uint64, error) {
 	if _, err := os.Stat(v.ds.Path(manifest.ManifestPath(id))); err != nil {
 		v.add(CheckCurrent, manifest.CurrentFile, "", "CURRENT names %s, which cannot be read: %v", manifest.ManifestPath(id), unwrapPath(err))
 		return 0, nil
+	}
+	// HISTORY is advisory (a crash between the flip and its log line is
+	// legitimate), so a disagreement is a note, not a finding.
+	if flips, err := v.ds.Flips(); err == nil && len(flips) > 0 && flips[len(flips)-1].To != id {
+		v.note(fmt.Sprintf("%s's last flip is to snapshot %d, CURRENT names %d (CURRENT is the truth)", manifest.HistoryFile, flips[len(flips)-1].To, id))
 	}
 	return id, nil
 }
@@ -112,203 +115,15 @@ func (v *verifier) loadManifest(id uint64) bool {
 	return true
 }
 
-// manifestKeys are the fields every format-version-1 manifest has, as
-// sortwrite writes them. The list is fixed for version 1 on purpose: a
-// later minor version may add fields, and version-1 manifests written
-// before it must still pass.
-var manifestKeys = map[string][]string{
-	"":               {"format", "format_version", "snapshot_id", "parent_id", "dataset", "created", "tool", "schema", "files", "stats", "build", "lineage", "wal_position"},
-	"schema":         {"data", "index", "attributes"},
-	"column":         {"name", "type", "nullable"},
-	"file":           {"path", "role", "tier", "format", "size", "rows", "batches", "checksum"},
-	"stats":          {"rows", "series", "first_period", "last_period", "duplicates_dropped"},
-	"build":          {"series_column", "period_column", "value_column", "on_duplicate", "batch_rows"},
-	"lineage":        {"kind", "source", "lake_snapshot_id", "inputs"},
-	"lineage.inputs": {"path", "size", "rows", "checksum"},
-}
-
 // checkManifestRules enforces what docs/FORMAT.md §2 says about a manifest
-// beyond manifest.Validate: every field present under its exact name (Go's
-// JSON decoder matches keys case-insensitively and leaves absent fields
-// zero, so a damaged key would otherwise go unnoticed), file paths inside
-// this snapshot's directory, tiers, build options, statistics formats and
-// the row arithmetic between inputs, duplicates and rows.
+// beyond manifest.Validate (see package manifestcheck).
 func (v *verifier) checkManifestRules() {
 	v.ran()
-	for _, p := range manifestRuleProblems(v.raw, v.m) {
-		if !v.add(CheckManifestRules, v.r.Manifest, p.loc, "%s", p.msg) {
+	for _, p := range manifestcheck.Problems(v.raw, v.m) {
+		if !v.add(CheckManifestRules, v.r.Manifest, p.Location, "%s", p.Message) {
 			return
 		}
 	}
-}
-
-type problem struct{ loc, msg string }
-
-// manifestRuleProblems lists rule violations of a parsed manifest m whose
-// bytes are raw. It never panics on any input (the fuzz target runs it).
-func manifestRuleProblems(raw []byte, m *manifest.Manifest) []problem {
-	var ps []problem
-	bad := func(loc, format string, a ...any) { ps = append(ps, problem{loc, fmt.Sprintf(format, a...)}) }
-
-	// Exact keys, no nulls.
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		bad("", "manifest is not a JSON object: %v", err)
-		return ps
-	}
-	obj := func(loc, kind string, fields map[string]json.RawMessage) {
-		for _, k := range manifestKeys[kind] {
-			v, ok := fields[k]
-			switch {
-			case !ok:
-				bad(joinLoc(loc, k), "field %q is missing", k)
-			case bytes.Equal(bytes.TrimSpace(v), []byte("null")):
-				bad(joinLoc(loc, k), "field %q is null", k)
-			}
-		}
-	}
-	sub := func(fields map[string]json.RawMessage, key string) map[string]json.RawMessage {
-		var o map[string]json.RawMessage
-		if v, ok := fields[key]; ok {
-			json.Unmarshal(v, &o)
-		}
-		return o
-	}
-	arr := func(fields map[string]json.RawMessage, key string) []map[string]json.RawMessage {
-		var a []map[string]json.RawMessage
-		if v, ok := fields[key]; ok {
-			json.Unmarshal(v, &a)
-		}
-		return a
-	}
-	obj("", "", top)
-	schema := sub(top, "schema")
-	obj("schema", "schema", schema)
-	for _, part := range []string{"data", "index"} {
-		for i, c := range arr(schema, part) {
-			obj(fmt.Sprintf("schema.%s[%d]", part, i), "column", c)
-		}
-	}
-	for i, f := range arr(top, "files") {
-		obj(fmt.Sprintf("files[%d]", i), "file", f)
-	}
-	obj("stats", "stats", sub(top, "stats"))
-	obj("build", "build", sub(top, "build"))
-	lin := sub(top, "lineage")
-	obj("lineage", "lineage", lin)
-	for i, in := range arr(lin, "inputs") {
-		obj(fmt.Sprintf("lineage.inputs[%d]", i), "lineage.inputs", in)
-	}
-
-	// Values.
-	if !strings.HasPrefix(m.Tool, "servingsnap ") {
-		bad("tool", "tool %q is not \"servingsnap <version>\"", m.Tool)
-	}
-	if !strings.HasSuffix(m.Created, "Z") {
-		bad("created", "created %q is not a UTC time", m.Created)
-	}
-	dir := manifest.SnapshotPath(m.SnapshotID) + "/"
-	for i, f := range m.Files {
-		loc := fmt.Sprintf("files[%d]", i)
-		if !strings.HasPrefix(f.Path, dir) || strings.Contains(f.Path[len(dir):], "/") {
-			bad(loc+".path", "path %q is not a file of %s", f.Path, strings.TrimSuffix(dir, "/"))
-		}
-		if f.Role == manifest.RoleData && f.Tier != manifest.TierHot {
-			bad(loc+".tier", "data file tier %q, want %q", f.Tier, manifest.TierHot)
-		}
-		if f.Role == manifest.RoleIndex && f.Tier != "" {
-			bad(loc+".tier", "index file tier %q, want \"\"", f.Tier)
-		}
-		if f.Role == manifest.RoleIndex && f.Batches != 1 {
-			bad(loc+".batches", "index file has %d batches, the format says exactly 1", f.Batches)
-		}
-	}
-	b := m.Build
-	if b.SeriesColumn == "" || b.PeriodColumn == "" || b.ValueColumn == "" ||
-		b.SeriesColumn == b.PeriodColumn || b.SeriesColumn == b.ValueColumn || b.PeriodColumn == b.ValueColumn {
-		bad("build", "series, period and value columns must be distinct and non-empty (%q, %q, %q)", b.SeriesColumn, b.PeriodColumn, b.ValueColumn)
-	}
-	switch b.OnDuplicate {
-	case "error", "last":
-	default:
-		bad("build.on_duplicate", "on_duplicate %q, want \"error\" or \"last\"", b.OnDuplicate)
-	}
-	if b.BatchRows < 1 {
-		bad("build.batch_rows", "batch_rows %d is not positive", b.BatchRows)
-	}
-	if d, ok := m.FileByRole(manifest.RoleData); ok && b.BatchRows >= 1 {
-		// Batches are filled greedily up to batch_rows, and a batch only
-		// exceeds it when it holds one series, so there can be no more
-		// batches than series and no fewer than rows/batch_rows.
-		if int64(d.Batches) > m.Stats.Series || (d.Rows > 0 && d.Batches == 0) {
-			bad("files", "data file has %d batches for %d series", d.Batches, m.Stats.Series)
-		}
-	}
-	s := m.Stats
-	if s.DuplicatesDropped < 0 {
-		bad("stats.duplicates_dropped", "duplicates_dropped %d is negative", s.DuplicatesDropped)
-	}
-	if b.OnDuplicate == "error" && s.DuplicatesDropped != 0 {
-		bad("stats.duplicates_dropped", "%d duplicates dropped although on_duplicate is \"error\"", s.DuplicatesDropped)
-	}
-	if (s.Rows == 0) != (s.Series == 0) {
-		bad("stats", "%d rows in %d series", s.Rows, s.Series)
-	}
-	var first, last int32
-	for _, p := range []struct {
-		loc, val string
-		dst      *int32
-	}{{"stats.first_period", s.FirstPeriod, &first}, {"stats.last_period", s.LastPeriod, &last}} {
-		switch {
-		case s.Rows == 0 && p.val != "":
-			bad(p.loc, "%q in a snapshot without rows, want \"\"", p.val)
-		case s.Rows > 0:
-			d, err := period.Parse(p.val)
-			if err != nil || period.Format(d) != p.val {
-				bad(p.loc, "%q is not a YYYY-MM-DD date", p.val)
-			}
-			*p.dst = d
-		}
-	}
-	if s.Rows > 0 && first > last {
-		bad("stats", "first_period %s is after last_period %s", s.FirstPeriod, s.LastPeriod)
-	}
-	l := m.Lineage
-	if l.Kind != "parquet" {
-		bad("lineage.kind", "kind %q, want \"parquet\"", l.Kind)
-	}
-	var inRows int64
-	for i, in := range l.Inputs {
-		loc := fmt.Sprintf("lineage.inputs[%d]", i)
-		if in.Path == "" || strings.HasPrefix(in.Path, "/") || path.Clean(in.Path) != in.Path || strings.HasPrefix(in.Path, "../") {
-			bad(loc+".path", "path %q is not a clean relative path", in.Path)
-		}
-		if in.Size < 0 || in.Rows < 0 {
-			bad(loc, "negative size or rows")
-		}
-		if !fileutil.ValidChecksum(in.Checksum) {
-			bad(loc+".checksum", "checksum %q is not %s<16 hex digits>", in.Checksum, fileutil.ChecksumPrefix)
-		}
-		inRows += in.Rows
-	}
-	if l.Kind == "parquet" && inRows != s.Rows+s.DuplicatesDropped {
-		bad("lineage.inputs", "inputs hold %d rows, but stats say %d rows + %d duplicates dropped", inRows, s.Rows, s.DuplicatesDropped)
-	}
-	attrs := map[string]bool{}
-	for i, a := range m.Schema.Attributes {
-		if attrs[a] {
-			bad(fmt.Sprintf("schema.attributes[%d]", i), "attribute %q listed twice", a)
-		}
-		attrs[a] = true
-	}
-	return ps
-}
-
-func joinLoc(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "." + b
 }
 
 // checkFiles compares every file's size and checksum with the manifest.
@@ -360,7 +175,7 @@ func (v *verifier) checkFiles() bool {
 // for another id or dataset).
 func (v *verifier) open(intact bool) {
 	v.ran()
-	s, err := snapshot.OpenID(v.ds.Dir, v.r.SnapshotID, snapshot.Options{VerifyData: true})
+	s, err := openRecovered(v.ds.Dir, v.r.SnapshotID)
 	if err != nil {
 		if !v.anySince(0, CheckFiles, CheckChecksum, CheckManifest) {
 			v.add(CheckOpen, v.fileInError(err), "", "snapshot.Open refuses the snapshot: %v", err)
@@ -374,6 +189,19 @@ func (v *verifier) open(intact bool) {
 		// checkFiles rejected. Say so rather than carry on quietly.
 		v.note("snapshot.Open accepted a snapshot whose files failed the size or checksum check")
 	}
+}
+
+// openRecovered is snapshot.OpenID with VerifyData, with a panic turned
+// into an error: snapshot.Open does not recover from every malformed
+// footer (arrow-go's footer accessors can panic), and a verifier must
+// report a bad file, not crash on it.
+func openRecovered(dir string, id uint64) (s *snapshot.Snapshot, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("%w: opening panicked: %v", snapshot.ErrCorrupt, r)
+		}
+	}()
+	return snapshot.OpenID(dir, id, snapshot.Options{VerifyData: true})
 }
 
 // fileInError names the snapshot file an Open error is about, or the

@@ -262,7 +262,8 @@ func (v *verifier) note(s string) { v.r.Notes = append(v.r.Notes, s) }
 // ran counts a check.
 func (v *verifier) ran() { v.r.Checks++ }
 
-// countSince reports findings of the given checks added since index i.
+// anySince reports whether a finding of one of the given checks was added
+// since index i.
 func (v *verifier) anySince(i int, checks ...string) bool {
 	for _, f := range v.r.Findings[i:] {
 		for _, c := range checks {

@@ -1,0 +1,109 @@
+// Package lake lists the Parquet files of a lake directory in publication
+// order. The builder reads inputs in this order and the verifier replays
+// it: the order decides which of two duplicate rows is "later" for
+// --on-duplicate=last, so both must agree exactly, hence one package.
+package lake
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// File is one Parquet file of a lake.
+type File struct {
+	Rel  string // path relative to the lake directory, slash-separated
+	Abs  string // path to open
+	Size int64
+}
+
+// List returns the Parquet files below dir, sorted with NaturalLess.
+// Hidden files and folders ("." and "_" prefixes: _SUCCESS, .crc,
+// _delta_log) are skipped; a symlinked dir is followed.
+func List(dir string) ([]File, error) {
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("input %s is not a directory", dir)
+	}
+	var out []File
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if p != dir && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !strings.HasSuffix(strings.ToLower(name), ".parquet") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, File{Rel: filepath.ToSlash(rel), Abs: p, Size: info.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list inputs: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("input %s holds no .parquet files", dir)
+	}
+	sort.Slice(out, func(i, j int) bool { return NaturalLess(out[i].Rel, out[j].Rel) })
+	return out, nil
+}
+
+// NaturalLess compares paths bytewise, except that runs of ASCII digits
+// compare as numbers: year=999 before year=1000, part-2 before part-10.
+func NaturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		if isDigit(a[0]) && isDigit(b[0]) {
+			na, nb := digitRun(a), digitRun(b)
+			ta, tb := strings.TrimLeft(a[:na], "0"), strings.TrimLeft(b[:nb], "0")
+			if len(ta) != len(tb) {
+				return len(ta) < len(tb)
+			}
+			if ta != tb {
+				return ta < tb
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[na:], b[nb:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && isDigit(s[n]) {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,96 @@
+package manifestcheck
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/energyscope/servingsnap/pkg/manifest"
+)
+
+func TestProblems(t *testing.T) {
+	good, err := manifest.Marshal(sampleManifest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := Problems(good, sampleManifest()); len(ps) != 0 {
+		t.Fatalf("a manifest as sortwrite writes it breaks rules: %v", ps)
+	}
+	cases := []struct {
+		name string
+		edit func(m *manifest.Manifest)
+		raw  func(b []byte) []byte
+		loc  string
+	}{
+		{"key in other case", nil, func(b []byte) []byte { return bytes.Replace(b, []byte(`"tool"`), []byte(`"Tool"`), 1) }, "tool"},
+		{"key missing", nil, func(b []byte) []byte { return bytes.Replace(b, []byte(`"tier": "hot",`), nil, 1) }, "files[0].tier"},
+		{"null", nil, func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"attributes": [
+      "units"
+    ]`), []byte(`"attributes": null`), 1)
+		}, "schema.attributes"},
+		{"file outside the snapshot", func(m *manifest.Manifest) { m.Files[0].Path = "snapshots/000002/data.arrow" }, nil, "files[0].path"},
+		{"index tier", func(m *manifest.Manifest) { m.Files[1].Tier = "hot" }, nil, "files[1].tier"},
+		{"index batches", func(m *manifest.Manifest) { m.Files[1].Batches = 2 }, nil, "files[1].batches"},
+		{"on_duplicate", func(m *manifest.Manifest) { m.Build.OnDuplicate = "first" }, nil, "build.on_duplicate"},
+		{"batch_rows", func(m *manifest.Manifest) { m.Build.BatchRows = 0 }, nil, "build.batch_rows"},
+		{"columns", func(m *manifest.Manifest) { m.Build.ValueColumn = "period" }, nil, "build"},
+		{"duplicates with error", func(m *manifest.Manifest) { m.Build.OnDuplicate = "error" }, nil, "stats.duplicates_dropped"},
+		{"period format", func(m *manifest.Manifest) { m.Stats.FirstPeriod = "2019-02-30" }, nil, "stats.first_period"},
+		{"period order", func(m *manifest.Manifest) { m.Stats.FirstPeriod = "2025-01-01" }, nil, "stats"},
+		{"tool", func(m *manifest.Manifest) { m.Tool = "other 1.0" }, nil, "tool"},
+		{"created not UTC", func(m *manifest.Manifest) { m.Created = "2024-05-01T10:11:12+02:00" }, nil, "created"},
+		{"lineage kind", func(m *manifest.Manifest) { m.Lineage.Kind = "delta" }, nil, "lineage.kind"},
+		{"input checksum", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Checksum = "md5:x" }, nil, "lineage.inputs[0].checksum"},
+		{"input path", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Path = "../x.parquet" }, nil, "lineage.inputs[0].path"},
+		{"input rows", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Rows = 12 }, nil, "lineage.inputs"},
+		{"input not parquet", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Path = "year=2019/part-0.parquez" }, nil, "lineage.inputs[0].path"},
+		{"input hidden", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Path = "_tmp/part-0.parquet" }, nil, "lineage.inputs[0].path"},
+		{"inputs out of order", func(m *manifest.Manifest) {
+			m.Lineage.Inputs = append(m.Lineage.Inputs, manifest.Input{Path: "year=999/part-0.parquet", Checksum: m.Lineage.Inputs[0].Checksum})
+		}, nil, "lineage.inputs[1].path"},
+		{"attribute twice", func(m *manifest.Manifest) { m.Schema.Attributes = []string{"units", "units"} }, nil, "schema.attributes[1]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := sampleManifest()
+			if tc.edit != nil {
+				tc.edit(m)
+			}
+			b, err := manifest.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.raw != nil {
+				b = tc.raw(b)
+			}
+			pm, err := manifest.Parse(b)
+			if err != nil {
+				t.Fatalf("the edited manifest should still parse: %v", err)
+			}
+			ps := Problems(b, pm)
+			for _, p := range ps {
+				if p.Location == tc.loc {
+					return
+				}
+			}
+			t.Fatalf("no problem at %s: %v", tc.loc, ps)
+		})
+	}
+}
+
+func TestParseDate(t *testing.T) {
+	for _, s := range []string{"2019-01-01", "0001-01-01", "9999-12-31", "2024-02-29", "12000-06-01", "-0044-03-15"} {
+		if _, ok := parseDate(s); !ok {
+			t.Errorf("parseDate(%q) refused", s)
+		}
+	}
+	for _, s := range []string{"", "2019", "2019-1-01", "2019-01-1", "2023-02-29", "2019-13-01", "02019-01-01", "2019-01-01T00", "２019-01-01", "+2019-01-01", "2019/01/01"} {
+		if _, ok := parseDate(s); ok {
+			t.Errorf("parseDate(%q) accepted", s)
+		}
+	}
+	a, _ := parseDate("1970-01-02")
+	if a != 1 {
+		t.Errorf("1970-01-02 is day %d, want 1", a)
+	}
+}
