@@ -3,11 +3,16 @@ package vortexio
 import (
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // ALP encoding: find exponents (e, f) such that round(v·10^e·10^-f) decodes
-// back to v bit-exactly for most values; the rest become patches. The
-// exponent pair is chosen on a sample by estimated size.
+// back to v bit-exactly for most values; the rest become patches.
+//
+// Choosing (e, f) is a search over 190 pairs for f64, so it is done on a
+// sample and in two rounds, as the ALP paper does: every pair on 32 sampled
+// rows, then the 4 best pairs on up to 256 rows. Trying every pair on a large
+// sample used to cost more than encoding the chunk itself.
 
 func alpEncode64(x float64, e, f int) (int64, bool) {
 	y := x * f10f64[e] * if10f64[f]
@@ -33,9 +38,32 @@ func alpEncode32(x float32, e, f int) (int64, bool) {
 	return n, true
 }
 
-func encodeALP(v *vec, depth int) *enode {
-	p := storage(v.dt).PType
-	xs := raw64(v)
+type alpPair struct{ e, f, cost int }
+
+// alpCost estimates the encoded size in bits of the sample rows: bit width
+// of the integer range per row, plus an index and a raw value per exception.
+func alpCost(enc func(int, int, int) (int64, bool), sample []int, e, f int) int {
+	exc := 0
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, i := range sample {
+		n, ok := enc(i, e, f)
+		if !ok {
+			exc++
+			continue
+		}
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	w := 64
+	if lo <= hi {
+		w = bits.Len64(uint64(hi - lo))
+	}
+	return len(sample)*w + exc*(64+32)
+}
+
+func alpNode(c *pcol, depth int, fl encFlags) *enode {
+	n := len(c.xs)
+	p := c.p
+	xs := c.xs
 	enc := func(i int, e, f int) (int64, bool) {
 		if p == F64 {
 			return alpEncode64(math.Float64frombits(xs[i]), e, f)
@@ -46,97 +74,86 @@ func encodeALP(v *vec, depth int) *enode {
 	if p == F32 {
 		maxE = 10
 	}
-	// Sample up to 256 valid rows.
 	var sample []int
-	step := max(1, v.n/256)
-	for i := 0; i < v.n; i += step {
-		if v.isValid(i) {
+	step := max(1, n/256)
+	for i := 0; i < n; i += step {
+		if c.ok(i) {
 			sample = append(sample, i)
 		}
 	}
 	if len(sample) == 0 {
 		return nil
 	}
-	bestE, bestF, bestCost := -1, -1, math.MaxInt
+	first := sample
+	if len(first) > 32 {
+		first = make([]int, 32)
+		for k := range first {
+			first[k] = sample[k*len(sample)/32]
+		}
+	}
+	pairs := make([]alpPair, 0, (maxE+1)*(maxE+2)/2)
 	for e := 0; e <= maxE; e++ {
 		for f := 0; f <= e; f++ {
-			exc := 0
-			lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-			for _, i := range sample {
-				n, ok := enc(i, e, f)
-				if !ok {
-					exc++
-					continue
-				}
-				lo, hi = min(lo, n), max(hi, n)
-			}
-			w := 64
-			if lo <= hi {
-				w = bits.Len64(uint64(hi - lo))
-			}
-			cost := len(sample)*w + exc*(64+32)
-			if cost < bestCost {
-				bestE, bestF, bestCost = e, f, cost
-			}
+			pairs = append(pairs, alpPair{e, f, alpCost(enc, first, e, f)})
 		}
 	}
-	if bestE < 0 {
-		return nil
-	}
-	ints := make([]uint64, v.n)
-	var pidx []uint64
-	var pval []uint64
-	fill, haveFill := int64(0), false
-	for i := 0; i < v.n; i++ {
-		if !v.isValid(i) {
-			continue
-		}
-		n, ok := enc(i, bestE, bestF)
-		if ok {
-			ints[i] = uint64(n)
-			if !haveFill {
-				fill, haveFill = n, true
+	// Stable: on ties the smaller exponents (listed first) win.
+	slices.SortStableFunc(pairs, func(a, b alpPair) int { return a.cost - b.cost })
+	best := pairs[0]
+	if len(sample) > len(first) {
+		best.cost = math.MaxInt
+		for _, pr := range pairs[:min(4, len(pairs))] {
+			if cost := alpCost(enc, sample, pr.e, pr.f); cost < best.cost {
+				best = alpPair{pr.e, pr.f, cost}
 			}
-			continue
 		}
-		pidx = append(pidx, uint64(i))
-		pval = append(pval, xs[i])
-	}
-	if len(pidx)*4 > v.n {
-		return nil
-	}
-	// Exceptions and nulls take a value already present, so they do not
-	// widen the bit-packing range.
-	for i := 0; i < v.n; i++ {
-		if !v.isValid(i) {
-			ints[i] = uint64(fill)
-		}
-	}
-	for _, i := range pidx {
-		ints[i] = uint64(fill)
 	}
 	encP := I64
 	if p == F32 {
 		encP = I32
 	}
-	iv := &vec{dt: primDType(encP, v.dt.nullable()), n: v.n, valid: v.valid, data: fromRaw64(encP, ints)}
-	e := &enode{enc: "vortex.alp", kids: []*enode{encodeDepth(iv, depth+1)}}
-	var m pbWriter
-	m.uint(1, uint64(bestE))
-	m.uint(2, uint64(bestF))
-	if len(pidx) > 0 {
-		ip := U32
-		if v.n > math.MaxUint32 {
-			ip = U64
+	mask := maskBits(uint(encP.Width() * 8))
+	ints := make([]uint64, n)
+	var pidx, pval []uint64
+	// Nulls and exceptions repeat the previous encoded value: that keeps
+	// them inside the frame of reference and makes their delta 0.
+	last, have := uint64(0), false
+	firstOK := -1
+	for i := 0; i < n; i++ {
+		if c.ok(i) {
+			if v, ok := enc(i, best.e, best.f); ok {
+				last, have = uint64(v)&mask, true
+				if firstOK < 0 {
+					firstOK = i
+				}
+				ints[i] = last
+				continue
+			}
+			pidx = append(pidx, uint64(i))
+			pval = append(pval, xs[i])
 		}
-		var pm pbWriter
-		pm.uint(1, uint64(len(pidx)))
-		pm.uint(3, uint64(ip))
-		m.bytesAlways(3, pm.b)
-		pv := &vec{dt: primDType(p, false), n: len(pval), data: fromRaw64(p, pval)}
+		if have {
+			ints[i] = last
+		}
+	}
+	if len(pidx)*4 > n || firstOK < 0 {
+		return nil
+	}
+	for i := 0; i < firstOK; i++ {
+		ints[i] = ints[firstOK]
+	}
+	e := &enode{enc: "vortex.alp", kids: []*enode{
+		encodePrim(&pcol{dt: primDType(encP, c.dt.nullable()), p: encP, xs: ints, valid: c.valid}, depth+1, fl|noDict|noRunEnd),
+	}}
+	var m pbWriter
+	m.uint(1, uint64(best.e))
+	m.uint(2, uint64(best.f))
+	if len(pidx) > 0 {
+		ip := patchIndexType(n)
+		m.bytesAlways(3, patchesMeta(len(pidx), ip))
 		e.kids = append(e.kids,
 			&enode{enc: "vortex.primitive", bufs: []ebuf{{fromRaw64(ip, pidx), ip.Width()}}},
-			&enode{enc: "vortex.primitive", bufs: []ebuf{{pv.data, p.Width()}}})
+			&enode{enc: "vortex.primitive", bufs: []ebuf{{fromRaw64(p, pval), p.Width()}}})
 	}
 	e.meta = m.b
 	return e

@@ -202,6 +202,8 @@ func (d *decoder) decode1(nd *anode, dt *DType, n int) (*vec, error) {
 		return d.decodeBitPacked(nd, dt, n)
 	case "fastlanes.for":
 		return d.decodeFoR(nd, dt, n)
+	case "fastlanes.delta":
+		return d.decodeDelta(nd, dt, n)
 	case "fastlanes.rle":
 		return d.decodeRLE(nd, dt, n)
 	case "vortex.zigzag":

@@ -12,16 +12,20 @@
 // NewReader streams record batches. Layouts: struct, chunked, flat, zoned and
 // stats (zone maps are skipped), dict. Encodings: null, bool, primitive,
 // varbin, varbinview, struct, ext, constant, masked, dict, chunked,
-// fastlanes.bitpacked (+patches), fastlanes.for, fastlanes.rle, zigzag,
-// sequence, runend, sparse, alp (+patches), alprd (+patches), fsst, onpair,
-// zstd, datetimeparts. Anything else fails with ErrUnsupported naming the
+// fastlanes.bitpacked (+patches), fastlanes.for, fastlanes.rle,
+// fastlanes.delta, zigzag, sequence, runend, sparse, alp (+patches), alprd
+// (+patches), fsst, onpair, zstd, datetimeparts. Anything else fails with ErrUnsupported naming the
 // encoding id (notably vortex.pco, which the reference's compact writer uses
 // for numbers). Files are untrusted: every offset, length and type is checked
 // and allocations are bounded by Options; corrupt input yields ErrCorrupt.
 //
-// Writing: Writer turns Arrow record batches into a file that stays inside
-// edition core2025.06.0 (see Writer), choosing per chunk and column the
-// smallest of a few candidate encodings (see encodeVec).
+// Writing: Writer turns Arrow record batches into a file readable by
+// vortex-data 0.90 (edition core2025.06.0 plus fastlanes.delta and
+// vortex.masked; WriterOptions.CoreEdition drops those two), choosing per
+// chunk and column the smallest of a few candidate encodings (see encodeVec
+// and encodePrim). Chunks are encoded in parallel. On the 15M-row snapshot
+// table the file is 38.5 MiB (Parquet-zstd sorted: 45.3 MiB; vortex-data's
+// own default writer: 60.3 MiB), written at ~10 M rows/s on 2 cores.
 //
 // Dtypes: null, bool, all integer and float widths, utf8, binary, structs,
 // and the temporal extension types (date32/64, time32/64, timestamp with

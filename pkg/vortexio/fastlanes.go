@@ -1,6 +1,6 @@
 package vortexio
 
-import "encoding/binary"
+import "unsafe"
 
 // FastLanes bit-packing. A block of 1024 values of a B-bit unsigned word
 // type is split into 1024/B lanes; lane l is an independent bit stream in the
@@ -8,33 +8,68 @@ import "encoding/binary"
 // position 128·(r%8) + 16·order[r/8] + l of the block. This "transposed"
 // order is what lets SIMD code unpack all lanes at once; we reproduce it bit
 // for bit, one lane at a time.
+//
+// The kernels are generic over the word type so that the inner loop works on
+// native words (no per-word byte decoding): this is the writer's and the
+// reader's hottest loop.
 
 var flOrder = [8]int{0, 4, 2, 6, 1, 5, 3, 7}
 
-func readWord(b []byte, i, bytesPerWord int) uint64 {
-	p := i * bytesPerWord
-	switch bytesPerWord {
-	case 1:
-		return uint64(b[p])
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(b[p:]))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(b[p:]))
+// flRowIndex[r] is the block position of row r in lane 0 (add the lane).
+var flRowIndex = func() (t [64]int) {
+	for r := range t {
+		t[r] = 128*(r%8) + 16*flOrder[r/8]
 	}
-	return binary.LittleEndian.Uint64(b[p:])
+	return
+}()
+
+type flWord interface {
+	~uint8 | ~uint16 | ~uint32 | ~uint64
 }
 
-func writeWord(b []byte, i, bytesPerWord int, v uint64) {
-	p := i * bytesPerWord
-	switch bytesPerWord {
-	case 1:
-		b[p] |= byte(v)
-	case 2:
-		binary.LittleEndian.PutUint16(b[p:], binary.LittleEndian.Uint16(b[p:])|uint16(v))
-	case 4:
-		binary.LittleEndian.PutUint32(b[p:], binary.LittleEndian.Uint32(b[p:])|uint32(v))
-	default:
-		binary.LittleEndian.PutUint64(b[p:], binary.LittleEndian.Uint64(b[p:])|v)
+// words views the packed bytes of a block as B-bit words (the buffers are
+// 8-byte aligned by construction or by ensureAligned).
+func words[T flWord](b []byte) []T {
+	var z T
+	sz := int(unsafe.Sizeof(z))
+	if len(b) < sz {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/sz)
+}
+
+func unpackBlockT[T flWord](packed []T, width int, out []uint64) {
+	B := int(unsafe.Sizeof(T(0))) * 8
+	lanes := 1024 / B
+	mask := T(maskBits(uint(width)))
+	for l := 0; l < lanes; l++ {
+		p := 0
+		for r := 0; r < B; r++ {
+			wi, bo := p/B, p%B
+			v := packed[lanes*wi+l] >> uint(bo)
+			if bo+width > B {
+				v |= packed[lanes*(wi+1)+l] << uint(B-bo)
+			}
+			out[flRowIndex[r]+l] = uint64(v & mask)
+			p += width
+		}
+	}
+}
+
+func packBlockT[T flWord](in []uint64, width int, packed []T) {
+	B := int(unsafe.Sizeof(T(0))) * 8
+	lanes := 1024 / B
+	for l := 0; l < lanes; l++ {
+		p := 0
+		for r := 0; r < B; r++ {
+			v := T(in[flRowIndex[r]+l])
+			wi, bo := p/B, p%B
+			packed[lanes*wi+l] |= v << uint(bo)
+			if bo+width > B {
+				packed[lanes*(wi+1)+l] |= v >> uint(B-bo)
+			}
+			p += width
+		}
 	}
 }
 
@@ -44,19 +79,16 @@ func unpackBlock(packed []byte, B, width int, out []uint64) {
 		clear(out[:1024])
 		return
 	}
-	lanes := 1024 / B
-	bpw := B / 8
-	mask := maskBits(uint(width))
-	for l := 0; l < lanes; l++ {
-		for r := 0; r < B; r++ {
-			p := r * width
-			wi, bo := p/B, p%B
-			v := readWord(packed, lanes*wi+l, bpw) >> uint(bo)
-			if bo+width > B {
-				v |= readWord(packed, lanes*(wi+1)+l, bpw) << uint(B-bo)
-			}
-			out[128*(r%8)+16*flOrder[r/8]+l] = v & mask
-		}
+	n := 128 * width
+	switch B {
+	case 8:
+		unpackBlockT(words[uint8](packed[:n]), width, out)
+	case 16:
+		unpackBlockT(words[uint16](packed[:n]), width, out)
+	case 32:
+		unpackBlockT(words[uint32](packed[:n]), width, out)
+	default:
+		unpackBlockT(words[uint64](packed[:n]), width, out)
 	}
 }
 
@@ -65,19 +97,16 @@ func packBlock(in []uint64, B, width int, packed []byte) {
 	if width == 0 {
 		return
 	}
-	lanes := 1024 / B
-	bpw := B / 8
-	mask := maskBits(uint(B))
-	for l := 0; l < lanes; l++ {
-		for r := 0; r < B; r++ {
-			v := in[128*(r%8)+16*flOrder[r/8]+l]
-			p := r * width
-			wi, bo := p/B, p%B
-			writeWord(packed, lanes*wi+l, bpw, (v<<uint(bo))&mask)
-			if bo+width > B {
-				writeWord(packed, lanes*(wi+1)+l, bpw, v>>uint(B-bo))
-			}
-		}
+	n := 128 * width
+	switch B {
+	case 8:
+		packBlockT(in, width, words[uint8](packed[:n]))
+	case 16:
+		packBlockT(in, width, words[uint16](packed[:n]))
+	case 32:
+		packBlockT(in, width, words[uint32](packed[:n]))
+	default:
+		packBlockT(in, width, words[uint64](packed[:n]))
 	}
 }
 
@@ -89,6 +118,7 @@ func bitUnpack(packed []byte, B, width, offset, n int) ([]uint64, error) {
 	if len(packed) < blocks*bs {
 		return nil, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(packed), blocks, width)
 	}
+	packed = ensureAligned(packed, 8)
 	out := make([]uint64, blocks*1024)
 	for b := 0; b < blocks; b++ {
 		unpackBlock(packed[b*bs:], B, width, out[b*1024:])
@@ -103,9 +133,13 @@ func bitPack(vals []uint64, B, width int) []byte {
 	out := alignedBytes(blocks * bs)
 	var tmp [1024]uint64
 	for b := 0; b < blocks; b++ {
-		clear(tmp[:])
-		copy(tmp[:], vals[b*1024:min(len(vals), (b+1)*1024)])
-		packBlock(tmp[:], B, width, out[b*bs:])
+		src := vals[b*1024 : min(len(vals), (b+1)*1024)]
+		if len(src) < 1024 {
+			clear(tmp[:])
+			copy(tmp[:], src)
+			src = tmp[:]
+		}
+		packBlock(src, B, width, out[b*bs:])
 	}
 	return out
 }

@@ -13,10 +13,14 @@ func fromArrow(a arrow.Array, dt *DType) (*vec, error) {
 	n := a.Len()
 	v := &vec{dt: dt, n: n}
 	if a.NullN() > 0 && a.DataType().ID() != arrow.NULL {
-		v.valid = make([]byte, bitmapLen(n))
-		for i := 0; i < n; i++ {
-			if a.IsValid(i) {
-				bitSet(v.valid, i)
+		if bm := a.NullBitmapBytes(); len(bm)*8 >= a.Data().Offset()+n {
+			v.valid = copyBits(bm, a.Data().Offset(), n)
+		} else {
+			v.valid = make([]byte, bitmapLen(n))
+			for i := 0; i < n; i++ {
+				if a.IsValid(i) {
+					bitSet(v.valid, i)
+				}
 			}
 		}
 	}

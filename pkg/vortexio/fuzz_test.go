@@ -19,6 +19,11 @@ func FuzzReader(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// Plus a file of our own writer, so the corpus holds fastlanes.delta,
+	// vortex.masked and patched bit-packing.
+	rec := seriesBatch(8, 1)
+	f.Add(writeVortex(f, rec, 1024))
+	rec.Release()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		vf, err := Open(bytes.NewReader(data), int64(len(data)), Options{MaxChunkRows: 1 << 16, MaxSegmentBytes: 1 << 22})
 		if err != nil {

@@ -120,7 +120,8 @@ func (v *vec) materialize() *vec {
 	return out
 }
 
-// slice returns rows [a, b) (copying; used on ranges).
+// slice returns rows [a, b) (primitive values are shared, bitmaps and
+// offsets copied).
 func (v *vec) slice(a, b int) *vec {
 	if a == 0 && b == v.n {
 		return v
@@ -137,9 +138,11 @@ func (v *vec) slice(a, b int) *vec {
 	case KindBool:
 		out.data = copyBits(v.data, a, b-a)
 	case KindPrimitive:
+		// A view, not a copy: element alignment is kept (the base is 8-byte
+		// aligned and a*w is a multiple of w), and no caller writes into a
+		// vec's data in place.
 		w := sd.PType.Width()
-		out.data = alignedBytes((b - a) * w)
-		copy(out.data, v.data[a*w:b*w])
+		out.data = v.data[a*w : b*w : b*w]
 	case KindUtf8, KindBinary:
 		base := v.offs[a]
 		out.offs = make([]int32, b-a+1)

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	flatbuffers "github.com/google/flatbuffers/go"
@@ -14,10 +17,20 @@ import (
 // WriterOptions tune the writer.
 type WriterOptions struct {
 	// ChunkRows is the number of rows per flat segment (per column). A range
-	// read decodes whole chunks, so small chunks keep short reads cheap
-	// (150 rows: ~0.4 ms at 8192 vs ~29 ms at 65536 on the lake benchmark)
-	// while costing only ~4% in size. Default 8192 (one reference zone).
+	// read decodes whole chunks, so small chunks keep short reads cheap; on
+	// the 15M-row snapshot table a 150-row read of all columns takes
+	// ~0.23 ms at 8192 rows vs ~1.6 ms at 65536, while 65536 is ~8% smaller
+	// (35.2 vs 38.5 MiB: delta bases and segment overhead amortise; see
+	// BenchmarkSnapshot). Default 8192 (one reference zone).
 	ChunkRows int
+	// Workers is the number of goroutines encoding chunks (default
+	// GOMAXPROCS). Output bytes do not depend on it.
+	Workers int
+	// CoreEdition restricts the file to edition core2025.06.0 (no
+	// fastlanes.delta, no vortex.masked), for readers older than the
+	// vortex-data releases that decode those (0.90 does). Dates sorted
+	// within series then lose their delta encoding (~4.5 → ~12 bits/row).
+	CoreEdition bool
 }
 
 // Writer streams Arrow record batches into a Vortex file.
@@ -26,25 +39,33 @@ type WriterOptions struct {
 // vortex.flat and the array encodings vortex.primitive, vortex.bool,
 // vortex.varbinview, vortex.ext, vortex.null, vortex.struct,
 // vortex.constant, vortex.dict, vortex.runend, fastlanes.for,
-// fastlanes.bitpacked, vortex.alp (all edition core2025.05.0) and
-// vortex.sequence (core2025.06.0). So every vortex-data release that knows
-// edition core2025.06.0 (0.36+ reads core2025.05.0; sequence came with the
-// June 2025 releases), including 0.90, reads them. No zone maps and no
-// statistics are written: the reference prunes with statistics, so only
-// exact ones would be safe, and leaving them out is always exact.
+// fastlanes.bitpacked (with patches), vortex.alp (all edition
+// core2025.05.0), vortex.sequence (core2025.06.0), and, unless
+// WriterOptions.CoreEdition is set, fastlanes.delta (in no edition) and
+// vortex.masked (core2025.10.0) around a delta of a nullable column.
+// Delta is what brings dates sorted within series from ~12 to ~4.5
+// bits/row, which is why it is on by default: vortex-data 0.90, the
+// reference this package targets, reads it (tests/vortex checks). With
+// CoreEdition every release that knows core2025.06.0 reads the files. No
+// zone maps and no statistics are written: the reference prunes with
+// statistics, so only exact ones would be safe, and leaving them out is
+// always exact.
 type Writer struct {
 	out      *bufio.Writer
 	off      uint64
 	dtype    *DType
 	schema   *arrow.Schema
 	opts     WriterOptions
-	pending  []*vec       // per column, rows not yet flushed
+	pending  [][]*vec     // per column, buffered batches not yet flushed
+	pendOff  int          // rows of the first buffered batch already written
+	pendRows int          // buffered rows not yet written
 	chunks   [][]chunkRef // per column, flat layouts written
 	segs     []segmentSpec
 	arrayIDs []string
 	arrayIdx map[string]uint16
 	rows     uint64
 	closed   bool
+	flags    encFlags // candidates switched off by the options
 }
 
 type chunkRef struct {
@@ -67,7 +88,10 @@ func NewWriter(w io.Writer, schema *arrow.Schema, opts WriterOptions) (*Writer, 
 		dt.Fields = append(dt.Fields, fd)
 	}
 	vw := &Writer{out: bufio.NewWriterSize(w, 1<<20), dtype: dt, schema: schema, opts: opts,
-		pending: make([]*vec, len(dt.Fields)), chunks: make([][]chunkRef, len(dt.Fields)), arrayIdx: map[string]uint16{}}
+		pending: make([][]*vec, len(dt.Fields)), chunks: make([][]chunkRef, len(dt.Fields)), arrayIdx: map[string]uint16{}}
+	if opts.CoreEdition {
+		vw.flags = noDelta
+	}
 	if _, err := vw.out.WriteString(magic); err != nil {
 		return nil, err
 	}
@@ -76,6 +100,12 @@ func NewWriter(w io.Writer, schema *arrow.Schema, opts WriterOptions) (*Writer, 
 }
 
 // Write appends a record batch; its schema must match the writer's.
+//
+// Rows are buffered per column as the batches they came in (no copy of the
+// buffered rows when a chunk is cut: an earlier version re-sliced the
+// remainder on every flush, which made large batches quadratic). Every
+// complete chunk of the batch is then encoded in parallel, one job per
+// (chunk, column), and the segments are written in order.
 func (w *Writer) Write(rec arrow.RecordBatch) error {
 	if w.closed {
 		return fmt.Errorf("vortexio: write after close")
@@ -83,37 +113,113 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 	if int(rec.NumCols()) != len(w.dtype.Fields) {
 		return fmt.Errorf("vortexio: batch has %d columns, schema %d", rec.NumCols(), len(w.dtype.Fields))
 	}
+	if rec.NumRows() == 0 {
+		return nil
+	}
 	for i, f := range w.dtype.Fields {
 		v, err := fromArrow(rec.Column(i), f)
 		if err != nil {
 			return fmt.Errorf("column %q: %w", w.dtype.Names[i], err)
 		}
-		if w.pending[i] == nil {
-			w.pending[i] = v
-		} else if w.pending[i], err = concat(f, []*vec{w.pending[i], v}); err != nil {
-			return err
-		}
+		w.pending[i] = append(w.pending[i], v)
 	}
+	w.pendRows += int(rec.NumRows())
 	w.rows += uint64(rec.NumRows())
-	for len(w.pending) > 0 && w.pending[0] != nil && w.pending[0].n >= w.opts.ChunkRows {
-		if err := w.flush(w.opts.ChunkRows); err != nil {
-			return err
+	return w.flush(false)
+}
+
+// flush encodes and writes every complete chunk (and, when final, the rest).
+func (w *Writer) flush(final bool) error {
+	var chunks [][]*vec // [chunk][column]
+	for w.pendRows >= w.opts.ChunkRows || (final && w.pendRows > 0) {
+		k := min(w.pendRows, w.opts.ChunkRows)
+		cols := make([]*vec, len(w.pending))
+		for i, f := range w.dtype.Fields {
+			c, err := w.take(i, f, k)
+			if err != nil {
+				return err
+			}
+			cols[i] = c
 		}
+		w.pendOff += k
+		for len(w.pending) > 0 && len(w.pending[0]) > 0 && w.pendOff >= w.pending[0][0].n {
+			w.pendOff -= w.pending[0][0].n
+			for i := range w.pending {
+				w.pending[i] = w.pending[i][1:]
+			}
+		}
+		w.pendRows -= k
+		chunks = append(chunks, cols)
+	}
+	if len(chunks) == 0 {
+		return nil
+	}
+	nc := len(w.dtype.Fields)
+	nodes := make([]*enode, len(chunks)*nc)
+	parallelFor(len(nodes), w.opts.Workers, func(j int) {
+		nodes[j] = encodeVec(chunks[j/nc][j%nc], w.flags)
+	})
+	for j, e := range nodes {
+		seg, err := w.writeArray(e)
+		if err != nil {
+			return fmt.Errorf("column %q: %w", w.dtype.Names[j%nc], err)
+		}
+		w.chunks[j%nc] = append(w.chunks[j%nc], chunkRef{rows: uint64(chunks[j/nc][0].n), seg: seg})
 	}
 	return nil
 }
 
-func (w *Writer) flush(n int) error {
-	for i, p := range w.pending {
-		chunk := p.slice(0, n)
-		seg, err := w.writeArray(encodeVec(chunk))
-		if err != nil {
-			return fmt.Errorf("column %q: %w", w.dtype.Names[i], err)
-		}
-		w.chunks[i] = append(w.chunks[i], chunkRef{rows: uint64(n), seg: seg})
-		w.pending[i] = p.slice(n, p.n)
+// take returns the next k buffered rows of column i, starting pendOff rows
+// into its first buffered batch; only a chunk that straddles batches is
+// copied.
+func (w *Writer) take(i int, dt *DType, k int) (*vec, error) {
+	parts := w.pending[i]
+	off := w.pendOff
+	if off+k <= parts[0].n {
+		return parts[0].slice(off, off+k), nil
 	}
-	return nil
+	var pieces []*vec
+	for _, p := range parts {
+		if k == 0 {
+			break
+		}
+		m := min(k, p.n-off)
+		pieces = append(pieces, p.slice(off, off+m))
+		k -= m
+		off = 0
+	}
+	return concat(dt, pieces)
+}
+
+// parallelFor runs fn(0..n-1) on up to workers goroutines (GOMAXPROCS when
+// workers <= 0).
+func parallelFor(n, workers int, fn func(int)) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
+	if workers <= 1 {
+		for j := 0; j < n; j++ {
+			fn(j)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= n {
+					return
+				}
+				fn(j)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func (w *Writer) arrayID(id string) uint16 {
@@ -263,15 +369,13 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
-	if len(w.pending) > 0 && w.pending[0] != nil && w.pending[0].n > 0 {
-		if err := w.flush(w.pending[0].n); err != nil {
-			return err
-		}
+	if err := w.flush(true); err != nil {
+		return err
 	}
 	// Columns without any chunk (empty file) get one empty flat array.
 	for i, f := range w.dtype.Fields {
 		if len(w.chunks[i]) == 0 {
-			seg, err := w.writeArray(encodeVec(allNull(f, 0).materialize()))
+			seg, err := w.writeArray(encodeVec(allNull(f, 0).materialize(), w.flags))
 			if err != nil {
 				return err
 			}

@@ -63,6 +63,45 @@ def lake_table(seed=7, nseries=48, per=150):
     )
 
 
+def series_table(seed=11, nseries=400):
+    """Shaped like a snapshot's hot data file: sorted series codes, each series
+    a run of dates of one frequency (so period jumps back at every boundary),
+    a multiplicative random walk with 0-3 decimals and ~0.5% nulls, and a
+    nullable running total. Our writer encodes it with fastlanes.delta (dates;
+    the running total wrapped in vortex.masked), frequency-ordered
+    dictionaries and patched bit-packing."""
+    rnd = random.Random(seed)
+    codes, periods, values, totals = [], [], [], []
+    for s in range(nseries):
+        start = datetime.date(2000 + rnd.randrange(20), 1 + rnd.randrange(12), 1)
+        freq = rnd.randrange(5)
+        level = 10 ** (rnd.random() * 7)
+        decimals = rnd.randrange(4)
+        total = rnd.randrange(10**12)
+        for i in range(10 + rnd.randrange(300)):
+            if freq == 0:
+                d = start + datetime.timedelta(days=i)
+            elif freq == 1:
+                d = start + datetime.timedelta(days=7 * i)
+            else:
+                months = i * (1, 3, 12)[freq - 2]
+                d = datetime.date(start.year + (start.month - 1 + months) // 12, (start.month - 1 + months) % 12 + 1, 1)
+            codes.append(s)
+            periods.append(d)
+            level *= math.exp(rnd.gauss(0, 0.05))
+            values.append(None if rnd.random() < 0.005 else round(level, decimals))
+            total += rnd.randrange(1000)
+            totals.append(None if rnd.random() < 0.005 else total)
+    return pa.table(
+        {
+            "series_code": pa.array(codes, pa.uint32()),
+            "period": pa.array(periods, pa.date32()),
+            "value": pa.array(values, pa.float64()),
+            "total": pa.array(totals, pa.int64()),
+        }
+    )
+
+
 def encoding_tables():
     """One small table per target encoding (the column name says what it targets)."""
     r = random.Random(42)
