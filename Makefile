@@ -16,7 +16,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 
-.PHONY: all build test test-go test-interop vet demo venv fuzz bench bench-build clean
+.PHONY: all build test test-go test-interop vet demo venv fuzz bench bench-quick bench-build clean
 
 all: build
 
@@ -54,6 +54,16 @@ fuzz:
 
 demo: build venv
 	bash examples/demo.sh
+
+# Serving benchmark (bench/README.md): start-up, memory, latency, build, sizes and scaling of
+# snapbuild serve against rebuild-at-start baselines, in one run. PROFILE=quick|default|large.
+PROFILE ?= default
+bench: build venv
+	$(VPY) bench/harness.py --profile $(PROFILE) --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+
+# CI smoke test of the harness: every section on a 2k-series lake; results in out/bench.
+bench-quick: build venv
+	$(VPY) bench/harness.py --profile quick --bin $(BIN)/snapbuild --go $(GO) --out $(OUT)/bench
 
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
 bench-build: build venv
