@@ -101,8 +101,12 @@ Examples:
 			}
 			line, _ := json.Marshal(ready)
 			fmt.Fprintln(c.App.Writer, string(line))
-			log.Info("listening", "flight", srv.FlightURI(), "http", ready["http"], "datasets", len(srv.Service().Datasets()),
-				"startup_ms", ready["startup_ms"], "auth", cfg.Tokens != nil, "tls", cfg.TLSCert != "")
+			attrs := []any{"flight", srv.FlightURI(), "datasets", len(srv.Service().Datasets()),
+				"startup_ms", ready["startup_ms"], "auth", cfg.Tokens != nil, "tls", cfg.TLSCert != ""}
+			if h, ok := ready["http"]; ok {
+				attrs = append(attrs, "http", h)
+			}
+			log.Info("listening", attrs...)
 			return srv.Serve(ctx)
 		},
 	}

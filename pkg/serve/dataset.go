@@ -100,6 +100,9 @@ type view struct {
 	byName   map[string]column
 	category int // position in attrs of the "category" attribute, -1 if none
 
+	schemaDefault *arrow.Schema // stream schema of the default columns
+	schemaAttrs   *arrow.Schema // ... plus every attribute
+
 	periods [][]arrow.Date32 // per data batch, the period column
 	values  []arrow.Array    // per data batch, the value column
 }
@@ -152,6 +155,8 @@ func newView(name string, s *snapshot.Snapshot) (*view, error) {
 			v.category = i
 		}
 	}
+	v.schemaDefault = v.schemaFor(v.data)
+	v.schemaAttrs = v.schemaFor(append(append([]column(nil), v.data...), v.attrs...))
 	for i := 0; i < s.NumBatches(); i++ {
 		b := s.Batch(i)
 		p, ok := b.Column(1).(*array.Date32)

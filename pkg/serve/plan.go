@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +71,7 @@ type plan struct {
 	schema *arrow.Schema
 	pieces []piece
 	rows   int64
+	one    [1]piece // pieces' storage for a single series
 }
 
 // newPlan resolves q. Limits apply here so GetFlightInfo and DoGet refuse
@@ -83,7 +83,14 @@ func newPlan(v *view, q *Query, lim Limits) (*plan, error) {
 		return nil, err
 	}
 	p.cols = cols
-	p.schema = v.schemaFor(cols)
+	switch {
+	case !q.HasColumns && !q.Attributes:
+		p.schema = v.schemaDefault
+	case !q.HasColumns && q.Attributes:
+		p.schema = v.schemaAttrs
+	default:
+		p.schema = v.schemaFor(cols)
+	}
 	if p.sel, err = v.selectSeries(q); err != nil {
 		return nil, err
 	}
@@ -157,7 +164,7 @@ func (v *view) schemaFor(cols []column) *arrow.Schema {
 }
 
 // defaultSchema is the schema of a query with default columns.
-func (v *view) defaultSchema() *arrow.Schema { return v.schemaFor(v.data) }
+func (v *view) defaultSchema() *arrow.Schema { return v.schemaDefault }
 
 // selectSeries resolves the selector to series codes.
 func (v *view) selectSeries(q *Query) (selection, error) {
@@ -190,6 +197,11 @@ func (v *view) selectSeries(q *Query) (selection, error) {
 		if i == 0 || c != codes[i-1] {
 			out = append(out, c)
 		}
+	}
+	if n := len(out); n > 0 && int(out[n-1]-out[0]) == n-1 {
+		// consecutive codes (one series, say): a range, whose dictionaries
+		// are slices of the index columns rather than copies
+		return selection{lo: int(out[0]), hi: int(out[0]) + n}, nil
 	}
 	return selection{list: out}, nil
 }
@@ -278,7 +290,11 @@ func (v *view) categoryHint() string {
 // (and latest), and the total row count.
 func (p *plan) locate() error {
 	n := p.sel.len()
-	p.pieces = make([]piece, 0, n)
+	if n == 1 {
+		p.pieces = p.one[:0]
+	} else {
+		p.pieces = make([]piece, 0, n)
+	}
 	from, to := p.q.From, p.q.To
 	x := p.v.Index()
 	for k := 0; k < n; k++ {
@@ -433,6 +449,3 @@ func codesArray(list []int32, mem memory.Allocator) arrow.Array {
 	b.AppendValues(list, nil)
 	return b.NewArray()
 }
-
-// openRange is the period bound of an absent start or end.
-func openRange(from, to int32) bool { return from == math.MinInt32 && to == math.MaxInt32 }

@@ -226,20 +226,20 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 // (command descriptor holding a ticket): schema, exact record count,
 // and one endpoint whose ticket runs it on this server.
 func (s *Service) GetFlightInfo(ctx context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
-	info, _, err := s.describe(desc, true)
+	info, _, err := s.describe(desc)
 	return info, toStatus(err)
 }
 
 // GetSchema is GetFlightInfo's schema alone.
 func (s *Service) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (*flight.SchemaResult, error) {
-	_, sc, err := s.describe(desc, false)
+	_, sc, err := s.describe(desc)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &flight.SchemaResult{Schema: flight.SerializeSchema(sc, s.mem)}, nil
 }
 
-func (s *Service) describe(desc *flight.FlightDescriptor, full bool) (*flight.FlightInfo, *arrow.Schema, error) {
+func (s *Service) describe(desc *flight.FlightDescriptor) (*flight.FlightInfo, *arrow.Schema, error) {
 	switch desc.GetType() {
 	case flight.DescriptorPATH:
 		if len(desc.Path) != 1 {

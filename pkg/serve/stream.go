@@ -35,11 +35,12 @@ const (
 	maxCoalesced = 16384
 )
 
-// rng is a run of rows of one data batch, and the series codes it holds.
+// rng is a run of rows [lo, hi) of data batch b; the series pieces inside
+// it are emitter.parts[p0:p1], in order.
 type rng struct {
 	b      int32
 	lo, hi int64
-	parts  []piece // the series pieces inside [lo, hi), in order
+	p0, p1 int
 }
 
 // emitter turns a plan's pieces into record batches.
@@ -56,7 +57,8 @@ type emitter struct {
 	curAttrs  []arrow.Array
 	dictEnd   int
 
-	rowBytes  int64 // fixed bytes per output row
+	rowBytes  int64   // fixed bytes per output row
+	parts     []piece // the pieces of the pending runs
 	pending   []rng
 	pendRows  int64
 	pendBytes int64
@@ -152,12 +154,14 @@ func (e *emitter) add(pc piece, stop func() error) error {
 			// does not fit: send what we have
 		case adjacent:
 			last.hi = pc.hi
-			last.parts = append(last.parts, pc)
+			e.parts = append(e.parts, pc)
+			last.p1 = len(e.parts)
 			e.pendRows += n
 			e.pendBytes += bytes
 			return nil
 		case n < smallPiece && last.hi-last.lo < smallPiece && len(e.pending) < maxCoalesced:
-			e.pending = append(e.pending, rng{b: pc.b, lo: pc.lo, hi: pc.hi, parts: []piece{pc}})
+			e.parts = append(e.parts, pc)
+			e.pending = append(e.pending, rng{b: pc.b, lo: pc.lo, hi: pc.hi, p0: len(e.parts) - 1, p1: len(e.parts)})
 			e.pendRows += n
 			e.pendBytes += bytes
 			return nil
@@ -166,7 +170,8 @@ func (e *emitter) add(pc piece, stop func() error) error {
 			return err
 		}
 	}
-	e.pending = append(e.pending, rng{b: pc.b, lo: pc.lo, hi: pc.hi, parts: []piece{pc}})
+	e.parts = append(e.parts, pc)
+	e.pending = append(e.pending, rng{b: pc.b, lo: pc.lo, hi: pc.hi, p0: len(e.parts) - 1, p1: len(e.parts)})
 	e.pendRows, e.pendBytes = n, bytes
 	return nil
 }
@@ -192,6 +197,7 @@ func (e *emitter) flush(stop func() error) error {
 	e.rows += e.pendRows
 	e.batches++
 	e.pending = e.pending[:0]
+	e.parts = e.parts[:0]
 	e.pendRows, e.pendBytes = 0, 0
 	return nil
 }
@@ -203,7 +209,7 @@ func (e *emitter) record(runs []rng, n int64) (arrow.RecordBatch, error) {
 	i := 0
 	maxK := int32(0)
 	for _, r := range runs {
-		for _, pc := range r.parts {
+		for _, pc := range e.parts[r.p0:r.p1] {
 			k := pc.k
 			for j := pc.lo; j < pc.hi; j++ {
 				codes[i] = k

@@ -35,7 +35,7 @@ func TestParseTicket(t *testing.T) {
 	str := func(s string) *string { return &s }
 	ok := []struct {
 		name, in string
-		want want
+		want     want
 	}{
 		{"series", `{"dataset":"PET","series":["A","B"]}`, want{series: []string{"A", "B"}}},
 		{"prefix", `{"dataset":"PET","prefix":"PET."}`, want{prefix: str("PET.")}},

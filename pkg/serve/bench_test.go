@@ -1,0 +1,511 @@
+package serve
+
+// Benchmarks (none runs in plain `go test`):
+//
+//	go test -run '^$' -bench . -benchtime 2s ./pkg/serve/
+//
+// BenchmarkRSS15M needs the 15M-row snapshot: set
+// SERVINGSNAP_BENCH_LAKE=ROOT/DATASET to a dataset built with
+//
+//	snapbuild gen --out /tmp/blake --series 100000
+//	snapbuild build --input /tmp/blake --out /tmp/bsnap/SYN
+//
+// or name it explicitly (-bench RSS15M) and it builds one in a temporary
+// directory first (about a minute). It is skipped otherwise.
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/energyscope/servingsnap/pkg/lakegen"
+	"github.com/energyscope/servingsnap/pkg/sortwrite"
+)
+
+var (
+	benchMu       sync.Mutex
+	benchDir      string // removed by TestMain
+	benchDatasets = map[string]string{}
+)
+
+// benchRoot returns a root holding one dataset "B" of `series` series with
+// `rows` monthly rows each, built once per process.
+func benchRoot(b *testing.B, series, rows int) string {
+	b.Helper()
+	key := fmt.Sprintf("%d-%d", series, rows)
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if r, ok := benchDatasets[key]; ok {
+		return r
+	}
+	if benchDir == "" {
+		d, err := os.MkdirTemp("", "serve-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchDir = d
+	}
+	dir := filepath.Join(benchDir, "bench-"+key)
+	lake := filepath.Join(dir, "lake")
+	writeUniformLake(b, lake, series, rows)
+	r := filepath.Join(dir, "root")
+	if _, err := sortwrite.Build(context.Background(), sortwrite.Options{Input: lake, Out: filepath.Join(r, "B"), Parallel: runtime.GOMAXPROCS(0)}); err != nil {
+		b.Fatal(err)
+	}
+	os.RemoveAll(lake)
+	benchDatasets[key] = r
+	return r
+}
+
+// writeUniformLake writes series × rows rows: ids "S.0000042", monthly
+// periods from 2000-01, a value and a category attribute.
+func writeUniformLake(b *testing.B, dir string, series, rows int) {
+	b.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "series_id", Type: arrow.BinaryTypes.String},
+		{Name: "period", Type: arrow.FixedWidthTypes.Date32},
+		{Name: "value", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "category", Type: arrow.BinaryTypes.String},
+	}, nil)
+	f, err := os.Create(filepath.Join(dir, "part-0.parquet"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := pqarrow.NewFileWriter(sc, f, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(1<<20), parquet.WithDictionaryDefault(false)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		b.Fatal(err)
+	}
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer bld.Release()
+	start := day(b, "2000-01-01")
+	n := 0
+	flush := func() {
+		rec := bld.NewRecordBatch()
+		if err := w.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+		n = 0
+	}
+	for s := 0; s < series; s++ {
+		id := fmt.Sprintf("S.%07d", s)
+		cat := "C" + strconv.Itoa(s%20)
+		for r := 0; r < rows; r++ {
+			bld.Field(0).(*array.StringBuilder).Append(id)
+			bld.Field(1).(*array.Date32Builder).Append(arrow.Date32(start + int32(r*31)))
+			bld.Field(2).(*array.Float64Builder).Append(float64(s) + float64(r)/1000)
+			bld.Field(3).(*array.StringBuilder).Append(cat)
+			if n++; n == 1<<20 {
+				flush()
+			}
+		}
+	}
+	flush()
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkOpen: opening a dataset (pkg/snapshot.Open plus the server's
+// view) with a warm page cache, by series and rows per series. Rows cost
+// nothing; series cost the index load (a copy and a checksum of
+// index.arrow, ~60-80 bytes a series).
+func BenchmarkOpen(b *testing.B) {
+	for _, c := range []struct{ series, rows int }{
+		{10_000, 1}, {10_000, 150}, {100_000, 1}, {100_000, 150}, {1_000_000, 1},
+	} {
+		b.Run(fmt.Sprintf("series=%d/rows=%d", c.series, c.series*c.rows), func(b *testing.B) {
+			r := benchRoot(b, c.series, c.rows)
+			b.ReportAllocs()
+			for b.Loop() {
+				svc, err := Open(r, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				svc.Close()
+			}
+		})
+	}
+}
+
+// benchIDs lists every series id of the dataset.
+func benchIDs(b *testing.B, v *view) []string {
+	ids := make([]string, v.Index().Len())
+	for i := range ids {
+		ids[i] = strings.Clone(v.Index().SeriesID(i))
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	return ids
+}
+
+// BenchmarkLookupSlice: the in-process core of a query on the 100k-series
+// / 15M-row dataset, random series, snapshot acquired and released each
+// time:
+//
+//   - lookup+range: binary search of the id in the index, binary search of
+//     the period range in the mapped period column (what GetFlightInfo and
+//     the row limit need);
+//   - lookup+slice: that plus zero-copy slices of the period and value
+//     columns (what DoGet does before the Flight writer serialises them);
+//   - snapshot.Rows: pkg/snapshot's Lookup + Rows, which slices every column
+//     into a new record batch.
+func BenchmarkLookupSlice(b *testing.B) {
+	svc, err := Open(benchRoot(b, 100_000, 150), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer svc.Close()
+	d := svc.datasets["B"]
+	v := d.acquire()
+	ids := benchIDs(b, v)
+	v.Release()
+	from, to := day(b, "2003-01-01"), day(b, "2008-12-31")
+	for _, rng := range []string{"all", "range"} {
+		lo, hi := int32(math.MinInt32), int32(math.MaxInt32)
+		if rng == "range" {
+			lo, hi = from, to
+		}
+		for _, how := range []string{"lookup+range", "lookup+slice", "snapshot.Rows"} {
+			b.Run(rng+"/"+how, func(b *testing.B) {
+				b.ReportAllocs()
+				i, rows := 0, int64(0)
+				for b.Loop() {
+					v := d.acquire()
+					code, ok := v.Lookup(ids[i%len(ids)])
+					if !ok {
+						b.Fatal("not found")
+					}
+					switch how {
+					case "snapshot.Rows":
+						rec, err := v.Rows(code, lo, hi)
+						if err != nil {
+							b.Fatal(err)
+						}
+						rows += rec.NumRows()
+						rec.Release()
+					default:
+						bt, r0, r1, err := v.rangeOf(v.Index().Entry(code), lo, hi)
+						if err != nil {
+							b.Fatal(err)
+						}
+						rows += r1 - r0
+						if how == "lookup+slice" {
+							batch := v.Batch(bt)
+							p := array.NewSlice(batch.Column(1), r0, r1)
+							x := array.NewSlice(batch.Column(2), r0, r1)
+							p.Release()
+							x.Release()
+						}
+					}
+					v.Release()
+					i++
+				}
+				b.ReportMetric(float64(rows)/float64(i), "rows/op")
+			})
+		}
+	}
+}
+
+// BenchmarkPlanAndRecord: the server's whole in-process path for one
+// series without the network: parse the ticket, plan, build the record
+// batch (dictionary, slices) — everything DoGet does before gRPC.
+func BenchmarkPlanAndRecord(b *testing.B) {
+	svc, err := Open(benchRoot(b, 100_000, 150), Options{Limits: DefaultLimits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer svc.Close()
+	v := svc.datasets["B"].acquire()
+	ids := benchIDs(b, v)
+	v.Release()
+	tickets := make([][]byte, 1024)
+	for i := range tickets {
+		tickets[i] = []byte(`{"dataset":"B","series":["` + ids[i] + `"]}`)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		q, err := ParseTicket(tickets[i%len(tickets)], 1<<20, 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, _ := svc.acquire(q.Dataset)
+		p, err := newPlan(v, q, DefaultLimits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		em, err := newEmitter(context.Background(), p, svc.mem, DefaultLimits.BatchBytes, func(r arrow.RecordBatch) error { return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := em.run(func() error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+		em.release()
+		v.Release()
+		i++
+	}
+}
+
+// doGetRows runs one DoGet and counts its rows.
+func doGetRows(ctx context.Context, c flight.Client, tk []byte) (int64, error) {
+	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: tk})
+	if err != nil {
+		return 0, err
+	}
+	rd, err := flight.NewRecordReader(stream)
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Release()
+	var n int64
+	for rd.Next() {
+		n += rd.RecordBatch().NumRows()
+	}
+	return n, rd.Err()
+}
+
+func percentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	at := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(at(0.50), "p50-µs")
+	b.ReportMetric(at(0.90), "p90-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+	b.ReportMetric(at(0.999), "p99.9-µs")
+}
+
+// BenchmarkDoGet150: one 150-row series per DoGet with the Go Flight
+// client on loopback, sequentially; reports latency percentiles. The
+// server runs in this process ("in-process") or, as in production, in a
+// process of its own ("subprocess": this test binary re-executed as a
+// server).
+func BenchmarkDoGet150(b *testing.B) {
+	r := benchRoot(b, 100_000, 150)
+	for _, where := range []string{"in-process", "subprocess"} {
+		b.Run(where, func(b *testing.B) {
+			c := benchClient(b, r, where)
+			ids := uniformIDs(100_000)
+			ctx := context.Background()
+			for i := 0; i < 200; i++ { // warm up the connection
+				doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i]+`"]}`))
+			}
+			lat := make([]time.Duration, 0, 1<<16)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				t0 := time.Now()
+				n, err := doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i%len(ids)]+`"]}`))
+				lat = append(lat, time.Since(t0))
+				if err != nil || n != 150 {
+					b.Fatalf("%d rows, %v", n, err)
+				}
+				i++
+			}
+			percentiles(b, lat)
+		})
+	}
+}
+
+// benchClient connects to a server on root, in this process or another.
+func benchClient(b *testing.B, root, where string) flight.Client {
+	if where == "subprocess" {
+		return dialAddr(b, startHelper(b, root))
+	}
+	return dial(b, startServer(b, Config{Root: root}))
+}
+
+// uniformIDs are the ids of writeUniformLake, shuffled.
+func uniformIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("S.%07d", i)
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	return ids
+}
+
+// BenchmarkDoGetConcurrent: 4 clients (own connections) issuing 150-row
+// DoGets back to back against a server in its own process; ns/op is wall
+// time per query over all clients.
+func BenchmarkDoGetConcurrent(b *testing.B) {
+	r := benchRoot(b, 100_000, 150)
+	for _, where := range []string{"in-process", "subprocess"} {
+		b.Run(where, func(b *testing.B) {
+			var addr string
+			if where == "subprocess" {
+				addr = startHelper(b, r)
+			} else {
+				addr = startServer(b, Config{Root: r}).FlightAddr().String()
+			}
+			ids := uniformIDs(100_000)
+			const clients = 4
+			work := make(chan int, 1024)
+			var wg sync.WaitGroup
+			var failed atomic.Value
+			lats := make([][]time.Duration, clients)
+			for w := 0; w < clients; w++ {
+				c := dialAddr(b, addr)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range work {
+						t0 := time.Now()
+						n, err := doGetRows(context.Background(), c, []byte(`{"dataset":"B","series":["`+ids[i%len(ids)]+`"]}`))
+						lats[w] = append(lats[w], time.Since(t0))
+						if err != nil || n != 150 {
+							failed.Store(fmt.Sprintf("%d rows, %v", n, err))
+						}
+					}
+				}()
+			}
+			start := time.Now()
+			i := 0
+			for b.Loop() {
+				work <- i
+				i++
+			}
+			close(work)
+			wg.Wait()
+			el := time.Since(start)
+			if f := failed.Load(); f != nil {
+				b.Fatal(f)
+			}
+			b.ReportMetric(float64(i)/el.Seconds(), "queries/s")
+			b.ReportMetric(float64(i)*150/el.Seconds(), "rows/s")
+			var all []time.Duration
+			for _, l := range lats {
+				all = append(all, l...)
+			}
+			percentiles(b, all)
+		})
+	}
+}
+
+// procStatus reads a kB field of /proc/self/status, in MiB.
+func procStatus(b *testing.B, field string) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status")
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// explicitBench reports whether -test.bench names this benchmark literally
+// (not just "." or a broad pattern).
+func explicitBench(name string) bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && strings.Contains(f.Value.String(), name)
+}
+
+// BenchmarkRSS15M: anonymous RSS of the serving process (server and Go
+// client in this one process) after opening the 15M-row / 100k-series
+// snapshot and after 100k queries (one series each, half with a period
+// range), sequentially over loopback.
+func BenchmarkRSS15M(b *testing.B) {
+	ds := os.Getenv("SERVINGSNAP_BENCH_LAKE")
+	if ds == "" {
+		if !explicitBench("RSS15M") {
+			b.Skip("set SERVINGSNAP_BENCH_LAKE=ROOT/DATASET (a built 15M-row dataset) or run -bench RSS15M to build one")
+		}
+		dir := b.TempDir()
+		lake := filepath.Join(dir, "lake")
+		if _, err := lakegen.Generate(context.Background(), lakegen.Options{Out: lake, Series: 100_000, Seed: 1}); err != nil {
+			b.Fatal(err)
+		}
+		ds = filepath.Join(dir, "root", "SYN")
+		if _, err := sortwrite.Build(context.Background(), sortwrite.Options{Input: lake, Out: ds}); err != nil {
+			b.Fatal(err)
+		}
+		os.RemoveAll(lake)
+	}
+	// The root may hold other datasets: serve a root with just this one.
+	r := b.TempDir()
+	abs, _ := filepath.Abs(ds)
+	if err := os.Symlink(abs, filepath.Join(r, filepath.Base(ds))); err != nil {
+		b.Fatal(err)
+	}
+	name := filepath.Base(ds)
+	runtime.GC()
+	debug.FreeOSMemory()
+	base := procStatus(b, "RssAnon")
+	srv := startServer(b, Config{Root: r})
+	runtime.GC()
+	afterOpen := procStatus(b, "RssAnon")
+	c := dial(b, srv)
+	v := srv.svc.datasets[name].acquire()
+	ids := benchIDs(b, v)
+	rows := v.Manifest.Stats.Rows
+	v.Release()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	query := func(i int) {
+		tk := `{"dataset":"` + name + `","series":["` + ids[i%len(ids)] + `"]`
+		if i%2 == 1 {
+			y := 2000 + rng.IntN(20)
+			tk += fmt.Sprintf(`,"start":"%d","end":"%d"`, y, y+rng.IntN(5))
+		}
+		if _, err := doGetRows(ctx, c, []byte(tk+"}")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const queries = 100_000
+	lat := make([]time.Duration, 0, queries)
+	i := 0
+	for b.Loop() {
+		t0 := time.Now()
+		query(i)
+		lat = append(lat, time.Since(t0))
+		i++
+	}
+	for ; i < queries; i++ {
+		query(i)
+	}
+	afterQueries := procStatus(b, "RssAnon")
+	runtime.GC()
+	debug.FreeOSMemory()
+	afterGC := procStatus(b, "RssAnon")
+	b.ReportMetric(float64(rows), "rows")
+	b.ReportMetric(base, "MiB-anon-before")
+	b.ReportMetric(afterOpen, "MiB-anon-open")
+	b.ReportMetric(afterQueries, "MiB-anon-100k-queries")
+	b.ReportMetric(afterGC, "MiB-anon-after-gc")
+	b.ReportMetric(procStatus(b, "RssFile"), "MiB-file")
+	percentiles(b, lat)
+}

@@ -1,0 +1,306 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/sortwrite"
+)
+
+var (
+	fixtureOnce sync.Once
+	fixtureRoot string
+	fixtureDir  string
+)
+
+func TestMain(m *testing.M) {
+	if r := os.Getenv(helperEnv); r != "" {
+		os.Exit(helperServer(r))
+	}
+	code := m.Run()
+	for _, d := range []string{fixtureDir, benchDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
+	}
+	os.Exit(code)
+}
+
+// root returns a shared, read-only root with two datasets:
+//
+//   - SYN: the synthetic lake, 200 series 2015–2024, batches of ≤ 5000 rows
+//     (so series sit in several batches);
+//   - MIX: hand-written rows with a varying string column (note), nulls in
+//     values (a series all null, one whose last rows are null), a null
+//     attribute and a category attribute.
+func root(t testing.TB) string {
+	t.Helper()
+	fixtureOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "serve-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixtureDir = dir
+		fixtureRoot = filepath.Join(dir, "root")
+		testsnap.Sample(t, fixtureRoot, "SYN", 200, 3, func(o *sortwrite.Options) { o.BatchRows = 5000 })
+		lake := filepath.Join(dir, "lake-MIX")
+		writeMixLake(t, lake)
+		testsnap.Build(t, lake, filepath.Join(fixtureRoot, "MIX"), func(o *sortwrite.Options) { o.BatchRows = 7 })
+	})
+	if fixtureRoot == "" {
+		t.Fatal("fixture build failed earlier")
+	}
+	return fixtureRoot
+}
+
+func writeMixLake(t testing.TB, dir string) {
+	type s struct {
+		id       string
+		units    any
+		category string
+		n        int
+		nullFrom int // values from this row on are null (n: none)
+	}
+	series := []s{
+		{"A.ONE", "USD", "Crude", 1, 1},
+		{"A.TWO", "USD", "Crude", 12, 12},
+		{"B.NULLTAIL", "EUR", "Gas", 10, 7},
+		{"B.ALLNULL", "EUR", "Gas", 5, 0},
+		{"C.NOUNITS", nil, "Gas", 9, 9},
+		{"C.LONG", "MWh", "Power", 40, 40},
+	}
+	var ids, periods, notes, units, cats []any
+	var vals []any
+	for _, x := range series {
+		for i := 0; i < x.n; i++ {
+			ids = append(ids, x.id)
+			periods = append(periods, fmt.Sprintf("%04d-%02d", 2018+i/12, 1+i%12))
+			if i >= x.nullFrom {
+				vals = append(vals, nil)
+			} else {
+				vals = append(vals, float64(i)+0.5)
+			}
+			notes = append(notes, fmt.Sprintf("note %s %d", x.id, i))
+			units = append(units, x.units)
+			cats = append(cats, x.category)
+		}
+	}
+	testlake.WriteParquet(t, dir, "part-0.parquet", 0,
+		testlake.Col{Name: "series_id", Vals: ids},
+		testlake.Col{Name: "period", Vals: periods},
+		testlake.Col{Name: "value", Vals: vals, Typ: arrow.PrimitiveTypes.Float64},
+		testlake.Col{Name: "note", Vals: notes},
+		testlake.Col{Name: "units", Vals: units, Typ: arrow.BinaryTypes.String},
+		testlake.Col{Name: "category", Vals: cats},
+	)
+}
+
+// helperEnv makes the test binary a plain server (for benchmarks that want
+// the server in its own process, as in production): it serves the root the
+// variable names on 127.0.0.1:0, prints the address on stdout and stops
+// when stdin closes.
+const helperEnv = "SERVINGSNAP_SERVE_HELPER"
+
+func helperServer(root string) int {
+	srv, err := New(Config{Root: root, Addr: "127.0.0.1:0", Limits: DefaultLimits})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	fmt.Println(srv.FlightAddr().String())
+	if err := srv.Serve(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// startHelper runs the test binary as a server process on root and
+// returns its address.
+func startHelper(t testing.TB, root string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), helperEnv+"="+root)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper server: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+func dialAddr(t testing.TB, addr string) flight.Client {
+	t.Helper()
+	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// startServer runs a Server on loopback for the test.
+func startServer(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	if cfg.Root == "" {
+		cfg.Root = root(t)
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return srv
+}
+
+func dial(t testing.TB, srv *Server, opts ...grpc.DialOption) flight.Client {
+	t.Helper()
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	c, err := flight.NewClientWithMiddleware(srv.FlightAddr().String(), nil, nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// result is a DoGet answer decoded into Go values.
+type result struct {
+	schema  *arrow.Schema
+	batches int
+	ids     []string
+	periods []int32
+	values  []*float64 // value column if present
+	cols    map[string][]any
+}
+
+func ticket(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// get runs DoGet and decodes every batch (dictionaries decoded).
+func get(ctx context.Context, c flight.Client, tk []byte) (*result, error) {
+	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: tk})
+	if err != nil {
+		return nil, err
+	}
+	rd, err := flight.NewRecordReader(stream)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Release()
+	r := &result{schema: rd.Schema(), cols: map[string][]any{}}
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		r.batches++
+		sc := rec.Schema()
+		for i := 0; i < int(rec.NumCols()); i++ {
+			name := sc.Field(i).Name
+			col := rec.Column(i)
+			for j := 0; j < col.Len(); j++ {
+				v := value(col, j)
+				switch name {
+				case "series_id":
+					r.ids = append(r.ids, v.(string))
+				case "period":
+					r.periods = append(r.periods, int32(v.(arrow.Date32)))
+				case "value":
+					if v == nil {
+						r.values = append(r.values, nil)
+					} else {
+						f := v.(float64)
+						r.values = append(r.values, &f)
+					}
+				}
+				r.cols[name] = append(r.cols[name], v)
+			}
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// value is element j of col as a Go value, dictionaries decoded, nil for null.
+func value(col arrow.Array, j int) any {
+	if col.IsNull(j) {
+		return nil
+	}
+	switch a := col.(type) {
+	case *array.Dictionary:
+		return value(a.Dictionary(), a.GetValueIndex(j))
+	case *array.String:
+		return strings.Clone(a.Value(j)) // may alias a mapping that is unmapped later
+	case *array.Float64:
+		return a.Value(j)
+	case *array.Date32:
+		return a.Value(j)
+	case *array.Int64:
+		return a.Value(j)
+	case *array.Int32:
+		return a.Value(j)
+	case *array.Uint32:
+		return a.Value(j)
+	}
+	return col.ValueStr(j)
+}
