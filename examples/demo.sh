@@ -31,4 +31,22 @@ echo "== 5. query: read the snapshot files with pyarrow (zero-copy memory map)"
 "$PY" examples/python/read_snapshot.py "$OUT/snapshots/EIA" PET.RBRTE.M --last 5
 "$PY" examples/python/read_snapshot.py "$OUT/snapshots/SYN" --first-series --last 3
 
+echo "== 6. serve over Arrow Flight and query with pyarrow.flight"
+"$BIN/snapbuild" serve --root "$OUT/snapshots" --addr 127.0.0.1:0 > "$OUT/serve.json" 2> "$OUT/serve.log" &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  [ -s "$OUT/serve.json" ] && break
+  sleep 0.1
+done
+uri=$("$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["flight"])' "$OUT/serve.json")
+echo "server up at $uri: $(head -1 "$OUT/serve.json")"
+"$PY" examples/python/flight_client.py --uri "$uri" list
+"$PY" examples/python/flight_client.py --uri "$uri" get EIA PET.RBRTE.D --start 2020-04 --end 2020-04 --limit 5
+"$PY" examples/python/flight_client.py --uri "$uri" latest EIA --prefix NG.
+"$PY" examples/python/flight_client.py --uri "$uri" status
+kill -TERM $server
+wait $server || true
+trap - EXIT
+
 echo "demo OK: snapshots under $OUT/snapshots"
