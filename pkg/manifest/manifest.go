@@ -56,6 +56,9 @@ type Manifest struct {
 	Build         Build   `json:"build"`
 	Lineage       Lineage `json:"lineage"`
 	WALPosition   uint64  `json:"wal_position"`
+	// Checksum covers the manifest's own bytes (see Marshal). It is the
+	// last field so that a reader can blank it in place and re-hash.
+	Checksum string `json:"checksum"`
 }
 
 // Schema lists the columns of the data and index files.
@@ -128,16 +131,55 @@ func (m *Manifest) FileByRole(role string) (File, bool) {
 	return File{}, false
 }
 
-// Marshal renders the manifest as indented JSON with a trailing newline.
+// Marshal renders the manifest as indented JSON with a trailing newline,
+// and sets m.Checksum: the xxHash64 of the exact bytes written, with the
+// checksum's own value empty. The data files carry checksums in the
+// manifest; this one protects the manifest itself (lineage, stats, paths),
+// and because it is computed over the raw bytes it also survives fields
+// that a newer writer adds and an older reader does not know.
 func Marshal(m *Manifest) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	m.Checksum = ""
+	blank, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	blank = append(blank, '\n')
+	h := fileutil.NewHash()
+	h.Write(blank)
+	m.Checksum = fileutil.FormatChecksum(h)
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// checksumKey is how the checksum field appears in a marshalled manifest.
+var checksumKey = []byte(`"checksum": "`)
+
+// verifyChecksum recomputes the manifest's checksum over b with the
+// checksum value blanked, and compares.
+func verifyChecksum(b []byte, want string) error {
+	i := bytes.LastIndex(b, checksumKey)
+	if i < 0 {
+		return fmt.Errorf("%w: manifest has no checksum field", ErrCorrupt)
+	}
+	v := i + len(checksumKey)
+	end := bytes.IndexByte(b[v:], '"')
+	if end < 0 || string(b[v:v+end]) != want {
+		return fmt.Errorf("%w: manifest checksum field is malformed", ErrCorrupt)
+	}
+	blank := make([]byte, 0, len(b)-end)
+	blank = append(append(blank, b[:v]...), b[v+end:]...)
+	h := fileutil.NewHash()
+	h.Write(blank)
+	if got := fileutil.FormatChecksum(h); got != want {
+		return fmt.Errorf("%w: manifest content does not match its checksum (%s, computed %s): it changed after it was written", ErrCorrupt, want, got)
+	}
+	return nil
 }
 
 // maxManifestSize bounds what Parse accepts: a manifest names a handful of
@@ -170,6 +212,12 @@ func Parse(b []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
 	}
 	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if !fileutil.ValidChecksum(m.Checksum) {
+		return nil, fmt.Errorf("%w: manifest %d: checksum %q is not %s<16 hex digits>", ErrCorrupt, m.SnapshotID, m.Checksum, fileutil.ChecksumPrefix)
+	}
+	if err := verifyChecksum(b, m.Checksum); err != nil {
 		return nil, err
 	}
 	return &m, nil
