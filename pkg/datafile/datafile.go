@@ -76,6 +76,22 @@ func CheckSchema(s *arrow.Schema) error {
 	return nil
 }
 
+// IsNumeric reports whether dt can be the value column's type: integers,
+// floats and decimals (a dictionary of those counts too, for readers that
+// see one).
+func IsNumeric(dt arrow.DataType) bool {
+	switch dt.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64,
+		arrow.DECIMAL32, arrow.DECIMAL64, arrow.DECIMAL128, arrow.DECIMAL256:
+		return true
+	case arrow.DICTIONARY:
+		return IsNumeric(dt.(*arrow.DictionaryType).ValueType)
+	}
+	return false
+}
+
 // CheckMeta verifies the servingsnap file-kind and version metadata.
 func CheckMeta(s *arrow.Schema, kind string) error {
 	md := s.Metadata()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -95,7 +96,7 @@ func WriteSeries(w io.Writer, s *snapshot.Snapshot, ids []string, r Range, forma
 		}
 		t.right = make([]bool, len(cols))
 		for i, f := range fields[1:] {
-			t.right[i+1] = isNumericType(f.Type)
+			t.right[i+1] = datafile.IsNumeric(f.Type)
 		}
 		err := each(func(id string, rec arrow.RecordBatch, row int) error {
 			cells := make([]string, 0, ncols)
@@ -178,17 +179,4 @@ func WriteSeries(w io.Writer, s *snapshot.Snapshot, ids []string, r Range, forma
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-func isNumericType(dt arrow.DataType) bool {
-	switch dt.ID() {
-	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
-		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
-		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64,
-		arrow.DECIMAL32, arrow.DECIMAL64, arrow.DECIMAL128, arrow.DECIMAL256:
-		return true
-	case arrow.DICTIONARY:
-		return isNumericType(dt.(*arrow.DictionaryType).ValueType)
-	}
-	return false
 }

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -169,7 +170,7 @@ func (s *Snapshot) loadData(f manifest.File) error {
 	if err := datafile.CheckSchema(s.data.Reader.Schema()); err != nil {
 		return err
 	}
-	if got, want := columnsOf(s.data.Reader.Schema()), s.Manifest.Schema.Data; !equalColumns(got, want) {
+	if got, want := columnsOf(s.data.Reader.Schema()), s.Manifest.Schema.Data; !slices.Equal(got, want) {
 		return fmt.Errorf("schema %v does not match the manifest's %v", got, want)
 	}
 	n := s.data.Reader.NumRecords()
@@ -203,7 +204,7 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 		return err
 	}
 	s.idxRec = rec
-	if got, want := columnsOf(rec.Schema()), s.Manifest.Schema.Index; !equalColumns(got, want) {
+	if got, want := columnsOf(rec.Schema()), s.Manifest.Schema.Index; !slices.Equal(got, want) {
 		return fmt.Errorf("schema %v does not match the manifest's %v", got, want)
 	}
 	x, err := sidecar.New(rec)
@@ -226,18 +227,6 @@ func columnsOf(sc *arrow.Schema) []manifest.Column {
 		cs = append(cs, manifest.Column{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
 	}
 	return cs
-}
-
-func equalColumns(a, b []manifest.Column) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ID is the snapshot id.

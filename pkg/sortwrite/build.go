@@ -317,7 +317,7 @@ func scan(ctx context.Context, opt Options) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !isNumeric(vc.Type) {
+	if !datafile.IsNumeric(vc.Type) {
 		return nil, fmt.Errorf("value column %q has type %s (in %s); want a numeric type", vc.Name, vc.Type, vc.From)
 	}
 	t := &table{inputs: ins, unified: u, rows: int(rows), periodCol: opt.PeriodColumn}
@@ -330,17 +330,6 @@ func scan(ctx context.Context, opt Options) (*table, error) {
 		}
 	}
 	return t, nil
-}
-
-func isNumeric(dt arrow.DataType) bool {
-	switch dt.ID() {
-	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
-		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
-		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64,
-		arrow.DECIMAL32, arrow.DECIMAL64, arrow.DECIMAL128, arrow.DECIMAL256:
-		return true
-	}
-	return false
 }
 
 // periodName is the input's period column name.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -267,7 +268,7 @@ func (v *verifier) checkOpened() {
 			}
 		}
 	}
-	if !equalStrings(names, v.m.Schema.Attributes) {
+	if !slices.Equal(names, v.m.Schema.Attributes) {
 		v.add(CheckSchema, xf.Path, "columns 9…", "attribute columns %q, manifest schema.attributes says %q", names, v.m.Schema.Attributes)
 	}
 	attr := map[string]bool{}
@@ -309,18 +310,6 @@ func (v *verifier) checkOpened() {
 	if got := period.Format(hi); got != v.m.Stats.LastPeriod {
 		v.add(CheckStats, v.r.Manifest, "stats.last_period", "last_period %q, the index's largest last_period is %s", v.m.Stats.LastPeriod, got)
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // quoteShort quotes at most 64 bytes of b for a message.
