@@ -25,8 +25,16 @@ func serveCommand() *cli.Command {
 		ArgsUsage: " ",
 		Description: `Serves every dataset under --root (each a directory with a CURRENT file) over
 Arrow Flight: ListFlights, GetFlightInfo, GetSchema, DoGet of a JSON ticket,
-DoAction "status". Start-up maps each current snapshot and reads its index;
-nothing is built per row. docs/FLIGHT.md describes the tickets and errors.
+DoAction "status" and "reload". Start-up maps each current snapshot and reads
+its index; nothing is built per row. docs/FLIGHT.md describes the tickets and
+errors.
+
+Every --reload-interval the server reads each dataset's CURRENT; a new
+snapshot is opened and validated (every file checksummed) while the old one
+keeps being served, then swapped in. The old one is unmapped when its last
+running request ends. A snapshot that fails to validate is not served (log,
+DoAction status, servingsnap_reload_failures_total). DoAction "reload" (body:
+a dataset name, or empty for all) checks at once.
 
 Once listening, one JSON line goes to stdout with the bound addresses (handy
 with port 0); logs go to stderr. SIGTERM or SIGINT stops accepting calls and
@@ -47,7 +55,8 @@ Examples:
 			&cli.IntFlag{Name: "max-series", Value: d.MaxSeries, Usage: "most series one request may list or match"},
 			&cli.Int64Flag{Name: "max-rows", Value: d.MaxRows, Usage: "most rows one response may hold"},
 			&cli.Int64Flag{Name: "batch-bytes", Value: d.BatchBytes, Usage: "target size of one streamed record batch (keep under the clients' gRPC receive limit, 4 MiB by default)"},
-			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it)"},
+			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it; reloads always do)"},
+			&cli.DurationFlag{Name: "reload-interval", Value: time.Second, Usage: "how often to check each dataset's CURRENT for a new snapshot; 0 disables (DoAction reload still works)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long running streams may finish after SIGTERM"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: `text` or json"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug (every call), info, warn or error"},
@@ -73,9 +82,13 @@ Examples:
 					BatchBytes:     c.Int64("batch-bytes"),
 				},
 				VerifyData:      c.Bool("verify"),
+				ReloadInterval:  c.Duration("reload-interval"),
 				ShutdownTimeout: c.Duration("shutdown-timeout"),
 				Logger:          log,
 				Version:         version,
+			}
+			if cfg.ReloadInterval < 0 {
+				return cli.Exit("serve: --reload-interval must be ≥ 0", 2)
 			}
 			if cfg.Limits.BatchBytes <= 0 {
 				return cli.Exit("serve: --batch-bytes must be positive", 2)
@@ -102,7 +115,7 @@ Examples:
 			line, _ := json.Marshal(ready)
 			fmt.Fprintln(c.App.Writer, string(line))
 			attrs := []any{"flight", srv.FlightURI(), "datasets", len(srv.Service().Datasets()),
-				"startup_ms", ready["startup_ms"], "auth", cfg.Tokens != nil, "tls", cfg.TLSCert != ""}
+				"startup_ms", ready["startup_ms"], "reload_interval", cfg.ReloadInterval.String(), "auth", cfg.Tokens != nil, "tls", cfg.TLSCert != ""}
 			if h, ok := ready["http"]; ok {
 				attrs = append(attrs, "http", h)
 			}

@@ -252,9 +252,19 @@ func (w *Writer) cleanLocked() error {
 	return nil
 }
 
-// NextID is one more than the largest id under manifests/ or snapshots/.
+// NextID is one more than the largest id ever used: under manifests/ or
+// snapshots/, or named in HISTORY. HISTORY matters after gc: a collected
+// newest vintage (after a rollback) must not have its id reused for
+// different content, since clients, caches and tickets key on ids.
 func (w *Writer) NextID() (uint64, error) {
 	var max uint64
+	flips, err := w.d.Flips()
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range flips {
+		max = maxID(max, f.From, f.To)
+	}
 	for _, sub := range []struct{ dir, suffix string }{{ManifestsDir, ".json"}, {SnapshotsDir, ""}} {
 		ids, err := idsIn(w.d.Path(sub.dir), sub.suffix)
 		if err != nil {
@@ -325,4 +335,14 @@ func (w *Writer) SetCurrent(id uint64) error {
 		return fmt.Errorf("set CURRENT to %d: %w", id, err)
 	}
 	return fileutil.WriteFileAtomic(w.d.Path(CurrentFile), []byte(ManifestPath(id)+"\n"), 0o644)
+}
+
+func maxID(ids ...uint64) uint64 {
+	var m uint64
+	for _, id := range ids {
+		if id > m {
+			m = id
+		}
+	}
+	return m
 }

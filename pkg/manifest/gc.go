@@ -50,7 +50,7 @@ func (w *Writer) GC(keep int, dryRun bool) (*GCResult, error) {
 		return nil, err
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
-	res := &GCResult{DryRun: dryRun}
+	res := &GCResult{Removed: []uint64{}, Kept: []uint64{}, InUse: []uint64{}, DryRun: dryRun}
 	for i, id := range ids {
 		if id == cur || i < keep {
 			res.Kept = append(res.Kept, id)

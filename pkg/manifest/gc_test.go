@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
@@ -115,7 +116,7 @@ func TestGC(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(res.Removed, tc.wantRemoved) || !reflect.DeepEqual(res.InUse, tc.wantInUse) {
+			if !slices.Equal(res.Removed, tc.wantRemoved) || !slices.Equal(res.InUse, tc.wantInUse) {
 				t.Fatalf("removed %v in use %v, want %v and %v", res.Removed, res.InUse, tc.wantRemoved, tc.wantInUse)
 			}
 			left, _ := d.IDs()
@@ -139,5 +140,27 @@ func TestGC(t *testing.T) {
 				s.Close()
 			}
 		})
+	}
+}
+
+// TestIDsNeverReused: after a rollback and a gc that removes the newest
+// vintage, the next build must not get that id again (it would name
+// different content than clients and HISTORY remember).
+func TestIDsNeverReused(t *testing.T) {
+	ds := vintages(t, 3)
+	_, w := lockFor(t, ds)
+	if _, err := w.Rollback(1, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.GC(0, false)
+	if err != nil || !reflect.DeepEqual(res.Removed, []uint64{3, 2}) {
+		t.Fatalf("gc = %+v, %v", res, err)
+	}
+	id, err := w.NextID()
+	if err != nil || id != 4 {
+		t.Fatalf("NextID after collecting 2 and 3 = %d, %v; want 4", id, err)
+	}
+	if res, _ := w.GC(5, true); res.InUse == nil || res.Removed == nil {
+		t.Fatal("empty GC lists must be [] in JSON, not null")
 	}
 }

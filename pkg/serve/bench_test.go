@@ -40,6 +40,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/energyscope/servingsnap/pkg/lakegen"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -508,4 +509,96 @@ func BenchmarkRSS15M(b *testing.B) {
 	b.ReportMetric(afterGC, "MiB-anon-after-gc")
 	b.ReportMetric(procStatus(b, "RssFile"), "MiB-file")
 	percentiles(b, lat)
+}
+
+// BenchmarkDoGetDuringFlips: DoGet latency of a 150-row series (10k
+// series, 1.5M rows; Go client, server in this process, sequential) in
+// steady state and while CURRENT flips between two vintages every 100 ms,
+// each flip followed by a reload (open, checksum every file, swap). Reports
+// p50/p99 and, for "flipping", the number of swaps during the run. Use
+// -benchtime 5s or more so that "flipping" sees dozens of flips.
+func BenchmarkDoGetDuringFlips(b *testing.B) {
+	dir := b.TempDir()
+	lake := filepath.Join(dir, "lake")
+	writeUniformLake(b, lake, 10_000, 150)
+	root := filepath.Join(dir, "root")
+	ds := filepath.Join(root, "B")
+	for i := 0; i < 2; i++ { // vintages 1 and 2, same rows
+		if _, err := sortwrite.Build(context.Background(), sortwrite.Options{Input: lake, Out: ds, Parallel: runtime.GOMAXPROCS(0)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := startServer(b, Config{Root: root})
+	svc := srv.Service()
+	c := dial(b, srv)
+	ids := uniformIDs(10_000)
+	ctx := context.Background()
+	for i := 0; i < 200; i++ {
+		doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i]+`"]}`))
+	}
+	mds, err := manifest.OpenDataset(ds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	flip := func(to uint64) {
+		w, err := mds.LockForWrite()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		_, err = w.Rollback(to, "bench", "flip")
+		w.Close()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		if r, err := svc.Reload("B"); err != nil || r[0].Result != ReloadSwapped {
+			b.Errorf("reload: %+v %v", r, err)
+		}
+	}
+	for _, mode := range []string{"steady", "flipping"} {
+		b.Run(mode, func(b *testing.B) {
+			var swaps atomic.Int64
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			if mode == "flipping" {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					t := time.NewTicker(100 * time.Millisecond)
+					defer t.Stop()
+					for {
+						select {
+						case <-done:
+							return
+						case <-t.C:
+						}
+						to := uint64(1)
+						if svc.datasets["B"].cur.Load().ID() == 1 {
+							to = 2
+						}
+						flip(to)
+						swaps.Add(1)
+					}
+				}()
+			}
+			lat := make([]time.Duration, 0, 1<<16)
+			i := 0
+			for b.Loop() {
+				t0 := time.Now()
+				n, err := doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i%len(ids)]+`"]}`))
+				lat = append(lat, time.Since(t0))
+				if err != nil || n != 150 {
+					b.Fatalf("%d rows, %v", n, err)
+				}
+				i++
+			}
+			close(done)
+			wg.Wait()
+			percentiles(b, lat)
+			if mode == "flipping" {
+				b.ReportMetric(float64(swaps.Load()), "flips")
+			}
+		})
+	}
 }

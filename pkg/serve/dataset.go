@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
@@ -20,20 +22,69 @@ import (
 //	v := d.acquire()   // load the pointer, take a reference on its snapshot
 //	defer v.Release()
 //
-// and never touches a snapshot it holds no reference on. A reload (next
-// issue) is: open the new snapshot, validate it, d.swap(new); swap publishes
-// the new view and drops the dataset's reference on the old one, whose files
-// are unmapped when its last in-flight reader releases it.
+// and never touches a snapshot it holds no reference on. A reload opens the
+// snapshot CURRENT names, validates it completely (checksums of every file,
+// structure, schema the server can stream) while the old one keeps being
+// served, then swaps the pointer: the dataset's reference on the old
+// snapshot is dropped and its files are unmapped when its last in-flight
+// reader releases it (pebble's readState pattern). Readers never wait for
+// a reload: acquire takes no lock.
 type dataset struct {
 	name string
 	dir  string
+	ds   *manifest.Dataset
 
 	cur    atomic.Pointer[view]
-	swapMu sync.Mutex // serialises swaps (acquire never takes it)
+	swapMu sync.Mutex // serialises swaps and reloads (acquire never takes it)
+	closed bool       // under swapMu: no reload may publish after close
 
 	// onSwap, if set, is told about each published view (metrics).
 	onSwap func(*view)
+	// onReload, if set, is told about each reload attempt that opened
+	// something or failed (metrics): ok false is a failure.
+	onReload func(ok bool, dur time.Duration)
+
+	draining atomic.Int64 // replaced snapshots whose readers have not all released them
+
+	stMu sync.Mutex // guards st; never held across I/O
+	st   reloadState
 }
+
+// reloadState is what status reports about a dataset's reloads.
+type reloadState struct {
+	reloads, failures int64
+	lastReload        time.Time // last successful swap (zero: none since start-up)
+	lastCheck         time.Time // last time CURRENT was read
+	lastError         string    // the last attempt's error; "" once one succeeds or CURRENT names the live snapshot again
+	lastErrorAt       time.Time
+	currentID         uint64 // what CURRENT named at the last check
+	failedID          uint64 // the id whose open failed last (0: none)
+	retryAt           time.Time
+}
+
+// Reload outcomes.
+const (
+	ReloadUnchanged = "unchanged" // CURRENT names the live snapshot
+	ReloadSwapped   = "reloaded"  // a new snapshot is now served
+	ReloadFailed    = "failed"    // the old snapshot is still served
+	ReloadSkipped   = "skipped"   // a poll did not retry a failed id yet
+)
+
+// ReloadResult is one dataset's answer to a reload.
+type ReloadResult struct {
+	Dataset    string  `json:"dataset"`
+	Result     string  `json:"result"`
+	SnapshotID uint64  `json:"snapshot_id"`           // served after the reload
+	PreviousID uint64  `json:"previous_id,omitempty"` // served before, when it changed
+	CurrentID  uint64  `json:"current_id"`            // what CURRENT names (0: unreadable)
+	Error      string  `json:"error,omitempty"`
+	OpenMS     float64 `json:"open_ms,omitempty"`
+}
+
+// failedRetry is how long a poll waits before it retries opening an id
+// that failed, when CURRENT still names it (an explicit reload always
+// retries). A broken snapshot is not re-checksummed every poll.
+const failedRetry = 30 * time.Second
 
 // acquire returns the live view with a reference taken on its snapshot; the
 // caller must Release it. It returns nil only if the dataset was closed.
@@ -56,31 +107,152 @@ func (d *dataset) acquire() *view {
 // (opener's) reference on s when it succeeds; the previous snapshot loses
 // the dataset's reference and is unmapped once its in-flight readers are
 // done. If s cannot be served (its schema has a column the server cannot
-// stream), swap returns an error, keeps serving the old snapshot and leaves
-// s to the caller.
-func (d *dataset) swap(s *snapshot.Snapshot) error {
+// stream) or the dataset is closed, swap returns an error, keeps serving the
+// old snapshot and leaves s to the caller.
+func (d *dataset) swap(s *snapshot.Snapshot) (old *view, err error) {
 	v, err := newView(d.name, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	v.drained = d.drainedHook
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
+	return d.swapLocked(v)
+}
+
+func (d *dataset) swapLocked(v *view) (*view, error) {
+	if d.closed {
+		return nil, fmt.Errorf("dataset %s is closed", d.name)
+	}
 	old := d.cur.Swap(v)
 	if d.onSwap != nil {
 		d.onSwap(v)
 	}
 	if old != nil {
+		d.draining.Add(1)
 		old.Release()
 	}
-	return nil
+	return old, nil
+}
+
+// drainedHook runs once per view, when its snapshot's files are unmapped.
+func (d *dataset) drainedHook(v *view) {
+	if d.cur.Load() != v { // the live view is never "draining"
+		d.draining.Add(-1)
+	}
+}
+
+// reload serves the snapshot CURRENT names if it is not the live one: open
+// it with every file checksummed, build its view, swap. Any failure leaves
+// the live snapshot in place and is recorded (status, metrics, log). force
+// (an explicit reload action) retries an id that failed before; a poll
+// waits failedRetry first.
+func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
+	d.swapMu.Lock()
+	defer d.swapMu.Unlock()
+	now := time.Now()
+	live := d.cur.Load()
+	res := ReloadResult{Dataset: d.name}
+	if live != nil {
+		res.SnapshotID = live.ID()
+	}
+	if d.closed || live == nil {
+		res.Result, res.Error = ReloadFailed, "dataset is closed"
+		return res
+	}
+	id, err := d.ds.CurrentID()
+	d.stMu.Lock()
+	d.st.lastCheck = now
+	d.st.currentID = id
+	skip := err == nil && id != live.ID() && !force && id == d.st.failedID && now.Before(d.st.retryAt)
+	if err == nil && id == live.ID() {
+		d.st.lastError, d.st.failedID = "", 0 // back on the live snapshot (a rollback)
+	}
+	d.stMu.Unlock()
+	res.CurrentID = id
+	switch {
+	case err != nil:
+		return d.failed(res, id, fmt.Errorf("read CURRENT: %w", err), 0, log)
+	case id == live.ID():
+		res.Result = ReloadUnchanged
+		return res
+	case skip:
+		res.Result = ReloadSkipped
+		d.stMu.Lock()
+		res.Error = d.st.lastError
+		d.stMu.Unlock()
+		return res
+	}
+	t0 := time.Now()
+	s, err := snapshot.OpenID(d.dir, id, snapshot.Options{VerifyData: true})
+	if err == nil && s.Manifest.Dataset != d.name {
+		err = fmt.Errorf("manifest %d names dataset %q", id, s.Manifest.Dataset)
+	}
+	var v *view
+	if err == nil {
+		if v, err = newView(d.name, s); err == nil {
+			v.drained = d.drainedHook
+		}
+	}
+	if err != nil {
+		if s != nil {
+			s.Close()
+		}
+		return d.failed(res, id, err, time.Since(t0), log)
+	}
+	if _, err := d.swapLocked(v); err != nil {
+		s.Close()
+		return d.failed(res, id, err, time.Since(t0), log)
+	}
+	dur := time.Since(t0)
+	d.stMu.Lock()
+	d.st.reloads++
+	d.st.lastReload = time.Now()
+	d.st.lastError, d.st.failedID = "", 0
+	d.stMu.Unlock()
+	if d.onReload != nil {
+		d.onReload(true, dur)
+	}
+	res.Result, res.PreviousID, res.SnapshotID = ReloadSwapped, live.ID(), id
+	res.OpenMS = float64(dur.Microseconds()) / 1000
+	log.Info("dataset reloaded", "dataset", d.name, "snapshot_id", id, "previous_id", live.ID(),
+		"rows", s.Manifest.Stats.Rows, "series", s.Manifest.Stats.Series, "mapped_bytes", s.MappedBytes(), "open_ms", res.OpenMS)
+	return res
+}
+
+func (d *dataset) failed(res ReloadResult, id uint64, err error, dur time.Duration, log *slog.Logger) ReloadResult {
+	now := time.Now()
+	d.stMu.Lock()
+	d.st.failures++
+	d.st.lastError = err.Error()
+	d.st.lastErrorAt = now
+	d.st.failedID = id
+	d.st.retryAt = now.Add(failedRetry)
+	d.stMu.Unlock()
+	if d.onReload != nil {
+		d.onReload(false, dur)
+	}
+	res.Result, res.Error = ReloadFailed, err.Error()
+	log.Error("reload failed; still serving the previous snapshot", "dataset", d.name,
+		"serving", res.SnapshotID, "current_id", id, "error", err.Error())
+	return res
+}
+
+// reloadStatus copies the reload state.
+func (d *dataset) reloadStatus() reloadState {
+	d.stMu.Lock()
+	defer d.stMu.Unlock()
+	return d.st
 }
 
 // close drops the dataset's reference on its live snapshot; readers still
-// holding one finish first.
+// holding one finish first. No reload publishes after it.
 func (d *dataset) close() {
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
+	d.closed = true
 	if old := d.cur.Swap(nil); old != nil {
+		d.draining.Add(1)
 		old.Release()
 	}
 }
@@ -92,6 +264,9 @@ type view struct {
 	*snapshot.Snapshot
 	dataset string
 	opened  time.Time
+
+	drained  func(*view) // called once, when the snapshot's files are unmapped
+	doneOnce sync.Once
 
 	ids      *array.String // index series_id column
 	valueCol arrow.Field
@@ -144,6 +319,11 @@ func newView(name string, s *snapshot.Snapshot) (*view, error) {
 		if d, ok := vt.(*arrow.DictionaryType); ok {
 			vt = d.ValueType
 		}
+		if d, ok := cols[i].(*array.Dictionary); ok {
+			// arrow-go builds a dictionary array's Dictionary() lazily, with
+			// no lock: build it here, before concurrent requests read it.
+			d.Dictionary()
+		}
 		if _, clash := v.byName[f.Name]; clash || f.Name == datafile.ColPeriod || f.Name == sidecar.ColSeriesID {
 			return nil, fmt.Errorf("dataset %s: attribute %q has the name of a data column", name, f.Name)
 		}
@@ -167,6 +347,17 @@ func newView(name string, s *snapshot.Snapshot) (*view, error) {
 		v.values = append(v.values, b.Column(2))
 	}
 	return v, nil
+}
+
+// Release drops a reference on the view's snapshot; the last one unmaps
+// its files. A snapshot's count never rises again once it reached zero, so
+// seeing zero after our own Release means the files are gone (the Once
+// absorbs several releasers seeing it).
+func (v *view) Release() {
+	v.Snapshot.Release()
+	if v.Refs() == 0 && v.drained != nil {
+		v.doneOnce.Do(func() { v.drained(v) })
+	}
 }
 
 // widthOf is the fixed byte width of a type, or vari for the offset-based

@@ -33,6 +33,11 @@ type Metrics struct {
 	dsSeries    *prometheus.GaugeVec
 	authFailed  prometheus.Counter
 	startedUnix prometheus.Gauge
+
+	reloads        *prometheus.CounterVec
+	reloadFailures *prometheus.CounterVec
+	reloadDuration *prometheus.HistogramVec
+	lastReload     *prometheus.GaugeVec
 }
 
 // NewMetrics registers the servingsnap metrics plus the Go and process
@@ -76,9 +81,24 @@ func NewMetrics() *Metrics {
 		startedUnix: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "servingsnap_start_time_seconds", Help: "Unix time the server started.",
 		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "servingsnap_reloads_total", Help: "Reloads that opened a new snapshot, by dataset and result (ok: swapped in; error: not served, the previous snapshot stays).",
+		}, []string{"dataset", "result"}),
+		reloadFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "servingsnap_reload_failures_total", Help: "Reloads whose new snapshot failed to open or validate, by dataset (= servingsnap_reloads_total{result=\"error\"}).",
+		}, []string{"dataset"}),
+		reloadDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "servingsnap_reload_duration_seconds",
+			Help:    "Time to open and validate (checksum every file of) a new snapshot, by dataset.",
+			Buckets: []float64{1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"dataset"}),
+		lastReload: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "servingsnap_last_reload_timestamp_seconds", Help: "Unix time of the last successful reload (swap), by dataset; 0 if none since start-up.",
+		}, []string{"dataset"}),
 	}
 	r.MustRegister(m.requests, m.latency, m.inflight, m.rows, m.bytes, m.snapshotID, m.mapped,
 		m.dsRows, m.dsSeries, m.authFailed, m.startedUnix,
+		m.reloads, m.reloadFailures, m.reloadDuration, m.lastReload,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.startedUnix.SetToCurrentTime()
 	return m
@@ -89,6 +109,45 @@ func (m *Metrics) snapshotServed(v *view) {
 	m.mapped.WithLabelValues(v.dataset).Set(float64(v.MappedBytes()))
 	m.dsRows.WithLabelValues(v.dataset).Set(float64(v.Manifest.Stats.Rows))
 	m.dsSeries.WithLabelValues(v.dataset).Set(float64(v.Manifest.Stats.Series))
+}
+
+// initReload makes the reload series of a dataset exist at zero, so a
+// rate() or an alert on them works before the first reload, and adds the
+// gauges read from the dataset's state at scrape time.
+func (m *Metrics) initReload(d *dataset) {
+	m.reloads.WithLabelValues(d.name, "ok")
+	m.reloads.WithLabelValues(d.name, "error")
+	m.reloadFailures.WithLabelValues(d.name)
+	m.lastReload.WithLabelValues(d.name).Set(0)
+	labels := prometheus.Labels{"dataset": d.name}
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "servingsnap_reload_failing", ConstLabels: labels,
+			Help: "1 while the snapshot CURRENT names is not served because its reload failed, by dataset.",
+		}, func() float64 {
+			if d.reloadStatus().lastError != "" {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "servingsnap_draining_snapshots", ConstLabels: labels,
+			Help: "Replaced snapshots still mapped because in-flight readers hold them, by dataset.",
+		}, func() float64 { return float64(d.draining.Load()) }),
+	)
+}
+
+func (m *Metrics) reloaded(dataset string, ok bool, dur time.Duration) {
+	if ok {
+		m.reloads.WithLabelValues(dataset, "ok").Inc()
+		m.lastReload.WithLabelValues(dataset).SetToCurrentTime()
+	} else {
+		m.reloads.WithLabelValues(dataset, "error").Inc()
+		m.reloadFailures.WithLabelValues(dataset).Inc()
+	}
+	if dur > 0 {
+		m.reloadDuration.WithLabelValues(dataset).Observe(dur.Seconds())
+	}
 }
 
 func (m *Metrics) sent(dataset string, rows, bytes int64) {

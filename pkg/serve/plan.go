@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
@@ -72,12 +74,23 @@ type plan struct {
 	pieces []piece
 	rows   int64
 	one    [1]piece // pieces' storage for a single series
+
+	// fromIndex: a latest query without a period range whose only data
+	// column is the value. Its rows are the index's latest_period and
+	// latest_value of the series that have one (codes, and their positions
+	// in the selection, ks); the data file is not touched.
+	fromIndex bool
+	codes     []int32
+	ks        []int32
 }
 
 // newPlan resolves q. Limits apply here so GetFlightInfo and DoGet refuse
 // the same queries.
 func newPlan(v *view, q *Query, lim Limits) (*plan, error) {
 	p := &plan{v: v, q: q}
+	if q.Snapshot != 0 && q.Snapshot != v.ID() {
+		return nil, errf(codes.FailedPrecondition, "dataset %q is serving snapshot %d, the ticket asks for snapshot %d", v.dataset, v.ID(), q.Snapshot)
+	}
 	cols, err := v.selectColumns(q)
 	if err != nil {
 		return nil, err
@@ -223,7 +236,10 @@ func notFoundSeries(v *view, missing []string, asked int) error {
 }
 
 // selectCategory scans the category attribute: one pass over a column of
-// one small integer (dictionary) or string per series.
+// one small integer (dictionary) or string per series. A series matches
+// when its category is cat or lies below it at a '/' boundary ("Petroleum"
+// matches "Petroleum/Prices/Spot", not "PetroleumCoke"), as snapinspect's
+// latest --category does.
 func (v *view) selectCategory(cat string) (selection, error) {
 	if v.category < 0 {
 		return selection{}, invalid("dataset %q has no \"category\" attribute; select by \"series\" or \"prefix\"", v.dataset)
@@ -236,23 +252,22 @@ func (v *view) selectCategory(cat string) (selection, error) {
 		if !ok {
 			return selection{}, invalid("dataset %q: the category attribute is not a string column", v.dataset)
 		}
-		want := -1
+		hit := make([]bool, dict.Len())
+		any := false
 		for i := 0; i < dict.Len(); i++ {
-			if dict.IsValid(i) && dict.Value(i) == cat {
-				want = i
-				break
-			}
+			hit[i] = dict.IsValid(i) && inspect.MatchCategory(dict.Value(i), cat)
+			any = any || hit[i]
 		}
-		if want >= 0 {
+		if any {
 			for i := 0; i < a.Len(); i++ {
-				if a.IsValid(i) && a.GetValueIndex(i) == want {
+				if a.IsValid(i) && hit[a.GetValueIndex(i)] {
 					list = append(list, int32(i))
 				}
 			}
 		}
 	case *array.String:
 		for i := 0; i < a.Len(); i++ {
-			if a.IsValid(i) && a.Value(i) == cat {
+			if a.IsValid(i) && inspect.MatchCategory(a.Value(i), cat) {
 				list = append(list, int32(i))
 			}
 		}
@@ -261,6 +276,10 @@ func (v *view) selectCategory(cat string) (selection, error) {
 	}
 	if len(list) == 0 {
 		return selection{}, errf(codes.NotFound, "category %q not found in dataset %q (snapshot %d)%s", truncate(cat, 128), v.dataset, v.ID(), v.categoryHint())
+	}
+	if n := len(list); int(list[n-1]-list[0]) == n-1 {
+		// consecutive codes: a range, whose dictionaries are slices
+		return selection{lo: int(list[0]), hi: int(list[0]) + n}, nil
 	}
 	return selection{list: list}, nil
 }
@@ -297,6 +316,19 @@ func (p *plan) locate() error {
 	}
 	from, to := p.q.From, p.q.To
 	x := p.v.Index()
+	if p.q.Latest && from == math.MinInt32 && to == math.MaxInt32 && p.onlyValue() {
+		p.fromIndex = true
+		p.pieces = nil
+		for k := 0; k < n; k++ {
+			code := p.sel.code(k)
+			if _, ok := x.Latest(code); ok {
+				p.codes = append(p.codes, int32(code))
+				p.ks = append(p.ks, int32(k))
+			}
+		}
+		p.rows = int64(len(p.codes))
+		return nil
+	}
 	for k := 0; k < n; k++ {
 		code := p.sel.code(k)
 		e := x.Entry(code)
@@ -313,6 +345,17 @@ func (p *plan) locate() error {
 		}
 	}
 	return nil
+}
+
+// onlyValue reports whether the value is the only data column of the
+// output (attributes aside): what the index's latest columns can answer.
+func (p *plan) onlyValue() bool {
+	for _, c := range p.cols {
+		if !c.attr && c.pos != 2 {
+			return false
+		}
+	}
+	return true
 }
 
 // rangeOf is the rows of series e with period in [from, to], as a range of

@@ -29,8 +29,11 @@ type Config struct {
 	Tokens          *Tokens // nil: no authentication
 	TLSCert, TLSKey string  // both or neither
 
-	Limits          Limits
-	VerifyData      bool
+	Limits     Limits
+	VerifyData bool // checksum every data file at start-up (reloads always do)
+	// ReloadInterval is how often each dataset's CURRENT is checked for a
+	// new snapshot; 0 disables polling (the reload action still works).
+	ReloadInterval  time.Duration
 	ShutdownTimeout time.Duration // how long in-flight streams may run after a stop signal
 
 	Logger  *slog.Logger
@@ -74,7 +77,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	m := NewMetrics()
-	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version})
+	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval})
 	if err != nil {
 		return nil, err
 	}

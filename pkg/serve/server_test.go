@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -90,7 +91,7 @@ func expected(t *testing.T, dir string, q map[string]any) []expRow {
 				continue
 			}
 		case q["category"] != nil:
-			if attrVal("category", code) != q["category"] {
+			if c, _ := attrVal("category", code).(string); !inspect.MatchCategory(c, q["category"].(string)) {
 				continue
 			}
 		}
@@ -184,6 +185,10 @@ func TestDoGetMatchesSnapshot(t *testing.T) {
 		{"mix latest", mix, map[string]any{"prefix": "", "latest": true, "attributes": true}, []string{"note", "units"}},
 		{"mix latest in range", mix, map[string]any{"prefix": "B.", "latest": true, "start": "2018-03", "end": "2018-09"}, []string{"note"}},
 		{"mix category", mix, map[string]any{"category": "Gas", "start": "2018-02"}, []string{"note"}},
+		{"mix latest from the index", mix, map[string]any{"prefix": "", "latest": true, "columns": []string{"value"}, "attributes": true}, []string{"units", "category"}},
+		{"mix latest from the index, listed", mix, map[string]any{"series": []string{"A.ONE", "B.NULLTAIL", "C.LONG", "B.ALLNULL"}, "latest": true, "columns": []string{"value"}}, nil},
+		{"category and below", syn, map[string]any{"category": "Coal", "attributes": true}, []string{"category"}},
+		{"category and below, trailing slash", syn, map[string]any{"category": "Coal/", "latest": true}, nil},
 		{"mix prefix no match", mix, map[string]any{"prefix": "ZZZ"}, nil},
 		{"mix range empty", mix, map[string]any{"series": []string{"A.TWO"}, "start": "2030"}, nil},
 	}
@@ -393,7 +398,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("GetFlightInfo(%v): %v", d.Path, err)
 		}
 	}
-	res, _ := c.DoAction(ctx, &flight.Action{Type: "reload"})
+	res, _ := c.DoAction(ctx, &flight.Action{Type: "no-such-action"})
 	if _, err := res.Recv(); status.Code(err) != codes.Unimplemented {
 		t.Errorf("unknown action: %v", err)
 	}
@@ -601,7 +606,7 @@ func TestSwapUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		olds = append(olds, d.cur.Load().Snapshot)
-		if err := d.swap(s); err != nil {
+		if _, err := d.swap(s); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -60,6 +61,12 @@ type Service struct {
 	// stopping is closed when in-flight streams must end now (the
 	// graceful-shutdown deadline passed).
 	stopping chan struct{}
+
+	reloadInterval time.Duration
+	pollStop       chan struct{} // closed by Close: the poller ends
+	pollDone       chan struct{} // closed when the poller has ended
+	polling        bool          // the poller was started
+	closeOnce      sync.Once
 }
 
 // Options configure Open.
@@ -69,6 +76,10 @@ type Options struct {
 	Logger     *slog.Logger
 	Metrics    *Metrics // nil: none
 	Version    string
+	// ReloadInterval is how often each dataset's CURRENT is read; a new id
+	// is opened, validated and swapped in (see dataset.reload). 0: never
+	// (only the reload action reloads).
+	ReloadInterval time.Duration
 }
 
 // Open discovers the datasets under root (each a directory with a valid
@@ -91,7 +102,8 @@ func Open(root string, opt Options) (*Service, error) {
 	s := &Service{
 		root: root, datasets: map[string]*dataset{}, limits: opt.Limits, log: opt.Logger,
 		metrics: opt.Metrics, mem: memory.DefaultAllocator, started: time.Now(), version: opt.Version,
-		stopping: make(chan struct{}),
+		stopping: make(chan struct{}), reloadInterval: opt.ReloadInterval,
+		pollStop: make(chan struct{}), pollDone: make(chan struct{}),
 	}
 	ents, err := os.ReadDir(root)
 	if err != nil {
@@ -116,11 +128,21 @@ func Open(root string, opt Options) (*Service, error) {
 			s.Close()
 			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
 		}
-		d := &dataset{name: name, dir: dir}
-		if s.metrics != nil {
-			d.onSwap = s.metrics.snapshotServed
+		mds, err := manifest.OpenDataset(dir)
+		if err != nil {
+			snap.Close()
+			s.Close()
+			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
 		}
-		if err := d.swap(snap); err != nil {
+		d := &dataset{name: name, dir: dir, ds: mds}
+		d.st.currentID = snap.ID()
+		d.st.lastCheck = time.Now()
+		if m := s.metrics; m != nil {
+			d.onSwap = m.snapshotServed
+			d.onReload = func(ok bool, dur time.Duration) { m.reloaded(name, ok, dur) }
+			m.initReload(d)
+		}
+		if _, err := d.swap(snap); err != nil {
 			snap.Close()
 			s.Close()
 			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
@@ -132,12 +154,67 @@ func Open(root string, opt Options) (*Service, error) {
 			"series", m.Stats.Series, "mapped_bytes", snap.MappedBytes(), "open_ms", float64(time.Since(t0).Microseconds())/1000)
 	}
 	sort.Strings(s.names)
+	if s.reloadInterval > 0 {
+		s.polling = true
+		go s.poll()
+	}
 	return s, nil
 }
 
-// Close drops the service's references on every snapshot. Streams still
-// running keep theirs until they end.
+// poll reads every dataset's CURRENT each interval and reloads the ones
+// that changed. Reading a 22-byte file per dataset is cheaper and more
+// robust than a file watch (CURRENT is replaced by rename, so a watch
+// would have to be on the directory, and network file systems deliver no
+// events at all).
+func (s *Service) poll() {
+	defer close(s.pollDone)
+	t := time.NewTicker(s.reloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.pollStop:
+			return
+		case <-t.C:
+		}
+		for _, name := range s.names {
+			select {
+			case <-s.pollStop:
+				return
+			default:
+			}
+			s.datasets[name].reload(false, s.log)
+		}
+	}
+}
+
+// Reload checks the CURRENT of one dataset (name) or of all (name ""), and
+// serves each new snapshot once it is open and validated. Failures leave
+// the previous snapshot served; they are in the results, the log, status
+// and the metrics. An unknown dataset is a NotFound error.
+func (s *Service) Reload(name string) ([]ReloadResult, error) {
+	names := s.names
+	if name != "" {
+		if _, err := s.lookup(name); err != nil {
+			return nil, err
+		}
+		names = []string{name}
+	}
+	out := make([]ReloadResult, 0, len(names))
+	for _, n := range names {
+		out = append(out, s.datasets[n].reload(true, s.log))
+	}
+	return out, nil
+}
+
+// Close stops reloading and drops the service's references on every
+// snapshot. Streams still running keep theirs until they end.
 func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		close(s.pollStop)
+		if s.polling {
+			<-s.pollDone
+		}
+	})
 	for _, d := range s.datasets {
 		d.close()
 	}
@@ -364,15 +441,28 @@ type DatasetStatus struct {
 	Created     string `json:"created"`
 	OpenedAt    string `json:"opened_at"`
 	Readers     int64  `json:"readers"` // in-flight references besides the server's own
+
+	// Reloads (docs/FLIGHT.md "Reload").
+	CurrentID      uint64 `json:"current_id"`      // what CURRENT named at the last check (differs from snapshot_id while a reload fails)
+	Reloads        int64  `json:"reloads"`         // snapshots swapped in since start-up
+	ReloadFailures int64  `json:"reload_failures"` // reload attempts that failed since start-up
+	LastReload     string `json:"last_reload"`     // time of the last swap, "" if none
+	LastCheck      string `json:"last_check"`      // time CURRENT was last read
+	LastError      string `json:"last_error"`      // the last failed attempt's error; "" once a reload succeeds or CURRENT names the served snapshot again
+	LastErrorAt    string `json:"last_error_at"`   // when it failed, "" if never
+	Draining       int64  `json:"draining"`        // replaced snapshots still mapped because readers hold them
 }
 
 // Status is the answer of the status action.
 type Status struct {
-	Version       string          `json:"version"`
-	Started       string          `json:"started"`
-	UptimeSeconds float64         `json:"uptime_seconds"`
-	MappedBytes   int64           `json:"mapped_bytes"`
-	Datasets      []DatasetStatus `json:"datasets"`
+	Version       string  `json:"version"`
+	Started       string  `json:"started"`
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	MappedBytes   int64   `json:"mapped_bytes"`
+	// ReloadIntervalSeconds is how often CURRENT is polled; 0: only the
+	// reload action reloads.
+	ReloadIntervalSeconds float64         `json:"reload_interval_seconds"`
+	Datasets              []DatasetStatus `json:"datasets"`
 }
 
 // Status reports the served snapshots.
@@ -380,17 +470,29 @@ func (s *Service) Status() Status {
 	st := Status{
 		Version: s.version, Started: s.started.UTC().Format(time.RFC3339Nano),
 		UptimeSeconds: time.Since(s.started).Seconds(), Datasets: []DatasetStatus{},
+		ReloadIntervalSeconds: s.reloadInterval.Seconds(),
+	}
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
 	}
 	for _, name := range s.names {
-		v := s.datasets[name].acquire()
+		d := s.datasets[name]
+		v := d.acquire()
 		if v == nil {
 			continue
 		}
 		m := v.Manifest
+		rs := d.reloadStatus()
 		st.Datasets = append(st.Datasets, DatasetStatus{
 			Name: name, SnapshotID: v.ID(), ParentID: m.ParentID, Rows: m.Stats.Rows, Series: m.Stats.Series,
 			FirstPeriod: m.Stats.FirstPeriod, LastPeriod: m.Stats.LastPeriod, MappedBytes: v.MappedBytes(),
 			Created: m.Created, OpenedAt: v.opened.UTC().Format(time.RFC3339Nano), Readers: v.Refs() - 2,
+			CurrentID: rs.currentID, Reloads: rs.reloads, ReloadFailures: rs.failures,
+			LastReload: ts(rs.lastReload), LastCheck: ts(rs.lastCheck), LastError: rs.lastError,
+			LastErrorAt: ts(rs.lastErrorAt), Draining: d.draining.Load(),
 		})
 		st.MappedBytes += v.MappedBytes()
 		v.Release()
@@ -399,7 +501,8 @@ func (s *Service) Status() Status {
 }
 
 var actions = []*flight.ActionType{
-	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, uptime"},
+	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, uptime, reload state"},
+	{Type: "reload", Description: "body: a dataset name, or empty for all; serve what CURRENT names once it is open and validated. JSON: per dataset the result (reloaded, unchanged) and snapshot ids; FailedPrecondition if a new snapshot failed (the old one stays served)"},
 }
 
 // ListActions lists the actions DoAction runs.
@@ -412,10 +515,30 @@ func (s *Service) ListActions(_ *flight.Empty, stream flight.FlightService_ListA
 	return nil
 }
 
-// DoAction runs an action: "status" (JSON). Unknown actions are
-// Unimplemented.
+// DoAction runs an action: "status" (JSON) or "reload" (JSON). Unknown
+// actions are Unimplemented.
 func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
 	switch a.GetType() {
+	case "reload":
+		name := strings.TrimSpace(string(a.GetBody()))
+		res, err := s.Reload(name)
+		if err != nil {
+			return toStatus(err)
+		}
+		var failed []string
+		for _, r := range res {
+			if r.Result == ReloadFailed {
+				failed = append(failed, fmt.Sprintf("dataset %q: snapshot %d not served (still serving %d): %s", r.Dataset, r.CurrentID, r.SnapshotID, r.Error))
+			}
+		}
+		if len(failed) > 0 {
+			return status.Error(codes.FailedPrecondition, truncate("reload failed: "+strings.Join(failed, "; "), 4096))
+		}
+		b, err := json.Marshal(map[string]any{"datasets": res})
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return stream.Send(&flight.Result{Body: b})
 	case "status":
 		b, err := json.Marshal(s.Status())
 		if err != nil {

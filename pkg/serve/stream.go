@@ -6,7 +6,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // Batching rules of a response (see docs/FLIGHT.md "Streaming"):
@@ -98,6 +101,9 @@ func (e *emitter) release() {
 
 // run streams every piece. stop is polled between batches.
 func (e *emitter) run(stop func() error) error {
+	if e.p.fromIndex {
+		return e.runIndex(stop)
+	}
 	for _, pc := range e.p.pieces {
 		for lo := pc.lo; lo < pc.hi; {
 			hi := e.splitEnd(pc.b, lo, pc.hi)
@@ -353,4 +359,108 @@ func offsetSpan(a arrow.Array, lo, hi int) (int64, bool) {
 		return o[hi] - o[lo], true
 	}
 	return 0, false
+}
+
+// runIndex streams a latest query from the index alone: per batch of up to
+// the budget, the selected series' latest_period and latest_value, sliced
+// when their codes are consecutive and gathered otherwise.
+func (e *emitter) runIndex(stop func() error) error {
+	p := e.p
+	per := int(e.budget / e.rowBytes)
+	if per < 1 {
+		per = 1
+	}
+	x := p.v.Index()
+	lv := x.LatestValues()
+	for i := 0; i < len(p.codes); i += per {
+		j := min(i+per, len(p.codes))
+		if err := stop(); err != nil {
+			return err
+		}
+		rec, err := e.indexRecord(x, lv, p.codes[i:j], p.ks[i:j])
+		if err != nil {
+			return err
+		}
+		err = e.write(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		e.rows += int64(j - i)
+		e.batches++
+	}
+	return nil
+}
+
+func (e *emitter) indexRecord(x *sidecar.Index, lv arrow.Array, codes, ks []int32) (arrow.RecordBatch, error) {
+	n := len(codes)
+	e.growDictionaries(int(ks[n-1]) + 1)
+	buf := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(ks))
+	idxData := array.NewData(arrow.PrimitiveTypes.Int32, n, []*memory.Buffer{nil, buf}, nil, 0, 0)
+	indices := array.MakeFromData(idxData)
+	idxData.Release()
+	defer indices.Release()
+
+	contiguous := int(codes[n-1]-codes[0]) == n-1
+	periods := make([]arrow.Date32, n)
+	for i, c := range codes {
+		lp, _ := x.Latest(int(c))
+		periods[i] = arrow.Date32(lp)
+	}
+	pbuf := memory.NewBufferBytes(arrow.Date32Traits.CastToBytes(periods))
+	pData := array.NewData(arrow.FixedWidthTypes.Date32, n, []*memory.Buffer{nil, pbuf}, nil, 0, 0)
+	pcol := array.MakeFromData(pData)
+	pData.Release()
+
+	cols := make([]arrow.Array, 0, 2+len(e.p.cols))
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	cols = append(cols, array.NewDictionaryArray(seriesIDType, indices, e.curIDs), pcol)
+	ai := 0
+	for _, c := range e.p.cols {
+		if c.attr {
+			cols = append(cols, array.NewDictionaryArray(c.field.Type, indices, e.curAttrs[ai]))
+			ai++
+			continue
+		}
+		a, err := gather(lv, codes, contiguous, e.mem)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		cols = append(cols, a)
+	}
+	return array.NewRecordBatch(e.p.schema, cols, int64(n)), nil
+}
+
+// gather returns src's elements at codes: a slice when they are
+// consecutive, a hand gather for float64 (the usual value type), Take
+// otherwise.
+func gather(src arrow.Array, codes []int32, contiguous bool, mem memory.Allocator) (arrow.Array, error) {
+	n := len(codes)
+	if contiguous {
+		return array.NewSlice(src, int64(codes[0]), int64(codes[0])+int64(n)), nil
+	}
+	if f, ok := src.(*array.Float64); ok {
+		vals := f.Float64Values()
+		out := make([]float64, n)
+		for i, c := range codes {
+			if f.IsNull(int(c)) { // not expected: a latest period has a value
+				return takeCodes(src, codes, mem)
+			}
+			out[i] = vals[c]
+		}
+		d := array.NewData(arrow.PrimitiveTypes.Float64, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float64Traits.CastToBytes(out))}, nil, 0, 0)
+		defer d.Release()
+		return array.MakeFromData(d), nil
+	}
+	return takeCodes(src, codes, mem)
+}
+
+func takeCodes(src arrow.Array, codes []int32, mem memory.Allocator) (arrow.Array, error) {
+	idx := codesArray(codes, mem)
+	defer idx.Release()
+	return compute.TakeArray(context.Background(), src, idx)
 }

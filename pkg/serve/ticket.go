@@ -28,7 +28,8 @@ import (
 //	 "start": "2019", "end": "2020-06",       optional period bounds (inclusive)
 //	 "columns": ["value"],                    optional, default: value and the other data columns
 //	 "attributes": true,                      optional: add every per-series attribute column
-//	 "latest": true}                          optional: one row per series, its last non-null value
+//	 "latest": true,                          optional: one row per series, its last non-null value
+//	 "snapshot": 42}                          optional: refuse (FailedPrecondition) unless snapshot 42 is served
 type Query struct {
 	Dataset string
 
@@ -49,6 +50,10 @@ type Query struct {
 	HasColumns bool
 	Attributes bool
 	Latest     bool
+
+	// Snapshot, if not 0, is the snapshot id the client requires; another
+	// live snapshot is FailedPrecondition.
+	Snapshot uint64
 }
 
 // Error is a request error with the gRPC code it maps to. Messages are
@@ -69,7 +74,7 @@ func invalid(format string, a ...any) *Error {
 }
 
 // ticketFields lists the accepted keys, in the order messages show them.
-var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest"}
+var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest", "snapshot"}
 
 // ParseTicket decodes a ticket (or a GetFlightInfo command). It is strict:
 // unknown or repeated keys, nulls, wrong types, trailing data, invalid UTF-8
@@ -143,6 +148,11 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 			ferr = decodeField(raw, key, "true or false", &q.Attributes)
 		case "latest":
 			ferr = decodeField(raw, key, "true or false", &q.Latest)
+		case "snapshot":
+			ferr = decodeField(raw, key, "a positive integer snapshot id", &q.Snapshot)
+			if ferr == nil && q.Snapshot == 0 {
+				ferr = invalid("field \"snapshot\" must be a positive integer snapshot id, got 0")
+			}
 		default:
 			return nil, invalid("unknown field %q (known: %s)", truncate(key, 64), strings.Join(ticketFields, ", "))
 		}

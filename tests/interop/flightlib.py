@@ -186,3 +186,27 @@ def filter_rows(rows: pa.Table, ids=None, prefix=None, start=None, end=None) -> 
     if end is not None:
         mask = pc.and_(mask, pc.less_equal(rows["period"], pa.scalar(end, pa.date32())))
     return rows.filter(mask)
+
+
+def action_json(client: fl.FlightClient, kind: str, body: bytes = b"") -> dict:
+    """Run a DoAction whose single result is a JSON object."""
+    (r,) = list(client.do_action(fl.Action(kind, body)))
+    return json.loads(r.body.to_pybytes())
+
+
+def dataset_status(client: fl.FlightClient, name: str) -> dict:
+    """The status action's entry for one dataset."""
+    (d,) = [d for d in action_json(client, "status")["datasets"] if d["name"] == name]
+    return d
+
+
+def wait_until(cond, timeout: float = 15, what: str = "condition"):
+    """Poll cond() until it returns a truthy value; return it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached in {timeout}s")
+        time.sleep(0.05)

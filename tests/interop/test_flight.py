@@ -370,7 +370,7 @@ def test_resource_exhausted(auth_server, auth_opts, served):
 
 
 def test_unknown_action(client):
-    expect_error(lambda: list(client.do_action(fl.Action("reload", b""))), "UNIMPLEMENTED", 'unknown action "reload"')
+    expect_error(lambda: list(client.do_action(fl.Action("no-such-action", b""))), "UNIMPLEMENTED", 'unknown action "no-such-action"')
 
 
 # --------------------------------------------------------------------------
@@ -420,7 +420,7 @@ def test_status_action(client, served):
         assert by[name]["rows"] == m["stats"]["rows"] and by[name]["series"] == m["stats"]["series"]
         assert by[name]["mapped_bytes"] == b.snap.file_entry("data")["size"]
     assert st["mapped_bytes"] == sum(d["mapped_bytes"] for d in st["datasets"])
-    assert [a.type for a in client.list_actions()] == ["status"]
+    assert [a.type for a in client.list_actions()] == ["status", "reload"]
 
 
 def test_metrics_and_health(server, client, served):
@@ -462,3 +462,119 @@ def test_sigterm_lets_streams_finish(snapbuild, root, served):
             list(fl.connect(s.uri).list_flights(options=fl.FlightCallOptions(timeout=2)))
     finally:
         s.kill()
+
+
+# --------------------------------------------------------------------------
+# reload (FLIGHT.md "Reload")
+
+
+def _metric(server, name: str, dataset: str, label: str = "") -> float:
+    code, text = server.get("/metrics")
+    assert code == 200
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'dataset="{dataset}"' in line and label in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name}{{dataset={dataset}}} not in /metrics")
+
+
+def test_reload_follows_current(snapbuild, gen_built, tmp_path):
+    """The poller serves a new build and a rollback by itself; answers say
+    which snapshot served them."""
+    from flightlib import dataset_status, wait_until
+
+    root = tmp_path / "root"
+    ds = root / "R"
+    snaplib.build(snapbuild, gen_built.lake, ds)  # 1
+    s = ServerProcess(snapbuild, root, "--reload-interval", "50ms")
+    try:
+        c = s.client()
+        sid = ids_of(gen_built, 1)[0]
+        assert schema_snapshot_id(do_get(c, dataset="R", series=[sid]).schema) == 1
+        snaplib.build(snapbuild, gen_built.lake, ds)  # 2, CURRENT flips
+        wait_until(lambda: dataset_status(c, "R")["snapshot_id"] == 2, what="serving 2")
+        t = do_get(c, dataset="R", series=[sid])
+        assert schema_snapshot_id(t.schema) == 2
+        st = dataset_status(c, "R")
+        assert st["reloads"] == 1 and st["reload_failures"] == 0 and st["last_reload"] and st["last_error"] == ""
+        assert st["current_id"] == 2
+        snaplib.run_ok(snapbuild, "rollback", "--to", "1", "--reason", "test", ds)
+        wait_until(lambda: dataset_status(c, "R")["snapshot_id"] == 1, what="serving 1 after rollback")
+        assert _metric(s, "servingsnap_reloads_total", "R", 'result="ok"') == 2
+        assert _metric(s, "servingsnap_reloads_total", "R", 'result="error"') == 0
+        assert _metric(s, "servingsnap_snapshot_id", "R") == 1
+    finally:
+        assert s.terminate() == 0, s.stderr
+
+
+def test_reload_action_gc_and_failure(snapbuild, gen_built, tmp_path):
+    """With polling off, DoAction reload forces the check; gc leaves alone
+    the snapshot the server still serves; a damaged snapshot is not served."""
+    from flightlib import action_json, dataset_status
+
+    root = tmp_path / "root"
+    ds = root / "R"
+    snaplib.build(snapbuild, gen_built.lake, ds)  # 1
+    snaplib.build(snapbuild, gen_built.lake, ds)  # 2
+    s = ServerProcess(snapbuild, root, "--reload-interval", "0")
+    try:
+        c = s.client()
+        assert action_json(c, "status")["reload_interval_seconds"] == 0
+        assert "reload" in {a.type for a in c.list_actions()}
+        snaplib.run_ok(snapbuild, "rollback", "--to", "1", "--reason", "test", ds)
+        assert dataset_status(c, "R")["snapshot_id"] == 2  # no polling
+        gc = json.loads(snaplib.run_ok(snapbuild, "gc", "--keep", "0", "--json", ds).stdout)
+        assert 2 in (gc["in_use"] or []) and 2 not in (gc["removed"] or []), gc  # empty lists print as null
+        assert (ds / "snapshots" / "000002").is_dir()
+
+        out = action_json(c, "reload", b"R")
+        assert out["datasets"] == [{"dataset": "R", "result": "reloaded", "snapshot_id": 1, "previous_id": 2,
+                                    "current_id": 1, "open_ms": out["datasets"][0]["open_ms"]}]
+        assert action_json(c, "reload")["datasets"][0]["result"] == "unchanged"  # empty body: all
+        gc = json.loads(snaplib.run_ok(snapbuild, "gc", "--keep", "0", "--json", ds).stdout)
+        assert 2 in (gc["removed"] or []) and not gc["in_use"], gc
+
+        # the ticket's "snapshot" field
+        sid = ids_of(gen_built, 1)[0]
+        assert do_get(c, dataset="R", series=[sid], snapshot=1).num_rows > 0
+        with pytest.raises(pa.ArrowException) as e:
+            do_get(c, dataset="R", series=[sid], snapshot=2)
+        assert "precondition failed" in str(e.value) or "FAILED_PRECONDITION" in str(e.value), e.value
+        assert "serving snapshot 1, the ticket asks for snapshot 2" in str(e.value)
+
+        # a damaged new snapshot: not served, loud everywhere
+        snaplib.build(snapbuild, gen_built.lake, ds)  # 2 again: gc removed the newest id
+        bad = int((ds / "CURRENT").read_text().strip()[len("manifests/"):-len(".json")])
+        data = ds / "snapshots" / f"{bad:06d}" / "data.arrow"
+        data.chmod(0o644)
+        b = bytearray(data.read_bytes())
+        b[len(b) // 2] ^= 0xFF
+        data.write_bytes(bytes(b))
+        with pytest.raises(pa.ArrowException) as e:  # pyarrow: ArrowInvalid, "precondition failed"
+            action_json(c, "reload", b"R")
+        assert "precondition failed" in str(e.value) and "checksum" in str(e.value) and "still serving 1" in str(e.value)
+        st = dataset_status(c, "R")
+        assert st["snapshot_id"] == 1 and st["current_id"] == bad and st["reload_failures"] == 1
+        assert "checksum" in st["last_error"] and st["last_error_at"]
+        assert do_get(c, dataset="R", series=[sid]).num_rows > 0
+        assert _metric(s, "servingsnap_reload_failures_total", "R") == 1
+        assert _metric(s, "servingsnap_reload_failing", "R") == 1
+        assert "reload failed" in s.stderr
+        expect_error(lambda: action_json(c, "reload", b"NOPE"), "NOT_FOUND", "NOPE")
+    finally:
+        assert s.terminate() == 0, s.stderr
+
+
+def test_category_matches_below_slash(client, served):
+    """category matches itself and everything below it at a '/'."""
+    ref = reference(served["eia"]).index
+    if "category" not in ref.column_names:
+        pytest.skip("no category attribute")
+    cats = sorted({c for c in ref["category"].to_pylist() if c and "/" in c})
+    if not cats:
+        pytest.skip("no hierarchical category")
+    top = cats[0].split("/")[0]
+    want = sum(1 for c in ref["category"].to_pylist() if c and (c == top or c.startswith(top + "/")))
+    t = do_get(client, dataset="eia", category=top, latest=True, columns=["value"])
+    assert pc.count_distinct(decoded(t)["series_id"]).as_py() <= want
+    assert t.num_rows > 0
+    expect_error(lambda: do_get(client, dataset="eia", category=top[:-1], latest=True), "NOT_FOUND")
