@@ -18,6 +18,19 @@ func datasetArg(c *cli.Context) (*manifest.Dataset, error) {
 	return manifest.OpenDataset(c.Args().First())
 }
 
+// lockDataset opens the dataset argument and takes its write lock.
+func lockDataset(c *cli.Context) (*manifest.Dataset, *manifest.Writer, error) {
+	d, err := datasetArg(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := d.LockForWrite()
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, w, nil
+}
+
 func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
@@ -68,11 +81,7 @@ Example:
 			&cli.StringFlag{Name: "reason", Usage: "recorded in HISTORY"},
 		},
 		Action: func(c *cli.Context) error {
-			d, err := datasetArg(c)
-			if err != nil {
-				return err
-			}
-			w, err := d.LockForWrite()
+			d, w, err := lockDataset(c)
 			if err != nil {
 				return err
 			}
@@ -106,11 +115,7 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: func(c *cli.Context) error {
-			d, err := datasetArg(c)
-			if err != nil {
-				return err
-			}
-			w, err := d.LockForWrite()
+			d, w, err := lockDataset(c)
 			if err != nil {
 				return err
 			}

@@ -546,12 +546,9 @@ func (d *decoder) decodeFSST(nd *anode, dt *DType, n int) (*vec, error) {
 	if err != nil {
 		return nil, err
 	}
-	total := uint64(0)
-	for _, l := range lens {
-		if l < 0 {
-			return nil, corruptf("vortex.fsst negative length")
-		}
-		total += uint64(l)
+	total, err := sumLengths(lens, "vortex.fsst")
+	if err != nil {
+		return nil, err
 	}
 	// Each code byte expands to at most 8 bytes; bound the output by that too.
 	if total > math.MaxInt32 || total > 8*uint64(len(codes)) {

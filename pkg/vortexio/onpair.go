@@ -73,12 +73,9 @@ func (d *decoder) decodeOnPair(nd *anode, dt *DType, n int) (*vec, error) {
 	if err != nil {
 		return nil, err
 	}
-	total := uint64(0)
-	for _, l := range lens {
-		if l < 0 {
-			return nil, corruptf("vortex.onpair negative length")
-		}
-		total += uint64(l)
+	total, err := sumLengths(lens, "vortex.onpair")
+	if err != nil {
+		return nil, err
 	}
 	if total > math.MaxInt32 {
 		return nil, unsupportedf("string chunk larger than 2 GiB")
@@ -107,4 +104,17 @@ func (d *decoder) decodeOnPair(nd *anode, dt *DType, n int) (*vec, error) {
 	}
 	v.data = out
 	return v, nil
+}
+
+// sumLengths adds up the string lengths of a compressed string array,
+// refusing negative ones (untrusted input).
+func sumLengths(lens []int64, encoding string) (uint64, error) {
+	total := uint64(0)
+	for _, l := range lens {
+		if l < 0 {
+			return 0, corruptf("%s negative length", encoding)
+		}
+		total += uint64(l)
+	}
+	return total, nil
 }
