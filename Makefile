@@ -16,7 +16,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 
-.PHONY: all build test test-go test-interop vet demo venv fuzz bench bench-quick bench-build clean
+.PHONY: all build test test-go test-interop vet demo venv fuzz fuzz-smoke bench bench-quick bench-build clean
 
 all: build
 
@@ -51,6 +51,15 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; \
 	  done; \
 	done
+
+# A short coverage-guided run of the parsers of outside bytes (CI runs it
+# after the seed corpora): Vortex files, tickets, manifests, periods.
+SMOKE_FUZZTIME ?= 15s
+fuzz-smoke:
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/vortexio
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTicket$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/serve
+	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/verify/manifestcheck
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/period
 
 demo: build venv
 	bash examples/demo.sh
