@@ -137,6 +137,7 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 	if err := s.loadIndex(xf); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, xf.Path, err)
 	}
+	trackLeaks(s)
 	return s, nil
 }
 
