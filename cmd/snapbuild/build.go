@@ -37,7 +37,7 @@ Examples:
 			&cli.StringFlag{Name: "value-column", Value: "value", Usage: "input column holding the numeric value"},
 			&cli.StringFlag{Name: "on-duplicate", Value: "error", Usage: "what to do with two rows of one (series, period): `error` or last (keep the later input's row)"},
 			&cli.IntFlag{Name: "batch-rows", Value: datafile.DefaultBatchRows, Usage: "target rows per data record batch (cut at series boundaries)"},
-			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines (default: number of CPUs)"},
+			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines", DefaultText: "number of CPUs"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},

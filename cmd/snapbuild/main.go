@@ -8,6 +8,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 
@@ -22,6 +23,10 @@ func main() {
 		Name:    "snapbuild",
 		Usage:   "cook immutable serving snapshots from a Parquet lake",
 		Version: version,
+		// A bad flag value is a usage error: exit 2, like a missing flag.
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return cli.Exit(fmt.Sprintf("%v (see --help)", err), 2)
+		},
 		Commands: []*cli.Command{
 			genCommand(),
 			buildCommand(),
@@ -31,6 +36,11 @@ func main() {
 			gcCommand(),
 			convertCommand(),
 		},
+	}
+	for _, c := range app.Commands {
+		if c.OnUsageError == nil {
+			c.OnUsageError = app.OnUsageError
+		}
 	}
 	if err := app.Run(cliutil.NormalizeArgs(app, "", os.Args)); err != nil {
 		fmt.Fprintf(os.Stderr, "snapbuild: %v\n", err)
@@ -43,6 +53,9 @@ func main() {
 func exitCode(err error) int {
 	if ec, ok := err.(cli.ExitCoder); ok {
 		return ec.ExitCode()
+	}
+	if strings.HasPrefix(err.Error(), "Required flag") {
+		return 2 // urfave/cli's missing-flag error has no exported type
 	}
 	return 1
 }
