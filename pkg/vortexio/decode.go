@@ -226,6 +226,8 @@ func (d *decoder) decode1(nd *anode, dt *DType, n int) (*vec, error) {
 		return d.decodeOnPair(nd, dt, n)
 	case "vortex.zstd":
 		return d.decodeZstd(nd, dt, n)
+	case "vortex.pco":
+		return d.decodePco(nd, dt, n)
 	}
 	return nil, unsupportedf("array encoding %q", nd.enc)
 }

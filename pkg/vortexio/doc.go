@@ -14,10 +14,13 @@
 // varbin, varbinview, struct, ext, constant, masked, dict, chunked,
 // fastlanes.bitpacked (+patches), fastlanes.for, fastlanes.rle,
 // fastlanes.delta, zigzag, sequence, runend, sparse, alp (+patches), alprd
-// (+patches), fsst, onpair, zstd, datetimeparts. Anything else fails with ErrUnsupported naming the
-// encoding id (notably vortex.pco, which the reference's compact writer uses
-// for numbers). Files are untrusted: every offset, length and type is checked
-// and allocations are bounded by Options; corrupt input yields ErrCorrupt.
+// (+patches), fsst, onpair, zstd, datetimeparts, and pco (Pcodec, which the
+// reference's compact writer uses for numbers: modes Classic, IntMult,
+// FloatMult, FloatQuant and Dict, consecutive and lookback deltas; its Conv1
+// delta encoding and f16 are not decoded). Anything else fails with
+// ErrUnsupported naming the encoding id. Files are untrusted: every offset,
+// length and type is checked and allocations are bounded by Options; corrupt
+// input yields ErrCorrupt.
 //
 // Writing: Writer turns Arrow record batches into a file readable by
 // vortex-data 0.90 (edition core2025.06.0 plus fastlanes.delta and

@@ -1,7 +1,6 @@
 package vortexio
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -29,10 +28,6 @@ func TestReadFixtures(t *testing.T) {
 			for i := range want {
 				name := sc.Field(i).Name
 				rec, err := f.ReadRange([]string{name}, 0, f.NumRows())
-				if isKnownUnsupported(err) {
-					t.Logf("column %s: %v (known gap)", name, err)
-					continue
-				}
 				if err != nil {
 					t.Fatalf("column %s: %v", name, err)
 				}
@@ -53,7 +48,7 @@ func wantLen(cols []arrow.Array) int {
 // TestReadRanges reads random row ranges of single columns.
 func TestReadRanges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, name := range []string{"lake_default", "lake_compact", "enc_runend", "enc_rle", "enc_bitpacked_patches", "enc_alp_patches", "enc_sparse", "nasty"} {
+	for _, name := range []string{"lake_default", "lake_compact", "enc_runend", "enc_rle", "enc_bitpacked_patches", "enc_alp_patches", "enc_sparse", "nasty", "nasty_compact", "pco_compact"} {
 		f, err := OpenFile("testdata/" + name + ".vortex")
 		if err != nil {
 			t.Fatal(err)
@@ -64,9 +59,6 @@ func TestReadRanges(t *testing.T) {
 			b := a + rng.Int64N(min(f.NumRows()-a, 400)+1)
 			c := rng.IntN(len(want))
 			rec, err := f.ReadRange([]string{sc.Field(c).Name}, a, b)
-			if isKnownUnsupported(err) {
-				continue
-			}
 			if err != nil {
 				t.Fatalf("%s [%d,%d): %v", name, a, b, err)
 			}
@@ -114,10 +106,4 @@ func TestFixtureEncodingsCovered(t *testing.T) {
 var tier1 = []string{"vortex.primitive", "vortex.bool", "vortex.varbinview", "vortex.struct", "vortex.ext",
 	"vortex.constant", "vortex.masked", "vortex.dict", "vortex.null", "fastlanes.bitpacked", "fastlanes.for",
 	"vortex.runend", "vortex.sequence", "vortex.sparse", "vortex.zigzag", "fastlanes.rle", "vortex.alp",
-	"vortex.alprd", "vortex.fsst"}
-
-// isKnownUnsupported tells errors for encodings this package deliberately
-// does not decode yet (Pcodec, used only by vortex-data's compact writer).
-func isKnownUnsupported(err error) bool {
-	return errors.Is(err, ErrUnsupported) && strings.Contains(err.Error(), `"vortex.pco"`)
-}
+	"vortex.alprd", "vortex.fsst", "vortex.pco"}

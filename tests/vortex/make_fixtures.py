@@ -23,6 +23,7 @@ import datetime
 import math
 import os
 import random
+import struct
 import sys
 
 import pyarrow as pa
@@ -160,6 +161,50 @@ def encoding_tables():
     return {k: (v if isinstance(v, pa.Table) else pa.table(v)) for k, v in t.items()}
 
 
+def pco_tables():
+    """Tables for vortex.pco (Pcodec), which only the compact writer uses: one
+    column per pco mode / delta encoding the compressor picks for that shape
+    (checked with vortex-data 0.90: IntMult, FloatMult, FloatQuant, Classic;
+    consecutive deltas of order 1 and 2, lookback deltas), with nulls, 16-bit
+    types and float specials. 9000 rows make two pco pages (of up to 8192)."""
+    r = random.Random(1234)
+    n = 9000
+    seg = [r.randrange(1 << 30) for _ in range(64)]
+    lookback = []
+    while len(lookback) < n:
+        j = r.randrange(len(seg) - 8)
+        lookback += [v + r.randrange(4) for v in seg[j : j + 8]]
+    acc = acc2 = 0
+    delta2 = []
+    for _ in range(n):
+        acc += r.randrange(-3, 4)
+        acc2 += acc
+        delta2.append(acc2)
+    specials = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -1e308, 3.5, 1.0 / 3]
+    t = {
+        "int_mult": pa.array([r.randrange(-50000, 50000) * 1000 + r.randrange(3) for _ in range(n)], pa.int64()),
+        "int_mult32": pa.array([r.randrange(-5000, 5000) * 77 for _ in range(n)], pa.int32()),
+        "float_mult": pa.array([r.randrange(-300, 300) * math.pi for _ in range(n)], pa.float64()),
+        "float_quant": pa.array(
+            [struct.unpack("<d", struct.pack("<Q", struct.unpack("<Q", struct.pack("<d", r.gauss(0, 1000)))[0] & ~((1 << 46) - 1)))[0] for _ in range(n)],
+            pa.float64(),
+        ),
+        "float_quant32": pa.array(
+            [struct.unpack("<f", struct.pack("<I", struct.unpack("<I", struct.pack("<f", r.gauss(0, 1000)))[0] & 0xFFFF0000))[0] for _ in range(n)],
+            pa.float32(),
+        ),
+        "lookback": pa.array(lookback[:n], pa.uint32()),
+        "delta2": pa.array(delta2, pa.int64()),
+        "nullable": pa.array([None if i % 7 == 0 else r.randrange(-(1 << 10), 1 << 10) for i in range(n)], pa.int64()),
+        "nullable_f": pa.array([None if r.random() < 0.2 else r.randrange(100) * 0.25 for _ in range(n)], pa.float64()),
+        "f32": pa.array([r.randrange(1000) / 7 for _ in range(n)], pa.float32()),
+        "i16": pa.array([r.randrange(-300, 300) for _ in range(n)], pa.int16()),
+        "u16": pa.array([r.randrange(600) for _ in range(n)], pa.uint16()),
+        "specials": pa.array([r.choice(specials) for _ in range(n)], pa.float64()),
+    }
+    return {"pco_compact": pa.table(t)}
+
+
 def nasty_table():
     r = random.Random(9)
     n = 1000
@@ -225,6 +270,8 @@ def main():
     for name, table in encoding_tables().items():
         write(outdir, name, table)
     write(outdir, "nasty_compact", nasty_table(), compact=True)
+    for name, table in pco_tables().items():
+        write(outdir, name, table, compact=True)
     write(outdir, "empty", pa.table({"i": pa.array([], pa.int64()), "s": pa.array([], pa.string())}))
     write(outdir, "one_row", pa.table({"i": pa.array([-5], pa.int64()), "s": pa.array(["x"], pa.string()), "d": pa.array([datetime.date(1969, 12, 31)], pa.date32())}))
 
