@@ -122,6 +122,20 @@ func lookup(c *cli.Context, name string) *cli.Context {
 
 func wantJSON(c *cli.Context) bool { return lookup(c, "json").Bool("json") }
 
+// report is what every command prints: text for people, JSON for machines.
+type report interface {
+	WriteJSON(io.Writer) error
+	WriteText(io.Writer) error
+}
+
+// emit prints r in the form --json asks for.
+func emit(c *cli.Context, r report) error {
+	if wantJSON(c) {
+		return r.WriteJSON(c.App.Writer)
+	}
+	return r.WriteText(c.App.Writer)
+}
+
 // snapshotFlag is --snapshot: 0 when unset (CURRENT).
 func snapshotFlag(c *cli.Context) (uint64, error) {
 	cc := lookup(c, "snapshot")
@@ -330,10 +344,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if wantJSON(c) {
-				return rep.WriteJSON(c.App.Writer)
-			}
-			return rep.WriteText(c.App.Writer)
+			return emit(c, rep)
 		},
 	}
 }
@@ -368,10 +379,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if wantJSON(c) {
-				return h.WriteJSON(c.App.Writer)
-			}
-			return h.WriteText(c.App.Writer)
+			return emit(c, h)
 		},
 	}
 }
