@@ -278,8 +278,7 @@ type view struct {
 	schemaDefault *arrow.Schema // stream schema of the default columns
 	schemaAttrs   *arrow.Schema // ... plus every attribute
 
-	periods [][]arrow.Date32 // per data batch, the period column
-	values  []arrow.Array    // per data batch, the value column
+	values []arrow.Array // per data batch, the value column
 }
 
 // column is a selectable output column.
@@ -338,13 +337,7 @@ func newView(name string, s *snapshot.Snapshot) (*view, error) {
 	v.schemaDefault = v.schemaFor(v.data)
 	v.schemaAttrs = v.schemaFor(append(append([]column(nil), v.data...), v.attrs...))
 	for i := 0; i < s.NumBatches(); i++ {
-		b := s.Batch(i)
-		p, ok := b.Column(1).(*array.Date32)
-		if !ok {
-			return nil, fmt.Errorf("dataset %s: batch %d: period column is %s", name, i, b.Column(1).DataType())
-		}
-		v.periods = append(v.periods, p.Date32Values())
-		v.values = append(v.values, b.Column(2))
+		v.values = append(v.values, s.Batch(i).Column(2))
 	}
 	return v, nil
 }

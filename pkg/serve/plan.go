@@ -358,23 +358,12 @@ func (p *plan) onlyValue() bool {
 	return true
 }
 
-// rangeOf is the rows of series e with period in [from, to], as a range of
-// its data batch: the same computation as snapshot.Rows, without building
-// the slice (the streamer slices and merges ranges itself).
+// rangeOf is snapshot.Range with corruption reported as an Internal
+// status naming the dataset and snapshot.
 func (v *view) rangeOf(e sidecar.Entry, from, to int32) (b int, lo, hi int64, err error) {
-	b = e.Batch
-	if b < 0 || b >= len(v.periods) {
-		return 0, 0, 0, errf(codes.Internal, "dataset %q snapshot %d is corrupt: series %q in batch %d of %d", v.dataset, v.ID(), e.SeriesID, b, len(v.periods))
-	}
-	lo, hi = int64(e.BatchOffset), int64(e.BatchOffset)+e.RowCount
-	if lo < 0 || hi > int64(len(v.periods[b])) || hi < lo {
-		return 0, 0, 0, errf(codes.Internal, "dataset %q snapshot %d is corrupt: series %q rows [%d,%d) outside batch %d", v.dataset, v.ID(), e.SeriesID, lo, hi, b)
-	}
-	if from > e.FirstPeriod || to < e.LastPeriod {
-		ps := v.periods[b][lo:hi]
-		a := sort.Search(len(ps), func(i int) bool { return int32(ps[i]) >= from })
-		z := a + sort.Search(len(ps)-a, func(i int) bool { return int32(ps[a+i]) > to })
-		lo, hi = lo+int64(a), lo+int64(z)
+	b, lo, hi, err = v.Range(e, from, to)
+	if err != nil {
+		return 0, 0, 0, errf(codes.Internal, "dataset %q snapshot %d: %v", v.dataset, v.ID(), err)
 	}
 	return b, lo, hi, nil
 }
@@ -390,7 +379,7 @@ func (v *view) latestIn(x *sidecar.Index, code, b int, lo, hi int64, to int32) (
 	if !ok { // every value of the series is null
 		return lo, lo
 	}
-	ps := v.periods[b]
+	ps := v.Periods(b)
 	if lp <= to {
 		// The last non-null row overall lies at or before the range's end:
 		// it is in the range iff it is not before the range's start.

@@ -10,9 +10,9 @@
 package sidecar
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -143,9 +143,7 @@ func (x *Index) Lookup(id string) (int, bool) {
 func (x *Index) Prefix(p string) (lo, hi int) {
 	n := x.ids.Len()
 	lo = sort.Search(n, func(i int) bool { return x.ids.Value(i) >= p })
-	hi = lo + sort.Search(n-lo, func(j int) bool {
-		return !bytes.HasPrefix([]byte(x.ids.Value(lo+j)), []byte(p))
-	})
+	hi = lo + sort.Search(n-lo, func(j int) bool { return !strings.HasPrefix(x.ids.Value(lo+j), p) })
 	return lo, hi
 }
 

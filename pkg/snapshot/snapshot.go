@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
@@ -63,6 +64,7 @@ type Snapshot struct {
 	index   *arrowfile.Mapped
 	batches []arrow.RecordBatch // data batches; buffers alias the mapping
 	starts  []int64             // first global row of each batch
+	periods [][]arrow.Date32    // each batch's period column (aliases the mapping)
 	idxRec  arrow.RecordBatch
 	idx     *sidecar.Index
 }
@@ -184,7 +186,13 @@ func (s *Snapshot) loadData(f manifest.File) error {
 		if err != nil {
 			return err
 		}
+		p, ok := rec.Column(1).(*array.Date32)
+		if !ok {
+			rec.Release()
+			return fmt.Errorf("batch %d: period column is %s", i, rec.Column(1).DataType())
+		}
 		s.batches = append(s.batches, rec)
+		s.periods = append(s.periods, p.Date32Values())
 		s.starts = append(s.starts, rows)
 		rows += rec.NumRows()
 	}
@@ -254,34 +262,46 @@ func (s *Snapshot) MappedBytes() int64 { return int64(len(s.data.Data)) }
 // Lookup returns the series code of id.
 func (s *Snapshot) Lookup(id string) (int, bool) { return s.idx.Lookup(id) }
 
-// Rows returns series code's rows whose period lies in [from, to] (date32
-// days; pass math.MinInt32 / math.MaxInt32 for open bounds) as a slice of
-// its data batch: no copy, no gather. Periods are sorted within a series,
-// so the range is found by binary search. The caller must Release the
-// returned record, and must hold a reference on the snapshot until then.
+// Periods is data batch i's period column (aliasing the mapping).
+func (s *Snapshot) Periods(i int) []arrow.Date32 { return s.periods[i] }
+
+// Range locates series e's rows whose period lies in [from, to] (date32
+// days; math.MinInt32 / math.MaxInt32 for open bounds): data batch b, rows
+// [lo, hi) of it. Periods are sorted within a series, so the range is two
+// binary searches; when [from, to] covers the series' bounds (known from
+// the index) no period is read at all. An entry that points outside the
+// data is ErrCorrupt, never a panic.
+func (s *Snapshot) Range(e sidecar.Entry, from, to int32) (b int, lo, hi int64, err error) {
+	b = e.Batch
+	if b < 0 || b >= len(s.periods) {
+		return 0, 0, 0, fmt.Errorf("%w: series %q in batch %d of %d", ErrCorrupt, e.SeriesID, b, len(s.periods))
+	}
+	lo, hi = int64(e.BatchOffset), int64(e.BatchOffset)+e.RowCount
+	if lo < 0 || hi < lo || hi > int64(len(s.periods[b])) {
+		return 0, 0, 0, fmt.Errorf("%w: series %q rows [%d,%d) outside batch %d (%d rows)", ErrCorrupt, e.SeriesID, lo, hi, b, len(s.periods[b]))
+	}
+	if from > e.FirstPeriod || to < e.LastPeriod {
+		ps := s.periods[b][lo:hi]
+		a := sort.Search(len(ps), func(i int) bool { return int32(ps[i]) >= from })
+		z := a + sort.Search(len(ps)-a, func(i int) bool { return int32(ps[a+i]) > to })
+		lo, hi = lo+int64(a), lo+int64(z)
+	}
+	return b, lo, hi, nil
+}
+
+// Rows returns series code's rows whose period lies in [from, to] as a
+// slice of its data batch: no copy, no gather (see Range). The caller must
+// Release the returned record, and must hold a reference on the snapshot
+// until then.
 func (s *Snapshot) Rows(code int, from, to int32) (arrow.RecordBatch, error) {
 	if code < 0 || code >= s.idx.Len() {
 		return nil, fmt.Errorf("series code %d: %w", code, ErrNotFound)
 	}
-	e := s.idx.Entry(code)
-	if e.Batch >= len(s.batches) {
-		return nil, fmt.Errorf("%w: series %q in batch %d of %d", ErrCorrupt, e.SeriesID, e.Batch, len(s.batches))
+	b, lo, hi, err := s.Range(s.idx.Entry(code), from, to)
+	if err != nil {
+		return nil, err
 	}
-	b := s.batches[e.Batch]
-	lo, hi := int64(e.BatchOffset), int64(e.BatchOffset)+e.RowCount
-	if lo < 0 || hi > b.NumRows() {
-		return nil, fmt.Errorf("%w: series %q rows [%d,%d) outside batch %d (%d rows)", ErrCorrupt, e.SeriesID, lo, hi, e.Batch, b.NumRows())
-	}
-	if from > e.FirstPeriod || to < e.LastPeriod {
-		periods := b.Column(1).(interface{ Date32Values() []arrow.Date32 }).Date32Values()[lo:hi]
-		a := sort.Search(len(periods), func(i int) bool { return int32(periods[i]) >= from })
-		z := sort.Search(len(periods), func(i int) bool { return int32(periods[i]) > to })
-		if z < a {
-			z = a
-		}
-		lo, hi = lo+int64(a), lo+int64(z)
-	}
-	return b.NewSlice(lo, hi), nil
+	return s.batches[b].NewSlice(lo, hi), nil
 }
 
 // Acquire takes a reference for a reader. It returns false if the snapshot

@@ -12,6 +12,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -199,5 +200,33 @@ func flip(t *testing.T, path string, off int64) {
 	b[0] ^= 0x5a
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRangeRefusesBadEntries: an index entry pointing outside the data is
+// ErrCorrupt, never a panic (the index is checksummed, but Range is the
+// last line before slicing mapped memory).
+func TestRangeRefusesBadEntries(t *testing.T) {
+	s, err := Open(sample(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	good := s.Index().Entry(0)
+	for name, mod := range map[string]func(e *sidecar.Entry){
+		"batch past the end":  func(e *sidecar.Entry) { e.Batch = s.NumBatches() },
+		"negative batch":      func(e *sidecar.Entry) { e.Batch = -1 },
+		"rows past the batch": func(e *sidecar.Entry) { e.RowCount = 1 << 40 },
+		"negative offset":     func(e *sidecar.Entry) { e.BatchOffset = -5 },
+		"negative count":      func(e *sidecar.Entry) { e.RowCount = -1 },
+	} {
+		e := good
+		mod(&e)
+		if _, _, _, err := s.Range(e, math.MinInt32, math.MaxInt32); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
+		}
+	}
+	if _, lo, hi, err := s.Range(good, math.MinInt32, math.MaxInt32); err != nil || hi-lo != good.RowCount {
+		t.Errorf("good entry: [%d,%d), %v", lo, hi, err)
 	}
 }
