@@ -319,19 +319,8 @@ func BenchmarkDoGet150(b *testing.B) {
 			for i := 0; i < 200; i++ { // warm up the connection
 				doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i]+`"]}`))
 			}
-			lat := make([]time.Duration, 0, 1<<16)
 			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				t0 := time.Now()
-				n, err := doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i%len(ids)]+`"]}`))
-				lat = append(lat, time.Since(t0))
-				if err != nil || n != 150 {
-					b.Fatalf("%d rows, %v", n, err)
-				}
-				i++
-			}
-			percentiles(b, lat)
+			percentiles(b, timeDoGets(b, ctx, c, ids))
 		})
 	}
 }
@@ -582,17 +571,7 @@ func BenchmarkDoGetDuringFlips(b *testing.B) {
 					}
 				}()
 			}
-			lat := make([]time.Duration, 0, 1<<16)
-			i := 0
-			for b.Loop() {
-				t0 := time.Now()
-				n, err := doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i%len(ids)]+`"]}`))
-				lat = append(lat, time.Since(t0))
-				if err != nil || n != 150 {
-					b.Fatalf("%d rows, %v", n, err)
-				}
-				i++
-			}
+			lat := timeDoGets(b, ctx, c, ids)
 			close(done)
 			wg.Wait()
 			percentiles(b, lat)
@@ -601,4 +580,21 @@ func BenchmarkDoGetDuringFlips(b *testing.B) {
 			}
 		})
 	}
+}
+
+// timeDoGets runs one 150-row DoGet of dataset B per benchmark iteration,
+// cycling through ids, and returns each call's latency.
+func timeDoGets(b *testing.B, ctx context.Context, c flight.Client, ids []string) []time.Duration {
+	lat := make([]time.Duration, 0, 1<<16)
+	i := 0
+	for b.Loop() {
+		t0 := time.Now()
+		n, err := doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i%len(ids)]+`"]}`))
+		lat = append(lat, time.Since(t0))
+		if err != nil || n != 150 {
+			b.Fatalf("%d rows, %v", n, err)
+		}
+		i++
+	}
+	return lat
 }

@@ -3,7 +3,6 @@ package vortexio
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -129,27 +128,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.ReportMetric(float64(n)*8/float64(rows), name+"_bits/row")
 			}
 		})
-		b.Run(fmt.Sprintf("chunk=%d/full_decode", chunk), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				r, err := f.ReadRange(nil, 0, rows)
-				if err != nil {
-					b.Fatal(err)
-				}
-				r.Release()
-			}
-			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
-		})
-		b.Run(fmt.Sprintf("chunk=%d/range150", chunk), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(1, 1))
-			for i := 0; i < b.N; i++ {
-				a := rng.Int64N(rows - 150)
-				r, err := f.ReadRange(nil, a, a+150)
-				if err != nil {
-					b.Fatal(err)
-				}
-				r.Release()
-			}
-		})
+		benchReads(b, f, rows, chunk, 0)
 	}
 }
 

@@ -46,8 +46,12 @@ func lakeBatch(nseries int) arrow.RecordBatch {
 }
 
 func writeVortex(tb testing.TB, rec arrow.RecordBatch, chunk int) []byte {
+	return writeVortexWith(tb, rec, WriterOptions{ChunkRows: chunk})
+}
+
+func writeVortexWith(tb testing.TB, rec arrow.RecordBatch, opt WriterOptions) []byte {
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, rec.Schema(), WriterOptions{ChunkRows: chunk})
+	w, err := NewWriter(&buf, rec.Schema(), opt)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -98,28 +102,7 @@ func BenchmarkLake(b *testing.B) {
 			b.ReportMetric(float64(raw), "ipc_bytes")
 			b.ReportMetric(float64(zst), "ipc_zstd_bytes")
 		})
-		b.Run(fmt.Sprintf("chunk=%d/full_decode", chunk), func(b *testing.B) {
-			b.SetBytes(int64(raw))
-			for i := 0; i < b.N; i++ {
-				r, err := f.ReadRange(nil, 0, rows)
-				if err != nil {
-					b.Fatal(err)
-				}
-				r.Release()
-			}
-			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
-		})
-		b.Run(fmt.Sprintf("chunk=%d/range150", chunk), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(1, 1))
-			for i := 0; i < b.N; i++ {
-				a := rng.Int64N(rows - 150)
-				r, err := f.ReadRange(nil, a, a+150)
-				if err != nil {
-					b.Fatal(err)
-				}
-				r.Release()
-			}
-		})
+		benchReads(b, f, rows, chunk, int64(raw))
 	}
 }
 
@@ -151,4 +134,34 @@ func TestLakeSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + d.String())
+}
+
+// benchReads measures what a reader of file f waits on: decoding every
+// row, and reading one 150-row range (a series) at a random place. bytes,
+// if non-zero, is reported per op for the full decode.
+func benchReads(b *testing.B, f *File, rows int64, chunk int, bytes int64) {
+	b.Run(fmt.Sprintf("chunk=%d/full_decode", chunk), func(b *testing.B) {
+		if bytes > 0 {
+			b.SetBytes(bytes)
+		}
+		for i := 0; i < b.N; i++ {
+			r, err := f.ReadRange(nil, 0, rows)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Release()
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
+	})
+	b.Run(fmt.Sprintf("chunk=%d/range150", chunk), func(b *testing.B) {
+		rng := rand.New(rand.NewPCG(1, 1))
+		for i := 0; i < b.N; i++ {
+			a := rng.Int64N(rows - 150)
+			r, err := f.ReadRange(nil, a, a+150)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Release()
+		}
+	})
 }

@@ -262,18 +262,8 @@ func decodeENode(t *testing.T, e *enode, dt *DType, n int) *vec {
 func TestCoreEdition(t *testing.T) {
 	rec := seriesBatch(100, 3)
 	defer rec.Release()
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf, rec.Schema(), WriterOptions{CoreEdition: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()), Options{})
+	data := writeVortexWith(t, rec, WriterOptions{CoreEdition: true})
+	f, err := Open(bytes.NewReader(data), int64(len(data)), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
