@@ -54,13 +54,15 @@ fuzz:
 	done
 
 # A short coverage-guided run of the parsers of outside bytes (CI runs it
-# after the seed corpora): Vortex files, tickets, manifests, periods.
+# after the seed corpora): Vortex files, tickets, manifests, periods, Arrow
+# IPC footers.
 SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/vortexio
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTicket$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/serve
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/verify/manifestcheck
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/period
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckFooter$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/arrowfile
 
 demo: build venv
 	bash examples/demo.sh

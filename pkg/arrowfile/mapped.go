@@ -61,6 +61,9 @@ func open(path string, zeroCopy bool) (m *Mapped, err error) {
 			m = nil
 		}
 	}()
+	if err := checkFooterBytesOf(data); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	var rd *ipc.FileReader
 	if zeroCopy {
 		rd, err = ipc.NewMappedFileReader(data, ipc.WithBodySizeLimit(BodySizeLimit))
@@ -95,4 +98,9 @@ func (m *Mapped) Close() error {
 	err := errors.Join(m.Reader.Close(), syscall.Munmap(m.Data))
 	m.Data = nil
 	return err
+}
+
+// checkFooterBytesOf runs CheckFooter over a mapped file.
+func checkFooterBytesOf(data []byte) error {
+	return CheckFooter(bytes.NewReader(data), int64(len(data)))
 }

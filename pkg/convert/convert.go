@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/vortexio"
 )
@@ -75,7 +76,15 @@ type sink interface {
 // Convert streams in to out. out is written under a temporary name and
 // renamed into place only when complete; an existing out is refused unless
 // overwrite is set.
-func Convert(ctx context.Context, in, out string, overwrite bool) (*Stats, error) {
+func Convert(ctx context.Context, in, out string, overwrite bool) (_ *Stats, err error) {
+	// The Parquet and IPC readers can panic on malformed input; that is a
+	// bad input file, reported as such (the deferred cleanup below still
+	// removes the temporary output).
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: malformed input: %v", in, r)
+		}
+	}()
 	from, err := FormatOf(in)
 	if err != nil {
 		return nil, err
@@ -178,12 +187,29 @@ func openSource(ctx context.Context, path string, f Format) (source, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r, err := ipc.NewFileReader(fh, ipc.WithBodySizeLimit(1<<40)); err == nil {
-			return &ipcFileSource{fh: fh, r: r}, nil
-		}
-		if _, err := fh.Seek(0, io.SeekStart); err != nil {
+		st, err := fh.Stat()
+		if err != nil {
 			fh.Close()
 			return nil, err
+		}
+		// arrow-go trusts the lengths in IPC metadata; check them first.
+		var head [6]byte
+		fh.ReadAt(head[:], 0)
+		if string(head[:]) == "ARROW1" {
+			if err := arrowfile.CheckFooter(fh, st.Size()); err != nil {
+				fh.Close()
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			r, err := ipc.NewFileReader(fh, ipc.WithBodySizeLimit(arrowfile.BodySizeLimit))
+			if err != nil {
+				fh.Close()
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			return &ipcFileSource{fh: fh, r: r}, nil
+		}
+		if err := arrowfile.CheckStreamHead(fh, st.Size()); err != nil {
+			fh.Close()
+			return nil, fmt.Errorf("%s: neither an Arrow IPC file nor stream: %w", path, err)
 		}
 		r, err := ipc.NewReader(fh)
 		if err != nil {

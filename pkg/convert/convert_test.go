@@ -102,3 +102,36 @@ func valueString(a arrow.Array, i int) string {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// TestDamagedInputs flips bytes of valid files of every format: a convert
+// either succeeds or fails with an error naming the input, never panics,
+// and never leaves a temporary file behind.
+func TestDamagedInputs(t *testing.T) {
+	dir := t.TempDir()
+	testlake.WriteParquet(t, dir, "in.parquet", 2,
+		testlake.Col{Name: "s", Vals: testlake.Strs("A", "B", "C")},
+		testlake.Col{Name: "v", Vals: testlake.Floats(1, 2, 3)})
+	in := filepath.Join(dir, "in.parquet")
+	for _, ext := range []string{".arrow", ".vortex"} {
+		if _, err := Convert(context.Background(), in, filepath.Join(dir, "in"+ext), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"in.parquet", "in.arrow", "in.vortex"} {
+		good, _ := os.ReadFile(filepath.Join(dir, name))
+		for i := 0; i < len(good); i += max(1, len(good)/200) {
+			bad := append([]byte(nil), good...)
+			bad[i] ^= 0xff
+			src := filepath.Join(dir, "bad"+filepath.Ext(name))
+			os.WriteFile(src, bad, 0o644)
+			out := filepath.Join(dir, "out.arrow")
+			_, err := Convert(context.Background(), src, out, true)
+			if err != nil && !strings.Contains(err.Error(), "bad"+filepath.Ext(name)) {
+				t.Errorf("%s byte %d: error %q does not name the input", name, i, err)
+			}
+			if _, serr := os.Stat(filepath.Join(dir, ".out.arrow.tmp")); serr == nil {
+				t.Fatalf("%s byte %d: temporary output left behind", name, i)
+			}
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package arrowfile
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// sampleFile is a small IPC file with nested and dictionary fields, so the
+// footer has children, dictionaries and metadata to damage.
+func sampleFile(t testing.TB) []byte {
+	md := arrow.NewMetadata([]string{"k"}, []string{"v"})
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Uint32},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
+	}, &md)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	b.Field(0).(*array.Uint32Builder).AppendValues([]uint32{1, 2, 3}, nil)
+	b.Field(1).(*array.StringBuilder).AppendValues([]string{"a", "", "c"}, []bool{true, false, true})
+	lb := b.Field(2).(*array.ListBuilder)
+	for i := 0; i < 3; i++ {
+		lb.Append(true)
+		lb.ValueBuilder().(*array.Int64Builder).Append(int64(i))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestCheckFooter(t *testing.T) {
+	good := sampleFile(t)
+	if err := CheckFooter(bytes.NewReader(good), int64(len(good))); err != nil {
+		t.Fatalf("a valid file fails: %v", err)
+	}
+	// Every single-byte change of the footer either passes the check and
+	// then opens without panicking, or is refused; arrow-go never sees a
+	// length it would allocate blindly (a fatal out-of-memory, not a panic).
+	footerLen := int(int32(uint32(good[len(good)-10]) | uint32(good[len(good)-9])<<8 | uint32(good[len(good)-8])<<16 | uint32(good[len(good)-7])<<24))
+	refused := 0
+	for i := len(good) - 10 - footerLen; i < len(good); i++ {
+		for _, x := range []byte{0xff, 0x7f, 0x01} {
+			bad := bytes.Clone(good)
+			bad[i] ^= x
+			if CheckFooter(bytes.NewReader(bad), int64(len(bad))) != nil {
+				refused++
+				continue
+			}
+			openBytes(t, bad)
+		}
+	}
+	t.Logf("%d of %d footer byte changes refused", refused, 3*(footerLen+10))
+	if refused == 0 {
+		t.Fatal("no damaged footer was refused")
+	}
+}
+
+// openBytes loads b as a file through this package; errors are fine,
+// panics are not (Load recovers them into errors).
+func openBytes(t testing.TB, b []byte) {
+	p := filepath.Join(t.TempDir(), "x.arrow")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Load(p); err == nil {
+		for i := 0; i < m.Reader.NumRecords(); i++ {
+			if rec, err := m.Batch(i); err == nil {
+				rec.Release()
+			}
+		}
+		m.Close()
+	}
+}
+
+// FuzzCheckFooter: whatever the bytes, CheckFooter does not panic, and a
+// file it accepts opens without a crash.
+func FuzzCheckFooter(f *testing.F) {
+	good := sampleFile(f)
+	f.Add(good)
+	f.Add(good[:len(good)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if CheckFooter(bytes.NewReader(b), int64(len(b))) == nil {
+			openBytes(t, b)
+		}
+	})
+}
