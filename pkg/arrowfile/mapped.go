@@ -7,9 +7,14 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/energyscope/servingsnap/pkg/fileutil"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 )
+
+// ErrChecksum marks a file whose bytes do not match the expected checksum.
+var ErrChecksum = errors.New("checksum mismatch")
 
 // Mapped is an Arrow IPC file mapped read-only into memory. Record batches
 // read from it point straight into the mapping, so opening costs a footer
@@ -23,15 +28,24 @@ type Mapped struct {
 
 // Map maps path and parses the IPC footer. An empty or malformed file is
 // an error, never a panic. The file must not contain dictionaries.
-func Map(path string) (*Mapped, error) { return open(path, true) }
+func Map(path string) (*Mapped, error) { return open(path, true, "") }
+
+// MapVerified is Map after checking the mapped bytes against checksum (a
+// FormatChecksum string): the file is hashed where it is mapped, once, and
+// before any of it is parsed.
+func MapVerified(path, checksum string) (*Mapped, error) { return open(path, true, checksum) }
 
 // Load maps path but reads record batches through arrow-go's copying
 // reader, so files with dictionary-encoded fields (the index sidecar) open
 // too. Batches read from it live on the heap; the cost is one copy of each
 // batch read, proportional to the file's size, not to the data file's.
-func Load(path string) (*Mapped, error) { return open(path, false) }
+func Load(path string) (*Mapped, error) { return open(path, false, "") }
 
-func open(path string, zeroCopy bool) (m *Mapped, err error) {
+// LoadVerified is Load after checking the bytes against checksum (see
+// MapVerified).
+func LoadVerified(path, checksum string) (*Mapped, error) { return open(path, false, checksum) }
+
+func open(path string, zeroCopy bool, checksum string) (m *Mapped, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -61,6 +75,13 @@ func open(path string, zeroCopy bool) (m *Mapped, err error) {
 			m = nil
 		}
 	}()
+	if checksum != "" {
+		h := fileutil.NewHash()
+		h.Write(data)
+		if got := fileutil.FormatChecksum(h); got != checksum {
+			return nil, fmt.Errorf("open %s: checksum %s, want %s: %w", path, got, checksum, ErrChecksum)
+		}
+	}
 	if err := checkFooterBytesOf(data); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

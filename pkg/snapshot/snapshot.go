@@ -29,7 +29,6 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
@@ -123,14 +122,21 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 	df, _ := m.FileByRole(manifest.RoleData)
 	xf, _ := m.FileByRole(manifest.RoleIndex)
 	for _, f := range []manifest.File{df, xf} {
-		if err := checkFile(ds, f, f.Role == manifest.RoleIndex || opt.VerifyData); err != nil {
+		if err := checkSize(ds, f); err != nil {
 			return nil, err
 		}
 	}
-	if s.data, err = arrowfile.Map(ds.Path(df.Path)); err != nil {
+	// The index is always checksummed (it is small and parsed in full);
+	// the data file only when asked, as it costs a read of every byte.
+	// Either way the bytes are hashed where they are mapped, before parsing.
+	dataSum := ""
+	if opt.VerifyData {
+		dataSum = df.Checksum
+	}
+	if s.data, err = arrowfile.MapVerified(ds.Path(df.Path), dataSum); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	if s.index, err = arrowfile.Load(ds.Path(xf.Path)); err != nil {
+	if s.index, err = arrowfile.LoadVerified(ds.Path(xf.Path), xf.Checksum); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := s.loadData(df); err != nil {
@@ -143,26 +149,14 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 	return s, nil
 }
 
-// checkFile compares a file's size (and, if asked, checksum) with the
-// manifest's record.
-func checkFile(ds *manifest.Dataset, f manifest.File, sum bool) error {
-	p := ds.Path(f.Path)
-	st, err := os.Stat(p)
+// checkSize compares a file's size with the manifest's record.
+func checkSize(ds *manifest.Dataset, f manifest.File) error {
+	st, err := os.Stat(ds.Path(f.Path))
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Path, err)
 	}
 	if st.Size() != f.Size {
 		return fmt.Errorf("%w: %s is %d bytes, manifest says %d", ErrCorrupt, f.Path, st.Size(), f.Size)
-	}
-	if !sum {
-		return nil
-	}
-	got, _, err := fileutil.ChecksumFile(p)
-	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Path, err)
-	}
-	if got != f.Checksum {
-		return fmt.Errorf("%w: %s has checksum %s, manifest says %s", ErrCorrupt, f.Path, got, f.Checksum)
 	}
 	return nil
 }
