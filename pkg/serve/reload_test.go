@@ -499,6 +499,20 @@ func TestReloadFailureKeepsServing(t *testing.T) {
 	d := srv.Service().datasets["FLIP"]
 
 	bad := f.build(t, 1) // 3, then damaged: same size, one byte changed
+	// The poller may open 3 in the instant between its publish and the
+	// damage below: point CURRENT back at 2 and wait until 2 is served, so
+	// the damaged 3 can only be opened after it is damaged.
+	f.rollback(t, 2)
+	// Under swapMu no reload is in flight; one that started before the
+	// rollback (and read the undamaged 3) has finished, and any later one
+	// reads CURRENT = 2.
+	if !waitFor(5*time.Second, func() bool {
+		d.swapMu.Lock()
+		defer d.swapMu.Unlock()
+		return d.cur.Load().ID() == 2
+	}) {
+		t.Fatalf("not serving 2 after the rollback: %+v", d.reloadStatus())
+	}
 	p := filepath.Join(f.dir, manifest.SnapshotPath(bad), "data.arrow")
 	os.Chmod(p, 0o644)
 	b, err := os.ReadFile(p)
@@ -509,6 +523,7 @@ func TestReloadFailureKeepsServing(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	f.rollback(t, bad)
 	// The poller may or may not have tried it already; either way it is
 	// not served, and the forced reload fails loudly.
 	res, err := c.DoAction(ctx, &flight.Action{Type: "reload"})
