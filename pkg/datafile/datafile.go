@@ -21,6 +21,14 @@ const (
 	ColValue      = "value"
 )
 
+// Positions of the key columns in the data schema; the columns that vary
+// within a series follow the value.
+const (
+	ColumnSeriesCode = iota
+	ColumnPeriod
+	ColumnValue
+)
+
 // Schema metadata keys and values shared by the data and index files.
 const (
 	MetaFile    = "servingsnap.file"

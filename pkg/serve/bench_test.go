@@ -209,7 +209,7 @@ func BenchmarkLookupSlice(b *testing.B) {
 						rows += rec.NumRows()
 						rec.Release()
 					default:
-						bt, r0, r1, err := v.rangeOf(v.Index().Entry(code), lo, hi)
+						bt, r0, r1, err := v.Range(v.Index().Entry(code), lo, hi)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -255,18 +255,13 @@ func BenchmarkPlanAndRecord(b *testing.B) {
 			b.Fatal(err)
 		}
 		v, _ := svc.acquire(q.Dataset)
-		p, err := newPlan(v, q, DefaultLimits)
+		p, err := svc.plan(v, q)
 		if err != nil {
 			b.Fatal(err)
 		}
-		em, err := newEmitter(context.Background(), p, svc.mem, DefaultLimits.BatchBytes, func(r arrow.RecordBatch) error { return nil })
-		if err != nil {
+		if _, err := p.Stream(context.Background(), svc.mem, DefaultLimits.BatchBytes, func(r arrow.RecordBatch) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
-		if err := em.run(func() error { return nil }); err != nil {
-			b.Fatal(err)
-		}
-		em.release()
 		v.Release()
 		i++
 	}

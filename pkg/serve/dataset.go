@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -257,90 +255,29 @@ func (d *dataset) close() {
 	}
 }
 
-// view is one snapshot as the server serves it: the snapshot plus what is
-// derived from its schema once (column lookup, output fields). Nothing in it
-// is per series or per row.
+// view is one snapshot as the server serves it: the snapshot (its
+// reference count pins the mappings) and the read layer over it, whose
+// shape is derived once. Nothing in it is per series or per row.
 type view struct {
 	*snapshot.Snapshot
+	r       *query.SnapshotReader
 	dataset string
 	opened  time.Time
 
 	drained  func(*view) // called once, when the snapshot's files are unmapped
 	doneOnce sync.Once
-
-	ids      *array.String // index series_id column
-	valueCol arrow.Field
-	data     []column // data columns a client may select (period excluded), in file order
-	attrs    []column // attribute columns, in index order
-	byName   map[string]column
-	category int // position in attrs of the "category" attribute, -1 if none
-
-	schemaDefault *arrow.Schema // stream schema of the default columns
-	schemaAttrs   *arrow.Schema // ... plus every attribute
-
-	values []arrow.Array // per data batch, the value column
-}
-
-// column is a selectable output column.
-type column struct {
-	name  string
-	attr  bool
-	pos   int            // data schema position, or attrs position
-	field arrow.Field    // as streamed
-	src   arrow.Array    // attributes only: the index column
-	width int            // fixed bytes per row; 0 for variable width
-	vari  bool           // variable width (offsets + data)
-	typ   arrow.DataType // data type in the file
 }
 
 func newView(name string, s *snapshot.Snapshot) (*view, error) {
-	v := &view{Snapshot: s, dataset: name, opened: time.Now(), byName: map[string]column{}, category: -1}
-	x := s.Index()
-	v.ids = x.Record().Column(0).(*array.String)
-	sc := s.Schema()
-	if sc.NumFields() < 3 {
-		return nil, fmt.Errorf("dataset %s: data file has %d columns", name, sc.NumFields())
+	r, err := query.FromSnapshot(name, s)
+	if err != nil {
+		return nil, err
 	}
-	for i := 2; i < sc.NumFields(); i++ { // value and the varying columns
-		f := sc.Field(i)
-		w, vari, err := widthOf(f.Type)
-		if err != nil {
-			return nil, fmt.Errorf("dataset %s: data column %q: %w", name, f.Name, err)
-		}
-		c := column{name: f.Name, pos: i, field: arrow.Field{Name: f.Name, Type: f.Type, Nullable: f.Nullable}, width: w, vari: vari, typ: f.Type}
-		v.data = append(v.data, c)
-		v.byName[f.Name] = c
-	}
-	v.valueCol = sc.Field(2)
-	fields, cols := x.Attributes()
-	for i, f := range fields {
-		vt := f.Type
-		if d, ok := vt.(*arrow.DictionaryType); ok {
-			vt = d.ValueType
-		}
-		if d, ok := cols[i].(*array.Dictionary); ok {
-			// arrow-go builds a dictionary array's Dictionary() lazily, with
-			// no lock: build it here, before concurrent requests read it.
-			d.Dictionary()
-		}
-		if _, clash := v.byName[f.Name]; clash || f.Name == datafile.ColPeriod || f.Name == sidecar.ColSeriesID {
-			return nil, fmt.Errorf("dataset %s: attribute %q has the name of a data column", name, f.Name)
-		}
-		c := column{name: f.Name, attr: true, pos: i, src: cols[i], width: 4, typ: vt,
-			field: arrow.Field{Name: f.Name, Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: vt}, Nullable: true}}
-		v.attrs = append(v.attrs, c)
-		v.byName[f.Name] = c
-		if f.Name == "category" {
-			v.category = i
-		}
-	}
-	v.schemaDefault = v.schemaFor(v.data)
-	v.schemaAttrs = v.schemaFor(append(append([]column(nil), v.data...), v.attrs...))
-	for i := 0; i < s.NumBatches(); i++ {
-		v.values = append(v.values, s.Batch(i).Column(2))
-	}
-	return v, nil
+	return &view{Snapshot: s, r: r, dataset: name, opened: time.Now()}, nil
 }
+
+// defaultSchema is the schema of a query with default columns.
+func (v *view) defaultSchema() *arrow.Schema { return v.r.Shape().DefaultSchema() }
 
 // Release drops a reference on the view's snapshot; the last one unmaps
 // its files. A snapshot's count never rises again once it reached zero, so
@@ -351,22 +288,4 @@ func (v *view) Release() {
 	if v.Refs() == 0 && v.drained != nil {
 		v.doneOnce.Do(func() { v.drained(v) })
 	}
-}
-
-// widthOf is the fixed byte width of a type, or vari for the offset-based
-// ones. Other types (nested) are refused: the server would not know how to
-// size its messages.
-func widthOf(t arrow.DataType) (w int, vari bool, err error) {
-	switch t.ID() {
-	case arrow.STRING, arrow.BINARY:
-		return 4, true, nil
-	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
-		return 8, true, nil
-	case arrow.BOOL:
-		return 1, false, nil // rounded up from a bit
-	}
-	if fw, ok := t.(arrow.FixedWidthDataType); ok {
-		return (fw.BitWidth() + 7) / 8, false, nil
-	}
-	return 0, false, fmt.Errorf("type %s is not supported by the server", t)
 }

@@ -24,7 +24,9 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/query"
 )
 
 // Two contents of one dataset: the same series and periods, every value
@@ -580,7 +582,7 @@ func TestReloadFailureKeepsServing(t *testing.T) {
 		t.Errorf("snapshot = live: %v", err)
 	}
 	_, err = getAnswer(ctx, c, `{"dataset":"FLIP","series":["S001"],"snapshot":2}`)
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), fmt.Sprintf("serving snapshot %d, the ticket asks for snapshot 2", good)) {
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), fmt.Sprintf("serving snapshot %d, the request asks for snapshot 2", good)) {
 		t.Errorf("snapshot = old: %v", err)
 	}
 	// Unknown dataset in the reload body.
@@ -665,11 +667,11 @@ func TestGCWithServerHoldingSnapshot(t *testing.T) {
 	if d.draining.Load() != 1 || snapshotMappings(t, f.dir)[manifest.FormatID(1)] == 0 {
 		t.Errorf("draining %d, mappings %v", d.draining.Load(), snapshotMappings(t, f.dir))
 	}
-	p, err := newPlan(v, &Query{Dataset: "FLIP", HasPrefix: true, Prefix: "S00", From: math.MinInt32, To: math.MaxInt32}, DefaultLimits)
-	if err != nil || p.rows != 10*flipRows {
+	p, err := svc.plan(v, &Query{Dataset: "FLIP", HasPrefix: true, Prefix: "S00", From: math.MinInt32, To: math.MaxInt32})
+	if err != nil || p.Rows() != 10*flipRows {
 		t.Fatalf("reading the held snapshot: %v rows, %v", p, err)
 	}
-	if got := v.values[0].(interface{ Float64Values() []float64 }).Float64Values()[0]; got != 1 {
+	if got := v.Batch(0).Column(datafile.ColumnValue).(interface{ Float64Values() []float64 }).Float64Values()[0]; got != 1 {
 		t.Errorf("held snapshot value %v, want marker 1", got)
 	}
 
@@ -715,8 +717,8 @@ func TestCategoryBoundary(t *testing.T) {
 	v := svc.datasets["FLIP"].acquire()
 	defer v.Release()
 	for cat, want := range map[string]int{"Cat": flipSeries, "Cat/": flipSeries, "Cat/Odd": flipSeries / 2, "Ca": 0, "Cat/Od": 0, "Cat/Odd/x": 0} {
-		sel, err := v.selectSeries(&Query{Category: cat, HasCategory: true})
-		got := sel.len()
+		sel, err := v.r.Select(query.Selector{Kind: query.ByCategory, Category: cat})
+		got := sel.Len()
 		if err != nil {
 			if status.Code(toStatus(err)) != codes.NotFound {
 				t.Errorf("category %q: %v", cat, err)

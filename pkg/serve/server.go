@@ -204,7 +204,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-stopped:
 	case <-time.After(s.cfg.ShutdownTimeout):
 		s.log.Warn("grace period over; ending in-flight streams")
-		s.svc.stopNow() // streams between batches end with Unavailable
+		s.svc.stopNow(errShuttingDown) // streams between batches end with Unavailable
 		select {
 		case <-stopped:
 		case <-time.After(time.Second):

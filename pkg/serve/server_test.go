@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -363,7 +364,6 @@ func TestErrors(t *testing.T) {
 		{"bad period", `{"dataset":"MIX","prefix":"","end":"2020-02-30"}`, codes.InvalidArgument, "day 30 out of range"},
 		{"ticket too big", `{"dataset":"MIX","prefix":"` + strings.Repeat("x", 5000) + `"}`, codes.ResourceExhausted, "limit 4096"},
 		{"too many listed series", `{"dataset":"SYN","series":["a","b","c","d","e","f"]}`, codes.ResourceExhausted, "6 series requested, limit 5"},
-		{"too many matched series", `{"dataset":"SYN","prefix":""}`, codes.ResourceExhausted, "matches 200 series"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -381,11 +381,22 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
-	// rows limit: MIX has 77 rows; a server allowing 50 refuses the whole dataset
+	// The limits bound explicit id lists only: a prefix or category answer
+	// streams in bounded memory whatever it matches.
+	if r, err := get(ctx, c, []byte(`{"dataset":"SYN","prefix":""}`)); err != nil || len(slices.Compact(slices.Clone(r.ids))) != 200 {
+		t.Errorf("whole dataset past max-series: %v", err)
+	}
+	// rows limit: MIX has 77 rows; a server allowing 50 refuses a list of
+	// every series but streams the same rows for the whole dataset.
 	srv2 := startServer(t, Config{Limits: Limits{MaxRows: 50}})
-	_, err := get(ctx, dial(t, srv2), []byte(`{"dataset":"MIX","prefix":""}`))
+	c2 := dial(t, srv2)
+	all := `{"dataset":"MIX","series":["A.ONE","A.TWO","B.NULLTAIL","B.ALLNULL","C.NOUNITS","C.LONG"]}`
+	_, err := get(ctx, c2, []byte(all))
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "matches 77 rows") {
 		t.Errorf("rows limit: %v", err)
+	}
+	if r, err := get(ctx, c2, []byte(`{"dataset":"MIX","prefix":""}`)); err != nil || len(r.ids) != 77 {
+		t.Errorf("whole dataset past max-rows: %v", err)
 	}
 	// path descriptors
 	for _, d := range []*flight.FlightDescriptor{
@@ -578,7 +589,7 @@ func TestSwapUnderLoad(t *testing.T) {
 				}
 				v := d.acquire()
 				code, _ := v.Lookup(v.Index().SeriesID(7))
-				p, err := newPlan(v, &Query{Dataset: "SWP", HasPrefix: true, From: math.MinInt32, To: math.MaxInt32}, DefaultLimits)
+				p, err := svc.plan(v, &Query{Dataset: "SWP", HasPrefix: true, From: math.MinInt32, To: math.MaxInt32})
 				if err == nil {
 					var rec arrow.RecordBatch
 					rec, err = v.Rows(code, math.MinInt32, math.MaxInt32)
@@ -586,7 +597,7 @@ func TestSwapUnderLoad(t *testing.T) {
 						_ = rec.Column(1).(*array.Date32).Value(0) // touches the mapping
 						rec.Release()
 					}
-					if err == nil && p.rows != v.Manifest.Stats.Rows {
+					if err == nil && p.Rows() != v.Manifest.Stats.Rows {
 						err = errors.New("row count changed")
 					}
 				}

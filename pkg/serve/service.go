@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -58,9 +59,10 @@ type Service struct {
 	started  time.Time
 	version  string
 
-	// stopping is closed when in-flight streams must end now (the
-	// graceful-shutdown deadline passed).
-	stopping chan struct{}
+	// stopping is cancelled (cause errShuttingDown) when in-flight streams
+	// must end now: the graceful-shutdown deadline passed.
+	stopping context.Context
+	stopNow  context.CancelCauseFunc
 
 	reloadInterval time.Duration
 	pollStop       chan struct{} // closed by Close: the poller ends
@@ -80,6 +82,10 @@ type Options struct {
 	// is opened, validated and swapped in (see dataset.reload). 0: never
 	// (only the reload action reloads).
 	ReloadInterval time.Duration
+	// Allocator is what every request allocates its answer from (nil:
+	// memory.DefaultAllocator). Tests pass a checked allocator to prove
+	// answers release everything.
+	Allocator memory.Allocator
 }
 
 // Open discovers the datasets under root (each a directory with a valid
@@ -92,6 +98,9 @@ func Open(root string, opt Options) (*Service, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opt.Allocator == nil {
+		opt.Allocator = memory.DefaultAllocator
+	}
 	st, err := os.Stat(root)
 	if err != nil {
 		return nil, fmt.Errorf("serve: root: %w", err)
@@ -101,10 +110,11 @@ func Open(root string, opt Options) (*Service, error) {
 	}
 	s := &Service{
 		root: root, datasets: map[string]*dataset{}, limits: opt.Limits, log: opt.Logger,
-		metrics: opt.Metrics, mem: memory.DefaultAllocator, started: time.Now(), version: opt.Version,
-		stopping: make(chan struct{}), reloadInterval: opt.ReloadInterval,
-		pollStop: make(chan struct{}), pollDone: make(chan struct{}),
+		metrics: opt.Metrics, mem: opt.Allocator, started: time.Now(), version: opt.Version,
+		reloadInterval: opt.ReloadInterval,
+		pollStop:       make(chan struct{}), pollDone: make(chan struct{}),
 	}
+	s.stopping, s.stopNow = context.WithCancelCause(context.Background())
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
@@ -223,15 +233,6 @@ func (s *Service) Close() {
 // Datasets lists the served dataset names.
 func (s *Service) Datasets() []string { return append([]string(nil), s.names...) }
 
-// stopNow makes running streams end with Unavailable at their next batch.
-func (s *Service) stopNow() {
-	select {
-	case <-s.stopping:
-	default:
-		close(s.stopping)
-	}
-}
-
 func (s *Service) lookup(name string) (*dataset, error) {
 	if err := manifest.ValidateDatasetName(name); err != nil {
 		return nil, errf(codes.InvalidArgument, "%v", err)
@@ -338,20 +339,20 @@ func (s *Service) describe(desc *flight.FlightDescriptor) (*flight.FlightInfo, *
 			return nil, nil, err
 		}
 		defer v.Release()
-		p, err := newPlan(v, q, s.limits)
+		p, err := s.plan(v, q)
 		if err != nil {
 			return nil, nil, err
 		}
 		info := &flight.FlightInfo{
-			Schema:           flight.SerializeSchema(p.schema, s.mem),
+			Schema:           flight.SerializeSchema(p.Schema(), s.mem),
 			FlightDescriptor: desc,
 			Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: desc.Cmd}}},
-			TotalRecords:     p.rows,
+			TotalRecords:     p.Rows(),
 			TotalBytes:       -1,
 			Ordered:          true,
 			AppMetadata:      appMetadata(v),
 		}
-		return info, p.schema, nil
+		return info, p.Schema(), nil
 	default:
 		return nil, nil, errf(codes.InvalidArgument, "descriptor type %v not supported: use a path [dataset] or a command holding a JSON query", desc.GetType())
 	}
@@ -386,46 +387,54 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 		return err
 	}
 	defer v.Release()
-	p, err := newPlan(v, q, s.limits)
+	p, err := s.plan(v, q)
 	if err != nil {
 		return err
 	}
-	ctx := stream.Context()
+	// The stream ends early when the client goes away or the shutdown
+	// deadline passes: both cancel the context the read layer polls.
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(s.stopping, func() { cancel(errShuttingDown) })()
 	cs := &countingStream{FlightService_DoGetServer: stream}
-	w := flight.NewRecordWriter(cs, ipc.WithSchema(p.schema), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
+	w := flight.NewRecordWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
 	budget := s.limits.BatchBytes
 	if budget <= 0 {
 		budget = DefaultLimits.BatchBytes
 	}
-	em, err := newEmitter(ctx, p, s.mem, budget, w.Write)
-	if err != nil {
-		w.Close()
-		return errf(codes.Internal, "dataset %q: %v", v.dataset, err)
+	st, err := p.Stream(ctx, s.mem, budget, w.Write)
+	if err != nil && ctx.Err() != nil {
+		err = contextError(ctx)
 	}
-	stop := func() error {
-		select {
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		case <-s.stopping:
-			return errf(codes.Unavailable, "server shutting down")
-		default:
-			return nil
-		}
-	}
-	err = em.run(stop)
-	em.release()
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
 	if s.metrics != nil {
-		s.metrics.sent(v.dataset, em.rows, cs.bytes)
+		s.metrics.sent(v.dataset, st.Rows, cs.bytes)
 	}
 	if err != nil {
 		return err
 	}
-	s.log.Debug("doget", "dataset", v.dataset, "snapshot_id", v.ID(), "series", p.sel.len(),
-		"rows", em.rows, "batches", em.batches, "bytes", cs.bytes)
+	s.log.Debug("doget", "dataset", v.dataset, "snapshot_id", v.ID(), "series", p.Series(),
+		"rows", st.Rows, "batches", st.Batches, "bytes", cs.bytes)
 	return nil
+}
+
+// errShuttingDown is the cause of a stream cut by the shutdown deadline.
+var errShuttingDown = errors.New("server shutting down")
+
+// contextError is why a stream's context ended, as a status.
+func contextError(ctx context.Context) error {
+	if context.Cause(ctx) == errShuttingDown {
+		return errf(codes.Unavailable, "server shutting down")
+	}
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// plan resolves a ticket against a view through the read layer.
+func (s *Service) plan(v *view, q *Query) (*query.Plan, error) {
+	req := q.Request()
+	return query.NewPlan(v.r, &req, query.Limits{MaxSeries: s.limits.MaxSeries, MaxRows: s.limits.MaxRows})
 }
 
 // DatasetStatus is one dataset in the status action's answer.
@@ -554,9 +563,9 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 	}
 }
 
-// toStatus turns request errors into gRPC status errors; anything else
-// (already a status, or unexpected) passes through, unexpected ones as
-// Internal.
+// toStatus turns errors into gRPC status errors: ticket errors carry their
+// code, the read layer's sentinels map to theirs, corruption is Internal,
+// and anything already a status passes through.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -568,5 +577,19 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	return status.Error(codes.Internal, truncate(err.Error(), 1024))
+	code := codes.Internal
+	msg := err.Error()
+	switch {
+	case errors.Is(err, query.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, query.ErrInvalid):
+		code, msg = codes.InvalidArgument, "ticket: "+msg
+	case errors.Is(err, query.ErrLimit):
+		code = codes.ResourceExhausted
+	case errors.Is(err, query.ErrStale):
+		code = codes.FailedPrecondition
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(code, truncate(msg, 1024))
 }

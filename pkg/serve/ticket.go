@@ -15,6 +15,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/query"
 )
 
 // Query is a parsed ticket: what a DoGet streams and what a command
@@ -29,6 +30,7 @@ import (
 //	 "columns": ["value"],                    optional, default: value and the other data columns
 //	 "attributes": true,                      optional: add every per-series attribute column
 //	 "latest": true,                          optional: one row per series, its last non-null value
+//	 "limit": 1000,                           optional: at most this many rows (the first, in output order)
 //	 "snapshot": 42}                          optional: refuse (FailedPrecondition) unless snapshot 42 is served
 type Query struct {
 	Dataset string
@@ -54,9 +56,44 @@ type Query struct {
 	// Snapshot, if not 0, is the snapshot id the client requires; another
 	// live snapshot is FailedPrecondition.
 	Snapshot uint64
+	// Limit, if not 0, caps the rows of the answer.
+	Limit int64
 }
 
-// Error is a request error with the gRPC code it maps to. Messages are
+// Request is the ticket as the read layer's request.
+func (q *Query) Request() query.Request {
+	r := query.Request{
+		Range:      query.Range{From: q.From, To: q.To},
+		Attributes: q.Attributes,
+		Latest:     q.Latest,
+		Snapshot:   q.Snapshot,
+		Limit:      q.Limit,
+	}
+	if q.HasColumns {
+		r.Columns = q.Columns
+		if r.Columns == nil {
+			r.Columns = []string{}
+		}
+	}
+	switch {
+	case q.HasPrefix:
+		r.Select = query.Selector{Kind: query.ByPrefix, Prefix: q.Prefix}
+	case q.HasCategory:
+		r.Select = query.Selector{Kind: query.ByCategory, Category: q.Category}
+	default:
+		r.Select = query.Selector{Kind: query.ByIDs, IDs: q.Series}
+	}
+	return r
+}
+
+// Schema metadata keys of every stream and FlightInfo schema (the read
+// layer's; repeated here for clients of this package).
+const (
+	MetaSnapshotID = query.MetaSnapshotID
+	MetaDataset    = query.MetaDataset
+)
+
+// Error is a ticket error with the gRPC code it maps to. Messages are
 // written for the client: they say which field is wrong and why.
 type Error struct {
 	Code codes.Code
@@ -74,7 +111,7 @@ func invalid(format string, a ...any) *Error {
 }
 
 // ticketFields lists the accepted keys, in the order messages show them.
-var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest", "snapshot"}
+var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest", "limit", "snapshot"}
 
 // ParseTicket decodes a ticket (or a GetFlightInfo command). It is strict:
 // unknown or repeated keys, nulls, wrong types, trailing data, invalid UTF-8
@@ -148,6 +185,11 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 			ferr = decodeField(raw, key, "true or false", &q.Attributes)
 		case "latest":
 			ferr = decodeField(raw, key, "true or false", &q.Latest)
+		case "limit":
+			ferr = decodeField(raw, key, "a positive integer row count", &q.Limit)
+			if ferr == nil && q.Limit <= 0 {
+				ferr = invalid("field \"limit\" must be a positive integer row count, got %d", q.Limit)
+			}
 		case "snapshot":
 			ferr = decodeField(raw, key, "a positive integer snapshot id", &q.Snapshot)
 			if ferr == nil && q.Snapshot == 0 {
@@ -274,15 +316,7 @@ func describeToken(tok any) string {
 	}
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+func truncate(s string, n int) string { return query.Truncate(s, n) }
 
 // PeriodEnd returns the LAST day covered by the period s names, in date32
 // days: "2020" → 2020-12-31, "2020-02" → 2020-02-29, "2020Q2" → 2020-06-30,

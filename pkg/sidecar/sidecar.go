@@ -129,6 +129,9 @@ func (x *Index) Len() int { return x.ids.Len() }
 // Record is the underlying record batch.
 func (x *Index) Record() arrow.RecordBatch { return x.rec }
 
+// IDs is the series_id column, sorted bytewise (aliasing the index).
+func (x *Index) IDs() *array.String { return x.ids }
+
 // SeriesID returns series i's id. The string aliases the index buffer.
 func (x *Index) SeriesID(i int) string { return x.ids.Value(i) }
 

@@ -1,4 +1,4 @@
-package serve
+package query
 
 import (
 	"context"
@@ -6,24 +6,26 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/datafile"
 )
 
-// Batching rules of a response (see docs/FLIGHT.md "Streaming"):
+// Batching rules of an answer (docs/FLIGHT.md "Streaming" is the user's
+// version):
 //
-//   - A series' rows are a slice of a mapped data batch. A record batch of
-//     the response is such a slice when it can be: one series, or several
-//     series whose rows are adjacent in the data file (a prefix or a
-//     category without a period range), up to the byte budget. Those
-//     batches copy nothing before the IPC writer serialises them.
-//   - Slices bigger than the byte budget are split, so no message exceeds
+//   - A series' rows are pieces of the Reader's record batches (for a bare
+//     snapshot, one slice of a mapped batch). An answer batch is such a
+//     slice when it can be: one series, or several series whose rows are
+//     adjacent in one batch (a prefix or a category without a period
+//     range), up to the byte budget. Those batches copy nothing before the
+//     transport serialises them.
+//   - Pieces bigger than the byte budget are split, so no message exceeds
 //     what a client with gRPC's default 4 MiB receive limit accepts.
-//   - Small slices that are not adjacent (a period range over many series,
-//     latest-only) are coalesced by copying them into one batch of up to
-//     the budget, so a response is never thousands of tiny messages.
+//   - Small pieces that are not adjacent (a period range over many series,
+//     latest-only, a delta interleaved with the base) are coalesced by
+//     copying them into one batch of up to the budget, so an answer is
+//     never thousands of tiny messages.
 //   - series_id is dictionary<int32, utf8>; its dictionary is the list of
 //     selected ids, sent once before the first batch. When that list is
 //     larger than the budget it is sent in budget-sized parts as delta
@@ -31,27 +33,29 @@ import (
 //     columns share series_id's codes and have their own dictionaries (the
 //     attribute value of each selected series).
 const (
-	// smallPiece is the row count under which a non-adjacent slice is
+	// smallPiece is the row count under which a non-adjacent piece is
 	// copied into a coalesced batch rather than sent on its own.
 	smallPiece = 4096
-	// maxCoalesced bounds how many slices one coalesced batch gathers.
+	// maxCoalesced bounds how many pieces one coalesced batch gathers.
 	maxCoalesced = 16384
 )
 
-// rng is a run of rows [lo, hi) of data batch b; the series pieces inside
+// run is a run of adjacent rows [lo, hi) of rec; the series pieces inside
 // it are emitter.parts[p0:p1], in order.
-type rng struct {
-	b      int32
+type run struct {
+	rec    arrow.RecordBatch
 	lo, hi int64
 	p0, p1 int
 }
 
 // emitter turns a plan's pieces into record batches.
 type emitter struct {
-	p      *plan
+	ctx    context.Context
+	p      *Plan
 	mem    memory.Allocator
 	budget int64
 	write  func(arrow.RecordBatch) error
+	left   int64 // rows still to send (the plan's row count, after Limit)
 
 	// the full dictionaries, and the prefix [0, dictEnd) sent so far
 	fullIDs   arrow.Array
@@ -62,7 +66,7 @@ type emitter struct {
 
 	rowBytes  int64   // fixed bytes per output row
 	parts     []piece // the pieces of the pending runs
-	pending   []rng
+	pending   []run
 	pendRows  int64
 	pendBytes int64
 
@@ -70,15 +74,21 @@ type emitter struct {
 	batches int
 }
 
-func newEmitter(ctx context.Context, p *plan, mem memory.Allocator, budget int64, write func(arrow.RecordBatch) error) (*emitter, error) {
-	ids, attrs, err := p.dictionaries(ctx, mem)
+func newEmitter(ctx context.Context, p *Plan, mem memory.Allocator, budget int64, write func(arrow.RecordBatch) error) (*emitter, error) {
+	var attrs []int
+	for _, c := range p.cols {
+		if c.Attr {
+			attrs = append(attrs, c.Pos)
+		}
+	}
+	ids, vals, err := p.r.Dictionaries(ctx, p.sel, attrs, mem)
 	if err != nil {
 		return nil, err
 	}
-	e := &emitter{p: p, mem: mem, budget: budget, write: write, fullIDs: ids, fullAttrs: attrs}
+	e := &emitter{ctx: ctx, p: p, mem: mem, budget: max(budget, 1), write: write, fullIDs: ids, fullAttrs: vals, left: p.rows}
 	e.rowBytes = 4 + 4 + 1 // series code, period, validity bits (rounded up)
 	for _, c := range p.cols {
-		e.rowBytes += int64(c.width)
+		e.rowBytes += int64(c.Width)
 	}
 	return e, nil
 }
@@ -99,48 +109,59 @@ func (e *emitter) release() {
 	e.fullIDs, e.curIDs, e.fullAttrs, e.curAttrs = nil, nil, nil, nil
 }
 
-// run streams every piece. stop is polled between batches.
-func (e *emitter) run(stop func() error) error {
+// errDone ends the piece walk once the limit is reached.
+var errDone = fmt.Errorf("query: limit reached")
+
+// run streams every piece.
+func (e *emitter) run() error {
 	if e.p.fromIndex {
-		return e.runIndex(stop)
+		return e.runIndex()
 	}
-	for _, pc := range e.p.pieces {
-		for lo := pc.lo; lo < pc.hi; {
-			hi := e.splitEnd(pc.b, lo, pc.hi)
-			if err := e.add(piece{k: pc.k, b: pc.b, lo: lo, hi: hi}, stop); err != nil {
+	err := e.p.each(func(pc piece) error {
+		if e.left <= 0 {
+			return errDone
+		}
+		if pc.Len() > e.left {
+			pc.Hi = pc.Lo + e.left
+		}
+		e.left -= pc.Len()
+		for lo := pc.Lo; lo < pc.Hi; {
+			hi := e.splitEnd(pc.Rec, lo, pc.Hi)
+			if err := e.add(piece{k: pc.k, Piece: Piece{Rec: pc.Rec, Lo: lo, Hi: hi}}); err != nil {
 				return err
 			}
 			lo = hi
 		}
+		return nil
+	})
+	if err != nil && err != errDone {
+		return err
 	}
-	return e.flush(stop)
+	return e.flush()
 }
 
-// splitEnd returns the end of the longest prefix of rows [lo, hi) of batch
-// b that fits the byte budget (at least one row).
-func (e *emitter) splitEnd(b int32, lo, hi int64) int64 {
+// stop reports a cancelled request; polled between batches.
+func (e *emitter) stop() error { return e.ctx.Err() }
+
+// splitEnd returns the end of the longest prefix of rows [lo, hi) of rec
+// that fits the byte budget (at least one row).
+func (e *emitter) splitEnd(rec arrow.RecordBatch, lo, hi int64) int64 {
 	n := hi - lo
-	bytes := e.bytesOf(b, lo, hi)
+	bytes := e.bytesOf(rec, lo, hi)
 	if bytes <= e.budget || n <= 1 {
 		return hi
 	}
-	rows := n * e.budget / bytes
-	if rows < 1 {
-		rows = 1
-	}
-	return lo + rows
+	return lo + max(n*e.budget/bytes, 1)
 }
 
-// bytesOf estimates the serialised size of rows [lo, hi) of batch b.
-func (e *emitter) bytesOf(b int32, lo, hi int64) int64 {
-	n := hi - lo
-	bytes := n * e.rowBytes
-	batch := e.p.v.Batch(int(b))
+// bytesOf estimates the serialised size of rows [lo, hi) of rec.
+func (e *emitter) bytesOf(rec arrow.RecordBatch, lo, hi int64) int64 {
+	bytes := (hi - lo) * e.rowBytes
 	for _, c := range e.p.cols {
-		if c.attr || !c.vari {
+		if c.Attr || !c.Var {
 			continue
 		}
-		if n, ok := offsetSpan(batch.Column(c.pos), int(lo), int(hi)); ok {
+		if n, ok := offsetSpan(rec.Column(c.Pos), int(lo), int(hi)); ok {
 			bytes += n
 		}
 	}
@@ -149,17 +170,17 @@ func (e *emitter) bytesOf(b int32, lo, hi int64) int64 {
 
 // add queues a piece (already within the budget), flushing as the rules
 // above say.
-func (e *emitter) add(pc piece, stop func() error) error {
-	n := pc.hi - pc.lo
-	bytes := e.bytesOf(pc.b, pc.lo, pc.hi)
+func (e *emitter) add(pc piece) error {
+	n := pc.Len()
+	bytes := e.bytesOf(pc.Rec, pc.Lo, pc.Hi)
 	if len(e.pending) > 0 {
 		last := &e.pending[len(e.pending)-1]
-		adjacent := last.b == pc.b && last.hi == pc.lo
+		adjacent := last.rec == pc.Rec && last.hi == pc.Lo
 		switch {
 		case e.pendBytes+bytes > e.budget:
 			// does not fit: send what we have
 		case adjacent:
-			last.hi = pc.hi
+			last.hi = pc.Hi
 			e.parts = append(e.parts, pc)
 			last.p1 = len(e.parts)
 			e.pendRows += n
@@ -167,28 +188,28 @@ func (e *emitter) add(pc piece, stop func() error) error {
 			return nil
 		case n < smallPiece && last.hi-last.lo < smallPiece && len(e.pending) < maxCoalesced:
 			e.parts = append(e.parts, pc)
-			e.pending = append(e.pending, rng{b: pc.b, lo: pc.lo, hi: pc.hi, p0: len(e.parts) - 1, p1: len(e.parts)})
+			e.pending = append(e.pending, run{rec: pc.Rec, lo: pc.Lo, hi: pc.Hi, p0: len(e.parts) - 1, p1: len(e.parts)})
 			e.pendRows += n
 			e.pendBytes += bytes
 			return nil
 		}
-		if err := e.flush(stop); err != nil {
+		if err := e.flush(); err != nil {
 			return err
 		}
 	}
 	e.parts = append(e.parts, pc)
-	e.pending = append(e.pending, rng{b: pc.b, lo: pc.lo, hi: pc.hi, p0: len(e.parts) - 1, p1: len(e.parts)})
+	e.pending = append(e.pending, run{rec: pc.Rec, lo: pc.Lo, hi: pc.Hi, p0: len(e.parts) - 1, p1: len(e.parts)})
 	e.pendRows, e.pendBytes = n, bytes
 	return nil
 }
 
 // flush sends the pending runs as one record batch: a zero-copy slice when
 // there is one run, a copy of the runs otherwise.
-func (e *emitter) flush(stop func() error) error {
+func (e *emitter) flush() error {
 	if len(e.pending) == 0 {
 		return nil
 	}
-	if err := stop(); err != nil {
+	if err := e.stop(); err != nil {
 		return err
 	}
 	rec, err := e.record(e.pending, e.pendRows)
@@ -208,27 +229,23 @@ func (e *emitter) flush(stop func() error) error {
 	return nil
 }
 
-// record assembles the output batch of runs holding n rows.
-func (e *emitter) record(runs []rng, n int64) (arrow.RecordBatch, error) {
+// record assembles the answer batch of runs holding n rows.
+func (e *emitter) record(runs []run, n int64) (arrow.RecordBatch, error) {
 	// series codes, one per row
-	codes := make([]int32, n)
+	buf, codes := allocFixed[int32](e.mem, int(n))
 	i := 0
 	maxK := int32(0)
 	for _, r := range runs {
 		for _, pc := range e.parts[r.p0:r.p1] {
-			k := pc.k
-			for j := pc.lo; j < pc.hi; j++ {
-				codes[i] = k
+			for j := pc.Lo; j < pc.Hi; j++ {
+				codes[i] = pc.k
 				i++
 			}
-			maxK = max(maxK, k)
+			maxK = max(maxK, pc.k)
 		}
 	}
 	e.growDictionaries(int(maxK) + 1)
-	buf := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(codes))
-	idxData := array.NewData(arrow.PrimitiveTypes.Int32, int(n), []*memory.Buffer{nil, buf}, nil, 0, 0)
-	indices := array.MakeFromData(idxData)
-	idxData.Release()
+	indices := fixedArray(arrow.PrimitiveTypes.Int32, int(n), buf)
 	defer indices.Release()
 
 	cols := make([]arrow.Array, 0, 2+len(e.p.cols))
@@ -237,15 +254,15 @@ func (e *emitter) record(runs []rng, n int64) (arrow.RecordBatch, error) {
 			c.Release()
 		}
 	}()
-	cols = append(cols, array.NewDictionaryArray(seriesIDType, indices, e.curIDs))
+	cols = append(cols, array.NewDictionaryArray(SeriesIDType, indices, e.curIDs))
 	dataCol := func(pos int) (arrow.Array, error) {
 		if len(runs) == 1 {
 			r := runs[0]
-			return array.NewSlice(e.p.v.Batch(int(r.b)).Column(pos), r.lo, r.hi), nil
+			return array.NewSlice(r.rec.Column(pos), r.lo, r.hi), nil
 		}
 		parts := make([]arrow.Array, len(runs))
 		for j, r := range runs {
-			parts[j] = array.NewSlice(e.p.v.Batch(int(r.b)).Column(pos), r.lo, r.hi)
+			parts[j] = array.NewSlice(r.rec.Column(pos), r.lo, r.hi)
 		}
 		out, err := array.Concatenate(parts, e.mem)
 		for _, a := range parts {
@@ -253,21 +270,21 @@ func (e *emitter) record(runs []rng, n int64) (arrow.RecordBatch, error) {
 		}
 		return out, err
 	}
-	pcol, err := dataCol(1)
+	pcol, err := dataCol(datafile.ColumnPeriod)
 	if err != nil {
 		return nil, fmt.Errorf("period: %w", err)
 	}
 	cols = append(cols, pcol)
 	ai := 0
 	for _, c := range e.p.cols {
-		if c.attr {
-			cols = append(cols, array.NewDictionaryArray(c.field.Type, indices, e.curAttrs[ai]))
+		if c.Attr {
+			cols = append(cols, array.NewDictionaryArray(c.Field.Type, indices, e.curAttrs[ai]))
 			ai++
 			continue
 		}
-		a, err := dataCol(c.pos)
+		a, err := dataCol(c.Pos)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.name, err)
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
 		}
 		cols = append(cols, a)
 	}
@@ -362,22 +379,20 @@ func offsetSpan(a arrow.Array, lo, hi int) (int64, bool) {
 }
 
 // runIndex streams a latest query from the index alone: per batch of up to
-// the budget, the selected series' latest_period and latest_value, sliced
-// when their codes are consecutive and gathered otherwise.
-func (e *emitter) runIndex(stop func() error) error {
-	p := e.p
-	per := int(e.budget / e.rowBytes)
-	if per < 1 {
-		per = 1
-	}
-	x := p.v.Index()
-	lv := x.LatestValues()
-	for i := 0; i < len(p.codes); i += per {
-		j := min(i+per, len(p.codes))
-		if err := stop(); err != nil {
+// the budget, the selected series' latest period and value. It walks the
+// selection in chunks, so an answer for every series holds one chunk.
+func (e *emitter) runIndex() error {
+	per := int(max(e.budget/e.rowBytes, 1))
+	codes := make([]int32, 0, min(per, e.p.sel.Len()))
+	ks := make([]int32, 0, cap(codes))
+	flush := func() error {
+		if len(codes) == 0 {
+			return nil
+		}
+		if err := e.stop(); err != nil {
 			return err
 		}
-		rec, err := e.indexRecord(x, lv, p.codes[i:j], p.ks[i:j])
+		rec, err := e.indexRecord(codes, ks)
 		if err != nil {
 			return err
 		}
@@ -386,31 +401,39 @@ func (e *emitter) runIndex(stop func() error) error {
 		if err != nil {
 			return err
 		}
-		e.rows += int64(j - i)
+		e.rows += int64(len(codes))
 		e.batches++
+		codes, ks = codes[:0], ks[:0]
+		return nil
 	}
-	return nil
+	for k := 0; k < e.p.sel.Len() && e.left > 0; k++ {
+		code := e.p.sel.Code(k)
+		if _, ok := e.p.r.Latest(code); !ok {
+			continue
+		}
+		codes, ks = append(codes, int32(code)), append(ks, int32(k))
+		e.left--
+		if len(codes) == per {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }
 
-func (e *emitter) indexRecord(x *sidecar.Index, lv arrow.Array, codes, ks []int32) (arrow.RecordBatch, error) {
+func (e *emitter) indexRecord(codes, ks []int32) (arrow.RecordBatch, error) {
 	n := len(codes)
 	e.growDictionaries(int(ks[n-1]) + 1)
-	buf := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(ks))
-	idxData := array.NewData(arrow.PrimitiveTypes.Int32, n, []*memory.Buffer{nil, buf}, nil, 0, 0)
-	indices := array.MakeFromData(idxData)
-	idxData.Release()
+	indices := int32Array(e.mem, ks)
 	defer indices.Release()
 
-	contiguous := int(codes[n-1]-codes[0]) == n-1
-	periods := make([]arrow.Date32, n)
+	pbuf, periods := allocFixed[arrow.Date32](e.mem, n)
 	for i, c := range codes {
-		lp, _ := x.Latest(int(c))
+		lp, _ := e.p.r.Latest(int(c))
 		periods[i] = arrow.Date32(lp)
 	}
-	pbuf := memory.NewBufferBytes(arrow.Date32Traits.CastToBytes(periods))
-	pData := array.NewData(arrow.FixedWidthTypes.Date32, n, []*memory.Buffer{nil, pbuf}, nil, 0, 0)
-	pcol := array.MakeFromData(pData)
-	pData.Release()
+	pcol := fixedArray(arrow.FixedWidthTypes.Date32, n, pbuf)
 
 	cols := make([]arrow.Array, 0, 2+len(e.p.cols))
 	defer func() {
@@ -418,49 +441,19 @@ func (e *emitter) indexRecord(x *sidecar.Index, lv arrow.Array, codes, ks []int3
 			c.Release()
 		}
 	}()
-	cols = append(cols, array.NewDictionaryArray(seriesIDType, indices, e.curIDs), pcol)
+	cols = append(cols, array.NewDictionaryArray(SeriesIDType, indices, e.curIDs), pcol)
 	ai := 0
 	for _, c := range e.p.cols {
-		if c.attr {
-			cols = append(cols, array.NewDictionaryArray(c.field.Type, indices, e.curAttrs[ai]))
+		if c.Attr {
+			cols = append(cols, array.NewDictionaryArray(c.Field.Type, indices, e.curAttrs[ai]))
 			ai++
 			continue
 		}
-		a, err := gather(lv, codes, contiguous, e.mem)
+		a, err := e.p.r.LatestValues(e.ctx, codes, e.mem)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.name, err)
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
 		}
 		cols = append(cols, a)
 	}
 	return array.NewRecordBatch(e.p.schema, cols, int64(n)), nil
-}
-
-// gather returns src's elements at codes: a slice when they are
-// consecutive, a hand gather for float64 (the usual value type), Take
-// otherwise.
-func gather(src arrow.Array, codes []int32, contiguous bool, mem memory.Allocator) (arrow.Array, error) {
-	n := len(codes)
-	if contiguous {
-		return array.NewSlice(src, int64(codes[0]), int64(codes[0])+int64(n)), nil
-	}
-	if f, ok := src.(*array.Float64); ok {
-		vals := f.Float64Values()
-		out := make([]float64, n)
-		for i, c := range codes {
-			if f.IsNull(int(c)) { // not expected: a latest period has a value
-				return takeCodes(src, codes, mem)
-			}
-			out[i] = vals[c]
-		}
-		d := array.NewData(arrow.PrimitiveTypes.Float64, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float64Traits.CastToBytes(out))}, nil, 0, 0)
-		defer d.Release()
-		return array.MakeFromData(d), nil
-	}
-	return takeCodes(src, codes, mem)
-}
-
-func takeCodes(src arrow.Array, codes []int32, mem memory.Allocator) (arrow.Array, error) {
-	idx := codesArray(codes, mem)
-	defer idx.Release()
-	return compute.TakeArray(context.Background(), src, idx)
 }

@@ -1,0 +1,332 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// SnapshotReader is the Reader of a bare open snapshot: codes are index
+// rows, a series is one slice of one mapped data batch, everything about a
+// series beyond its rows comes from the index. It holds no reference on
+// the snapshot; whoever holds the snapshot holds the reader.
+type SnapshotReader struct {
+	s      *snapshot.Snapshot
+	x      *sidecar.Index
+	info   Info
+	shape  *Shape
+	ids    *array.String // the index's series_id column
+	attrs  []arrow.Array // the index's attribute columns
+	values []arrow.Array // per data batch, the value column
+}
+
+// FromSnapshot wraps an open snapshot served under the dataset name. It
+// derives the answers' shape once and refuses snapshots whose columns an
+// answer cannot carry.
+func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error) {
+	x := s.Index()
+	fields, cols := x.Attributes()
+	sh, err := NewShape(dataset, s.ID(), s.Schema(), fields)
+	if err != nil {
+		return nil, err
+	}
+	r := &SnapshotReader{
+		s: s, x: x, shape: sh, ids: x.IDs(), attrs: cols,
+		info: Info{Dataset: dataset, SnapshotID: s.ID(), Series: int64(x.Len()), Rows: s.Manifest.Stats.Rows},
+	}
+	for _, c := range cols {
+		if d, ok := c.(*array.Dictionary); ok {
+			// arrow-go builds a dictionary array's Dictionary() lazily, with
+			// no lock: build it here, before concurrent requests read it.
+			d.Dictionary()
+		}
+	}
+	for i := 0; i < s.NumBatches(); i++ {
+		r.values = append(r.values, s.Batch(i).Column(datafile.ColumnValue))
+	}
+	return r, nil
+}
+
+// Snapshot is the wrapped snapshot.
+func (r *SnapshotReader) Snapshot() *snapshot.Snapshot { return r.s }
+
+func (r *SnapshotReader) Info() Info               { return r.info }
+func (r *SnapshotReader) Shape() *Shape            { return r.shape }
+func (r *SnapshotReader) SeriesID(code int) string { return r.ids.Value(code) }
+
+// Select resolves a selector over the index: a binary search per id, two
+// for a prefix, one pass over the category column for a category.
+func (r *SnapshotReader) Select(s Selector) (Selection, error) {
+	switch s.Kind {
+	case ByPrefix:
+		return CodeRange(r.x.Prefix(s.Prefix)), nil
+	case ByCategory:
+		return r.selectCategory(s.Category)
+	case ByIDs:
+		return r.selectIDs(s.IDs)
+	}
+	return Selection{}, Errorf(ErrInvalid, "no series selector")
+}
+
+func (r *SnapshotReader) selectIDs(ids []string) (Selection, error) {
+	codes := make([]int32, 0, len(ids))
+	var missing []string
+	for _, id := range ids {
+		c, ok := r.x.Lookup(id)
+		if !ok {
+			missing = append(missing, id)
+			continue
+		}
+		codes = append(codes, int32(c))
+	}
+	if len(missing) > 0 {
+		return Selection{}, r.notFoundSeries(missing, len(ids))
+	}
+	if !slices.IsSorted(codes) {
+		slices.Sort(codes)
+	}
+	return CodeList(slices.Compact(codes)), nil
+}
+
+func (r *SnapshotReader) notFoundSeries(missing []string, asked int) error {
+	if len(missing) == 1 {
+		return Errorf(ErrNotFound, "series %s not found in dataset %q (snapshot %d)", quoteSome(missing, 1), r.info.Dataset, r.info.SnapshotID)
+	}
+	return Errorf(ErrNotFound, "%d of %d series not found in dataset %q (snapshot %d): %s", len(missing), asked, r.info.Dataset, r.info.SnapshotID, quoteSome(missing, 5))
+}
+
+// selectCategory scans the category attribute: one pass over a column of
+// one small integer (dictionary) or string per series.
+func (r *SnapshotReader) selectCategory(cat string) (Selection, error) {
+	pos := r.shape.category
+	if pos < 0 {
+		return Selection{}, Errorf(ErrInvalid, "dataset %q has no %q attribute; select by series or prefix", r.info.Dataset, CategoryAttribute)
+	}
+	match, err := CategoryMatcher(r.attrs[pos], cat)
+	if err != nil {
+		return Selection{}, Errorf(ErrInvalid, "dataset %q: %v", r.info.Dataset, err)
+	}
+	var list []int32
+	for i := 0; i < r.x.Len(); i++ {
+		if match(i) {
+			list = append(list, int32(i))
+		}
+	}
+	if len(list) == 0 {
+		return Selection{}, Errorf(ErrNotFound, "category %q not found in dataset %q (snapshot %d)%s", Truncate(cat, 128), r.info.Dataset, r.info.SnapshotID, categoryHint(r.attrs[pos]))
+	}
+	return CodeList(list), nil
+}
+
+// CategoryMatcher returns a predicate over the rows of a category
+// attribute column (utf8, or a dictionary of utf8): row i matches when its
+// value is in category c (MatchCategory). A dictionary is matched once per
+// entry, not once per row.
+func CategoryMatcher(col arrow.Array, c string) (func(int) bool, error) {
+	switch a := col.(type) {
+	case *array.Dictionary:
+		dict, ok := a.Dictionary().(*array.String)
+		if !ok {
+			return nil, fmt.Errorf("the %s attribute is %s, not a string column", CategoryAttribute, col.DataType())
+		}
+		hit := make([]bool, dict.Len())
+		any := false
+		for i := range hit {
+			hit[i] = dict.IsValid(i) && MatchCategory(dict.Value(i), c)
+			any = any || hit[i]
+		}
+		if !any {
+			return func(int) bool { return false }, nil
+		}
+		return func(i int) bool { return a.IsValid(i) && hit[a.GetValueIndex(i)] }, nil
+	case *array.String:
+		return func(i int) bool { return a.IsValid(i) && MatchCategory(a.Value(i), c) }, nil
+	}
+	return nil, fmt.Errorf("the %s attribute is %s, not a string column", CategoryAttribute, col.DataType())
+}
+
+// categoryHint lists a few categories when the column is a dictionary
+// (cheap: the dictionary is the set of distinct values).
+func categoryHint(col arrow.Array) string {
+	a, ok := col.(*array.Dictionary)
+	if !ok {
+		return ""
+	}
+	d, ok := a.Dictionary().(*array.String)
+	if !ok || d.Len() == 0 {
+		return ""
+	}
+	var names []string
+	for i := 0; i < d.Len() && i < 10; i++ {
+		names = append(names, strconv.Quote(d.Value(i)))
+	}
+	if d.Len() > 10 {
+		names = append(names, "…")
+	}
+	return "; categories: " + strings.Join(names, ", ")
+}
+
+// Rows is snapshot.Range as a piece of the mapped batch. An index entry
+// pointing outside the data is corruption (snapshot.ErrCorrupt), named
+// with the dataset and snapshot.
+func (r *SnapshotReader) Rows(code int, rg Range, dst []Piece) ([]Piece, error) {
+	b, lo, hi, err := r.s.Range(r.x.Entry(code), rg.From, rg.To)
+	if err != nil {
+		return dst, fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+	}
+	if hi > lo {
+		dst = append(dst, Piece{Rec: r.s.Batch(b), Lo: lo, Hi: hi})
+	}
+	return dst, nil
+}
+
+// LatestRow narrows the range to its last row with a non-null value. The
+// index knows the series' overall latest period; only when the range ends
+// before it does the value column's validity get scanned.
+func (r *SnapshotReader) LatestRow(code int, rg Range) (Piece, bool, error) {
+	lp, ok := r.x.Latest(code)
+	if !ok { // every value of the series is null
+		return Piece{}, false, nil
+	}
+	b, lo, hi, err := r.s.Range(r.x.Entry(code), rg.From, rg.To)
+	if err != nil {
+		return Piece{}, false, fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+	}
+	if hi <= lo {
+		return Piece{}, false, nil
+	}
+	rec := r.s.Batch(b)
+	if lp <= rg.To {
+		// The last non-null row overall lies at or before the range's end:
+		// it is in the range iff it is not before the range's start.
+		ps := r.s.Periods(b)
+		i := lo + int64(sort.Search(int(hi-lo), func(i int) bool { return int32(ps[lo+int64(i)]) >= lp }))
+		if i < hi && int32(ps[i]) == lp {
+			return Piece{Rec: rec, Lo: i, Hi: i + 1}, true, nil
+		}
+		return Piece{}, false, nil
+	}
+	vals := r.values[b]
+	for i := hi - 1; i >= lo; i-- {
+		if vals.IsValid(int(i)) {
+			return Piece{Rec: rec, Lo: i, Hi: i + 1}, true, nil
+		}
+	}
+	return Piece{}, false, nil
+}
+
+func (r *SnapshotReader) Latest(code int) (int32, bool) { return r.x.Latest(code) }
+
+// LatestValues gathers the index's latest_value column at codes: a slice
+// when they are consecutive, a hand gather for float64 (the usual value
+// type), Take otherwise.
+func (r *SnapshotReader) LatestValues(ctx context.Context, codes []int32, mem memory.Allocator) (arrow.Array, error) {
+	src := r.x.LatestValues()
+	n := len(codes)
+	if n > 0 && int(codes[n-1]-codes[0]) == n-1 {
+		return array.NewSlice(src, int64(codes[0]), int64(codes[0])+int64(n)), nil
+	}
+	if f, ok := src.(*array.Float64); ok && (f.NullN() == 0 || allValid(f, codes)) {
+		vals := f.Float64Values()
+		buf, out := allocFixed[float64](mem, n)
+		for i, c := range codes {
+			out[i] = vals[c]
+		}
+		return fixedArray(arrow.PrimitiveTypes.Float64, n, buf), nil
+	}
+	return takeCodes(ctx, src, codes, mem)
+}
+
+func allValid(a arrow.Array, codes []int32) bool {
+	for _, c := range codes {
+		if a.IsNull(int(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Dictionaries builds the series_id dictionary (the selected ids, in
+// order) and one dictionary per selected attribute (its values for the
+// selected series, dictionaries in the index decoded). A contiguous
+// selection slices the index columns without copying.
+func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs []int, mem memory.Allocator) (ids arrow.Array, values []arrow.Array, err error) {
+	lo, hi, span := sel.Span()
+	if span {
+		ids = array.NewSlice(r.ids, int64(lo), int64(hi))
+	} else {
+		bld := array.NewStringBuilder(mem)
+		bytes := 0
+		for _, c := range sel.list {
+			bytes += r.ids.ValueLen(int(c))
+		}
+		bld.Reserve(len(sel.list))
+		bld.ReserveData(bytes)
+		for _, c := range sel.list {
+			bld.Append(r.ids.Value(int(c)))
+		}
+		ids = bld.NewArray()
+		bld.Release()
+	}
+	defer func() {
+		if err != nil {
+			ids.Release()
+			for _, a := range values {
+				a.Release()
+			}
+			ids, values = nil, nil
+		}
+	}()
+	var idx arrow.Array // the selected codes as int32, built once if needed
+	defer func() {
+		if idx != nil {
+			idx.Release()
+		}
+	}()
+	take := func(src arrow.Array) (arrow.Array, error) {
+		if span {
+			return array.NewSlice(src, int64(lo), int64(hi)), nil
+		}
+		if idx == nil {
+			idx = int32Array(mem, sel.list)
+		}
+		return compute.TakeArray(compute.WithAllocator(ctx, mem), src, idx)
+	}
+	for _, pos := range attrs {
+		src := r.attrs[pos]
+		var a arrow.Array
+		if d, ok := src.(*array.Dictionary); ok {
+			// Decode: the dictionary's values taken by the selected indices.
+			var ind arrow.Array
+			if ind, err = take(d.Indices()); err == nil {
+				a, err = compute.TakeArray(compute.WithAllocator(ctx, mem), d.Dictionary(), ind)
+				ind.Release()
+			}
+		} else {
+			a, err = take(src)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("attribute %s: %w", r.shape.attrs[pos].Name, err)
+		}
+		values = append(values, a)
+	}
+	return ids, values, nil
+}
+
+func takeCodes(ctx context.Context, src arrow.Array, codes []int32, mem memory.Allocator) (arrow.Array, error) {
+	idx := int32Array(mem, codes)
+	defer idx.Release()
+	return compute.TakeArray(compute.WithAllocator(ctx, mem), src, idx)
+}
