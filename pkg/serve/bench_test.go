@@ -81,7 +81,7 @@ func benchRoot(b *testing.B, series, rows int) string {
 
 // writeUniformLake writes series × rows rows: ids "S.0000042", monthly
 // periods from 2000-01, a value and a category attribute.
-func writeUniformLake(b *testing.B, dir string, series, rows int) {
+func writeUniformLake(b testing.TB, dir string, series, rows int) {
 	b.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)

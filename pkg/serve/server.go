@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -38,6 +39,8 @@ type Config struct {
 
 	Logger  *slog.Logger
 	Version string
+	// Allocator is what requests allocate answers from (nil: the default).
+	Allocator memory.Allocator
 }
 
 // gRPC message limits. Requests are tickets, commands and actions, so the
@@ -77,7 +80,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	m := NewMetrics()
-	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval})
+	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator})
 	if err != nil {
 		return nil, err
 	}
