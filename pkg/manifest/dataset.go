@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 )
 
@@ -53,19 +54,19 @@ func SnapshotPath(id uint64) string { return SnapshotsDir + "/" + FormatID(id) }
 func ParseCurrent(b []byte) (uint64, error) {
 	s, ok := strings.CutSuffix(string(b), "\n")
 	if !ok || strings.ContainsAny(s, "\n\r") {
-		return 0, fmt.Errorf("%w: CURRENT must be one line ending in a newline", ErrCorrupt)
+		return 0, corrupt.Errorf("CURRENT must be one line ending in a newline")
 	}
 	name, ok := strings.CutPrefix(s, ManifestsDir+"/")
 	if !ok {
-		return 0, fmt.Errorf("%w: CURRENT names %q, want %s/NNNNNN.json", ErrCorrupt, s, ManifestsDir)
+		return 0, corrupt.Errorf("CURRENT names %q, want %s/NNNNNN.json", s, ManifestsDir)
 	}
 	idStr, ok := strings.CutSuffix(name, ".json")
 	if !ok {
-		return 0, fmt.Errorf("%w: CURRENT names %q, want %s/NNNNNN.json", ErrCorrupt, s, ManifestsDir)
+		return 0, corrupt.Errorf("CURRENT names %q, want %s/NNNNNN.json", s, ManifestsDir)
 	}
 	id, err := ParseID(idStr)
 	if err != nil {
-		return 0, fmt.Errorf("%w: CURRENT: %v", ErrCorrupt, err)
+		return 0, corrupt.Errorf("CURRENT: %w", err)
 	}
 	return id, nil
 }
@@ -120,10 +121,10 @@ func (d *Dataset) Load(id uint64) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	if m.SnapshotID != id {
-		return nil, fmt.Errorf("%s: %w: file holds snapshot_id %d", p, ErrCorrupt, m.SnapshotID)
+		return nil, fmt.Errorf("%s: %w", p, corrupt.Errorf("file holds snapshot_id %d", m.SnapshotID))
 	}
 	if m.Dataset != d.Name {
-		return nil, fmt.Errorf("%s: %w: manifest is for dataset %q, directory is %q", p, ErrCorrupt, m.Dataset, d.Name)
+		return nil, fmt.Errorf("%s: %w", p, corrupt.Errorf("manifest is for dataset %q, directory is %q", m.Dataset, d.Name))
 	}
 	return m, nil
 }

@@ -28,14 +28,17 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // ErrCorrupt marks a snapshot whose files disagree with their manifest or
-// with the format. Test with errors.Is.
-var ErrCorrupt = errors.New("corrupt snapshot")
+// with the format. It is corrupt.ErrCorrupt, so a damaged manifest is
+// ErrCorrupt too; errors about one file are *corrupt.FileError naming it
+// (see corrupt.File). Test with errors.Is.
+var ErrCorrupt = corrupt.ErrCorrupt
 
 // ErrNotFound is returned for an unknown series.
 var ErrNotFound = errors.New("not found")
@@ -113,7 +116,7 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 		// size check did not catch (no data checksum at open): that is a
 		// corrupt snapshot, not a crash.
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: snapshot %d: malformed Arrow file: %v", ErrCorrupt, id, r)
+			err = corrupt.Errorf("snapshot %d: malformed Arrow file: %v", id, r)
 		}
 		if err != nil {
 			s.closeFiles()
@@ -133,17 +136,18 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 	if opt.VerifyData {
 		dataSum = df.Checksum
 	}
+	// arrowfile's errors name the file already.
 	if s.data, err = arrowfile.MapVerified(ds.Path(df.Path), dataSum); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, corrupt.InFile(df.Path, err)
 	}
 	if s.index, err = arrowfile.LoadVerified(ds.Path(xf.Path), xf.Checksum); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, corrupt.InFile(xf.Path, err)
 	}
 	if err := s.loadData(df); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, df.Path, err)
+		return nil, corrupt.InFile(df.Path, fmt.Errorf("%s: %w", df.Path, err))
 	}
 	if err := s.loadIndex(xf); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, xf.Path, err)
+		return nil, corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
 	}
 	trackLeaks(s)
 	return s, nil
@@ -153,10 +157,10 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 func checkSize(ds *manifest.Dataset, f manifest.File) error {
 	st, err := os.Stat(ds.Path(f.Path))
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Path, err)
+		return corrupt.InFile(f.Path, fmt.Errorf("%s: %w", f.Path, err))
 	}
 	if st.Size() != f.Size {
-		return fmt.Errorf("%w: %s is %d bytes, manifest says %d", ErrCorrupt, f.Path, st.Size(), f.Size)
+		return corrupt.InFile(f.Path, fmt.Errorf("%s is %d bytes, manifest says %d", f.Path, st.Size(), f.Size))
 	}
 	return nil
 }
@@ -268,11 +272,11 @@ func (s *Snapshot) Periods(i int) []arrow.Date32 { return s.periods[i] }
 func (s *Snapshot) Range(e sidecar.Entry, from, to int32) (b int, lo, hi int64, err error) {
 	b = e.Batch
 	if b < 0 || b >= len(s.periods) {
-		return 0, 0, 0, fmt.Errorf("%w: series %q in batch %d of %d", ErrCorrupt, e.SeriesID, b, len(s.periods))
+		return 0, 0, 0, corrupt.Errorf("series %q in batch %d of %d", e.SeriesID, b, len(s.periods))
 	}
 	lo, hi = int64(e.BatchOffset), int64(e.BatchOffset)+e.RowCount
 	if lo < 0 || hi < lo || hi > int64(len(s.periods[b])) {
-		return 0, 0, 0, fmt.Errorf("%w: series %q rows [%d,%d) outside batch %d (%d rows)", ErrCorrupt, e.SeriesID, lo, hi, b, len(s.periods[b]))
+		return 0, 0, 0, corrupt.Errorf("series %q rows [%d,%d) outside batch %d (%d rows)", e.SeriesID, lo, hi, b, len(s.periods[b]))
 	}
 	if from > e.FirstPeriod || to < e.LastPeriod {
 		ps := s.periods[b][lo:hi]

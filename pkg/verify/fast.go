@@ -8,10 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -199,19 +199,21 @@ func (v *verifier) open(intact bool) {
 func openRecovered(dir string, id uint64) (s *snapshot.Snapshot, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s, err = nil, fmt.Errorf("%w: opening panicked: %v", snapshot.ErrCorrupt, r)
+			s, err = nil, corrupt.Errorf("opening panicked: %v", r)
 		}
 	}()
 	return snapshot.OpenID(dir, id, snapshot.Options{VerifyData: true})
 }
 
-// fileInError names the snapshot file an Open error is about, or the
-// manifest when it names none.
+// fileInError names the snapshot file an Open error is about (the
+// *corrupt.FileError snapshot.Open locates it with), or the manifest when
+// the error is not about one of the files it lists.
 func (v *verifier) fileInError(err error) string {
-	msg := err.Error()
-	for _, f := range v.m.Files {
-		if strings.Contains(msg, f.Path) || strings.Contains(msg, v.ds.Path(f.Path)) {
-			return f.Path
+	if p, ok := corrupt.File(err); ok {
+		for _, f := range v.m.Files {
+			if f.Path == p {
+				return f.Path
+			}
 		}
 	}
 	return v.r.Manifest
