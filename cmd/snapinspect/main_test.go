@@ -14,6 +14,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/inspect/inspecttest"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
@@ -382,7 +383,7 @@ func TestExitCodes(t *testing.T) {
 func TestDamagedFiles(t *testing.T) {
 	root := t.TempDir()
 	ds := inspecttest.Build(t, root, false)
-	m, err := (&manifest.Dataset{Dir: ds, Name: inspecttest.Name}).Load(2)
+	m, err := (&dataset.Dir{Dir: ds, Name: inspecttest.Name}).Load(2)
 	if err != nil {
 		t.Fatal(err)
 	}

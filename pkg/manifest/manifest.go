@@ -1,10 +1,12 @@
-// Package manifest defines the JSON manifest that names a snapshot's files,
-// and the dataset directory around it: the CURRENT pointer, snapshot ids,
-// staging and the atomic publish that makes a snapshot visible.
+// Package manifest defines the JSON manifest document that names a
+// snapshot's files: its fields, Marshal with the self-checksum, and Parse
+// and Validate, the rules every reader relies on before opening a file the
+// manifest names. See docs/FORMAT.md §2 for the contract.
 //
 // The manifest is the only mutable-looking thing in a dataset, and even it
 // is written once: publishing a snapshot writes a new manifest and flips
-// CURRENT to it. See docs/FORMAT.md §1–2 for the contract.
+// CURRENT to it. The directory around it (CURRENT, ids, the write lock,
+// publish, history, leases, gc) is package dataset.
 package manifest
 
 import (

@@ -30,6 +30,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
@@ -54,10 +55,10 @@ type Options struct {
 
 // Snapshot is an open, validated, read-only snapshot.
 type Snapshot struct {
-	Dataset  *manifest.Dataset
+	Dataset  *dataset.Dir
 	Manifest *manifest.Manifest
 
-	lease   *manifest.Lease // keeps gc away while open
+	lease   *dataset.Lease // keeps gc away while open
 	refs    atomic.Int64
 	closeMu sync.Mutex
 	closed  bool
@@ -73,7 +74,7 @@ type Snapshot struct {
 
 // Open opens the snapshot CURRENT names in the dataset directory.
 func Open(dir string, opt Options) (*Snapshot, error) {
-	ds, err := manifest.OpenDataset(dir)
+	ds, err := dataset.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -86,18 +87,18 @@ func Open(dir string, opt Options) (*Snapshot, error) {
 
 // OpenID opens vintage id of the dataset, whatever CURRENT says.
 func OpenID(dir string, id uint64, opt Options) (*Snapshot, error) {
-	ds, err := manifest.OpenDataset(dir)
+	ds, err := dataset.Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	return openID(ds, id, opt)
 }
 
-func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err error) {
+func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 	// The lease comes first: once held, gc cannot delete the snapshot, so
 	// the manifest loaded next stays valid for the handle's life. A vintage
 	// that does not exist gets no lease file created for it.
-	if _, err := os.Stat(ds.Path(manifest.ManifestPath(id))); err != nil {
+	if _, err := os.Stat(ds.Path(dataset.ManifestPath(id))); err != nil {
 		return nil, fmt.Errorf("manifest %d: %w", id, err)
 	}
 	lease, err := ds.AcquireLease(id)
@@ -154,7 +155,7 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 }
 
 // checkSize compares a file's size with the manifest's record.
-func checkSize(ds *manifest.Dataset, f manifest.File) error {
+func checkSize(ds *dataset.Dir, f manifest.File) error {
 	st, err := os.Stat(ds.Path(f.Path))
 	if err != nil {
 		return corrupt.InFile(f.Path, fmt.Errorf("%s: %w", f.Path, err))

@@ -14,6 +14,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/corrupt"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
@@ -178,13 +179,13 @@ func TestOpenRefusesDamage(t *testing.T) {
 			os.WriteFile(filepath.Join(ds, "CURRENT"), []byte("manifests/000009.json\n"), 0o644)
 		}, Options{}, false, "", fs.ErrNotExist},
 		{"manifest not JSON", func(t *testing.T, ds string, m *manifest.Manifest) {
-			os.WriteFile(filepath.Join(ds, manifest.ManifestPath(m.SnapshotID)), []byte("{"), 0o644)
+			os.WriteFile(filepath.Join(ds, dataset.ManifestPath(m.SnapshotID)), []byte("{"), 0o644)
 		}, Options{}, true, "", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := sample(t)
-			d, _ := manifest.OpenDataset(ds)
+			d, _ := dataset.Open(ds)
 			m, err := d.Current()
 			if err != nil {
 				t.Fatal(err)
@@ -218,12 +219,12 @@ func TestOpenRefusesDamage(t *testing.T) {
 // and errors.As still reaches the JSON decoder's error.
 func TestOneCorruptSentinel(t *testing.T) {
 	ds := sample(t)
-	d, _ := manifest.OpenDataset(ds)
+	d, _ := dataset.Open(ds)
 	id, err := d.CurrentID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ds, manifest.ManifestPath(id)), []byte(`{"format": "servingsnap.manifest", "format_version": 1, "snapshot_id": "x"}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(ds, dataset.ManifestPath(id)), []byte(`{"format": "servingsnap.manifest", "format_version": 1, "snapshot_id": "x"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Open(ds, Options{})
