@@ -36,6 +36,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/inspect"
+	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -61,7 +62,7 @@ func expected(t *testing.T, dir string, q map[string]any) []expRow {
 		from = day(t, v.(string))
 	}
 	if v, ok := q["end"]; ok {
-		to, _ = PeriodEnd(v.(string))
+		to, _ = period.End(v.(string))
 	}
 	x := s.Index()
 	attrs, acols := x.Attributes()
