@@ -28,8 +28,8 @@ import (
 // The corruption suite damages a copy of a pristine snapshot in every way
 // a disk, a copy tool or a careless hand can, and checks that fast
 // verification reports each damage and that snapshot.Open with VerifyData
-// refuses every snapshot fast verification rejects (docs/DESIGN.md
-// invariant 8). The seeds are fixed, so a failure reproduces.
+// refuses every snapshot fast verification rejects (docs/ARCHITECTURE.md
+// "Invariants", 8). The seeds are fixed, so a failure reproduces.
 
 var indexRE = regexp.MustCompile(`\[\d+\]`)
 
