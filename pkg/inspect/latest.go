@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -20,7 +21,7 @@ const CategoryAttribute = "category"
 
 // LatestQuery selects series for Latest: either IDs, or every series
 // (All), or those whose id starts with Prefix and/or whose category
-// attribute matches Category (see MatchCategory).
+// attribute matches Category (see sidecar.MatchCategory).
 type LatestQuery struct {
 	IDs         []string
 	All         bool
@@ -76,15 +77,6 @@ func (a Attributes) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
-}
-
-// MatchCategory reports whether an attribute value v is in category c: v
-// equals c, or v continues c at a '/' boundary ("Petroleum" matches
-// "Petroleum/Prices/Spot", not "PetroleumCoke"). A trailing '/' on c is
-// ignored.
-func MatchCategory(v, c string) bool {
-	c = strings.TrimSuffix(c, "/")
-	return v == c || (strings.HasPrefix(v, c) && len(v) > len(c) && v[len(c)] == '/')
 }
 
 // Latest answers the query. Named ids that do not exist and filters that
@@ -175,11 +167,11 @@ func categoryMatcher(s *snapshot.Snapshot, fields []arrow.Field, cols []arrow.Ar
 			dict := d.Dictionary()
 			hit := make([]bool, dict.Len())
 			for k := range hit {
-				hit[k] = !dict.IsNull(k) && MatchCategory(CellOf(dict, k).Text, c)
+				hit[k] = !dict.IsNull(k) && sidecar.MatchCategory(CellOf(dict, k).Text, c)
 			}
 			return func(code int) bool { return !d.IsNull(code) && hit[d.GetValueIndex(code)] }, nil
 		}
-		return func(code int) bool { return !col.IsNull(code) && MatchCategory(CellOf(col, code).Text, c) }, nil
+		return func(code int) bool { return !col.IsNull(code) && sidecar.MatchCategory(CellOf(col, code).Text, c) }, nil
 	}
 	return nil, notFound("snapshot %d of %s has no %q attribute column, so --category cannot select (attributes: %s)",
 		s.ID(), s.Dataset.Name, CategoryAttribute, attrNames(fields))

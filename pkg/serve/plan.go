@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
@@ -255,7 +254,7 @@ func (v *view) selectCategory(cat string) (selection, error) {
 		hit := make([]bool, dict.Len())
 		any := false
 		for i := 0; i < dict.Len(); i++ {
-			hit[i] = dict.IsValid(i) && inspect.MatchCategory(dict.Value(i), cat)
+			hit[i] = dict.IsValid(i) && sidecar.MatchCategory(dict.Value(i), cat)
 			any = any || hit[i]
 		}
 		if any {
@@ -267,7 +266,7 @@ func (v *view) selectCategory(cat string) (selection, error) {
 		}
 	case *array.String:
 		for i := 0; i < a.Len(); i++ {
-			if a.IsValid(i) && inspect.MatchCategory(a.Value(i), cat) {
+			if a.IsValid(i) && sidecar.MatchCategory(a.Value(i), cat) {
 				list = append(list, int32(i))
 			}
 		}

@@ -35,8 +35,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
-	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -92,7 +92,7 @@ func expected(t *testing.T, dir string, q map[string]any) []expRow {
 				continue
 			}
 		case q["category"] != nil:
-			if c, _ := attrVal("category", code).(string); !inspect.MatchCategory(c, q["category"].(string)) {
+			if c, _ := attrVal("category", code).(string); !sidecar.MatchCategory(c, q["category"].(string)) {
 				continue
 			}
 		}
