@@ -512,29 +512,6 @@ func (s *service) ListFlights(_ *flight.Criteria, stream flight.FlightService_Li
 	})
 }
 
-// periodEnd is the last day of the period s names ("2020" -> 2020-12-31).
-func periodEnd(s string) (int32, error) {
-	d, err := period.Parse(s)
-	if err != nil {
-		return 0, err
-	}
-	t := time.Unix(int64(d)*86400, 0).UTC()
-	var end time.Time
-	switch {
-	case len(s) == 4:
-		end = t.AddDate(1, 0, 0)
-	case strings.ContainsAny(s, "Qq"):
-		end = t.AddDate(0, 3, 0)
-	case strings.ContainsAny(s, "Ww"):
-		end = t.AddDate(0, 0, 7)
-	case len(s) == 6 || len(s) == 7:
-		end = t.AddDate(0, 1, 0)
-	default:
-		return d, nil
-	}
-	return int32(end.Unix()/86400) - 1, nil
-}
-
 func (s *service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	var q ticket
 	if err := json.Unmarshal(tkt.GetTicket(), &q); err != nil {
@@ -552,7 +529,7 @@ func (s *service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 		}
 	}
 	if q.End != "" {
-		if to, err = periodEnd(q.End); err != nil {
+		if to, err = period.End(q.End); err != nil {
 			return status.Errorf(codes.InvalidArgument, "end: %v", err)
 		}
 	}

@@ -1,6 +1,6 @@
 // Command snapbuild cooks serving snapshots from lake tables and runs the
-// tools around them: sample-lake generation, build, and (later) serve,
-// compact, history, rollback and gc.
+// tools around them: gen (sample lakes), build, serve, history, rollback,
+// gc and convert.
 //
 // The main function only wires flags to packages; the logic lives in pkg/.
 package main

@@ -7,19 +7,19 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/inspect"
-	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
-func datasetArg(c *cli.Context) (*manifest.Dataset, error) {
+func datasetArg(c *cli.Context) (*dataset.Dir, error) {
 	if c.NArg() != 1 {
 		return nil, cli.Exit(fmt.Sprintf("%s takes one argument, the dataset directory ROOT/DATASET", c.Command.Name), 2)
 	}
-	return manifest.OpenDataset(c.Args().First())
+	return dataset.Open(c.Args().First())
 }
 
 // lockDataset opens the dataset argument and takes its write lock.
-func lockDataset(c *cli.Context) (*manifest.Dataset, *manifest.Writer, error) {
+func lockDataset(c *cli.Context) (*dataset.Dir, *dataset.Writer, error) {
 	d, err := datasetArg(c)
 	if err != nil {
 		return nil, nil, err

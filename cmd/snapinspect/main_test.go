@@ -14,6 +14,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/inspect/inspecttest"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
@@ -382,7 +383,7 @@ func TestExitCodes(t *testing.T) {
 func TestDamagedFiles(t *testing.T) {
 	root := t.TempDir()
 	ds := inspecttest.Build(t, root, false)
-	m, err := (&manifest.Dataset{Dir: ds, Name: inspecttest.Name}).Load(2)
+	m, err := (&dataset.Dir{Dir: ds, Name: inspecttest.Name}).Load(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func TestDamagedFiles(t *testing.T) {
 	var o, e bytes.Buffer
 	code := run([]string{"snapinspect", ds}, &o, &e)
 	if code != 1 || !strings.Contains(o.String(), "ERROR: the snapshot's files do not open") || !strings.Contains(o.String(), "files\n") ||
-		!strings.Contains(e.String(), "corrupt snapshot") {
+		!strings.Contains(e.String(), "corrupt: ") {
 		t.Errorf("summary of a damaged snapshot: exit %d\nstdout %s\nstderr %s", code, o.String(), e.String())
 	}
 	o.Reset()
@@ -402,7 +403,7 @@ func TestDamagedFiles(t *testing.T) {
 	var doc struct {
 		Error string `json:"error"`
 	}
-	if code != 1 || json.Unmarshal(o.Bytes(), &doc) != nil || !strings.Contains(doc.Error, "corrupt snapshot") {
+	if code != 1 || json.Unmarshal(o.Bytes(), &doc) != nil || !strings.Contains(doc.Error, "corrupt: ") {
 		t.Errorf("summary --json of a damaged snapshot: exit %d, %s", code, o.String())
 	}
 	for _, args := range [][]string{{"series", "NG.HH.D"}, {"latest", "--all"}, {"diff", "1"}} {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 	"github.com/energyscope/servingsnap/pkg/verify"
@@ -92,7 +93,7 @@ func TestExitCodes(t *testing.T) {
 	t.Run("corrupt", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "SYN")
 		copyDir(t, ds, bad)
-		d, _ := manifest.OpenDataset(bad)
+		d, _ := dataset.Open(bad)
 		m, err := d.Current()
 		if err != nil {
 			t.Fatal(err)

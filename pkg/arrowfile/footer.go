@@ -6,6 +6,8 @@ import (
 	"io"
 
 	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 )
 
 // CheckFooter validates the flatbuffer footer of an Arrow IPC file before
@@ -15,22 +17,23 @@ import (
 // out-of-memory. So every vector and string the schema reader will walk is
 // checked to lie inside the footer, nesting is bounded, and only then is
 // the file handed over. (Panics on smaller inconsistencies are recovered
-// by the callers.)
+// by the callers.) Malformed bytes are corruption errors (package corrupt);
+// a failing read is returned as it is.
 func CheckFooter(r io.ReaderAt, size int64) error {
 	const tail = 10 // int32 footer length + "ARROW1"
 	if size < int64(len(magic))+tail {
-		return fmt.Errorf("%d bytes is too small for an Arrow IPC file", size)
+		return corrupt.Errorf("%d bytes is too small for an Arrow IPC file", size)
 	}
 	var end [tail]byte
 	if _, err := r.ReadAt(end[:], size-tail); err != nil {
 		return err
 	}
 	if string(end[4:]) != magic {
-		return fmt.Errorf("no Arrow IPC file magic at the end")
+		return corrupt.Errorf("no Arrow IPC file magic at the end")
 	}
 	n := int64(int32(binary.LittleEndian.Uint32(end[:4])))
 	if n < 4 || n > size-tail-int64(len(magic)) {
-		return fmt.Errorf("footer length %d does not fit a %d-byte file", n, size)
+		return corrupt.Errorf("footer length %d does not fit a %d-byte file", n, size)
 	}
 	buf := make([]byte, n)
 	if _, err := r.ReadAt(buf, size-tail-n); err != nil {
@@ -52,6 +55,7 @@ func checkFooterBytes(buf []byte) (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed footer: %v", r)
 		}
+		err = corrupt.Mark(err) // whatever fails in here is the bytes' fault
 	}()
 	c := &fbCheck{buf: buf}
 	root, err := c.table(0, "footer")
@@ -219,18 +223,19 @@ func (c *fbCheck) tables(t flatbuffers.Table, slot int, what string, visit func(
 
 // CheckStreamHead validates the schema message at the start of an Arrow
 // IPC stream, for the same reason as CheckFooter: arrow-go would trust its
-// vector lengths.
+// vector lengths. Malformed bytes are corruption errors (package corrupt),
+// as for CheckFooter.
 func CheckStreamHead(r io.ReaderAt, size int64) error {
 	var head [8]byte
 	if _, err := r.ReadAt(head[:], 0); err != nil {
-		return fmt.Errorf("too short for an Arrow IPC stream: %w", err)
+		return corrupt.Errorf("too short for an Arrow IPC stream: %w", err)
 	}
 	off, n := int64(8), int64(int32(binary.LittleEndian.Uint32(head[4:])))
 	if binary.LittleEndian.Uint32(head[:4]) != 0xFFFFFFFF { // pre-1.0 streams: no continuation marker
 		off, n = 4, int64(int32(binary.LittleEndian.Uint32(head[:4])))
 	}
 	if n < 4 || n > size-off {
-		return fmt.Errorf("schema message length %d does not fit a %d-byte stream", n, size)
+		return corrupt.Errorf("schema message length %d does not fit a %d-byte stream", n, size)
 	}
 	buf := make([]byte, n)
 	if _, err := r.ReadAt(buf, off); err != nil {
@@ -244,6 +249,7 @@ func checkMessageBytes(buf []byte) (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed schema message: %v", r)
 		}
+		err = corrupt.Mark(err) // whatever fails in here is the bytes' fault
 	}()
 	c := &fbCheck{buf: buf}
 	msg, err := c.table(0, "message")

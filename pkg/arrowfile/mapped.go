@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -14,6 +15,7 @@ import (
 )
 
 // ErrChecksum marks a file whose bytes do not match the expected checksum.
+// Such an error is also a corruption error (corrupt.Is).
 var ErrChecksum = errors.New("checksum mismatch")
 
 // Mapped is an Arrow IPC file mapped read-only into memory. Record batches
@@ -27,7 +29,8 @@ type Mapped struct {
 }
 
 // Map maps path and parses the IPC footer. An empty or malformed file is
-// an error, never a panic. The file must not contain dictionaries.
+// an error marked corrupt (see package corrupt), never a panic. The file
+// must not contain dictionaries.
 func Map(path string) (*Mapped, error) { return open(path, true, "") }
 
 // MapVerified is Map after checking the mapped bytes against checksum (a
@@ -57,7 +60,7 @@ func open(path string, zeroCopy bool, checksum string) (m *Mapped, err error) {
 	}
 	size := st.Size()
 	if size < 12 {
-		return nil, fmt.Errorf("map %s: %d bytes is too small for an Arrow IPC file", path, size)
+		return nil, fmt.Errorf("map %s: %w", path, corrupt.Errorf("%d bytes is too small for an Arrow IPC file", size))
 	}
 	if size != int64(int(size)) {
 		return nil, fmt.Errorf("map %s: file too large to map", path)
@@ -68,7 +71,7 @@ func open(path string, zeroCopy bool, checksum string) (m *Mapped, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("open %s: malformed Arrow IPC file: %v", path, r)
+			err = fmt.Errorf("open %s: %w", path, corrupt.Errorf("malformed Arrow IPC file: %v", r))
 		}
 		if err != nil {
 			syscall.Munmap(data)
@@ -79,7 +82,7 @@ func open(path string, zeroCopy bool, checksum string) (m *Mapped, err error) {
 		h := fileutil.NewHash()
 		h.Write(data)
 		if got := fileutil.FormatChecksum(h); got != checksum {
-			return nil, fmt.Errorf("open %s: checksum %s, want %s: %w", path, got, checksum, ErrChecksum)
+			return nil, fmt.Errorf("open %s: %w", path, corrupt.Errorf("checksum %s, want %s: %w", got, checksum, ErrChecksum))
 		}
 	}
 	if err := checkFooterBytesOf(data); err != nil {
@@ -92,23 +95,28 @@ func open(path string, zeroCopy bool, checksum string) (m *Mapped, err error) {
 		rd, err = ipc.NewFileReader(bytes.NewReader(data), ipc.WithBodySizeLimit(BodySizeLimit))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		// The footer passed CheckFooter, so what arrow-go refuses is malformed.
+		return nil, fmt.Errorf("open %s: %w", path, corrupt.Mark(err))
 	}
 	return &Mapped{Path: path, Data: data, Reader: rd}, nil
 }
 
 // Batch reads record batch i; its buffers alias the mapping. A malformed
-// batch is an error, never a panic.
+// batch is a corruption error, never a panic.
 func (m *Mapped) Batch(i int) (rec arrow.RecordBatch, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			rec, err = nil, fmt.Errorf("%s: batch %d: malformed record batch: %v", m.Path, i, r)
+			rec, err = nil, fmt.Errorf("%s: batch %d: %w", m.Path, i, corrupt.Errorf("malformed record batch: %v", r))
 		}
 	}()
 	if i < 0 || i >= m.Reader.NumRecords() {
 		return nil, fmt.Errorf("%s: batch %d out of range [0,%d)", m.Path, i, m.Reader.NumRecords())
 	}
-	return m.Reader.RecordBatchAt(i)
+	rec, err = m.Reader.RecordBatchAt(i)
+	if err != nil {
+		return nil, fmt.Errorf("%s: batch %d: %w", m.Path, i, corrupt.Mark(err))
+	}
+	return rec, nil
 }
 
 // Close unmaps the file. No array read from it may be used afterwards.

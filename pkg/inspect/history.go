@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 )
 
 // History is the JSON document of `snapinspect history --json`: every
@@ -20,7 +20,7 @@ type History struct {
 	Snapshots    []Vintage `json:"snapshots"`
 	// Flips is the HISTORY log of CURRENT flips (publish, rollback), oldest
 	// first.
-	Flips []manifest.Flip `json:"flips"`
+	Flips []dataset.Flip `json:"flips"`
 }
 
 // Vintage is one manifest. When it fails to load, Error says why and only
@@ -70,13 +70,13 @@ func LoadHistory(dir string) (*History, error) {
 		return nil, err
 	}
 	if h.Flips == nil {
-		h.Flips = []manifest.Flip{}
+		h.Flips = []dataset.Flip{}
 	}
 	return h, nil
 }
 
 func isNoCurrent(err error) bool {
-	return errors.Is(err, manifest.ErrNoCurrent)
+	return errors.Is(err, dataset.ErrNoCurrent)
 }
 
 // WriteText renders the history as a table, CURRENT marked with '*'.

@@ -17,7 +17,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -36,8 +36,8 @@ func notFound(format string, a ...any) error {
 }
 
 // Dataset names the dataset directory after checking that it exists.
-func Dataset(dir string) (*manifest.Dataset, error) {
-	ds, err := manifest.OpenDataset(dir)
+func Dataset(dir string) (*dataset.Dir, error) {
+	ds, err := dataset.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -56,22 +56,22 @@ func Dataset(dir string) (*manifest.Dataset, error) {
 
 // Resolve returns id, or the id CURRENT names when id is 0, after checking
 // that its manifest exists.
-func Resolve(ds *manifest.Dataset, id uint64) (uint64, error) {
+func Resolve(ds *dataset.Dir, id uint64) (uint64, error) {
 	if id == 0 {
 		cur, err := ds.CurrentID()
-		if errors.Is(err, manifest.ErrNoCurrent) {
+		if errors.Is(err, dataset.ErrNoCurrent) {
 			return 0, fmt.Errorf("%s: %w: nothing published (no CURRENT)%s", ds.Dir, ErrNotFound, haveIDs(ds))
 		}
 		return cur, err
 	}
-	if _, err := os.Stat(ds.Path(manifest.ManifestPath(id))); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(ds.Path(dataset.ManifestPath(id))); errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("snapshot %d of %s: %w%s", id, ds.Name, ErrNotFound, haveIDs(ds))
 	}
 	return id, nil
 }
 
 // haveIDs lists the vintages present, for error messages.
-func haveIDs(ds *manifest.Dataset) string {
+func haveIDs(ds *dataset.Dir) string {
 	ids, err := ds.IDs()
 	if err != nil || len(ids) == 0 {
 		return " (no manifests)"
@@ -99,7 +99,7 @@ func Open(dir string, id uint64) (*snapshot.Snapshot, error) {
 }
 
 // currentID is what CURRENT names, 0 if it is absent or unreadable.
-func currentID(ds *manifest.Dataset) uint64 {
+func currentID(ds *dataset.Dir) uint64 {
 	id, err := ds.CurrentID()
 	if err != nil {
 		return 0

@@ -9,18 +9,18 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
 // CategoryAttribute is the index attribute column --category matches.
-const CategoryAttribute = "category"
+const CategoryAttribute = query.CategoryAttribute
 
 // LatestQuery selects series for Latest: either IDs, or every series
 // (All), or those whose id starts with Prefix and/or whose category
-// attribute matches Category (see MatchCategory).
+// attribute matches Category (see query.MatchCategory).
 type LatestQuery struct {
 	IDs         []string
 	All         bool
@@ -76,15 +76,6 @@ func (a Attributes) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
-}
-
-// MatchCategory reports whether an attribute value v is in category c: v
-// equals c, or v continues c at a '/' boundary ("Petroleum" matches
-// "Petroleum/Prices/Spot", not "PetroleumCoke"). A trailing '/' on c is
-// ignored.
-func MatchCategory(v, c string) bool {
-	c = strings.TrimSuffix(c, "/")
-	return v == c || (strings.HasPrefix(v, c) && len(v) > len(c) && v[len(c)] == '/')
 }
 
 // Latest answers the query. Named ids that do not exist and filters that
@@ -163,26 +154,17 @@ func Latest(s *snapshot.Snapshot, q LatestQuery) (*LatestReport, error) {
 	return rep, nil
 }
 
-// categoryMatcher returns a predicate over series codes for --category c.
-// A dictionary column is matched once per dictionary entry.
+// categoryMatcher returns a predicate over series codes for --category c:
+// the read layer's rule (query.MatchCategory), so snapinspect and the
+// server always select the same series.
 func categoryMatcher(s *snapshot.Snapshot, fields []arrow.Field, cols []arrow.Array, c string) (func(int) bool, error) {
 	for i, f := range fields {
-		if f.Name != CategoryAttribute {
-			continue
+		if f.Name == query.CategoryAttribute {
+			return query.CategoryMatcher(cols[i], c)
 		}
-		col := cols[i]
-		if d, ok := col.(*array.Dictionary); ok {
-			dict := d.Dictionary()
-			hit := make([]bool, dict.Len())
-			for k := range hit {
-				hit[k] = !dict.IsNull(k) && MatchCategory(CellOf(dict, k).Text, c)
-			}
-			return func(code int) bool { return !d.IsNull(code) && hit[d.GetValueIndex(code)] }, nil
-		}
-		return func(code int) bool { return !col.IsNull(code) && MatchCategory(CellOf(col, code).Text, c) }, nil
 	}
 	return nil, notFound("snapshot %d of %s has no %q attribute column, so --category cannot select (attributes: %s)",
-		s.ID(), s.Dataset.Name, CategoryAttribute, attrNames(fields))
+		s.ID(), s.Dataset.Name, query.CategoryAttribute, attrNames(fields))
 }
 
 // WriteText renders the report as one aligned table, a row per series.

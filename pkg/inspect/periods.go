@@ -3,8 +3,6 @@ package inspect
 import (
 	"fmt"
 	"math"
-	"strings"
-	"time"
 
 	"github.com/energyscope/servingsnap/pkg/period"
 )
@@ -35,35 +33,16 @@ func ParseRange(from, to string) (Range, error) {
 		r.From = d
 	}
 	if to != "" {
-		d, err := period.Parse(to)
+		d, err := period.End(to)
 		if err != nil {
 			return r, fmt.Errorf("--to: %w", err)
 		}
-		r.To = periodEnd(to, d)
+		r.To = d
 	}
 	if r.From > r.To {
 		return r, fmt.Errorf("--from %s is after --to %s", from, to)
 	}
 	return r, nil
-}
-
-// periodEnd is the last day of the period s names, given its first day
-// (s already parsed): the granularity follows from the form of s.
-func periodEnd(s string, start int32) int32 {
-	t := time.Unix(int64(start)*86400, 0).UTC()
-	switch {
-	case len(s) == 4: // YYYY
-		t = t.AddDate(1, 0, 0)
-	case strings.ContainsAny(s, "Qq"): // YYYYQn, YYYY-Qn
-		t = t.AddDate(0, 3, 0)
-	case strings.ContainsAny(s, "Ww"): // YYYY-Www
-		t = t.AddDate(0, 0, 7)
-	case len(s) == 6 || len(s) == 7: // YYYYMM, YYYY-MM
-		t = t.AddDate(0, 1, 0)
-	default: // a day
-		return start
-	}
-	return int32(t.Unix()/86400) - 1
 }
 
 // FromDate is the first day included as YYYY-MM-DD, "" when open.

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -70,20 +71,24 @@ func WriteSeries(w io.Writer, s *snapshot.Snapshot, ids []string, r Range, forma
 	}
 	// each calls fn with every selected row: the series id and the cells
 	// of the data columns after series_code.
+	rd, err := query.FromSnapshot(s.Dataset.Name, s)
+	if err != nil {
+		return err
+	}
 	each := func(fn func(id string, rec arrow.RecordBatch, row int) error) error {
+		var pieces []query.Piece
 		for _, code := range codes {
-			rec, err := s.Rows(code, r.From, r.To)
-			if err != nil {
+			if pieces, err = rd.Rows(code, query.Range{From: r.From, To: r.To}, pieces[:0]); err != nil {
 				return err
 			}
-			id := s.Index().SeriesID(code)
-			for i := 0; i < int(rec.NumRows()); i++ {
-				if err := fn(id, rec, i); err != nil {
-					rec.Release()
-					return err
+			id := rd.SeriesID(code)
+			for _, pc := range pieces {
+				for i := pc.Lo; i < pc.Hi; i++ {
+					if err := fn(id, pc.Rec, int(i)); err != nil {
+						return err
+					}
 				}
 			}
-			rec.Release()
 		}
 		return nil
 	}

@@ -1,21 +1,23 @@
-// Package manifest defines the JSON manifest that names a snapshot's files,
-// and the dataset directory around it: the CURRENT pointer, snapshot ids,
-// staging and the atomic publish that makes a snapshot visible.
+// Package manifest defines the JSON manifest document that names a
+// snapshot's files: its fields, Marshal with the self-checksum, and Parse
+// and Validate, the rules every reader relies on before opening a file the
+// manifest names. See docs/FORMAT.md §2 for the contract.
 //
 // The manifest is the only mutable-looking thing in a dataset, and even it
 // is written once: publishing a snapshot writes a new manifest and flips
-// CURRENT to it. See docs/FORMAT.md §1–2 for the contract.
+// CURRENT to it. The directory around it (CURRENT, ids, the write lock,
+// publish, history, leases, gc) is package dataset.
 package manifest
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 )
 
@@ -37,8 +39,9 @@ const (
 )
 
 // ErrCorrupt marks a manifest or pointer that parses badly or breaks the
-// format's rules. Test with errors.Is.
-var ErrCorrupt = errors.New("corrupt")
+// format's rules. It is corrupt.ErrCorrupt, the one sentinel every package
+// marks damage with; test with errors.Is.
+var ErrCorrupt = corrupt.ErrCorrupt
 
 // Manifest describes one published snapshot. Field names are the JSON
 // contract documented in docs/FORMAT.md; add fields, never rename them.
@@ -165,19 +168,19 @@ var checksumKey = []byte(`"checksum": "`)
 func verifyChecksum(b []byte, want string) error {
 	i := bytes.LastIndex(b, checksumKey)
 	if i < 0 {
-		return fmt.Errorf("%w: manifest has no checksum field", ErrCorrupt)
+		return corrupt.Errorf("manifest has no checksum field")
 	}
 	v := i + len(checksumKey)
 	end := bytes.IndexByte(b[v:], '"')
 	if end < 0 || string(b[v:v+end]) != want {
-		return fmt.Errorf("%w: manifest checksum field is malformed", ErrCorrupt)
+		return corrupt.Errorf("manifest checksum field is malformed")
 	}
 	blank := make([]byte, 0, len(b)-end)
 	blank = append(append(blank, b[:v]...), b[v+end:]...)
 	h := fileutil.NewHash()
 	h.Write(blank)
 	if got := fileutil.FormatChecksum(h); got != want {
-		return fmt.Errorf("%w: manifest content does not match its checksum (%s, computed %s): it changed after it was written", ErrCorrupt, want, got)
+		return corrupt.Errorf("manifest content does not match its checksum (%s, computed %s): it changed after it was written", want, got)
 	}
 	return nil
 }
@@ -189,7 +192,7 @@ const maxManifestSize = 64 << 20
 // Parse decodes and validates a manifest. It never panics on any input.
 func Parse(b []byte) (*Manifest, error) {
 	if len(b) > maxManifestSize {
-		return nil, fmt.Errorf("%w: manifest is %d bytes, limit %d", ErrCorrupt, len(b), maxManifestSize)
+		return nil, corrupt.Errorf("manifest is %d bytes, limit %d", len(b), maxManifestSize)
 	}
 	// Peek at the version first so a future format gets a clear message
 	// instead of a field-level decoding error.
@@ -198,24 +201,24 @@ func Parse(b []byte) (*Manifest, error) {
 		FormatVersion int    `json:"format_version"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, fmt.Errorf("%w: manifest is not JSON: %v", ErrCorrupt, err)
+		return nil, corrupt.Errorf("manifest is not JSON: %w", err)
 	}
 	if head.Format != Format {
-		return nil, fmt.Errorf("%w: manifest format %q, want %q", ErrCorrupt, head.Format, Format)
+		return nil, corrupt.Errorf("manifest format %q, want %q", head.Format, Format)
 	}
 	if head.FormatVersion != Version {
-		return nil, fmt.Errorf("%w: manifest format_version %d is not supported (this build reads %d)", ErrCorrupt, head.FormatVersion, Version)
+		return nil, corrupt.Errorf("manifest format_version %d is not supported (this build reads %d)", head.FormatVersion, Version)
 	}
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
+		return nil, corrupt.Errorf("manifest: %w", err)
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	if !fileutil.ValidChecksum(m.Checksum) {
-		return nil, fmt.Errorf("%w: manifest %d: checksum %q is not %s<16 hex digits>", ErrCorrupt, m.SnapshotID, m.Checksum, fileutil.ChecksumPrefix)
+		return nil, corrupt.Errorf("manifest %d: checksum %q is not %s<16 hex digits>", m.SnapshotID, m.Checksum, fileutil.ChecksumPrefix)
 	}
 	if err := verifyChecksum(b, m.Checksum); err != nil {
 		return nil, err
@@ -228,7 +231,7 @@ func Parse(b []byte) (*Manifest, error) {
 // well-formed checksums, consistent counts.
 func (m *Manifest) Validate() error {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: manifest %d: %s", ErrCorrupt, m.SnapshotID, fmt.Sprintf(format, a...))
+		return corrupt.Errorf("manifest %d: "+format, append([]any{m.SnapshotID}, a...)...)
 	}
 	if m.Format != Format || m.FormatVersion != Version {
 		return bad("format %q version %d, want %q version %d", m.Format, m.FormatVersion, Format, Version)
@@ -240,7 +243,7 @@ func (m *Manifest) Validate() error {
 		return bad("parent_id %d is not older than snapshot_id %d", m.ParentID, m.SnapshotID)
 	}
 	if err := ValidateDatasetName(m.Dataset); err != nil {
-		return bad("%v", err)
+		return bad("%w", err)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, m.Created); err != nil {
 		return bad("created %q is not RFC 3339", m.Created)
@@ -252,7 +255,7 @@ func (m *Manifest) Validate() error {
 	roles := map[string]int{}
 	for i, f := range m.Files {
 		if err := validateRelPath(f.Path); err != nil {
-			return bad("files[%d]: %v", i, err)
+			return bad("files[%d]: %w", i, err)
 		}
 		if seen[f.Path] {
 			return bad("files[%d]: %s listed twice", i, f.Path)

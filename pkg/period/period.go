@@ -4,7 +4,9 @@
 // Every period is stored as the date of its first day, so daily, monthly,
 // quarterly, weekly and yearly series share one sortable, range-filterable
 // column type, and the snapshot builder, the Flight ticket parser and the CLI
-// --from/--to flags all agree on what "2019-03" means.
+// --from/--to flags all agree on what "2019-03" means. End gives the last
+// day of the period a string names, for inclusive upper bounds ("--to
+// 2019-03" includes 2019-03-31).
 //
 // # Accepted text forms
 //
@@ -46,6 +48,40 @@ func Parse(s string) (int32, error) {
 		return 0, fmt.Errorf("period %q: %w", s, err)
 	}
 	return d, nil
+}
+
+// End parses one period string into date32 days like Parse, but returns the
+// LAST day of the period: "2020" → 2020-12-31, "2020-02" → 2020-02-29,
+// "2020Q2" → 2020-06-30, "2020-W53" → 2021-01-03 (the Sunday), a day → that
+// day. It accepts exactly what Parse accepts, with the same errors, so an
+// inclusive range "from a to b" is [Parse(a), End(b)]. End(s)+1 is the
+// first day of the next period of the same kind.
+func End(s string) (int32, error) {
+	start, err := Parse(s)
+	if err != nil {
+		return 0, err
+	}
+	y, m, _ := civil(int64(start))
+	switch n := len(s); {
+	case n == 4: // YYYY
+		return int32(daysFromCivil(int(y)+1, 1, 1) - 1), nil
+	case n == 6 && (s[4] == 'Q' || s[4] == 'q'), n == 7 && (s[5] == 'Q' || s[5] == 'q'): // quarter
+		return monthsLater(int(y), m, 3) - 1, nil
+	case n == 6 || n == 7: // YYYYMM, YYYY-MM
+		return monthsLater(int(y), m, 1) - 1, nil
+	case n == 8 && s[4] == '-': // YYYY-Www: Monday to Sunday
+		return start + 6, nil
+	default: // YYYYMMDD, YYYY-MM-DD
+		return start, nil
+	}
+}
+
+// monthsLater is the first day of the month k (1-12) months after y-m.
+func monthsLater(y, m, k int) int32 {
+	if m += k; m > 12 {
+		y, m = y+1, m-12
+	}
+	return int32(daysFromCivil(y, m, 1))
 }
 
 // ParseBytes is Parse without allocation on the happy path (used per row).

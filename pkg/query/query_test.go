@@ -217,6 +217,9 @@ func TestMatchCategory(t *testing.T) {
 		{"PetroleumCoke/Prices", "Petroleum", false},
 		{"Petroleum", "Petroleum/Prices", false},
 		{"Petroleum/Pri", "Petroleum/Prices", false},
+		{"Petroleum/Prices/Spot", "Petroleum/Pri", false},
+		{"Petroleum/Prices/Spot", "Petroleum/Prices/Spot", true},
+		{"Natural Gas/Prices", "Prices", false},
 		{"", "", true},
 		{"x", "", false},
 	} {

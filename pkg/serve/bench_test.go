@@ -39,8 +39,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/lakegen"
-	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -520,7 +520,7 @@ func BenchmarkDoGetDuringFlips(b *testing.B) {
 	for i := 0; i < 200; i++ {
 		doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i]+`"]}`))
 	}
-	mds, err := manifest.OpenDataset(ds)
+	mds, err := dsdir.Open(ds)
 	if err != nil {
 		b.Fatal(err)
 	}

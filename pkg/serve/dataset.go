@@ -9,7 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/energyscope/servingsnap/pkg/manifest"
+	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
@@ -30,7 +30,7 @@ import (
 type dataset struct {
 	name string
 	dir  string
-	ds   *manifest.Dataset
+	ds   *dsdir.Dir
 
 	cur    atomic.Pointer[view]
 	swapMu sync.Mutex // serialises swaps and reloads (acquire never takes it)

@@ -25,7 +25,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/manifest"
+	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
 
@@ -81,7 +81,7 @@ func newFlipFixture(t testing.TB, name string) *flipFixture {
 // build publishes a new snapshot of marker m (a real build; CURRENT flips).
 func (f *flipFixture) build(t testing.TB, m int) uint64 {
 	testsnap.Build(t, f.lakes[m], f.dir, nil)
-	ds, _ := manifest.OpenDataset(f.dir)
+	ds, _ := dsdir.Open(f.dir)
 	id, err := ds.CurrentID()
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func (f *flipFixture) build(t testing.TB, m int) uint64 {
 
 // rollback points CURRENT at vintage id.
 func (f *flipFixture) rollback(t testing.TB, id uint64) {
-	ds, _ := manifest.OpenDataset(f.dir)
+	ds, _ := dsdir.Open(f.dir)
 	w, err := ds.LockForWrite()
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +106,8 @@ func (f *flipFixture) rollback(t testing.TB, id uint64) {
 	}
 }
 
-func (f *flipFixture) gc(t testing.TB, keep int) *manifest.GCResult {
-	ds, _ := manifest.OpenDataset(f.dir)
+func (f *flipFixture) gc(t testing.TB, keep int) *dsdir.GCResult {
+	ds, _ := dsdir.Open(f.dir)
 	w, err := ds.LockForWrite()
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func snapshotMappings(t testing.TB, dir string) map[string]int {
 		t.Skipf("no /proc/self/maps: %v", err)
 	}
 	out := map[string]int{}
-	prefix := filepath.Join(dir, manifest.SnapshotsDir) + "/"
+	prefix := filepath.Join(dir, dsdir.SnapshotsDir) + "/"
 	for _, line := range strings.Split(string(b), "\n") {
 		i := strings.Index(line, prefix)
 		if i < 0 {
@@ -427,7 +427,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("live snapshot has %d references, want the dataset's 1", n)
 	}
 	maps := snapshotMappings(t, f.dir)
-	liveDir := manifest.FormatID(live())
+	liveDir := dsdir.FormatID(live())
 	for snap, n := range maps {
 		if snap != liveDir {
 			t.Errorf("snapshot %s still has %d mappings after its readers are gone", snap, n)
@@ -515,7 +515,7 @@ func TestReloadFailureKeepsServing(t *testing.T) {
 	}) {
 		t.Fatalf("not serving 2 after the rollback: %+v", d.reloadStatus())
 	}
-	p := filepath.Join(f.dir, manifest.SnapshotPath(bad), "data.arrow")
+	p := filepath.Join(f.dir, dsdir.SnapshotPath(bad), "data.arrow")
 	os.Chmod(p, 0o644)
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -639,7 +639,7 @@ func TestGCWithServerHoldingSnapshot(t *testing.T) {
 	defer svc.Close()
 	d := svc.datasets["FLIP"]
 	f.rollback(t, 2)
-	snapDir := filepath.Join(f.dir, manifest.SnapshotPath(1))
+	snapDir := filepath.Join(f.dir, dsdir.SnapshotPath(1))
 
 	// 1 is live in the server (CURRENT is 2): in use.
 	r := f.gc(t, 0)
@@ -664,7 +664,7 @@ func TestGCWithServerHoldingSnapshot(t *testing.T) {
 		t.Fatalf("gc while a reader holds 1: %+v", r)
 	}
 	// The reader's slices are still valid: the files are there and mapped.
-	if d.draining.Load() != 1 || snapshotMappings(t, f.dir)[manifest.FormatID(1)] == 0 {
+	if d.draining.Load() != 1 || snapshotMappings(t, f.dir)[dsdir.FormatID(1)] == 0 {
 		t.Errorf("draining %d, mappings %v", d.draining.Load(), snapshotMappings(t, f.dir))
 	}
 	p, err := svc.plan(v, &Query{Dataset: "FLIP", HasPrefix: true, Prefix: "S00", From: math.MinInt32, To: math.MaxInt32})
@@ -680,7 +680,7 @@ func TestGCWithServerHoldingSnapshot(t *testing.T) {
 	if d.draining.Load() != 0 {
 		t.Errorf("draining %d after the last release", d.draining.Load())
 	}
-	if n := snapshotMappings(t, f.dir)[manifest.FormatID(1)]; n != 0 {
+	if n := snapshotMappings(t, f.dir)[dsdir.FormatID(1)]; n != 0 {
 		t.Errorf("snapshot 1 still has %d mappings", n)
 	}
 	r = f.gc(t, 0)

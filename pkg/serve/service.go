@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -128,7 +129,7 @@ func Open(root string, opt Options) (*Service, error) {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, manifest.CurrentFile)); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, dsdir.CurrentFile)); errors.Is(err, os.ErrNotExist) {
 			s.log.Info("skipping directory without CURRENT", "dataset", name, "dir", dir)
 			continue
 		}
@@ -138,7 +139,7 @@ func Open(root string, opt Options) (*Service, error) {
 			s.Close()
 			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
 		}
-		mds, err := manifest.OpenDataset(dir)
+		mds, err := dsdir.Open(dir)
 		if err != nil {
 			snap.Close()
 			s.Close()

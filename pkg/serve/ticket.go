@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
@@ -243,7 +242,7 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 		q.From = d
 	}
 	if seen["end"] {
-		d, err := PeriodEnd(q.End)
+		d, err := period.End(q.End)
 		if err != nil {
 			return nil, invalid("end: %v", err)
 		}
@@ -317,38 +316,3 @@ func describeToken(tok any) string {
 }
 
 func truncate(s string, n int) string { return query.Truncate(s, n) }
-
-// PeriodEnd returns the LAST day covered by the period s names, in date32
-// days: "2020" → 2020-12-31, "2020-02" → 2020-02-29, "2020Q2" → 2020-06-30,
-// "2020-W53" → 2021-01-03 (the Sunday), "2020-06-15" → that day. It accepts
-// exactly the forms period.Parse accepts, so a ticket's "end" is inclusive
-// of the whole period it names.
-func PeriodEnd(s string) (int32, error) {
-	start, err := period.Parse(s)
-	if err != nil {
-		return 0, err
-	}
-	y, m := civilYM(start)
-	switch n := len(s); {
-	case n == 4: // YYYY
-		return days(y+1, 1, 1) - 1, nil
-	case (n == 6 && (s[4] == 'Q' || s[4] == 'q')) || (n == 7 && (s[5] == 'Q' || s[5] == 'q')): // quarter
-		return days(y, m+3, 1) - 1, nil
-	case n == 6 || n == 7: // YYYYMM, YYYY-MM
-		return days(y, m+1, 1) - 1, nil
-	case n == 8 && s[4] == '-': // YYYY-Www
-		return start + 6, nil
-	default: // YYYYMMDD, YYYY-MM-DD
-		return start, nil
-	}
-}
-
-func civilYM(d int32) (int, time.Month) {
-	t := time.Unix(int64(d)*86400, 0).UTC()
-	return t.Year(), t.Month()
-}
-
-// days is date32 days of y-m-d; time.Date normalises month overflow.
-func days(y int, m time.Month, d int) int32 {
-	return int32(time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400)
-}

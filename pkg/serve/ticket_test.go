@@ -139,39 +139,6 @@ func TestParseTicket(t *testing.T) {
 	}
 }
 
-func TestPeriodEnd(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"2020", "2020-12-31"},
-		{"9999", "9999-12-31"},
-		{"2019-02", "2019-02-28"},
-		{"202002", "2020-02-29"},
-		{"2019-12", "2019-12-31"},
-		{"2019Q1", "2019-03-31"},
-		{"2019q4", "2019-12-31"},
-		{"2019-Q2", "2019-06-30"},
-		{"2019-W01", "2019-01-06"},
-		{"2015-w53", "2016-01-03"},
-		{"2019-03-15", "2019-03-15"},
-		{"20190315", "2019-03-15"},
-	}
-	for _, tc := range cases {
-		got, err := PeriodEnd(tc.in)
-		if err != nil {
-			t.Fatalf("PeriodEnd(%q): %v", tc.in, err)
-		}
-		if period.Format(got) != tc.want {
-			t.Errorf("PeriodEnd(%q) = %s, want %s", tc.in, period.Format(got), tc.want)
-		}
-		start, _ := period.Parse(tc.in)
-		if got < start {
-			t.Errorf("PeriodEnd(%q) before its start", tc.in)
-		}
-	}
-	if _, err := PeriodEnd("2019-W53"); err == nil {
-		t.Error("2019 has no ISO week 53")
-	}
-}
-
 // FuzzParseTicket: ParseTicket never panics, an error is always a request
 // error with a client-facing message (InvalidArgument, or ResourceExhausted
 // for the limits), and an accepted ticket is consistent.

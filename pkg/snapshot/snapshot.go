@@ -28,14 +28,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // ErrCorrupt marks a snapshot whose files disagree with their manifest or
-// with the format. Test with errors.Is.
-var ErrCorrupt = errors.New("corrupt snapshot")
+// with the format. It is corrupt.ErrCorrupt, so a damaged manifest is
+// ErrCorrupt too; errors about one file are *corrupt.FileError naming it
+// (see corrupt.File). Test with errors.Is.
+var ErrCorrupt = corrupt.ErrCorrupt
 
 // ErrNotFound is returned for an unknown series.
 var ErrNotFound = errors.New("not found")
@@ -51,10 +55,10 @@ type Options struct {
 
 // Snapshot is an open, validated, read-only snapshot.
 type Snapshot struct {
-	Dataset  *manifest.Dataset
+	Dataset  *dataset.Dir
 	Manifest *manifest.Manifest
 
-	lease   *manifest.Lease // keeps gc away while open
+	lease   *dataset.Lease // keeps gc away while open
 	refs    atomic.Int64
 	closeMu sync.Mutex
 	closed  bool
@@ -70,7 +74,7 @@ type Snapshot struct {
 
 // Open opens the snapshot CURRENT names in the dataset directory.
 func Open(dir string, opt Options) (*Snapshot, error) {
-	ds, err := manifest.OpenDataset(dir)
+	ds, err := dataset.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -83,18 +87,18 @@ func Open(dir string, opt Options) (*Snapshot, error) {
 
 // OpenID opens vintage id of the dataset, whatever CURRENT says.
 func OpenID(dir string, id uint64, opt Options) (*Snapshot, error) {
-	ds, err := manifest.OpenDataset(dir)
+	ds, err := dataset.Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	return openID(ds, id, opt)
 }
 
-func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err error) {
+func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 	// The lease comes first: once held, gc cannot delete the snapshot, so
 	// the manifest loaded next stays valid for the handle's life. A vintage
 	// that does not exist gets no lease file created for it.
-	if _, err := os.Stat(ds.Path(manifest.ManifestPath(id))); err != nil {
+	if _, err := os.Stat(ds.Path(dataset.ManifestPath(id))); err != nil {
 		return nil, fmt.Errorf("manifest %d: %w", id, err)
 	}
 	lease, err := ds.AcquireLease(id)
@@ -113,7 +117,7 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 		// size check did not catch (no data checksum at open): that is a
 		// corrupt snapshot, not a crash.
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: snapshot %d: malformed Arrow file: %v", ErrCorrupt, id, r)
+			err = corrupt.Errorf("snapshot %d: malformed Arrow file: %v", id, r)
 		}
 		if err != nil {
 			s.closeFiles()
@@ -133,30 +137,31 @@ func openID(ds *manifest.Dataset, id uint64, opt Options) (_ *Snapshot, err erro
 	if opt.VerifyData {
 		dataSum = df.Checksum
 	}
+	// arrowfile's errors name the file already.
 	if s.data, err = arrowfile.MapVerified(ds.Path(df.Path), dataSum); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, corrupt.InFile(df.Path, err)
 	}
 	if s.index, err = arrowfile.LoadVerified(ds.Path(xf.Path), xf.Checksum); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, corrupt.InFile(xf.Path, err)
 	}
 	if err := s.loadData(df); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, df.Path, err)
+		return nil, corrupt.InFile(df.Path, fmt.Errorf("%s: %w", df.Path, err))
 	}
 	if err := s.loadIndex(xf); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, xf.Path, err)
+		return nil, corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
 	}
 	trackLeaks(s)
 	return s, nil
 }
 
 // checkSize compares a file's size with the manifest's record.
-func checkSize(ds *manifest.Dataset, f manifest.File) error {
+func checkSize(ds *dataset.Dir, f manifest.File) error {
 	st, err := os.Stat(ds.Path(f.Path))
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Path, err)
+		return corrupt.InFile(f.Path, fmt.Errorf("%s: %w", f.Path, err))
 	}
 	if st.Size() != f.Size {
-		return fmt.Errorf("%w: %s is %d bytes, manifest says %d", ErrCorrupt, f.Path, st.Size(), f.Size)
+		return corrupt.InFile(f.Path, fmt.Errorf("%s is %d bytes, manifest says %d", f.Path, st.Size(), f.Size))
 	}
 	return nil
 }
@@ -268,11 +273,11 @@ func (s *Snapshot) Periods(i int) []arrow.Date32 { return s.periods[i] }
 func (s *Snapshot) Range(e sidecar.Entry, from, to int32) (b int, lo, hi int64, err error) {
 	b = e.Batch
 	if b < 0 || b >= len(s.periods) {
-		return 0, 0, 0, fmt.Errorf("%w: series %q in batch %d of %d", ErrCorrupt, e.SeriesID, b, len(s.periods))
+		return 0, 0, 0, corrupt.Errorf("series %q in batch %d of %d", e.SeriesID, b, len(s.periods))
 	}
 	lo, hi = int64(e.BatchOffset), int64(e.BatchOffset)+e.RowCount
 	if lo < 0 || hi < lo || hi > int64(len(s.periods[b])) {
-		return 0, 0, 0, fmt.Errorf("%w: series %q rows [%d,%d) outside batch %d (%d rows)", ErrCorrupt, e.SeriesID, lo, hi, b, len(s.periods[b]))
+		return 0, 0, 0, corrupt.Errorf("series %q rows [%d,%d) outside batch %d (%d rows)", e.SeriesID, lo, hi, b, len(s.periods[b]))
 	}
 	if from > e.FirstPeriod || to < e.LastPeriod {
 		ps := s.periods[b][lo:hi]

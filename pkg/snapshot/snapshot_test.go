@@ -1,7 +1,9 @@
 package snapshot
 
 import (
+	"encoding/json"
 	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,10 +12,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/corrupt"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
+	"github.com/energyscope/servingsnap/pkg/vortexio"
 )
 
 func sample(t testing.TB) string {
@@ -141,39 +147,45 @@ func TestRefcountUnmapsAfterLastReader(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesDamage: every damage is refused; damage to the bytes is
+// ErrCorrupt (whichever package found it), located in the damaged file, and
+// keeps its cause.
 func TestOpenRefusesDamage(t *testing.T) {
 	cases := []struct {
-		name   string
-		damage func(t *testing.T, ds string, m *manifest.Manifest)
-		opt    Options
+		name    string
+		damage  func(t *testing.T, ds string, m *manifest.Manifest)
+		opt     Options
+		corrupt bool   // errors.Is(err, ErrCorrupt)
+		role    string // the file corrupt.File names, "" for none
+		cause   error  // errors.Is(err, cause), when set
 	}{
 		{"data truncated", func(t *testing.T, ds string, m *manifest.Manifest) {
 			f, _ := m.FileByRole(manifest.RoleData)
 			os.Truncate(filepath.Join(ds, f.Path), f.Size-1)
-		}, Options{}},
+		}, Options{}, true, manifest.RoleData, nil},
 		{"index byte flipped", func(t *testing.T, ds string, m *manifest.Manifest) {
 			f, _ := m.FileByRole(manifest.RoleIndex)
 			flip(t, filepath.Join(ds, f.Path), f.Size/2)
-		}, Options{}},
+		}, Options{}, true, manifest.RoleIndex, arrowfile.ErrChecksum},
 		{"data byte flipped, verified", func(t *testing.T, ds string, m *manifest.Manifest) {
 			f, _ := m.FileByRole(manifest.RoleData)
 			flip(t, filepath.Join(ds, f.Path), f.Size/2)
-		}, Options{VerifyData: true}},
+		}, Options{VerifyData: true}, true, manifest.RoleData, arrowfile.ErrChecksum},
 		{"index deleted", func(t *testing.T, ds string, m *manifest.Manifest) {
 			f, _ := m.FileByRole(manifest.RoleIndex)
 			os.Remove(filepath.Join(ds, f.Path))
-		}, Options{}},
+		}, Options{}, true, manifest.RoleIndex, fs.ErrNotExist},
 		{"CURRENT dangling", func(t *testing.T, ds string, m *manifest.Manifest) {
 			os.WriteFile(filepath.Join(ds, "CURRENT"), []byte("manifests/000009.json\n"), 0o644)
-		}, Options{}},
+		}, Options{}, false, "", fs.ErrNotExist},
 		{"manifest not JSON", func(t *testing.T, ds string, m *manifest.Manifest) {
-			os.WriteFile(filepath.Join(ds, manifest.ManifestPath(m.SnapshotID)), []byte("{"), 0o644)
-		}, Options{}},
+			os.WriteFile(filepath.Join(ds, dataset.ManifestPath(m.SnapshotID)), []byte("{"), 0o644)
+		}, Options{}, true, "", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := sample(t)
-			d, _ := manifest.OpenDataset(ds)
+			d, _ := dataset.Open(ds)
 			m, err := d.Current()
 			if err != nil {
 				t.Fatal(err)
@@ -184,7 +196,50 @@ func TestOpenRefusesDamage(t *testing.T) {
 				s.Close()
 				t.Fatal("opened a damaged snapshot")
 			}
+			if errors.Is(err, ErrCorrupt) != tc.corrupt || corrupt.Is(err) != tc.corrupt {
+				t.Errorf("errors.Is(%v, ErrCorrupt) = %v, want %v", err, !tc.corrupt, tc.corrupt)
+			}
+			wantFile := ""
+			if tc.role != "" {
+				f, _ := m.FileByRole(tc.role)
+				wantFile = f.Path
+			}
+			if got, _ := corrupt.File(err); got != wantFile {
+				t.Errorf("corrupt.File(%v) = %q, want %q", err, got, wantFile)
+			}
+			if tc.cause != nil && !errors.Is(err, tc.cause) {
+				t.Errorf("%v: the cause %v is lost", err, tc.cause)
+			}
 		})
+	}
+}
+
+// TestOneCorruptSentinel: a damaged manifest found by package manifest is,
+// through snapshot.Open, snapshot.ErrCorrupt and manifest.ErrCorrupt alike,
+// and errors.As still reaches the JSON decoder's error.
+func TestOneCorruptSentinel(t *testing.T) {
+	ds := sample(t)
+	d, _ := dataset.Open(ds)
+	id, err := d.CurrentID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ds, dataset.ManifestPath(id)), []byte(`{"format": "servingsnap.manifest", "format_version": 1, "snapshot_id": "x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ds, Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a snapshot with a damaged manifest")
+	}
+	for _, target := range []error{ErrCorrupt, manifest.ErrCorrupt, corrupt.ErrCorrupt, vortexio.ErrCorrupt} {
+		if !errors.Is(err, target) {
+			t.Errorf("errors.Is(%v, %v) = false", err, target)
+		}
+	}
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field != "snapshot_id" {
+		t.Errorf("errors.As(%v, *json.UnmarshalTypeError) does not reach the decoder's error", err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 )
@@ -134,7 +135,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
 	}
-	ds, err := manifest.OpenDataset(opt.Out)
+	ds, err := dataset.Open(opt.Out)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +225,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		m.Lineage.Inputs = append(m.Lineage.Inputs, manifest.Input{Path: in.Rel, Size: in.Size, Rows: in.Rows, Checksum: sums[i]})
 		sum.InputBytes += in.Size
 	}
-	snapRel := manifest.SnapshotPath(id)
+	snapRel := dataset.SnapshotPath(id)
 	for _, f := range files {
 		f.Path = snapRel + "/" + f.Path
 		m.Files = append(m.Files, f)
@@ -237,7 +238,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	phase(&sum.Phases.Publish)
 
 	sum.SnapshotID, sum.ParentID = id, parent
-	sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(manifest.ManifestPath(id)))
+	sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(dataset.ManifestPath(id)))
 	sum.Rows, sum.Series, sum.DuplicatesDropped = m.Stats.Rows, m.Stats.Series, lay.dropped
 	sum.Inputs = len(t.inputs)
 	sum.Attributes = m.Schema.Attributes

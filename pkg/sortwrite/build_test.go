@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
@@ -122,7 +123,7 @@ func TestBuildTwiceMakesChild(t *testing.T) {
 			t.Errorf("%s survived the next build", p)
 		}
 	}
-	ds, _ := manifest.OpenDataset(out)
+	ds, _ := dataset.Open(out)
 	ids, _ := ds.IDs()
 	if !reflect.DeepEqual(ids, []uint64{1, 2}) {
 		t.Errorf("vintages = %v", ids)

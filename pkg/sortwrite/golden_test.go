@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
-	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 )
 
 var update = flag.Bool("update", false, "rewrite the format fixtures under testdata/v1")
@@ -65,7 +65,7 @@ func TestGoldenV1(t *testing.T) {
 	if _, err := Build(t.Context(), fixtureOptions(lake, got)); err != nil {
 		t.Fatal(err)
 	}
-	for _, rel := range []string{"CURRENT", manifest.ManifestPath(1), "snapshots/000001/data.arrow", "snapshots/000001/index.arrow"} {
+	for _, rel := range []string{"CURRENT", dataset.ManifestPath(1), "snapshots/000001/data.arrow", "snapshots/000001/index.arrow"} {
 		a, err := os.ReadFile(filepath.Join(want, rel))
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
@@ -31,7 +32,7 @@ type seriesRow struct {
 
 func readBack(t testing.TB, dsDir string) (*manifest.Manifest, map[string][]seriesRow, arrow.RecordBatch) {
 	t.Helper()
-	ds, err := manifest.OpenDataset(dsDir)
+	ds, err := dataset.Open(dsDir)
 	if err != nil {
 		t.Fatal(err)
 	}

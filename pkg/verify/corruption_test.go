@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -27,8 +28,8 @@ import (
 // The corruption suite damages a copy of a pristine snapshot in every way
 // a disk, a copy tool or a careless hand can, and checks that fast
 // verification reports each damage and that snapshot.Open with VerifyData
-// refuses every snapshot fast verification rejects (docs/DESIGN.md
-// invariant 8). The seeds are fixed, so a failure reproduces.
+// refuses every snapshot fast verification rejects (docs/ARCHITECTURE.md
+// "Invariants", 8). The seeds are fixed, so a failure reproduces.
 
 var indexRE = regexp.MustCompile(`\[\d+\]`)
 
@@ -289,7 +290,7 @@ func byteFaults(t testing.TB, f *fixture) []fault {
 		{"data", f.data, 300, 100, 40, 20},
 		{"index", f.index, 300, 100, 40, 20},
 		{"manifest", f.man, 400, 100, 1, 10},
-		{"CURRENT", manifest.CurrentFile, 0, 0, 1, 0}, // exhaustive below
+		{"CURRENT", dataset.CurrentFile, 0, 0, 1, 0}, // exhaustive below
 	}
 	for _, fl := range files {
 		rel, n := fl.rel, size(fl.rel)
@@ -315,21 +316,21 @@ func byteFaults(t testing.TB, f *fixture) []fault {
 		}
 	}
 	// CURRENT is 22 bytes: flip every byte 8 ways, truncate to every length.
-	cur := size(manifest.CurrentFile)
+	cur := size(dataset.CurrentFile)
 	for off := int64(0); off < cur; off++ {
 		for k := 0; k < 8; k++ {
 			x := byte(1 + rng.IntN(255))
-			out = append(out, fault{"flip", "CURRENT", fmt.Sprintf("byte %d ^= %#02x", off, x), flipAt(manifest.CurrentFile, off, x)})
+			out = append(out, fault{"flip", "CURRENT", fmt.Sprintf("byte %d ^= %#02x", off, x), flipAt(dataset.CurrentFile, off, x)})
 		}
 	}
 	for l := int64(0); l < cur; l++ {
-		out = append(out, fault{"truncate", "CURRENT", fmt.Sprintf("to %d bytes", l), truncateTo(manifest.CurrentFile, l)})
+		out = append(out, fault{"truncate", "CURRENT", fmt.Sprintf("to %d bytes", l), truncateTo(dataset.CurrentFile, l)})
 	}
 
 	// Deleted files and directories.
 	for _, d := range []struct{ target, rel string }{
-		{"data", f.data}, {"index", f.index}, {"manifest", f.man}, {"CURRENT", manifest.CurrentFile},
-		{"dataset", manifest.SnapshotPath(f.m.SnapshotID)}, {"dataset", manifest.ManifestsDir}, {"dataset", manifest.SnapshotsDir},
+		{"data", f.data}, {"index", f.index}, {"manifest", f.man}, {"CURRENT", dataset.CurrentFile},
+		{"dataset", dataset.SnapshotPath(f.m.SnapshotID)}, {"dataset", dataset.ManifestsDir}, {"dataset", dataset.SnapshotsDir},
 	} {
 		rel := d.rel
 		out = append(out, fault{"delete", d.target, rel, func(ds string) (bool, error) {
@@ -361,9 +362,9 @@ func byteFaults(t testing.TB, f *fixture) []fault {
 	}{
 		{"data", "donor's data.arrow", f.data, donor(dd.Path)},
 		{"index", "donor's index.arrow", f.index, donor(dx.Path)},
-		{"manifest", "donor's manifest 2 as manifest 1", f.man, donor(manifest.ManifestPath(2))},
-		{"manifest", "donor's manifest 1 (same id and dataset, other files)", f.man, donor(manifest.ManifestPath(1))},
-		{"CURRENT", "donor's CURRENT (names snapshot 2)", manifest.CurrentFile, donor(manifest.CurrentFile)},
+		{"manifest", "donor's manifest 2 as manifest 1", f.man, donor(dataset.ManifestPath(2))},
+		{"manifest", "donor's manifest 1 (same id and dataset, other files)", f.man, donor(dataset.ManifestPath(1))},
+		{"CURRENT", "donor's CURRENT (names snapshot 2)", dataset.CurrentFile, donor(dataset.CurrentFile)},
 		{"data", "index.arrow as data.arrow", f.data, readFile(t, f.ds, f.index)},
 		{"index", "data.arrow as index.arrow", f.index, readFile(t, f.ds, f.data)},
 	} {
@@ -373,7 +374,7 @@ func byteFaults(t testing.TB, f *fixture) []fault {
 	// CURRENT pointing nowhere, and CURRENT garbage.
 	for _, id := range []uint64{2, 9, 999999, 1000000} {
 		out = append(out, fault{"dangling", "CURRENT", fmt.Sprintf("names manifest %d", id),
-			replaceWith(manifest.CurrentFile, []byte(manifest.ManifestPath(id)+"\n"))})
+			replaceWith(dataset.CurrentFile, []byte(dataset.ManifestPath(id)+"\n"))})
 	}
 	garbage := []string{
 		"", "\n", "manifests/000001.json", "manifests/000001.json\n\n", "manifests/000001.json\r\n",
@@ -391,7 +392,7 @@ func byteFaults(t testing.TB, f *fixture) []fault {
 		garbage = append(garbage, string(b))
 	}
 	for _, g := range garbage {
-		out = append(out, fault{"garbage", "CURRENT", fmt.Sprintf("%q", g), replaceWith(manifest.CurrentFile, []byte(g))})
+		out = append(out, fault{"garbage", "CURRENT", fmt.Sprintf("%q", g), replaceWith(dataset.CurrentFile, []byte(g))})
 	}
 	return out
 }

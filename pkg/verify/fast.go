@@ -8,11 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
@@ -38,12 +39,12 @@ func (v *verifier) checkDatasetDir() error {
 	}
 	for _, e := range ents {
 		switch e.Name() {
-		case manifest.CurrentFile, manifest.ManifestsDir, manifest.SnapshotsDir:
+		case dataset.CurrentFile, dataset.ManifestsDir, dataset.SnapshotsDir:
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: %s is not a dataset directory (no %s, %s/ or %s/)", ErrCannotVerify,
-		v.ds.Dir, manifest.CurrentFile, manifest.ManifestsDir, manifest.SnapshotsDir)
+		v.ds.Dir, dataset.CurrentFile, dataset.ManifestsDir, dataset.SnapshotsDir)
 }
 
 // selectSnapshot returns the id to verify: Options.SnapshotID, or the one
@@ -51,38 +52,38 @@ func (v *verifier) checkDatasetDir() error {
 // finding (the dataset cannot be served) and yields id 0.
 func (v *verifier) selectSnapshot() (uint64, error) {
 	if id := v.opt.SnapshotID; id != 0 {
-		if _, err := os.Lstat(v.ds.Path(manifest.ManifestPath(id))); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(v.ds.Path(dataset.ManifestPath(id))); errors.Is(err, fs.ErrNotExist) {
 			ids, _ := v.ds.IDs()
 			return 0, fmt.Errorf("%w: dataset %s has no snapshot %d (manifests present: %v)", ErrCannotVerify, v.ds.Name, id, ids)
 		}
 		return id, nil
 	}
 	v.ran()
-	b, err := os.ReadFile(v.ds.Path(manifest.CurrentFile))
+	b, err := os.ReadFile(v.ds.Path(dataset.CurrentFile))
 	if err != nil {
 		msg := fmt.Sprintf("cannot read CURRENT: %v", err)
 		if errors.Is(err, fs.ErrNotExist) {
 			msg = "CURRENT is missing: no snapshot is published"
 		}
-		v.add(CheckCurrent, manifest.CurrentFile, "", "%s", msg)
+		v.add(CheckCurrent, dataset.CurrentFile, "", "%s", msg)
 		if ids, _ := v.ds.IDs(); len(ids) > 0 {
-			v.note(fmt.Sprintf("newest manifest present is %s (verify it with --snapshot %d)", manifest.ManifestPath(ids[len(ids)-1]), ids[len(ids)-1]))
+			v.note(fmt.Sprintf("newest manifest present is %s (verify it with --snapshot %d)", dataset.ManifestPath(ids[len(ids)-1]), ids[len(ids)-1]))
 		}
 		return 0, nil
 	}
-	id, err := manifest.ParseCurrent(b)
+	id, err := dataset.ParseCurrent(b)
 	if err != nil {
-		v.add(CheckCurrent, manifest.CurrentFile, "", "%v (content %s)", err, quoteShort(b))
+		v.add(CheckCurrent, dataset.CurrentFile, "", "%v (content %s)", err, quoteShort(b))
 		return 0, nil
 	}
-	if _, err := os.Stat(v.ds.Path(manifest.ManifestPath(id))); err != nil {
-		v.add(CheckCurrent, manifest.CurrentFile, "", "CURRENT names %s, which cannot be read: %v", manifest.ManifestPath(id), unwrapPath(err))
+	if _, err := os.Stat(v.ds.Path(dataset.ManifestPath(id))); err != nil {
+		v.add(CheckCurrent, dataset.CurrentFile, "", "CURRENT names %s, which cannot be read: %v", dataset.ManifestPath(id), unwrapPath(err))
 		return 0, nil
 	}
 	// HISTORY is advisory (a crash between the flip and its log line is
 	// legitimate), so a disagreement is a note, not a finding.
 	if flips, err := v.ds.Flips(); err == nil && len(flips) > 0 && flips[len(flips)-1].To != id {
-		v.note(fmt.Sprintf("%s's last flip is to snapshot %d, CURRENT names %d (CURRENT is the truth)", manifest.HistoryFile, flips[len(flips)-1].To, id))
+		v.note(fmt.Sprintf("%s's last flip is to snapshot %d, CURRENT names %d (CURRENT is the truth)", dataset.HistoryFile, flips[len(flips)-1].To, id))
 	}
 	return id, nil
 }
@@ -90,7 +91,7 @@ func (v *verifier) selectSnapshot() (uint64, error) {
 // loadManifest reads and parses manifest id. It returns false when there
 // is no usable file list (nothing further can be checked).
 func (v *verifier) loadManifest(id uint64) bool {
-	rel := manifest.ManifestPath(id)
+	rel := dataset.ManifestPath(id)
 	v.ran()
 	b, err := os.ReadFile(v.ds.Path(rel))
 	if err != nil {
@@ -199,19 +200,21 @@ func (v *verifier) open(intact bool) {
 func openRecovered(dir string, id uint64) (s *snapshot.Snapshot, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s, err = nil, fmt.Errorf("%w: opening panicked: %v", snapshot.ErrCorrupt, r)
+			s, err = nil, corrupt.Errorf("opening panicked: %v", r)
 		}
 	}()
 	return snapshot.OpenID(dir, id, snapshot.Options{VerifyData: true})
 }
 
-// fileInError names the snapshot file an Open error is about, or the
-// manifest when it names none.
+// fileInError names the snapshot file an Open error is about (the
+// *corrupt.FileError snapshot.Open locates it with), or the manifest when
+// the error is not about one of the files it lists.
 func (v *verifier) fileInError(err error) string {
-	msg := err.Error()
-	for _, f := range v.m.Files {
-		if strings.Contains(msg, f.Path) || strings.Contains(msg, v.ds.Path(f.Path)) {
-			return f.Path
+	if p, ok := corrupt.File(err); ok {
+		for _, f := range v.m.Files {
+			if f.Path == p {
+				return f.Path
+			}
 		}
 	}
 	return v.r.Manifest

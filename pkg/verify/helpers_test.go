@@ -15,6 +15,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
@@ -62,7 +63,7 @@ func getFixture(t testing.TB) *fixture {
 		f.m = loadManifest(t, f.ds, 0)
 		d, _ := f.m.FileByRole(manifest.RoleData)
 		x, _ := f.m.FileByRole(manifest.RoleIndex)
-		f.data, f.index, f.man = d.Path, x.Path, manifest.ManifestPath(f.m.SnapshotID)
+		f.data, f.index, f.man = d.Path, x.Path, dataset.ManifestPath(f.m.SnapshotID)
 
 		// The donor: another lake, built twice so its CURRENT is 2.
 		lake2, ds2 := testsnap.Sample(t, filepath.Join(root, "b"), "SYN", 120, 11, small)
@@ -83,7 +84,7 @@ func getFixture(t testing.TB) *fixture {
 // loadManifest parses manifest id (0: CURRENT's) without Load's identity checks.
 func loadManifest(t testing.TB, ds string, id uint64) *manifest.Manifest {
 	t.Helper()
-	d, err := manifest.OpenDataset(ds)
+	d, err := dataset.Open(ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func loadManifest(t testing.TB, ds string, id uint64) *manifest.Manifest {
 			t.Fatal(err)
 		}
 	}
-	b, err := os.ReadFile(d.Path(manifest.ManifestPath(id)))
+	b, err := os.ReadFile(d.Path(dataset.ManifestPath(id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func copyTree(t testing.TB, src, dst string) {
 		rel, _ := filepath.Rel(src, p)
 		to := filepath.Join(dst, rel)
 		if d.IsDir() {
-			if d.Name() == manifest.TmpDir {
+			if d.Name() == dataset.TmpDir {
 				return filepath.SkipDir
 			}
 			return os.MkdirAll(to, 0o755)
@@ -168,7 +169,7 @@ func readArrow(t testing.TB, path string) (*arrow.Schema, []arrow.RecordBatch) {
 // see a consistent snapshot.
 func writeArrow(t testing.TB, ds, rel string, schema *arrow.Schema, recs []arrow.RecordBatch) {
 	t.Helper()
-	d, _ := manifest.OpenDataset(ds)
+	d, _ := dataset.Open(ds)
 	p := d.Path(rel)
 	os.Remove(p)
 	w, err := arrowfile.Create(p, schema, arrowfile.AllowDictionaries)
@@ -203,8 +204,8 @@ func editManifest(t testing.TB, ds string, edit func(m *manifest.Manifest)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := manifest.OpenDataset(ds)
-	if err := os.WriteFile(d.Path(manifest.ManifestPath(m.SnapshotID)), b, 0o644); err != nil {
+	d, _ := dataset.Open(ds)
+	if err := os.WriteFile(d.Path(dataset.ManifestPath(m.SnapshotID)), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

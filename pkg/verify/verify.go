@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
@@ -145,7 +146,7 @@ var ErrCannotVerify = errors.New("cannot verify")
 
 // verifier accumulates one report.
 type verifier struct {
-	ds  *manifest.Dataset
+	ds  *dataset.Dir
 	opt Options
 	r   *Report
 	max int
@@ -158,7 +159,7 @@ type verifier struct {
 // Verify checks the dataset directory dir (ROOT/DATASET) as opt says.
 func Verify(dir string, opt Options) (*Report, error) {
 	start := time.Now()
-	ds, err := manifest.OpenDataset(dir)
+	ds, err := dataset.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotVerify, err)
 	}
@@ -202,7 +203,7 @@ func (v *verifier) run() error {
 		return err
 	}
 	v.r.SnapshotID = id
-	v.r.Manifest = manifest.ManifestPath(id)
+	v.r.Manifest = dataset.ManifestPath(id)
 	if !v.loadManifest(id) {
 		return nil
 	}

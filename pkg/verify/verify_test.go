@@ -13,7 +13,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
-	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
@@ -77,7 +77,7 @@ func TestCannotVerify(t *testing.T) {
 func TestCurrentProblems(t *testing.T) {
 	f := getFixture(t)
 	ds := f.freshCopy(t)
-	os.Remove(filepath.Join(ds, manifest.CurrentFile))
+	os.Remove(filepath.Join(ds, dataset.CurrentFile))
 	rep, err := Verify(ds, Options{})
 	if err != nil {
 		t.Fatal(err)

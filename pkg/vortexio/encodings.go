@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 )
 
 // patches are exceptions shared by bitpacked, ALP, ALP-RD and sparse arrays.
@@ -593,5 +592,3 @@ func (d *decoder) decodeFSST(nd *anode, dt *DType, n int) (*vec, error) {
 	v.data = out
 	return v, nil
 }
-
-var _ = bits.Len64

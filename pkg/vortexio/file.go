@@ -1,7 +1,6 @@
 package vortexio
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -429,5 +428,3 @@ func (f *File) segment(i uint32) ([]byte, error) {
 	s := f.segs[i]
 	return f.readBytes(s.offset, uint64(s.length))
 }
-
-var _ = bytes.Equal

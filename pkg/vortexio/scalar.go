@@ -1,7 +1,6 @@
 package vortexio
 
 import (
-	"encoding/binary"
 	"math"
 	"unicode/utf8"
 )
@@ -277,5 +276,3 @@ func encodeScalarBytes(utf bool, b []byte) []byte {
 	}
 	return w.b
 }
-
-var _ = binary.LittleEndian

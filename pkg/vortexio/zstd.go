@@ -71,7 +71,7 @@ func (d *decoder) decodeZstd(nd *anode, dt *DType, n int) (*vec, error) {
 		want := frames[i].uint(1)
 		out, err := dec.DecodeAll(b, raw[len(raw):len(raw)])
 		if err != nil {
-			return nil, corruptf("vortex.zstd frame %d: %v", i, err)
+			return nil, corruptf("vortex.zstd frame %d: %w", i, err)
 		}
 		if uint64(len(out)) != want {
 			return nil, corruptf("vortex.zstd frame %d has %d bytes, want %d", i, len(out), want)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
-	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -150,7 +150,7 @@ func Build(t testing.TB, root string, withCorrupt bool) string {
 		}
 	}
 	if withCorrupt {
-		p := filepath.Join(ds, filepath.FromSlash(manifest.ManifestPath(CorruptID)))
+		p := filepath.Join(ds, filepath.FromSlash(dataset.ManifestPath(CorruptID)))
 		if err := os.WriteFile(p, []byte("{\"format\": \"servingsnap.manifest\", \"format_version\": 1, \"snapshot_id\": \"three\"}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
@@ -30,7 +31,7 @@ func sampleManifest() *manifest.Manifest {
 	}
 }
 
-// FuzzParseManifest: manifest.Parse and manifest.ParseCurrent never panic;
+// FuzzParseManifest: manifest.Parse and dataset.ParseCurrent never panic;
 // what Parse accepts, Marshal renders and Parse reads back unchanged; what
 // ParseCurrent accepts is exactly the canonical pointer; the verifier's own
 // manifest rules never panic on what Parse accepts.
@@ -52,8 +53,8 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte("{}"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if id, err := manifest.ParseCurrent(b); err == nil {
-			if want := manifest.ManifestPath(id) + "\n"; string(b) != want {
+		if id, err := dataset.ParseCurrent(b); err == nil {
+			if want := dataset.ManifestPath(id) + "\n"; string(b) != want {
 				t.Fatalf("ParseCurrent(%q) = %d, whose pointer is %q", b, id, want)
 			}
 		} else if !errors.Is(err, manifest.ErrCorrupt) {

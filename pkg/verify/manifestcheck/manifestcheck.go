@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/lake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -116,7 +117,7 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 	if !strings.HasSuffix(m.Created, "Z") {
 		bad("created", "created %q is not a UTC time", m.Created)
 	}
-	dir := manifest.SnapshotPath(m.SnapshotID) + "/"
+	dir := dataset.SnapshotPath(m.SnapshotID) + "/"
 	for i, f := range m.Files {
 		loc := fmt.Sprintf("files[%d]", i)
 		if !strings.HasPrefix(f.Path, dir) || strings.Contains(f.Path[len(dir):], "/") {

@@ -1,4 +1,13 @@
-package manifest
+// Package dataset manages a dataset directory (ROOT/DATASET) over its
+// life: the CURRENT pointer and snapshot ids, the write lock, staging and
+// the atomic publish that makes a snapshot visible, the HISTORY of flips,
+// readers' leases, rollback and garbage collection. The manifest document
+// itself is package manifest; docs/FORMAT.md §1 is the contract.
+//
+// Reading needs no lock: a reader follows CURRENT, and everything CURRENT
+// can name is complete and immutable. Every change goes through a Writer,
+// which holds the dataset's flock.
+package dataset
 
 import (
 	"errors"
@@ -10,7 +19,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
 // Names inside a dataset directory (docs/FORMAT.md §1).
@@ -49,50 +60,51 @@ func ManifestPath(id uint64) string { return ManifestsDir + "/" + FormatID(id) +
 func SnapshotPath(id uint64) string { return SnapshotsDir + "/" + FormatID(id) }
 
 // ParseCurrent decodes the content of a CURRENT file: exactly one line
-// "manifests/NNNNNN.json\n". Anything else is ErrCorrupt.
+// "manifests/NNNNNN.json\n". Anything else is a corruption error
+// (corrupt.ErrCorrupt, which manifest.ErrCorrupt also names).
 func ParseCurrent(b []byte) (uint64, error) {
 	s, ok := strings.CutSuffix(string(b), "\n")
 	if !ok || strings.ContainsAny(s, "\n\r") {
-		return 0, fmt.Errorf("%w: CURRENT must be one line ending in a newline", ErrCorrupt)
+		return 0, corrupt.Errorf("CURRENT must be one line ending in a newline")
 	}
 	name, ok := strings.CutPrefix(s, ManifestsDir+"/")
 	if !ok {
-		return 0, fmt.Errorf("%w: CURRENT names %q, want %s/NNNNNN.json", ErrCorrupt, s, ManifestsDir)
+		return 0, corrupt.Errorf("CURRENT names %q, want %s/NNNNNN.json", s, ManifestsDir)
 	}
 	idStr, ok := strings.CutSuffix(name, ".json")
 	if !ok {
-		return 0, fmt.Errorf("%w: CURRENT names %q, want %s/NNNNNN.json", ErrCorrupt, s, ManifestsDir)
+		return 0, corrupt.Errorf("CURRENT names %q, want %s/NNNNNN.json", s, ManifestsDir)
 	}
 	id, err := ParseID(idStr)
 	if err != nil {
-		return 0, fmt.Errorf("%w: CURRENT: %v", ErrCorrupt, err)
+		return 0, corrupt.Errorf("CURRENT: %w", err)
 	}
 	return id, nil
 }
 
-// Dataset is a dataset directory (ROOT/DATASET). Reading needs no lock: a
+// Dir is a dataset directory (ROOT/DATASET). Reading needs no lock: a
 // reader follows CURRENT, and everything CURRENT can name is complete and
 // immutable.
-type Dataset struct {
+type Dir struct {
 	Dir  string // the dataset directory
 	Name string // its base name, a valid dataset name
 }
 
-// OpenDataset names a dataset directory; it does not require it to exist.
-func OpenDataset(dir string) (*Dataset, error) {
+// Open names a dataset directory; it does not require it to exist.
+func Open(dir string) (*Dir, error) {
 	dir = filepath.Clean(dir)
 	name := filepath.Base(dir)
-	if err := ValidateDatasetName(name); err != nil {
+	if err := manifest.ValidateDatasetName(name); err != nil {
 		return nil, fmt.Errorf("dataset directory %s: %w", dir, err)
 	}
-	return &Dataset{Dir: dir, Name: name}, nil
+	return &Dir{Dir: dir, Name: name}, nil
 }
 
 // Path joins a slash-separated path relative to the dataset directory.
-func (d *Dataset) Path(rel string) string { return filepath.Join(d.Dir, filepath.FromSlash(rel)) }
+func (d *Dir) Path(rel string) string { return filepath.Join(d.Dir, filepath.FromSlash(rel)) }
 
 // CurrentID reads CURRENT. It returns ErrNoCurrent if the file is absent.
-func (d *Dataset) CurrentID() (uint64, error) {
+func (d *Dir) CurrentID() (uint64, error) {
 	b, err := os.ReadFile(d.Path(CurrentFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("%s: %w", d.Dir, ErrNoCurrent)
@@ -109,27 +121,27 @@ func (d *Dataset) CurrentID() (uint64, error) {
 
 // Load reads and validates manifest id, and checks it describes this
 // dataset and this id.
-func (d *Dataset) Load(id uint64) (*Manifest, error) {
+func (d *Dir) Load(id uint64) (*manifest.Manifest, error) {
 	p := d.Path(ManifestPath(id))
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return nil, fmt.Errorf("manifest %d: %w", id, err)
 	}
-	m, err := Parse(b)
+	m, err := manifest.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	if m.SnapshotID != id {
-		return nil, fmt.Errorf("%s: %w: file holds snapshot_id %d", p, ErrCorrupt, m.SnapshotID)
+		return nil, fmt.Errorf("%s: %w", p, corrupt.Errorf("file holds snapshot_id %d", m.SnapshotID))
 	}
 	if m.Dataset != d.Name {
-		return nil, fmt.Errorf("%s: %w: manifest is for dataset %q, directory is %q", p, ErrCorrupt, m.Dataset, d.Name)
+		return nil, fmt.Errorf("%s: %w", p, corrupt.Errorf("manifest is for dataset %q, directory is %q", m.Dataset, d.Name))
 	}
 	return m, nil
 }
 
 // Current loads the manifest CURRENT names.
-func (d *Dataset) Current() (*Manifest, error) {
+func (d *Dir) Current() (*manifest.Manifest, error) {
 	id, err := d.CurrentID()
 	if err != nil {
 		return nil, err
@@ -138,7 +150,7 @@ func (d *Dataset) Current() (*Manifest, error) {
 }
 
 // IDs lists the ids of all manifests present (the vintages), ascending.
-func (d *Dataset) IDs() ([]uint64, error) {
+func (d *Dir) IDs() ([]uint64, error) {
 	ids, err := idsIn(d.Path(ManifestsDir), ".json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -169,7 +181,7 @@ func idsIn(dir, suffix string) ([]uint64, error) {
 // rollback, gc) goes through one, so two writers never race on ids or on
 // CURRENT. The lock is flock-based and dies with the process.
 type Writer struct {
-	d    *Dataset
+	d    *Dir
 	lock *fileutil.Lock
 }
 
@@ -177,7 +189,7 @@ type Writer struct {
 // lock, and removes whatever a crashed writer left behind: the staging area
 // and snapshot directories that no manifest names (a crash between their
 // rename and the manifest's).
-func (d *Dataset) LockForWrite() (*Writer, error) {
+func (d *Dir) LockForWrite() (*Writer, error) {
 	for _, sub := range []string{"", ManifestsDir, SnapshotsDir} {
 		if err := os.MkdirAll(d.Path(sub), 0o755); err != nil {
 			return nil, err
@@ -289,8 +301,8 @@ func (w *Writer) Stage() (string, error) {
 // gives: fsync the staged files, rename the directory into snapshots/,
 // write the manifest atomically, then flip CURRENT. m.SnapshotID must be
 // NextID's answer, and m.Files paths must point into SnapshotPath(id).
-func (w *Writer) Publish(staged string, m *Manifest) error {
-	body, err := Marshal(m)
+func (w *Writer) Publish(staged string, m *manifest.Manifest) error {
+	body, err := manifest.Marshal(m)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package manifest_test
+package dataset_test
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
-	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -27,9 +27,9 @@ func vintages(t *testing.T, n int) string {
 	return ds
 }
 
-func lockFor(t *testing.T, ds string) (*manifest.Dataset, *manifest.Writer) {
+func lockFor(t *testing.T, ds string) (*dataset.Dir, *dataset.Writer) {
 	t.Helper()
-	d, err := manifest.OpenDataset(ds)
+	d, err := dataset.Open(ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestRollbackAndHistory(t *testing.T) {
 	}
 	var got []string
 	for _, f := range flips {
-		got = append(got, f.Action+":"+manifest.FormatID(f.From)+">"+manifest.FormatID(f.To))
+		got = append(got, f.Action+":"+dataset.FormatID(f.From)+">"+dataset.FormatID(f.To))
 	}
 	want := []string{"publish:000000>000001", "publish:000001>000002", "publish:000002>000003", "rollback:000003>000001"}
 	if !reflect.DeepEqual(got, want) {
@@ -71,7 +71,7 @@ func TestRollbackAndHistory(t *testing.T) {
 		t.Fatalf("vintages = %+v, %v", vs, err)
 	}
 	// A torn last line (crash mid-append) is skipped, not fatal.
-	f, _ := os.OpenFile(filepath.Join(ds, manifest.HistoryFile), os.O_APPEND|os.O_WRONLY, 0)
+	f, _ := os.OpenFile(filepath.Join(ds, dataset.HistoryFile), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"time":"2026`)
 	f.Close()
 	if flips, err := d.Flips(); err != nil || len(flips) != 4 {
@@ -124,7 +124,7 @@ func TestGC(t *testing.T) {
 				t.Fatalf("left %v, want %v", left, tc.wantLeft)
 			}
 			for _, id := range res.Removed {
-				if _, err := os.Stat(filepath.Join(ds, manifest.SnapshotPath(id))); !tc.dry && !os.IsNotExist(err) {
+				if _, err := os.Stat(filepath.Join(ds, dataset.SnapshotPath(id))); !tc.dry && !os.IsNotExist(err) {
 					t.Errorf("snapshot %d files survived gc", id)
 				}
 			}

@@ -1,4 +1,4 @@
-package manifest
+package dataset
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
 // HistoryFile is the dataset's append-only log of CURRENT flips.
@@ -63,7 +64,7 @@ func (w *Writer) appendFlipLocked(f Flip) error {
 
 // Flips reads HISTORY, oldest first. Lines that do not parse (a torn
 // write) are skipped.
-func (d *Dataset) Flips() ([]Flip, error) {
+func (d *Dir) Flips() ([]Flip, error) {
 	b, err := os.ReadFile(d.Path(HistoryFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -85,20 +86,20 @@ func (d *Dataset) Flips() ([]Flip, error) {
 
 // Vintage is one manifest present in the dataset.
 type Vintage struct {
-	ID       uint64    `json:"snapshot_id"`
-	Parent   uint64    `json:"parent_id"`
-	Created  string    `json:"created"`
-	Rows     int64     `json:"rows"`
-	Series   int64     `json:"series"`
-	Bytes    int64     `json:"bytes"` // sum of the snapshot's file sizes
-	Current  bool      `json:"current"`
-	Error    string    `json:"error,omitempty"` // the manifest did not load
-	Manifest *Manifest `json:"-"`
+	ID       uint64             `json:"snapshot_id"`
+	Parent   uint64             `json:"parent_id"`
+	Created  string             `json:"created"`
+	Rows     int64              `json:"rows"`
+	Series   int64              `json:"series"`
+	Bytes    int64              `json:"bytes"` // sum of the snapshot's file sizes
+	Current  bool               `json:"current"`
+	Error    string             `json:"error,omitempty"` // the manifest did not load
+	Manifest *manifest.Manifest `json:"-"`
 }
 
 // Vintages lists every manifest present, oldest first, marking CURRENT.
 // A manifest that does not load is listed with its error.
-func (d *Dataset) Vintages() ([]Vintage, error) {
+func (d *Dir) Vintages() ([]Vintage, error) {
 	ids, err := d.IDs()
 	if err != nil {
 		return nil, err

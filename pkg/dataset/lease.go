@@ -1,4 +1,4 @@
-package manifest
+package dataset
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ type Lease struct{ l *fileutil.Lock }
 // file if the dataset is writable; a read-only reader of a dataset without
 // one proceeds without a lease (gc then cannot see it: gc is a writer's
 // tool, and readers that cannot write are expected to open CURRENT).
-func (d *Dataset) AcquireLease(id uint64) (*Lease, error) {
+func (d *Dir) AcquireLease(id uint64) (*Lease, error) {
 	l, err := fileutil.TryShared(d.Path(LeasePath(id)), false)
 	if errors.Is(err, os.ErrNotExist) {
 		// A dataset published before leases existed: create it if we may.
