@@ -64,7 +64,10 @@ type Truncation struct {
 
 func (t *Truncation) String() string {
 	s := fmt.Sprintf("segment %s: cut %d bytes at offset %d (%v)", segmentName(t.Segment), t.Bytes, t.Offset, t.Cause)
-	if t.Records > 0 {
+	switch {
+	case t.Records == 1:
+		s += ", including 1 intact record of the same unfinished write"
+	case t.Records > 1:
 		s += fmt.Sprintf(", including %d intact records of the same unfinished write", t.Records)
 	}
 	if t.Quarantine != "" {
