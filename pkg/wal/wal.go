@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 )
@@ -98,6 +99,8 @@ type WAL struct {
 	seg  uint32
 	size int64
 	bufs [][]byte // reused write buffers, one per chunk
+
+	writes atomic.Int64 // writes synced, for benchmarks and later metrics
 }
 
 // request is one Append call waiting for the committer.
@@ -662,6 +665,7 @@ func (w *WAL) commit(chunks []chunk) (Position, error) {
 		if err := syncData(w.f); err != nil {
 			return w.durable(), fmt.Errorf("wal: sync %s: %w", w.f.Name(), err)
 		}
+		w.writes.Add(1)
 		w.size = c.start + int64(len(c.data))
 		w.bufs[i] = c.data // keep the grown buffer
 		w.mu.Lock()
