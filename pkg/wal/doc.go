@@ -20,8 +20,10 @@
 // the cost every writer waits on. So one committer goroutine takes every
 // request queued while the previous fsync ran and writes them as one batch:
 // one write, one fsync, every caller in it woken. Under load, throughput
-// grows with the number of concurrent writers at no extra latency; alone, a
-// writer pays one fsync per Append, as it must.
+// grows with the number of concurrent writers while each waits for about
+// two fsyncs at most (the one in progress, then its own); alone, a writer
+// pays one fsync per Append, as it must. Batching needs no timer: it comes
+// from the time an fsync takes.
 //
 // # Torn tails and corruption
 //

@@ -482,9 +482,6 @@ func writeSynced(path string, data []byte) error {
 // tail was clean.
 func (w *WAL) Truncated() *Truncation { return w.truncated }
 
-// Dir returns the log's directory.
-func (w *WAL) Dir() string { return w.dir }
-
 // End returns the position after the last durable record (the position of
 // the next record's header while nothing is in flight).
 func (w *WAL) End() Position {
