@@ -55,7 +55,7 @@ fuzz:
 
 # A short coverage-guided run of the parsers of outside bytes (CI runs it
 # after the seed corpora): Vortex files, tickets, manifests, periods, Arrow
-# IPC footers.
+# IPC footers, WAL segments.
 SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/vortexio
@@ -63,6 +63,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/verify/manifestcheck
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/period
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckFooter$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/arrowfile
+	$(GO) test -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/wal
 
 demo: build venv
 	bash examples/demo.sh

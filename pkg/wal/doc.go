@@ -1,0 +1,56 @@
+// Package wal is the write-ahead log of a dataset's live-write delta: the
+// durable record of every acknowledged write that no published snapshot has
+// folded in yet (DESIGN.md invariant 6). Payloads are opaque bytes (the
+// server writes Arrow IPC stream bytes); the byte layout is docs/FORMAT.md §6.
+//
+// # Durability contract
+//
+// Append returns only after its records are written and fsynced, so an
+// acknowledged record survives a crash of the process or of the machine,
+// as far as the disk honours fsync. Append returns the Position after its
+// last record. A compaction records the position it folded in (as the
+// manifest's wal_position, Position.Uint64), and after a restart Replay
+// from that position applies exactly the writes the snapshot lacks;
+// TruncateBefore then deletes what is folded in. A write that was not
+// acknowledged may or may not survive a crash.
+//
+// # Group commit
+//
+// An fsync costs about as much for one small record as for many, and it is
+// the cost every writer waits on. So one committer goroutine takes every
+// request queued while the previous fsync ran and writes them as one batch:
+// one write, one fsync, every caller in it woken. Under load, throughput
+// grows with the number of concurrent writers while each waits for about
+// two fsyncs at most (the one in progress, then its own); alone, a writer
+// pays one fsync per Append, as it must. Batching needs no timer: it comes
+// from the time an fsync takes.
+//
+// # Torn tails and corruption
+//
+// A crash can leave the newest segment's last write incomplete: a header or
+// payload cut short, a checksum that fails, zeros where data should be,
+// even intact records after a damaged one (the kernel persists a write's
+// pages in any order). None of that was acknowledged, so Open cuts it off,
+// reports what it cut (Truncated) and appends after the last intact record.
+//
+// Writes are serialised and each is fsynced before the next starts, and each
+// write marks its first record. So damage followed by an intact record that
+// starts a later write cannot be a torn tail: that damaged write had been
+// synced, and was acknowledged. That, and damage anywhere in an older
+// segment, is a *CorruptionError naming segment and offset; the log refuses
+// to go on rather than drop acknowledged records silently. With
+// Options.Quarantine, Open instead keeps a damaged newest segment aside
+// under a new name (never deleted) and continues after its intact prefix.
+//
+// Damage inside the last write cannot be told from a torn write. If a disk
+// corrupts the last synced write after the fact, Open cuts it as a torn
+// tail — reported in Truncation, never silent.
+//
+// # Failure
+//
+// After a write or fsync error the log refuses every later append
+// (ErrFailed): what reached the disk is unknown, and an fsync error may have
+// dropped pages the kernel will not write again, so appending on would risk
+// acknowledging records after a gap. Close and Open again: recovery cuts
+// whatever the failed write left.
+package wal

@@ -1,0 +1,174 @@
+package wal
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// segmentReader reads the records of one segment in order, from off up to
+// end. After a record problem it stays at the damaged record's offset.
+type segmentReader struct {
+	r   *bufio.Reader
+	seg uint32
+	off int64 // offset of the next record
+	end int64
+	hdr [recordHeaderSize]byte
+	buf []byte
+}
+
+func newSegmentReader(f *os.File, seg uint32, off, end int64) *segmentReader {
+	return &segmentReader{
+		r:   bufio.NewReaderSize(io.NewSectionReader(f, off, end-off), 1<<20),
+		seg: seg,
+		off: off,
+		end: end,
+	}
+}
+
+// next returns the next record's kind and payload (valid until the next
+// call), io.EOF exactly at end, a record problem (isRecordProblem) at s.off,
+// or an I/O error.
+func (s *segmentReader) next() (kind byte, payload []byte, err error) {
+	left := s.end - s.off
+	if left == 0 {
+		return 0, nil, io.EOF
+	}
+	if left < recordHeaderSize {
+		rest := s.hdr[:left]
+		if _, err := io.ReadFull(s.r, rest); err != nil {
+			return 0, nil, err
+		}
+		if allZero(rest) {
+			return 0, nil, errZeroHeader
+		}
+		return 0, nil, errShortHeader
+	}
+	if _, err := io.ReadFull(s.r, s.hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	length, kind, err := parseHeader(s.hdr[:])
+	if err != nil {
+		return 0, nil, err
+	}
+	if int64(length) > left-recordHeaderSize {
+		return 0, nil, errShortPayload
+	}
+	if cap(s.buf) < int(length) {
+		s.buf = make([]byte, length)
+	}
+	payload = s.buf[:length]
+	if _, err := io.ReadFull(s.r, payload); err != nil {
+		return 0, nil, err
+	}
+	if !checkPayload(s.hdr[:], payload) {
+		return 0, nil, errBadPayload
+	}
+	s.off += recordHeaderSize + int64(length)
+	return kind, payload, nil
+}
+
+func isRecordProblem(err error) bool {
+	return errors.Is(err, errShortHeader) || errors.Is(err, errZeroHeader) || errors.Is(err, errBadHeader) ||
+		errors.Is(err, errShortPayload) || errors.Is(err, errBadPayload)
+}
+
+// Replay calls fn, in log order, for every record whose position is greater
+// than after, up to the end of the log when Replay starts; pos is the
+// position after the record (what Append acknowledged for it). The payload
+// is valid only until fn returns. An error from fn stops the replay and is
+// returned unchanged.
+//
+// Replay reads from after onwards only: segments wholly before it are not
+// opened, so damage in records already folded into a snapshot does not
+// matter. Any damage it does meet is a *CorruptionError (Open already cut a
+// torn tail), and the log then refuses appends (ErrFailed). A position
+// ahead of the log's end is refused with ErrPosition: it would mean a
+// snapshot folded in records this log no longer holds. Records in segments
+// deleted by TruncateBefore are not replayed; see First.
+//
+// Replay may run while appends go on; it does not see records acknowledged
+// after it started.
+func (w *WAL) Replay(after Position, fn func(pos Position, payload []byte) error) error {
+	w.files.RLock()
+	defer w.files.RUnlock()
+	w.mu.Lock()
+	first, end, closing := w.first, w.end, w.closing
+	w.mu.Unlock()
+	if closing {
+		return ErrClosed
+	}
+	if after.Compare(end) > 0 {
+		return fmt.Errorf("wal %s: replay after %v: %w (log ends at %v)", w.dir, after, ErrPosition, end)
+	}
+	for s := max(first, after.Segment); s <= end.Segment; s++ {
+		start := int64(segmentHeaderSize)
+		if s == after.Segment {
+			start = max(start, int64(after.Offset))
+		}
+		limit := int64(-1) // the file's size
+		if s == end.Segment {
+			limit = int64(end.Offset)
+		}
+		if err := w.replaySegment(s, start, limit, fn); err != nil {
+			var ce *CorruptionError
+			if errors.As(err, &ce) {
+				w.fail(err)
+			}
+			return err
+		}
+		if s == math.MaxUint32 {
+			break
+		}
+	}
+	return nil
+}
+
+// replaySegment replays segment s from offset start to limit (-1: its size).
+func (w *WAL) replaySegment(s uint32, start, limit int64, fn func(Position, []byte) error) error {
+	path := filepath.Join(w.dir, segmentName(s))
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("wal: replay: %w", err)
+	}
+	defer f.Close()
+	if limit < 0 {
+		st, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("wal: replay: %w", err)
+		}
+		limit = st.Size()
+		if limit > math.MaxUint32 {
+			return &CorruptionError{Dir: w.dir, Segment: s, Offset: math.MaxUint32, Err: errors.New("segment larger than 4 GiB")}
+		}
+	}
+	if torn, err := checkSegmentHeader(f, s, limit); err != nil || torn {
+		if err == nil {
+			err = &CorruptionError{Dir: w.dir, Segment: s, Err: errSegmentHeader}
+		}
+		return err
+	}
+	if start > limit {
+		return fmt.Errorf("wal %s: replay from %v: %w (segment ends at %d)", w.dir, Position{s, uint32(start)}, ErrPosition, limit)
+	}
+	sr := newSegmentReader(f, s, start, limit)
+	for {
+		_, payload, err := sr.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			if isRecordProblem(err) {
+				return &CorruptionError{Dir: w.dir, Segment: s, Offset: sr.off, Err: err}
+			}
+			return fmt.Errorf("wal: replay %s: %w", path, err)
+		}
+		if err := fn(Position{Segment: s, Offset: uint32(sr.off)}, payload); err != nil {
+			return err
+		}
+	}
+}
