@@ -30,7 +30,7 @@ var layers = []struct {
 	pkgs []string
 }{
 	{"base utilities", []string{"pkg/corrupt", "pkg/fileutil", "pkg/period", "internal/cliutil"}},
-	{"formats and codecs", []string{"pkg/manifest", "pkg/arrowfile", "pkg/datafile", "pkg/sidecar", "pkg/vortexio/...", "pkg/lake", "pkg/lakegen"}},
+	{"formats and codecs", []string{"pkg/manifest", "pkg/arrowfile", "pkg/datafile", "pkg/sidecar", "pkg/vortexio/...", "pkg/lake", "pkg/lakegen", "pkg/wal"}},
 	{"dataset directory", []string{"pkg/dataset"}},
 	{"snapshot", []string{"pkg/snapshot"}},
 	{"query", []string{"pkg/query/..."}},
