@@ -14,19 +14,23 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// Key column names, in order.
+// Names of the fixed columns, in order.
 const (
 	ColSeriesCode = "series_code"
 	ColPeriod     = "period"
 	ColValue      = "value"
 )
 
-// Positions of the key columns in the data schema; the columns that vary
-// within a series follow the value.
+// Positions of the fixed columns. Every reader and writer of data records
+// uses these instead of numbers, so the layout has one owner.
 const (
-	ColumnSeriesCode = iota
-	ColumnPeriod
-	ColumnValue
+	ColumnSeriesCode = iota // uint32, never null: the series' row in the index
+	ColumnPeriod            // date32, never null
+	ColumnValue             // the value type, nullable
+
+	// NumFixed is the number of fixed columns: the columns that vary
+	// within a series start at this position.
+	NumFixed
 )
 
 // Schema metadata keys and values shared by the data and index files.
@@ -45,11 +49,10 @@ const DefaultBatchRows = 1 << 20
 // Schema returns the data file schema: the key columns, then the value
 // column of valueType, then the columns that vary within a series.
 func Schema(valueType arrow.DataType, extra []arrow.Field) *arrow.Schema {
-	fields := []arrow.Field{
-		{Name: ColSeriesCode, Type: arrow.PrimitiveTypes.Uint32},
-		{Name: ColPeriod, Type: arrow.FixedWidthTypes.Date32},
-		{Name: ColValue, Type: valueType, Nullable: true},
-	}
+	fields := make([]arrow.Field, NumFixed, NumFixed+len(extra))
+	fields[ColumnSeriesCode] = arrow.Field{Name: ColSeriesCode, Type: arrow.PrimitiveTypes.Uint32}
+	fields[ColumnPeriod] = arrow.Field{Name: ColPeriod, Type: arrow.FixedWidthTypes.Date32}
+	fields[ColumnValue] = arrow.Field{Name: ColValue, Type: valueType, Nullable: true}
 	fields = append(fields, extra...)
 	md := arrow.NewMetadata([]string{MetaFile, MetaVersion}, []string{FileData, Version})
 	return arrow.NewSchema(fields, &md)
@@ -60,21 +63,22 @@ func CheckSchema(s *arrow.Schema) error {
 	if err := CheckMeta(s, FileData); err != nil {
 		return err
 	}
-	if s.NumFields() < 3 {
-		return fmt.Errorf("data file has %d columns, want at least 3", s.NumFields())
+	if s.NumFields() < NumFixed {
+		return fmt.Errorf("data file has %d columns, want at least %d", s.NumFields(), NumFixed)
 	}
 	want := []struct {
+		pos  int
 		name string
 		id   arrow.Type
-	}{{ColSeriesCode, arrow.UINT32}, {ColPeriod, arrow.DATE32}}
-	for i, w := range want {
-		f := s.Field(i)
+	}{{ColumnSeriesCode, ColSeriesCode, arrow.UINT32}, {ColumnPeriod, ColPeriod, arrow.DATE32}}
+	for _, w := range want {
+		f := s.Field(w.pos)
 		if f.Name != w.name || f.Type.ID() != w.id {
-			return fmt.Errorf("data file column %d is %s %s, want %s %s", i, f.Name, f.Type, w.name, arrow.Type(w.id))
+			return fmt.Errorf("data file column %d is %s %s, want %s %s", w.pos, f.Name, f.Type, w.name, w.id)
 		}
 	}
-	if s.Field(2).Name != ColValue {
-		return fmt.Errorf("data file column 2 is %q, want %q", s.Field(2).Name, ColValue)
+	if f := s.Field(ColumnValue); f.Name != ColValue {
+		return fmt.Errorf("data file column %d is %q, want %q", ColumnValue, f.Name, ColValue)
 	}
 	for _, f := range s.Fields() {
 		if f.Type.ID() == arrow.DICTIONARY {

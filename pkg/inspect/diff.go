@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -149,9 +150,9 @@ func compareSeries(a *snapshot.Snapshot, ca int, b *snapshot.Snapshot, cb int) (
 	}
 	defer rb.Release()
 	d := SeriesDiff{SeriesID: a.Index().SeriesID(ca), RowsA: ra.NumRows(), RowsB: rb.NumRows()}
-	pa := ra.Column(1).(*array.Date32).Date32Values()
-	pb := rb.Column(1).(*array.Date32).Date32Values()
-	eq := valuesEqual(ra.Column(2), rb.Column(2))
+	pa := ra.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+	pb := rb.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+	eq := valuesEqual(ra.Column(datafile.ColumnValue), rb.Column(datafile.ColumnValue))
 	i, j := 0, 0
 	for i < len(pa) && j < len(pb) {
 		switch {

@@ -32,26 +32,40 @@ const (
 	ColLatestPeriod = "latest_period"
 	ColLatestValue  = "latest_value"
 
-	// NumFixed is the number of columns before the attributes.
-	NumFixed = 9
-
 	// FileIndex is the servingsnap.file metadata value of an index file.
 	FileIndex = "index"
 )
 
+// Positions of the fixed index columns. Every reader and writer of the
+// index uses these instead of numbers, so the layout has one owner.
+const (
+	ColumnSeriesID     = iota // utf8, strictly increasing
+	ColumnRowOffset           // int64
+	ColumnRowCount            // int64
+	ColumnBatch               // uint32
+	ColumnBatchOffset         // uint32
+	ColumnFirstPeriod         // date32
+	ColumnLastPeriod          // date32
+	ColumnLatestPeriod        // date32, null when every value is null
+	ColumnLatestValue         // the value type, null with latest_period
+
+	// NumFixed is the number of fixed columns: the per-series attribute
+	// columns start at this position.
+	NumFixed
+)
+
 // Schema returns the index schema for a value type and attribute fields.
 func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
-	fields := []arrow.Field{
-		{Name: ColSeriesID, Type: arrow.BinaryTypes.String},
-		{Name: ColRowOffset, Type: arrow.PrimitiveTypes.Int64},
-		{Name: ColRowCount, Type: arrow.PrimitiveTypes.Int64},
-		{Name: ColBatch, Type: arrow.PrimitiveTypes.Uint32},
-		{Name: ColBatchOffset, Type: arrow.PrimitiveTypes.Uint32},
-		{Name: ColFirstPeriod, Type: arrow.FixedWidthTypes.Date32},
-		{Name: ColLastPeriod, Type: arrow.FixedWidthTypes.Date32},
-		{Name: ColLatestPeriod, Type: arrow.FixedWidthTypes.Date32, Nullable: true},
-		{Name: ColLatestValue, Type: valueType, Nullable: true},
-	}
+	fields := make([]arrow.Field, NumFixed, NumFixed+len(attrs))
+	fields[ColumnSeriesID] = arrow.Field{Name: ColSeriesID, Type: arrow.BinaryTypes.String}
+	fields[ColumnRowOffset] = arrow.Field{Name: ColRowOffset, Type: arrow.PrimitiveTypes.Int64}
+	fields[ColumnRowCount] = arrow.Field{Name: ColRowCount, Type: arrow.PrimitiveTypes.Int64}
+	fields[ColumnBatch] = arrow.Field{Name: ColBatch, Type: arrow.PrimitiveTypes.Uint32}
+	fields[ColumnBatchOffset] = arrow.Field{Name: ColBatchOffset, Type: arrow.PrimitiveTypes.Uint32}
+	fields[ColumnFirstPeriod] = arrow.Field{Name: ColFirstPeriod, Type: arrow.FixedWidthTypes.Date32}
+	fields[ColumnLastPeriod] = arrow.Field{Name: ColLastPeriod, Type: arrow.FixedWidthTypes.Date32}
+	fields[ColumnLatestPeriod] = arrow.Field{Name: ColLatestPeriod, Type: arrow.FixedWidthTypes.Date32, Nullable: true}
+	fields[ColumnLatestValue] = arrow.Field{Name: ColLatestValue, Type: valueType, Nullable: true}
 	fields = append(fields, attrs...)
 	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, datafile.Version})
 	return arrow.NewSchema(fields, &md)
@@ -96,7 +110,7 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 	if s.NumFields() < NumFixed {
 		return nil, fmt.Errorf("index has %d columns, want at least %d", s.NumFields(), NumFixed)
 	}
-	want := Schema(s.Field(NumFixed-1).Type, nil)
+	want := Schema(s.Field(ColumnLatestValue).Type, nil)
 	for i := 0; i < NumFixed; i++ {
 		g, w := s.Field(i), want.Field(i)
 		if g.Name != w.Name || !arrow.TypeEqual(g.Type, w.Type) {
@@ -104,21 +118,21 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		}
 	}
 	for i := 0; i < NumFixed; i++ {
-		if i != 7 && i != 8 && rec.Column(i).NullN() != 0 {
+		if !want.Field(i).Nullable && rec.Column(i).NullN() != 0 {
 			return nil, fmt.Errorf("index column %s has %d nulls", s.Field(i).Name, rec.Column(i).NullN())
 		}
 	}
 	x := &Index{
 		rec:          rec,
-		ids:          rec.Column(0).(*array.String),
-		rowOffset:    rec.Column(1).(*array.Int64).Int64Values(),
-		rowCount:     rec.Column(2).(*array.Int64).Int64Values(),
-		batch:        rec.Column(3).(*array.Uint32).Uint32Values(),
-		batchOffset:  rec.Column(4).(*array.Uint32).Uint32Values(),
-		firstPeriod:  rec.Column(5).(*array.Date32).Date32Values(),
-		lastPeriod:   rec.Column(6).(*array.Date32).Date32Values(),
-		latestPeriod: rec.Column(7).(*array.Date32),
-		latestValue:  rec.Column(8),
+		ids:          rec.Column(ColumnSeriesID).(*array.String),
+		rowOffset:    rec.Column(ColumnRowOffset).(*array.Int64).Int64Values(),
+		rowCount:     rec.Column(ColumnRowCount).(*array.Int64).Int64Values(),
+		batch:        rec.Column(ColumnBatch).(*array.Uint32).Uint32Values(),
+		batchOffset:  rec.Column(ColumnBatchOffset).(*array.Uint32).Uint32Values(),
+		firstPeriod:  rec.Column(ColumnFirstPeriod).(*array.Date32).Date32Values(),
+		lastPeriod:   rec.Column(ColumnLastPeriod).(*array.Date32).Date32Values(),
+		latestPeriod: rec.Column(ColumnLatestPeriod).(*array.Date32),
+		latestValue:  rec.Column(ColumnLatestValue),
 	}
 	return x, nil
 }

@@ -185,10 +185,10 @@ func (s *Snapshot) loadData(f manifest.File) error {
 		if err != nil {
 			return err
 		}
-		p, ok := rec.Column(1).(*array.Date32)
+		p, ok := rec.Column(datafile.ColumnPeriod).(*array.Date32)
 		if !ok {
 			rec.Release()
-			return fmt.Errorf("batch %d: period column is %s", i, rec.Column(1).DataType())
+			return fmt.Errorf("batch %d: period column is %s", i, rec.Column(datafile.ColumnPeriod).DataType())
 		}
 		s.batches = append(s.batches, rec)
 		s.periods = append(s.periods, p.Date32Values())
@@ -222,7 +222,7 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 	if int64(x.Len()) != f.Rows || int64(x.Len()) != s.Manifest.Stats.Series {
 		return fmt.Errorf("%d series, manifest says %d", x.Len(), f.Rows)
 	}
-	if vt, it := s.data.Reader.Schema().Field(2).Type, x.LatestValues().DataType(); !arrow.TypeEqual(vt, it) {
+	if vt, it := s.data.Reader.Schema().Field(datafile.ColumnValue).Type, x.LatestValues().DataType(); !arrow.TypeEqual(vt, it) {
 		return fmt.Errorf("latest_value is %s but the data's value column is %s", it, vt)
 	}
 	s.idx = x

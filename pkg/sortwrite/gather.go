@@ -3,8 +3,6 @@ package sortwrite
 import (
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -114,77 +112,4 @@ func (s *store) gatherStrings(rows []uint32) (arrow.Array, error) {
 	}, nil, nulls, 0)
 	defer ad.Release()
 	return array.MakeFromData(ad), nil
-}
-
-// gatherDictionary builds a dictionary-encoded string array from the given
-// rows when that is clearly smaller than plain utf8 (by 10% or more);
-// otherwise it returns ok=false. The dictionary is sorted bytewise and the
-// index type is the narrowest signed integer that fits. Only the index
-// sidecar uses this: it is loaded into memory at open, so it may hold
-// dictionaries, while the mapped data file must not.
-func (s *store) gatherDictionary(rows []uint32) (arrow.Array, *arrow.DictionaryType, bool, error) {
-	if s.kind != kindString || len(rows) < 2 {
-		return nil, nil, false, nil
-	}
-	used := map[uint32]int32{}      // global code -> dictionary index
-	firstRow := map[uint32]uint32{} // global code -> a row holding it
-	plain, dictBytes := 4*len(rows), 0
-	for _, r := range rows {
-		if c := s.codes[r]; c != nullCode {
-			plain += len(s.dict.values[c])
-			if _, ok := used[c]; !ok {
-				used[c], firstRow[c] = 0, r
-				dictBytes += 4 + len(s.dict.values[c])
-			}
-		}
-	}
-	width := 4
-	switch n := len(used); {
-	case n <= math.MaxInt8+1:
-		width = 1
-	case n <= math.MaxInt16+1:
-		width = 2
-	}
-	if dictBytes+width*len(rows) > plain*9/10 {
-		return nil, nil, false, nil
-	}
-	distinct := make([]uint32, 0, len(used))
-	for c := range used {
-		distinct = append(distinct, c)
-	}
-	slices.SortFunc(distinct, func(a, b uint32) int { return strings.Compare(s.dict.values[a], s.dict.values[b]) })
-	for i, c := range distinct {
-		used[c] = int32(i)
-	}
-	idxType := map[int]arrow.DataType{1: arrow.PrimitiveTypes.Int8, 2: arrow.PrimitiveTypes.Int16, 4: arrow.PrimitiveTypes.Int32}[width]
-	dt := &arrow.DictionaryType{IndexType: idxType, ValueType: s.col.Type}
-	dictRows := make([]uint32, len(distinct))
-	for i, c := range distinct {
-		dictRows[i] = firstRow[c]
-	}
-	dict, err := s.gatherStrings(dictRows)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	defer dict.Release()
-	ib := array.NewBuilder(memory.DefaultAllocator, idxType)
-	defer ib.Release()
-	for _, r := range rows {
-		c := s.codes[r]
-		if c == nullCode {
-			ib.AppendNull()
-			continue
-		}
-		switch b := ib.(type) {
-		case *array.Int8Builder:
-			b.Append(int8(used[c]))
-		case *array.Int16Builder:
-			b.Append(int16(used[c]))
-		case *array.Int32Builder:
-			b.Append(used[c])
-		}
-	}
-	idx := ib.NewArray()
-	defer idx.Release()
-	return array.NewDictionaryArray(dt, idx, dict), dt, true, nil
 }

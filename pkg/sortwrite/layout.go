@@ -226,83 +226,21 @@ func (t *table) write(dir string, l *layout, opt Options) ([]manifest.File, sche
 			extra, extraStores = append(extra, f), append(extraStores, st)
 		}
 	}
-	sc := schemas{
-		data:  datafile.Schema(t.value.col.Type, extra),
-		index: sidecar.Schema(t.value.col.Type, attrs),
-	}
-
-	batchOf := make([]uint32, len(l.series))
-	offsetIn := make([]uint32, len(l.series))
-	dinfo, err := t.writeData(filepath.Join(dir, "data.arrow"), l, sc.data, extraStores, batchOf, offsetIn)
+	var sc schemas
+	sc.data = datafile.Schema(t.value.col.Type, extra)
+	dw, err := datafile.Create(filepath.Join(dir, "data.arrow"), sc.data)
 	if err != nil {
 		return nil, sc, err
 	}
-
-	// Index: one batch, one row per series.
-	o := l.ord
-	n := len(l.series)
-	idb := array.NewStringBuilder(memory.DefaultAllocator)
-	rowOffset := make([]int64, n)
-	rowCount := make([]int64, n)
-	firstP := make([]int32, n)
-	lastP := make([]int32, n)
-	latestP := make([]int32, n)
-	latestOK := make([]bool, n)
-	firstRows := make([]uint32, n)
-	latestRows := make([]uint32, n)
-	for i, s := range l.series {
-		idb.Append(s.id)
-		rowOffset[i], rowCount[i] = int64(s.start), int64(s.end-s.start)
-		firstP[i], lastP[i] = o.period(s.start), o.period(s.end-1)
-		firstRows[i], latestRows[i] = o.row(s.start), s.latest
-		if s.latest != noRow {
-			latestP[i], latestOK[i] = t.periods[s.latest], true
-		}
+	defer dw.Abort()
+	if err := t.writeData(dw, l, sc.data, extraStores); err != nil {
+		return nil, sc, err
 	}
-	latestPeriod := buildDate32(latestP, latestOK)
-	cols := []arrow.Array{
-		idb.NewArray(),
-		int64Array(rowOffset),
-		int64Array(rowCount),
-		uint32Array(batchOf),
-		uint32Array(offsetIn),
-		date32Array(firstP),
-		date32Array(lastP),
-		latestPeriod,
-	}
-	lv, err := t.value.gather(latestRows)
+	dinfo, err := dw.Close()
 	if err != nil {
 		return nil, sc, err
 	}
-	cols = append(cols, lv)
-	for i, st := range attrStores {
-		a, dt, ok, err := st.gatherDictionary(firstRows)
-		if err == nil && !ok {
-			a, err = st.gather(firstRows)
-		}
-		if err != nil {
-			return nil, sc, err
-		}
-		if ok {
-			attrs[i].Type = dt
-		}
-		cols = append(cols, a)
-	}
-	sc.index = sidecar.Schema(t.value.col.Type, attrs)
-	rec := array.NewRecordBatch(sc.index, cols, int64(n))
-	defer rec.Release()
-	for _, c := range cols {
-		c.Release()
-	}
-	xw, err := arrowfile.Create(filepath.Join(dir, "index.arrow"), sc.index, arrowfile.AllowDictionaries)
-	if err != nil {
-		return nil, sc, err
-	}
-	if err := xw.Write(rec); err != nil {
-		xw.Abort()
-		return nil, sc, err
-	}
-	xinfo, err := xw.Close()
+	xinfo, err := t.writeIndex(filepath.Join(dir, "index.arrow"), l, dw.Locations(), attrs, attrStores, &sc)
 	if err != nil {
 		return nil, sc, err
 	}
@@ -314,8 +252,64 @@ func (t *table) write(dir string, l *layout, opt Options) ([]manifest.File, sche
 	}, sc, nil
 }
 
-func int64Array(v []int64) arrow.Array {
-	return fromBuffer(arrow.PrimitiveTypes.Int64, len(v), arrow.Int64Traits.CastToBytes(v))
+// writeIndex feeds the index writer one series at a time: locations as
+// the data writer recorded them, the latest value and the attributes as
+// rows of arrays gathered once for all series (an attribute is read at the
+// series' first row). It sets sc.index to the schema written.
+func (t *table) writeIndex(path string, l *layout, locs []datafile.Location, attrs []arrow.Field, attrStores []*store, sc *schemas) (arrowfile.Info, error) {
+	n := len(l.series)
+	if len(locs) != n {
+		return arrowfile.Info{}, fmt.Errorf("the data file has %d series, the layout %d", len(locs), n)
+	}
+	xw, err := sidecar.NewWriter(path, t.value.col.Type, attrs)
+	if err != nil {
+		return arrowfile.Info{}, err
+	}
+	xw.Reserve(n)
+	firstRows := make([]uint32, n)
+	latestRows := make([]uint32, n)
+	for i, s := range l.series {
+		firstRows[i], latestRows[i] = l.ord.row(s.start), s.latest
+	}
+	var cols []arrow.Array // the latest values, then each attribute
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	for i, st := range append([]*store{t.value}, attrStores...) {
+		rows := firstRows
+		if i == 0 {
+			rows = latestRows
+		}
+		a, err := st.gather(rows)
+		if err != nil {
+			return arrowfile.Info{}, err
+		}
+		cols = append(cols, a)
+	}
+	latest, attrCols := cols[0], cols[1:]
+	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
+	for i, sp := range l.series {
+		s.ID, s.Location = sp.id, locs[i]
+		s.HasLatest = sp.latest != noRow
+		if s.HasLatest {
+			s.LatestPeriod = t.periods[sp.latest]
+		}
+		s.LatestValue = sidecar.Cell{Array: latest, Row: i}
+		for k, a := range attrCols {
+			s.Attrs[k] = sidecar.Cell{Array: a, Row: i}
+		}
+		if err := xw.Add(&s); err != nil {
+			return arrowfile.Info{}, err
+		}
+	}
+	info, schema, err := xw.Close()
+	if err != nil {
+		return arrowfile.Info{}, err
+	}
+	sc.index = schema
+	return info, nil
 }
 
 func uint32Array(v []uint32) arrow.Array {
@@ -326,20 +320,6 @@ func date32Array(v []int32) arrow.Array {
 	return fromBuffer(arrow.FixedWidthTypes.Date32, len(v), arrow.Int32Traits.CastToBytes(v))
 }
 
-func buildDate32(v []int32, ok []bool) arrow.Array {
-	b := array.NewDate32Builder(memory.DefaultAllocator)
-	defer b.Release()
-	b.Reserve(len(v))
-	for i := range v {
-		if ok[i] {
-			b.UnsafeAppend(arrow.Date32(v[i]))
-		} else {
-			b.UnsafeAppendBoolToBitmap(false)
-		}
-	}
-	return b.NewArray()
-}
-
 // fromBuffer wraps a no-null fixed-width buffer as an array without a copy.
 func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 	d := array.NewData(dt, n, []*memory.Buffer{nil, memory.NewBufferBytes(data)}, nil, 0, 0)
@@ -347,23 +327,19 @@ func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 	return array.MakeFromData(d)
 }
 
-// writeData writes the data file batch by batch, and records per series
-// the batch holding it and its offset there (batchOf, offsetIn). Gathering
-// batch k+1 overlaps with writing batch k: the gather is random access into
-// the input columns, the write is a copy into the page cache, and the two
-// together would otherwise leave a core idle.
-func (t *table) writeData(path string, l *layout, schema *arrow.Schema, extra []*store, batchOf, offsetIn []uint32) (arrowfile.Info, error) {
-	dw, err := arrowfile.Create(path, schema)
-	if err != nil {
-		return arrowfile.Info{}, err
-	}
+// writeData gathers the data file batch by batch and writes each through
+// dw, which checks it and records where every series went. Gathering batch
+// k+1 overlaps with writing batch k: the gather is random access into the
+// input columns, the write is a check and a copy into the page cache, and
+// the two together would otherwise leave a core idle.
+func (t *table) writeData(dw *datafile.Writer, l *layout, schema *arrow.Schema, extra []*store) error {
 	recs := make(chan arrow.RecordBatch, 1)
 	done := make(chan struct{})
 	var gatherErr error
 	go func() {
 		defer close(recs)
 		for b := range l.batches {
-			rec, err := t.gatherBatch(l, b, schema, extra, batchOf, offsetIn)
+			rec, err := t.gatherBatch(l, b, schema, extra)
 			if err != nil {
 				gatherErr = err
 				return
@@ -386,15 +362,11 @@ func (t *table) writeData(path string, l *layout, schema *arrow.Schema, extra []
 		}
 		rec.Release()
 	}
-	if err := errors.Join(gatherErr, werr); err != nil {
-		dw.Abort()
-		return arrowfile.Info{}, err
-	}
-	return dw.Close()
+	return errors.Join(gatherErr, werr)
 }
 
 // gatherBatch builds data record batch b.
-func (t *table) gatherBatch(l *layout, b int, schema *arrow.Schema, extra []*store, batchOf, offsetIn []uint32) (arrow.RecordBatch, error) {
+func (t *table) gatherBatch(l *layout, b int, schema *arrow.Schema, extra []*store) (arrow.RecordBatch, error) {
 	o := l.ord
 	bnd := l.batches[b]
 	rs, re := l.series[bnd[0]].start, l.series[bnd[1]-1].end
@@ -406,18 +378,25 @@ func (t *table) gatherBatch(l *layout, b int, schema *arrow.Schema, extra []*sto
 	codes := make([]uint32, len(rows))
 	for si := bnd[0]; si < bnd[1]; si++ {
 		s := l.series[si]
-		batchOf[si], offsetIn[si] = uint32(b), uint32(s.start-rs)
 		for j := s.start; j < s.end; j++ {
 			codes[j-rs] = uint32(si)
 		}
 	}
-	cols := []arrow.Array{uint32Array(codes), date32Array(periods)}
+	cols := make([]arrow.Array, datafile.NumFixed, datafile.NumFixed+len(extra))
+	cols[datafile.ColumnSeriesCode] = uint32Array(codes)
+	cols[datafile.ColumnPeriod] = date32Array(periods)
 	defer func() {
 		for _, c := range cols {
-			c.Release()
+			if c != nil {
+				c.Release()
+			}
 		}
 	}()
-	for _, st := range append([]*store{t.value}, extra...) {
+	var err error
+	if cols[datafile.ColumnValue], err = t.value.gather(rows); err != nil {
+		return nil, err
+	}
+	for _, st := range extra {
 		a, err := st.gather(rows)
 		if err != nil {
 			return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/lake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
@@ -152,7 +153,7 @@ func (v *verifier) against() error {
 	v.noteLineage(files, res)
 
 	// Value types must agree, or no row can hash alike.
-	vt := v.snap.Schema().Field(2).Type
+	vt := v.snap.Schema().Field(datafile.ColumnValue).Type
 	df, _ := v.m.FileByRole(manifest.RoleData)
 	for i, r := range res {
 		if r.valueType != nil && !arrow.TypeEqual(r.valueType, vt) {
@@ -240,9 +241,9 @@ func (v *verifier) against() error {
 	var buf [64]byte
 	for bi := 0; bi < s.NumBatches(); bi++ {
 		rec := s.Batch(bi)
-		codes := rec.Column(0).(*array.Uint32).Uint32Values()
-		periods := rec.Column(1).(*array.Date32).Date32Values()
-		vb, err := newValueBytes(rec.Column(2))
+		codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
+		periods := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+		vb, err := newValueBytes(rec.Column(datafile.ColumnValue))
 		if err != nil {
 			v.add(CheckAgainst, df.Path, fmt.Sprintf("batch %d", bi), "%v", err)
 			return nil

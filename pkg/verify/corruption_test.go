@@ -742,14 +742,14 @@ func rebatch(t *testing.T, ds string, f *fixture, cuts []int64) {
 	writeArrow(t, ds, f.data, sc, out)
 	xs, xr := readArrow(t, filepath.Join(ds, f.index))
 	x := xr[0]
-	offs := x.Column(1).(*array.Int64).Int64Values()
+	offs := x.Column(sidecar.ColumnRowOffset).(*array.Int64).Int64Values()
 	batch := make([]uint32, len(offs))
 	boff := make([]uint32, len(offs))
 	for i, o := range offs {
 		k := sort.Search(len(cuts), func(k int) bool { return cuts[k] > o }) - 1
 		batch[i], boff[i] = uint32(k), uint32(o-cuts[k])
 	}
-	x = withColumn(withColumn(x, 3, uint32s(batch)), 4, uint32s(boff))
+	x = withColumn(withColumn(x, sidecar.ColumnBatch, uint32s(batch)), sidecar.ColumnBatchOffset, uint32s(boff))
 	writeArrow(t, ds, f.index, xs, []arrow.RecordBatch{x})
 }
 

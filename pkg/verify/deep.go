@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
@@ -41,14 +42,14 @@ func (v *verifier) deep() {
 
 	// Types.
 	v.ran()
-	if vt, lt := s.Schema().Field(2).Type, x.LatestValues().DataType(); !arrow.TypeEqual(vt, lt) {
+	if vt, lt := s.Schema().Field(datafile.ColumnValue).Type, x.LatestValues().DataType(); !arrow.TypeEqual(vt, lt) {
 		v.add(CheckTypes, xf.Path, "column "+sidecar.ColLatestValue, "latest_value is %s, the data's value column is %s", lt, vt)
 	}
 
 	// The index on its own: ids valid and strictly increasing, row counts
 	// positive, dictionaries sorted.
 	v.ran()
-	ids := x.Record().Column(0).(*array.String)
+	ids := x.Record().Column(sidecar.ColumnSeriesID).(*array.String)
 	if err := ids.ValidateFull(); err != nil {
 		v.add(CheckIndex, xf.Path, "column "+sidecar.ColSeriesID, "%v", err)
 		return
@@ -117,9 +118,9 @@ func (v *verifier) deep() {
 	}
 	for b := 0; b < s.NumBatches(); b++ {
 		rec := s.Batch(b)
-		codes := rec.Column(0).(*array.Uint32).Uint32Values()
-		periods := rec.Column(1).(*array.Date32).Date32Values()
-		vals := rec.Column(2)
+		codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
+		periods := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+		vals := rec.Column(datafile.ColumnValue)
 		start := s.BatchStart(b)
 		runs := 0
 		for i, c := range codes {
@@ -223,8 +224,8 @@ func (v *verifier) deep() {
 			}
 		} else {
 			lrec := s.Batch(d.latestBatch)
-			dp := int32(lrec.Column(1).(*array.Date32).Value(d.latestRow))
-			dv := lrec.Column(2)
+			dp := int32(lrec.Column(datafile.ColumnPeriod).(*array.Date32).Value(d.latestRow))
+			dv := lrec.Column(datafile.ColumnValue)
 			if !lok || lp != dp {
 				diffs = append(diffs, fmt.Sprintf("latest_period %s (data: %s)", fmtLatestPeriod(lp, lok), period.Format(dp)))
 			}

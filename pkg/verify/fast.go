@@ -272,7 +272,7 @@ func (v *verifier) checkOpened() {
 		}
 	}
 	if !slices.Equal(names, v.m.Schema.Attributes) {
-		v.add(CheckSchema, xf.Path, "columns 9…", "attribute columns %q, manifest schema.attributes says %q", names, v.m.Schema.Attributes)
+		v.add(CheckSchema, xf.Path, fmt.Sprintf("columns %d…", sidecar.NumFixed), "attribute columns %q, manifest schema.attributes says %q", names, v.m.Schema.Attributes)
 	}
 	attr := map[string]bool{}
 	for _, a := range v.m.Schema.Attributes {
@@ -284,14 +284,14 @@ func (v *verifier) checkOpened() {
 			v.add(CheckSchema, df.Path, fmt.Sprintf("column %d", i), "column %q appears twice", f.Name)
 		}
 		seen[f.Name] = true
-		if i >= 3 && attr[f.Name] {
+		if i >= datafile.NumFixed && attr[f.Name] {
 			v.add(CheckSchema, df.Path, fmt.Sprintf("column %d", i), "column %q is both a data column and an attribute", f.Name)
 		}
-		if i >= 3 && f.Name == sidecar.ColSeriesID {
+		if i >= datafile.NumFixed && f.Name == sidecar.ColSeriesID {
 			v.add(CheckSchema, df.Path, fmt.Sprintf("column %d", i), "the data file holds series ids; they belong in the index")
 		}
 	}
-	if f := s.Schema().Field(0); f.Nullable || s.Schema().Field(1).Nullable {
+	if f := s.Schema().Field(datafile.ColumnSeriesCode); f.Nullable || s.Schema().Field(datafile.ColumnPeriod).Nullable {
 		v.add(CheckSchema, df.Path, "columns 0-1", "%s and %s must not be nullable", datafile.ColSeriesCode, datafile.ColPeriod)
 	}
 

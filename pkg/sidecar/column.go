@@ -1,0 +1,371 @@
+package sidecar
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Cell is one value of an Arrow array: row Row of Array. A nil Array is a
+// null. A dictionary-encoded Array is read through its dictionary, and an
+// array of Arrow's null type is null at every row, whatever the column.
+type Cell struct {
+	Array arrow.Array
+	Row   int
+}
+
+// layout says how a column's values are held while the index is built.
+type layout uint8
+
+const (
+	layoutNull  layout = iota // no values at all
+	layoutBool                // a bit per row
+	layoutFixed               // width bytes per row
+	layoutBytes               // utf8 or binary: offsets and bytes
+)
+
+func layoutOf(dt arrow.DataType) (layout, int, error) {
+	switch dt.ID() {
+	case arrow.NULL:
+		return layoutNull, 0, nil
+	case arrow.BOOL:
+		return layoutBool, 0, nil
+	case arrow.STRING, arrow.BINARY:
+		return layoutBytes, 0, nil
+	}
+	if fw, ok := dt.(arrow.FixedWidthDataType); ok && fw.BitWidth() >= 8 && fw.BitWidth()%8 == 0 {
+		return layoutFixed, fw.BitWidth() / 8, nil
+	}
+	return 0, 0, fmt.Errorf("type %s cannot be an index column (want null, bool, utf8, binary or a fixed-width type)", dt)
+}
+
+// column accumulates one index column in Arrow's layout, so that Close
+// wraps its buffers without a copy. Null slots hold zero bytes, so the
+// same values always give the same file.
+//
+// It remembers the last source array and what it derived from it (type
+// check, buffers), so that a run of cells from one array costs a pointer
+// comparison, not a type comparison, per cell.
+type column struct {
+	typ     arrow.DataType
+	layout  layout
+	width   int
+	n       int
+	nulls   int
+	valid   []byte  // validity bitmap, a bit per row
+	data    []byte  // fixed: width bytes per row; bool: a bit per row; bytes: the values
+	offsets []int32 // bytes: n+1 offsets into data
+
+	src     arrow.Array // the last source array, type-checked
+	srcLen  int
+	srcNull bool              // src is of the null type
+	dict    *array.Dictionary // src, when it is dictionary-encoded
+	vals    arrow.Array       // src, or its dictionary
+	raw     []byte            // fixed: vals' value bytes from its offset; bytes: vals' data
+	rawOffs []int32           // bytes: vals' offsets
+	bools   *array.Boolean
+}
+
+func newColumn(dt arrow.DataType) (*column, error) {
+	l, w, err := layoutOf(dt)
+	if err != nil {
+		return nil, err
+	}
+	c := &column{typ: dt, layout: l, width: w}
+	if l == layoutBytes {
+		c.offsets = []int32{0}
+	}
+	return c, nil
+}
+
+// reserve makes room for n more rows (the values of a bytes column
+// excepted: their size is not known).
+func (c *column) reserve(n int) {
+	c.valid = slices.Grow(c.valid, (c.n+n+7)/8-len(c.valid))
+	switch c.layout {
+	case layoutFixed:
+		c.data = slices.Grow(c.data, n*c.width)
+	case layoutBool:
+		c.data = slices.Grow(c.data, (c.n+n+7)/8-len(c.data))
+	case layoutBytes:
+		c.offsets = slices.Grow(c.offsets, n)
+	}
+}
+
+// bind type-checks a new source array and caches its buffers.
+func (c *column) bind(a arrow.Array) error {
+	vals := a
+	dict, _ := a.(*array.Dictionary)
+	if dict != nil {
+		vals = dict.Dictionary()
+	}
+	isNull := vals.DataType().ID() == arrow.NULL
+	if !isNull && !arrow.TypeEqual(vals.DataType(), c.typ) {
+		return fmt.Errorf("a %s array for a %s column", a.DataType(), c.typ)
+	}
+	c.src, c.srcLen, c.srcNull, c.dict, c.vals = a, a.Len(), isNull, dict, vals
+	c.raw, c.rawOffs, c.bools = nil, nil, nil
+	if isNull {
+		return nil
+	}
+	d := vals.Data()
+	switch c.layout {
+	case layoutFixed:
+		if b := d.Buffers()[1]; b != nil {
+			c.raw = b.Bytes()[d.Offset()*c.width:]
+		}
+	case layoutBytes:
+		switch v := vals.(type) {
+		case *array.String:
+			c.rawOffs = v.ValueOffsets()
+		case *array.Binary:
+			c.rawOffs = v.ValueOffsets()
+		}
+		if b := d.Buffers()[2]; b != nil {
+			c.raw = b.Bytes()
+		}
+	case layoutBool:
+		c.bools = vals.(*array.Boolean)
+	}
+	return nil
+}
+
+// add appends one cell and reports whether it was null.
+func (c *column) add(v Cell) (null bool, err error) {
+	if v.Array == nil {
+		c.appendNull()
+		return true, nil
+	}
+	if v.Array != c.src {
+		if err := c.bind(v.Array); err != nil {
+			return false, err
+		}
+	}
+	r := v.Row
+	if r < 0 || r >= c.srcLen {
+		return false, fmt.Errorf("row %d of a %d-row array", r, c.srcLen)
+	}
+	if c.dict != nil {
+		if c.dict.IsNull(r) {
+			c.appendNull()
+			return true, nil
+		}
+		r = c.dict.GetValueIndex(r)
+	}
+	if c.srcNull || c.vals.IsNull(r) {
+		c.appendNull()
+		return true, nil
+	}
+	switch c.layout {
+	case layoutFixed:
+		c.data = append(c.data, c.raw[r*c.width:(r+1)*c.width]...)
+	case layoutBytes:
+		c.data = append(c.data, c.raw[c.rawOffs[r]:c.rawOffs[r+1]]...)
+		if len(c.data) > math.MaxInt32 {
+			return false, fmt.Errorf("more than 2 GiB of values in one utf8 column")
+		}
+		c.offsets = append(c.offsets, int32(len(c.data)))
+	case layoutBool:
+		if c.n&7 == 0 {
+			c.data = append(c.data, 0)
+		}
+		if c.bools.Value(r) {
+			c.data[c.n>>3] |= 1 << (c.n & 7)
+		}
+	}
+	if c.n&7 == 0 {
+		c.valid = append(c.valid, 0)
+	}
+	c.valid[c.n>>3] |= 1 << (c.n & 7)
+	c.n++
+	return false, nil
+}
+
+// addDate32 appends a non-null value to a date32 column.
+func (c *column) addDate32(v arrow.Date32) {
+	c.data = append(c.data, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+	if c.n&7 == 0 {
+		c.valid = append(c.valid, 0)
+	}
+	c.valid[c.n>>3] |= 1 << (c.n & 7)
+	c.n++
+}
+
+func (c *column) appendNull() {
+	switch c.layout {
+	case layoutFixed:
+		c.data = append(c.data, make([]byte, c.width)...)
+	case layoutBytes:
+		c.offsets = append(c.offsets, int32(len(c.data)))
+	case layoutBool:
+		if c.n&7 == 0 {
+			c.data = append(c.data, 0)
+		}
+	}
+	if c.n&7 == 0 {
+		c.valid = append(c.valid, 0)
+	}
+	c.n++
+	c.nulls++
+}
+
+func (c *column) isNull(i int) bool { return c.nulls > 0 && c.valid[i>>3]&(1<<(i&7)) == 0 }
+
+// validity is the validity buffer, nil when nothing is null.
+func (c *column) validity() *memory.Buffer {
+	if c.nulls == 0 {
+		return nil
+	}
+	return memory.NewBufferBytes(c.valid)
+}
+
+// array wraps the accumulated values as an Arrow array, without a copy.
+func (c *column) array() arrow.Array {
+	c.src, c.dict, c.vals, c.bools, c.raw, c.rawOffs = nil, nil, nil, nil, nil, nil
+	var bufs []*memory.Buffer
+	switch c.layout {
+	case layoutNull:
+		return array.NewNull(c.n)
+	case layoutBytes:
+		bufs = []*memory.Buffer{c.validity(), int32Buffer(c.offsets), memory.NewBufferBytes(c.data)}
+	default:
+		bufs = []*memory.Buffer{c.validity(), memory.NewBufferBytes(c.data)}
+	}
+	return makeArray(c.typ, c.n, bufs, c.nulls)
+}
+
+// dictionary returns a utf8 column dictionary-encoded when that makes it
+// at least 10% smaller than plain utf8 (FORMAT.md §4), else ok=false. The
+// dictionary is sorted bytewise and the index type is the narrowest signed
+// integer that fits. Binary columns stay plain: the format allows
+// dictionaries of utf8 only.
+func (c *column) dictionary() (a arrow.Array, dt *arrow.DictionaryType, ok bool) {
+	n := c.n
+	if c.typ.ID() != arrow.STRING || n < 2 {
+		return nil, nil, false
+	}
+	// Sizes as stored: plain is 4 offset bytes a row plus the values;
+	// encoded is the dictionary (4 offset bytes plus the value, per
+	// distinct value) plus one index a row, of at least one byte. The
+	// dictionary only grows as rows are read, so once it is too big with
+	// one-byte indices it cannot win.
+	plain := 4*n + len(c.data)
+	limit := plain * 9 / 10
+	idx := map[string]int32{}
+	dictBytes := 0
+	for i := 0; i < n; i++ {
+		if c.isNull(i) {
+			continue
+		}
+		v := c.value(i)
+		if _, seen := idx[v]; !seen {
+			idx[v] = 0
+			dictBytes += 4 + len(v)
+			if dictBytes+n > limit {
+				return nil, nil, false
+			}
+		}
+	}
+	var it arrow.DataType
+	var width int
+	switch d := len(idx); {
+	case d <= math.MaxInt8+1:
+		it, width = arrow.PrimitiveTypes.Int8, 1
+	case d <= math.MaxInt16+1:
+		it, width = arrow.PrimitiveTypes.Int16, 2
+	default:
+		it, width = arrow.PrimitiveTypes.Int32, 4
+	}
+	if dictBytes+width*n > limit {
+		return nil, nil, false
+	}
+
+	distinct := make([]string, 0, len(idx))
+	for v := range idx {
+		distinct = append(distinct, v)
+	}
+	slices.Sort(distinct)
+	dOffsets := make([]int32, 1, len(distinct)+1)
+	dData := make([]byte, 0, dictBytes-4*len(distinct))
+	for i, v := range distinct {
+		idx[v] = int32(i)
+		dData = append(dData, v...)
+		dOffsets = append(dOffsets, int32(len(dData)))
+	}
+	dict := makeArray(c.typ, len(distinct), []*memory.Buffer{nil, int32Buffer(dOffsets), memory.NewBufferBytes(dData)}, 0)
+	defer dict.Release()
+
+	// The indices go through arrow-go's builder, as they did in the first
+	// writer: its validity buffer is sized to the builder's capacity, and
+	// that length is part of the bytes of every index written so far.
+	ib := array.NewBuilder(memory.DefaultAllocator, it)
+	defer ib.Release()
+	for i := 0; i < n; i++ {
+		if c.isNull(i) {
+			ib.AppendNull()
+			continue
+		}
+		k := idx[c.value(i)]
+		switch b := ib.(type) {
+		case *array.Int8Builder:
+			b.Append(int8(k))
+		case *array.Int16Builder:
+			b.Append(int16(k))
+		case *array.Int32Builder:
+			b.Append(k)
+		}
+	}
+	indices := ib.NewArray()
+	defer indices.Release()
+	dt = &arrow.DictionaryType{IndexType: it, ValueType: c.typ}
+	return array.NewDictionaryArray(dt, indices, dict), dt, true
+}
+
+// date32Array builds a date32 column with arrow-go's builder, as the
+// first writer built latest_period: the builder sizes its validity buffer
+// to its capacity, and that length is part of the bytes of every index
+// written so far (testdata/v1 and the inspect goldens among them).
+func (c *column) date32Array() arrow.Array {
+	vals := arrow.Date32Traits.CastFromBytes(c.data)
+	b := array.NewDate32Builder(memory.DefaultAllocator)
+	defer b.Release()
+	b.Reserve(c.n)
+	for i, v := range vals {
+		if c.isNull(i) {
+			b.UnsafeAppendBoolToBitmap(false)
+		} else {
+			b.UnsafeAppend(v)
+		}
+	}
+	c.data, c.valid = nil, nil
+	return b.NewArray()
+}
+
+// value is row i of a bytes column, aliasing the column's buffer.
+func (c *column) value(i int) string {
+	return unsafeString(c.data[c.offsets[i]:c.offsets[i+1]])
+}
+
+func makeArray(dt arrow.DataType, n int, bufs []*memory.Buffer, nulls int) arrow.Array {
+	d := array.NewData(dt, n, bufs, nil, nulls, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+func int32Buffer(v []int32) *memory.Buffer {
+	return memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(v))
+}
+
+// unsafeString views b as a string without copying; b must not change
+// while the string is in use.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}

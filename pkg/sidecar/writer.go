@@ -1,0 +1,264 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/datafile"
+)
+
+// Series is one index row as Writer.Add takes it. A caller fills one
+// Series and reuses it (and its Attrs slice) for every call.
+type Series struct {
+	ID string
+	// Location is where the series' rows are in the data file, as
+	// datafile.Writer reported it.
+	datafile.Location
+	// HasLatest says some value of the series is not null: LatestPeriod is
+	// the period of the last such row and LatestValue its value. Without
+	// it both are written as nulls and LatestValue is not read.
+	HasLatest    bool
+	LatestPeriod int32
+	LatestValue  Cell
+	// Attrs holds the series' attribute values, one per attribute column
+	// in schema order.
+	Attrs []Cell
+}
+
+// Writer builds an index sidecar one series at a time, in series id
+// order, and writes it at Close as the single record batch the format
+// wants. Values come as (array, row) cells, so a builder passes rows of
+// the arrays it gathered and a compaction passes rows of the base index
+// or of delta records, without converting anything per series.
+//
+// Add checks what makes the index agree with the data file: ids strictly
+// increasing, and locations that tile the data file (each series starts
+// where the previous one ended, in the same batch or at the start of the
+// next). After an error the writer is unusable: Close fails and nothing
+// is written.
+type Writer struct {
+	path      string
+	valueType arrow.DataType
+	attrs     []arrow.Field
+
+	n           int
+	ids         []byte
+	idOffsets   []int32
+	rowOffset   []int64
+	rowCount    []int64
+	batch       []uint32
+	batchOffset []uint32
+	firstPeriod []int32
+	lastPeriod  []int32
+	latestP     *column
+	latestV     *column
+	attrCols    []*column
+	prev        datafile.Location
+	err         error
+	done        bool
+}
+
+// NewWriter starts an index for a value column of valueType and the given
+// attribute columns. A dictionary-typed attribute is taken as its value
+// type: the writer decides at Close which string columns to encode. The
+// file is created at path (which must not exist) only by Close.
+func NewWriter(path string, valueType arrow.DataType, attrs []arrow.Field) (*Writer, error) {
+	w := &Writer{path: path, valueType: valueType, idOffsets: []int32{0}}
+	var err error
+	if w.latestP, err = newColumn(arrow.FixedWidthTypes.Date32); err != nil {
+		return nil, err
+	}
+	if w.latestV, err = newColumn(valueType); err != nil {
+		return nil, fmt.Errorf("index %s: value column: %w", path, err)
+	}
+	for _, f := range attrs {
+		if dt, ok := f.Type.(*arrow.DictionaryType); ok {
+			f.Type = dt.ValueType
+		}
+		c, err := newColumn(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("index %s: attribute %q: %w", path, f.Name, err)
+		}
+		w.attrs = append(w.attrs, f)
+		w.attrCols = append(w.attrCols, c)
+	}
+	return w, nil
+}
+
+// Reserve makes room for n more series, so that a caller that knows the
+// count (a builder, a compaction) saves the copies of growing buffers.
+func (w *Writer) Reserve(n int) {
+	w.idOffsets = slices.Grow(w.idOffsets, n)
+	w.rowOffset = slices.Grow(w.rowOffset, n)
+	w.rowCount = slices.Grow(w.rowCount, n)
+	w.batch = slices.Grow(w.batch, n)
+	w.batchOffset = slices.Grow(w.batchOffset, n)
+	w.firstPeriod = slices.Grow(w.firstPeriod, n)
+	w.lastPeriod = slices.Grow(w.lastPeriod, n)
+	w.latestP.reserve(n)
+	w.latestV.reserve(n)
+	for _, c := range w.attrCols {
+		c.reserve(n)
+	}
+}
+
+// Len is the number of series added.
+func (w *Writer) Len() int { return w.n }
+
+// Add appends the next series; its code (index row) is Len() before the
+// call. Add copies what it needs: s and the arrays it points into may
+// change once it returns. It does not allocate, except to grow the
+// writer's buffers.
+func (w *Writer) Add(s *Series) error {
+	if w.err != nil {
+		return fmt.Errorf("index %s: an earlier add failed: %w", w.path, w.err)
+	}
+	if w.done {
+		return fmt.Errorf("index %s: the writer is closed", w.path)
+	}
+	if err := w.add(s); err != nil {
+		w.err = fmt.Errorf("index %s: series %d (%q): %w", w.path, w.n, s.ID, err)
+		return w.err
+	}
+	return nil
+}
+
+func (w *Writer) add(s *Series) error {
+	if err := w.checkLocation(s); err != nil {
+		return err
+	}
+	if len(s.Attrs) != len(w.attrCols) {
+		return fmt.Errorf("%d attribute values for %d attribute columns", len(s.Attrs), len(w.attrCols))
+	}
+	if len(w.ids)+len(s.ID) > math.MaxInt32 {
+		return fmt.Errorf("more than 2 GiB of series ids")
+	}
+	w.ids = append(w.ids, s.ID...)
+	w.idOffsets = append(w.idOffsets, int32(len(w.ids)))
+	w.rowOffset = append(w.rowOffset, s.RowOffset)
+	w.rowCount = append(w.rowCount, s.RowCount)
+	w.batch = append(w.batch, s.Batch)
+	w.batchOffset = append(w.batchOffset, s.BatchOffset)
+	w.firstPeriod = append(w.firstPeriod, s.FirstPeriod)
+	w.lastPeriod = append(w.lastPeriod, s.LastPeriod)
+	if s.HasLatest {
+		if s.LatestPeriod < s.FirstPeriod || s.LatestPeriod > s.LastPeriod {
+			return fmt.Errorf("latest period %d outside the series' periods %d..%d", s.LatestPeriod, s.FirstPeriod, s.LastPeriod)
+		}
+		w.latestP.addDate32(arrow.Date32(s.LatestPeriod))
+		null, err := w.latestV.add(s.LatestValue)
+		if err != nil {
+			return fmt.Errorf("latest value: %w", err)
+		}
+		if null {
+			return fmt.Errorf("latest value is null; a series whose values are all null has no latest value")
+		}
+	} else {
+		w.latestP.appendNull()
+		w.latestV.appendNull()
+	}
+	for i, c := range w.attrCols {
+		if _, err := c.add(s.Attrs[i]); err != nil {
+			return fmt.Errorf("attribute %q: %w", w.attrs[i].Name, err)
+		}
+	}
+	w.prev = s.Location
+	w.n++
+	return nil
+}
+
+// checkLocation checks s against the series before it: the id order the
+// readers' binary search relies on, and locations that tile the data file
+// the way datafile.Writer lays it out.
+func (w *Writer) checkLocation(s *Series) error {
+	if s.RowCount < 1 {
+		return fmt.Errorf("row count %d; every series has at least one row", s.RowCount)
+	}
+	if s.FirstPeriod > s.LastPeriod {
+		return fmt.Errorf("first period %d after last period %d", s.FirstPeriod, s.LastPeriod)
+	}
+	if w.n == 0 {
+		if s.RowOffset != 0 || s.Batch != 0 || s.BatchOffset != 0 {
+			return fmt.Errorf("the first series starts at row %d (batch %d offset %d), want row 0 of batch 0", s.RowOffset, s.Batch, s.BatchOffset)
+		}
+		return nil
+	}
+	if prev := unsafeString(w.ids[w.idOffsets[w.n-1]:]); s.ID <= prev {
+		return fmt.Errorf("series id %q is not after %q (series %d); ids must be strictly increasing bytewise", s.ID, prev, w.n-1)
+	}
+	p := w.prev
+	if end := p.RowOffset + p.RowCount; s.RowOffset != end {
+		return fmt.Errorf("starts at row %d, the previous series ends at row %d", s.RowOffset, end)
+	}
+	sameBatch := s.Batch == p.Batch && int64(s.BatchOffset) == int64(p.BatchOffset)+p.RowCount
+	nextBatch := s.Batch == p.Batch+1 && s.BatchOffset == 0
+	if !sameBatch && !nextBatch {
+		return fmt.Errorf("at batch %d offset %d, the previous series is at batch %d offset %d with %d rows",
+			s.Batch, s.BatchOffset, p.Batch, p.BatchOffset, p.RowCount)
+	}
+	return nil
+}
+
+// Close builds the index record batch, dictionary-encoding each string
+// attribute that gets at least 10% smaller that way, writes it to the path
+// given to NewWriter and returns the file's description and final schema.
+func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
+	if w.err != nil {
+		return arrowfile.Info{}, nil, fmt.Errorf("index %s: an earlier add failed: %w", w.path, w.err)
+	}
+	if w.done {
+		return arrowfile.Info{}, nil, fmt.Errorf("index %s: the writer is closed", w.path)
+	}
+	w.done = true
+	n := w.n
+	attrs := append([]arrow.Field(nil), w.attrs...)
+	cols := make([]arrow.Array, NumFixed, NumFixed+len(attrs))
+	cols[ColumnSeriesID] = makeArray(arrow.BinaryTypes.String, n,
+		[]*memory.Buffer{nil, int32Buffer(w.idOffsets), memory.NewBufferBytes(w.ids)}, 0)
+	cols[ColumnRowOffset] = fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.rowOffset))
+	cols[ColumnRowCount] = fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.rowCount))
+	cols[ColumnBatch] = fixedArray(arrow.PrimitiveTypes.Uint32, n, arrow.Uint32Traits.CastToBytes(w.batch))
+	cols[ColumnBatchOffset] = fixedArray(arrow.PrimitiveTypes.Uint32, n, arrow.Uint32Traits.CastToBytes(w.batchOffset))
+	cols[ColumnFirstPeriod] = fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.firstPeriod))
+	cols[ColumnLastPeriod] = fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.lastPeriod))
+	cols[ColumnLatestPeriod] = w.latestP.date32Array()
+	cols[ColumnLatestValue] = w.latestV.array()
+	for i, c := range w.attrCols {
+		if a, dt, ok := c.dictionary(); ok {
+			attrs[i].Type = dt
+			cols = append(cols, a)
+			continue
+		}
+		cols = append(cols, c.array())
+	}
+	schema := Schema(w.valueType, attrs)
+	rec := array.NewRecordBatch(schema, cols, int64(n))
+	defer rec.Release()
+	for _, c := range cols {
+		c.Release()
+	}
+	f, err := arrowfile.Create(w.path, schema, arrowfile.AllowDictionaries)
+	if err != nil {
+		return arrowfile.Info{}, nil, err
+	}
+	if err := f.Write(rec); err != nil {
+		return arrowfile.Info{}, nil, errors.Join(err, f.Abort())
+	}
+	info, err := f.Close()
+	if err != nil {
+		return arrowfile.Info{}, nil, err
+	}
+	return info, schema, nil
+}
+
+// fixedArray wraps a no-null fixed-width buffer as an array without a copy.
+func fixedArray(dt arrow.DataType, n int, data []byte) arrow.Array {
+	return makeArray(dt, n, []*memory.Buffer{nil, memory.NewBufferBytes(data)}, 0)
+}
