@@ -46,6 +46,8 @@ type Column struct {
 type Shape struct {
 	dataset    string
 	snapshotID uint64
+	dataSchema *arrow.Schema
+	attrFields []arrow.Field
 
 	data     []Column // data columns after period, in file order
 	attrs    []Column // attribute columns, in index order
@@ -65,7 +67,7 @@ const CategoryAttribute = "category"
 // dictionary type stands for its value type). It refuses column types the
 // answers cannot carry and attribute names that clash with data columns.
 func NewShape(dataset string, snapshotID uint64, data *arrow.Schema, attrs []arrow.Field) (*Shape, error) {
-	sh := &Shape{dataset: dataset, snapshotID: snapshotID, byName: map[string]Column{}, category: -1, valuePos: -1}
+	sh := &Shape{dataset: dataset, snapshotID: snapshotID, dataSchema: data, attrFields: attrs, byName: map[string]Column{}, category: -1, valuePos: -1}
 	if err := datafile.CheckSchema(data); err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", dataset, err)
 	}
@@ -102,6 +104,13 @@ func NewShape(dataset string, snapshotID uint64, data *arrow.Schema, attrs []arr
 	sh.schemaAttrs = sh.schemaFor(append(append([]Column(nil), sh.data...), sh.attrs...))
 	return sh, nil
 }
+
+// DataSchema is the data file's schema the Reader's pieces have.
+func (sh *Shape) DataSchema() *arrow.Schema { return sh.dataSchema }
+
+// AttributeFields are the attribute fields as stored (dictionary types
+// stand for their value types).
+func (sh *Shape) AttributeFields() []arrow.Field { return sh.attrFields }
 
 // Dataset is the dataset name answers carry.
 func (sh *Shape) Dataset() string { return sh.dataset }

@@ -229,6 +229,28 @@ func (r *SnapshotReader) LatestRow(code int, rg Range) (Piece, bool, error) {
 
 func (r *SnapshotReader) Latest(code int) (int32, bool) { return r.x.Latest(code) }
 
+// Lookup finds a series' code by id.
+func (r *SnapshotReader) Lookup(id string) (int, bool) { return r.x.Lookup(id) }
+
+// Periods are a series' periods, ascending (aliasing the mapping). An
+// entry outside the data yields none; opening validated the index.
+func (r *SnapshotReader) Periods(code int) []arrow.Date32 {
+	b, lo, hi, err := r.s.Range(r.x.Entry(code), AllPeriods.From, AllPeriods.To)
+	if err != nil {
+		return nil
+	}
+	return r.s.Periods(b)[lo:hi]
+}
+
+// Attr is where attribute a of series id is held in the index.
+func (r *SnapshotReader) Attr(id string, a int) (arrow.Array, int, bool) {
+	c, ok := r.x.Lookup(id)
+	if !ok || a >= len(r.attrs) {
+		return nil, 0, ok
+	}
+	return r.attrs[a], c, true
+}
+
 // LatestValues gathers the index's latest_value column at codes: a slice
 // when they are consecutive, a hand gather for float64 (the usual value
 // type), Take otherwise.

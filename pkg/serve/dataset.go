@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
@@ -33,8 +35,15 @@ type dataset struct {
 	ds   *dsdir.Dir
 
 	cur    atomic.Pointer[view]
-	swapMu sync.Mutex // serialises swaps and reloads (acquire never takes it)
-	closed bool       // under swapMu: no reload may publish after close
+	swapMu sync.Mutex // serialises reloads and compactions (acquire never takes it)
+	viewMu sync.Mutex // serialises pointer swaps; taken after live's lock, never before
+	closed bool       // under viewMu: no view may be published after close
+
+	// live is the write path (nil until the first DoPut, or when the
+	// dataset has a WAL at start-up). Lock order: swapMu, then live's lock,
+	// then viewMu.
+	liveMu sync.Mutex
+	live   *live.Writer
 
 	// onSwap, if set, is told about each published view (metrics).
 	onSwap func(*view)
@@ -115,10 +124,16 @@ func (d *dataset) swap(s *snapshot.Snapshot) (old *view, err error) {
 	v.drained = d.drainedHook
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
-	return d.swapLocked(v)
+	return d.install(v)
 }
 
-func (d *dataset) swapLocked(v *view) (*view, error) {
+// install publishes v, taking over its reference on its snapshot, and
+// drops the dataset's reference on the view it replaces. A replaced
+// snapshot (not a new delta State over the same one) is counted as
+// draining until its last reader releases it.
+func (d *dataset) install(v *view) (*view, error) {
+	d.viewMu.Lock()
+	defer d.viewMu.Unlock()
 	if d.closed {
 		return nil, fmt.Errorf("dataset %s is closed", d.name)
 	}
@@ -127,7 +142,9 @@ func (d *dataset) swapLocked(v *view) (*view, error) {
 		d.onSwap(v)
 	}
 	if old != nil {
-		d.draining.Add(1)
+		if old.Snapshot != v.Snapshot {
+			d.draining.Add(1)
+		}
 		old.Release()
 	}
 	return old, nil
@@ -192,14 +209,13 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 			v.drained = d.drainedHook
 		}
 	}
+	if err == nil {
+		err = d.installBase(v)
+	}
 	if err != nil {
 		if s != nil {
 			s.Close()
 		}
-		return d.failed(res, id, err, time.Since(t0), log)
-	}
-	if _, err := d.swapLocked(v); err != nil {
-		s.Close()
 		return d.failed(res, id, err, time.Since(t0), log)
 	}
 	dur := time.Since(t0)
@@ -246,8 +262,13 @@ func (d *dataset) reloadStatus() reloadState {
 // close drops the dataset's reference on its live snapshot; readers still
 // holding one finish first. No reload publishes after it.
 func (d *dataset) close() {
-	d.swapMu.Lock()
-	defer d.swapMu.Unlock()
+	d.liveMu.Lock()
+	if d.live != nil {
+		d.live.Close()
+	}
+	d.liveMu.Unlock()
+	d.viewMu.Lock()
+	defer d.viewMu.Unlock()
 	d.closed = true
 	if old := d.cur.Swap(nil); old != nil {
 		d.draining.Add(1)
@@ -255,12 +276,15 @@ func (d *dataset) close() {
 	}
 }
 
-// view is one snapshot as the server serves it: the snapshot (its
-// reference count pins the mappings) and the read layer over it, whose
-// shape is derived once. Nothing in it is per series or per row.
+// view is what a request reads: one snapshot (its reference count pins the
+// mappings) and, when the dataset takes live writes, the delta State merged
+// over it; the read layer over both is built once per view. Nothing in it
+// is per series or per row of the snapshot.
 type view struct {
 	*snapshot.Snapshot
-	r       *query.SnapshotReader
+	base    *query.SnapshotReader
+	r       query.Reader // base, or base and st merged on read
+	st      *delta.State // nil or empty: no live writes
 	dataset string
 	opened  time.Time
 
@@ -273,7 +297,21 @@ func newView(name string, s *snapshot.Snapshot) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &view{Snapshot: s, r: r, dataset: name, opened: time.Now()}, nil
+	return &view{Snapshot: s, base: r, r: r, dataset: name, opened: time.Now()}, nil
+}
+
+// withState is a view of the same snapshot with st merged on read. It
+// takes a reference of its own on the snapshot; false if the snapshot is
+// already gone.
+func (v *view) withState(st *delta.State) (*view, bool) {
+	if !v.Snapshot.Acquire() {
+		return nil, false
+	}
+	nv := &view{Snapshot: v.Snapshot, base: v.base, r: v.base, st: st, dataset: v.dataset, opened: v.opened, drained: v.drained}
+	if st != nil && len(st.Runs()) > 0 {
+		nv.r = query.NewComposite(v.base, st)
+	}
+	return nv, true
 }
 
 // defaultSchema is the schema of a query with default columns.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,10 +18,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -35,6 +39,12 @@ type Limits struct {
 	// larger are split and small ones coalesced up to it. Keep it well under
 	// the clients' gRPC receive limit (4 MiB by default in Go and Java).
 	BatchBytes int64
+	// MaxPutRows bounds the rows of one DoPut record batch.
+	MaxPutRows int64
+	// MaxPutBytes bounds the bytes of record batches all DoPuts hold at
+	// once (checked, normalized, waiting for the WAL): more waits, up to
+	// 30 s, then is ResourceExhausted.
+	MaxPutBytes int64
 }
 
 // DefaultLimits are the limits of `snapbuild serve` without flags.
@@ -43,6 +53,8 @@ var DefaultLimits = Limits{
 	MaxSeries:      100_000,
 	MaxRows:        20_000_000,
 	BatchBytes:     2 << 20,
+	MaxPutRows:     1 << 20,
+	MaxPutBytes:    256 << 20,
 }
 
 // Service implements the Flight service over the datasets of a root
@@ -64,6 +76,9 @@ type Service struct {
 	// must end now: the graceful-shutdown deadline passed.
 	stopping context.Context
 	stopNow  context.CancelCauseFunc
+
+	readOnly bool
+	putSem   *semaphore.Weighted // bytes of DoPut batches in flight
 
 	reloadInterval time.Duration
 	pollStop       chan struct{} // closed by Close: the poller ends
@@ -87,6 +102,9 @@ type Options struct {
 	// memory.DefaultAllocator). Tests pass a checked allocator to prove
 	// answers release everything.
 	Allocator memory.Allocator
+	// ReadOnly refuses DoPut (PermissionDenied); a WAL found at start-up is
+	// still replayed.
+	ReadOnly bool
 }
 
 // Open discovers the datasets under root (each a directory with a valid
@@ -112,10 +130,15 @@ func Open(root string, opt Options) (*Service, error) {
 	s := &Service{
 		root: root, datasets: map[string]*dataset{}, limits: opt.Limits, log: opt.Logger,
 		metrics: opt.Metrics, mem: opt.Allocator, started: time.Now(), version: opt.Version,
-		reloadInterval: opt.ReloadInterval,
-		pollStop:       make(chan struct{}), pollDone: make(chan struct{}),
+		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly,
+		pollStop: make(chan struct{}), pollDone: make(chan struct{}),
 	}
 	s.stopping, s.stopNow = context.WithCancelCause(context.Background())
+	putBytes := opt.Limits.MaxPutBytes
+	if putBytes <= 0 {
+		putBytes = math.MaxInt64
+	}
+	s.putSem = semaphore.NewWeighted(putBytes)
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
@@ -160,6 +183,12 @@ func Open(root string, opt Options) (*Service, error) {
 		}
 		s.datasets[name] = d
 		s.names = append(s.names, name)
+		// A dataset that took live writes replays its WAL before serving:
+		// a server never starts without an acknowledged write.
+		if _, err := d.writer(false, s.log); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("serve: %w", err)
+		}
 		m := snap.Manifest
 		s.log.Info("dataset open", "dataset", name, "snapshot_id", snap.ID(), "rows", m.Stats.Rows,
 			"series", m.Stats.Series, "mapped_bytes", snap.MappedBytes(), "open_ms", float64(time.Since(t0).Microseconds())/1000)
@@ -268,7 +297,7 @@ func (s *Service) datasetInfo(v *view, desc *flight.FlightDescriptor) *flight.Fl
 		Schema:           flight.SerializeSchema(v.defaultSchema(), s.mem),
 		FlightDescriptor: desc,
 		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: ticketFor(v.dataset)}}},
-		TotalRecords:     v.Manifest.Stats.Rows,
+		TotalRecords:     v.r.Info().Rows,
 		TotalBytes:       -1,
 		Ordered:          true,
 		AppMetadata:      appMetadata(v),
@@ -512,6 +541,7 @@ func (s *Service) Status() Status {
 
 var actions = []*flight.ActionType{
 	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, uptime, reload state"},
+	{Type: "compact", Description: "body: a dataset name, or empty for all; fold the live delta into the next snapshot and serve it. JSON: per dataset the result (compacted, nothing), snapshot ids, rows and the WAL position folded in"},
 	{Type: "reload", Description: "body: a dataset name, or empty for all; serve what CURRENT names once it is open and validated. JSON: per dataset the result (reloaded, unchanged) and snapshot ids; FailedPrecondition if a new snapshot failed (the old one stays served)"},
 }
 
@@ -543,6 +573,17 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 		}
 		if len(failed) > 0 {
 			return status.Error(codes.FailedPrecondition, truncate("reload failed: "+strings.Join(failed, "; "), 4096))
+		}
+		b, err := json.Marshal(map[string]any{"datasets": res})
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return stream.Send(&flight.Result{Body: b})
+	case "compact":
+		name := strings.TrimSpace(string(a.GetBody()))
+		res, err := s.Compact(stream.Context(), name)
+		if err != nil {
+			return toStatus(err)
 		}
 		b, err := json.Marshal(map[string]any{"datasets": res})
 		if err != nil {
@@ -589,6 +630,10 @@ func toStatus(err error) error {
 		code = codes.ResourceExhausted
 	case errors.Is(err, query.ErrStale):
 		code = codes.FailedPrecondition
+	case errors.Is(err, delta.ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, live.ErrClosed):
+		code = codes.Unavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	}

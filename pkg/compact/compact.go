@@ -1,0 +1,330 @@
+// Package compact folds a dataset's delta into its next snapshot: it
+// streams the merged rows of a query.Reader (a base snapshot with frozen
+// delta runs over it) in (series id, period) order through the data and
+// index writers, and publishes the result as snapshot N+1 recording the
+// WAL position it folded in. The base is never re-sorted: its rows are
+// already in order, and the merge per series is the read layer's own
+// (pkg/query's Composite), so what compaction writes is exactly what a
+// query read before it.
+package compact
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
+)
+
+// Options tune a compaction.
+type Options struct {
+	// BatchRows is the target data batch size (default: the parent's).
+	BatchRows int
+	Tool      string
+	Now       func() time.Time
+}
+
+// Result describes the published snapshot.
+type Result struct {
+	SnapshotID  uint64
+	ParentID    uint64
+	Rows        int64
+	Series      int64
+	WALPosition uint64
+	Duration    time.Duration
+}
+
+// Publish writes the rows r serves as the next snapshot of the dataset in
+// dir and flips CURRENT to it. parent is the manifest of the snapshot r's
+// base is; walPos the WAL position the delta runs in r hold every write
+// through. It takes the dataset's write lock (waiting for a build that
+// holds it).
+func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *manifest.Manifest, walPos uint64, opt Options) (Result, error) {
+	t0 := time.Now()
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.BatchRows <= 0 {
+		opt.BatchRows = parent.Build.BatchRows
+	}
+	if opt.BatchRows <= 0 {
+		opt.BatchRows = datafile.DefaultBatchRows
+	}
+	w, err := dir.LockForWrite()
+	if err != nil {
+		return Result{}, err
+	}
+	defer w.Close()
+	id, err := w.NextID()
+	if err != nil {
+		return Result{}, err
+	}
+	staged, err := w.Stage()
+	if err != nil {
+		return Result{}, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(staged)
+		}
+	}()
+	files, sc, st, err := write(ctx, staged, r, opt.BatchRows)
+	if err != nil {
+		return Result{}, err
+	}
+	m := &manifest.Manifest{
+		Format:        manifest.Format,
+		FormatVersion: manifest.Version,
+		SnapshotID:    id,
+		ParentID:      parent.SnapshotID,
+		Dataset:       dir.Name,
+		Created:       opt.Now().UTC().Format(time.RFC3339Nano),
+		Tool:          opt.Tool,
+		Schema: manifest.Schema{
+			Data:       columnsOf(sc.data),
+			Index:      columnsOf(sc.index),
+			Attributes: parent.Schema.Attributes,
+		},
+		Stats: manifest.Stats{Rows: st.rows, Series: st.series},
+		Build: parent.Build,
+		// A compaction's inputs are its parent snapshot and the log.
+		Lineage:     manifest.Lineage{Kind: "compaction", Source: fmt.Sprintf("snapshot %d + wal through %d", parent.SnapshotID, walPos), LakeSnapshotID: parent.Lineage.LakeSnapshotID},
+		WALPosition: walPos,
+	}
+	m.Build.BatchRows = opt.BatchRows
+	if st.series > 0 {
+		m.Stats.FirstPeriod, m.Stats.LastPeriod = period.Format(st.first), period.Format(st.last)
+	}
+	rel := dataset.SnapshotPath(id)
+	for _, f := range files {
+		f.Path = rel + "/" + f.Path
+		m.Files = append(m.Files, f)
+	}
+	if err := w.Publish(staged, m); err != nil {
+		return Result{}, err
+	}
+	ok = true
+	return Result{SnapshotID: id, ParentID: parent.SnapshotID, Rows: st.rows, Series: st.series, WALPosition: walPos, Duration: time.Since(t0)}, nil
+}
+
+type schemas struct{ data, index *arrow.Schema }
+
+type stats struct {
+	rows, series int64
+	first, last  int32
+}
+
+// write streams every series of r into data.arrow and index.arrow in dir.
+func write(ctx context.Context, dir string, r query.Reader, batchRows int) ([]manifest.File, schemas, stats, error) {
+	var st stats
+	mem := memory.DefaultAllocator
+	sh := r.Shape()
+	dataSchema, attrFields := sh.DataSchema(), sh.AttributeFields()
+	dw, err := datafile.Create(filepath.Join(dir, "data.arrow"), dataSchema)
+	if err != nil {
+		return nil, schemas{}, st, err
+	}
+	defer dw.Abort()
+	sel, err := r.Select(query.Selector{Kind: query.ByPrefix})
+	if err != nil {
+		return nil, schemas{}, st, err
+	}
+	attrPos := make([]int, len(attrFields))
+	for i := range attrPos {
+		attrPos[i] = i
+	}
+	ids, attrVals, err := r.Dictionaries(ctx, sel, attrPos, mem)
+	if err != nil {
+		return nil, schemas{}, st, err
+	}
+	defer func() {
+		ids.Release()
+		for _, a := range attrVals {
+			a.Release()
+		}
+	}()
+	plain := make([]arrow.Field, len(attrFields))
+	for i, f := range attrFields {
+		t := f.Type
+		if d, ok := t.(*arrow.DictionaryType); ok {
+			t = d.ValueType
+		}
+		plain[i] = arrow.Field{Name: f.Name, Type: t, Nullable: true}
+	}
+
+	// Pass 1: the data file, batch by batch, cut at series boundaries.
+	type latest struct {
+		rec arrow.RecordBatch
+		row int
+	}
+	latests := make([]latest, 0, sel.Len()) // per written series
+	written := make([]int, 0, sel.Len())    // selection positions of the written series
+	var pending []query.Piece
+	var pendCodes []uint32
+	var pendRows int64
+	var code uint32
+	flush := func() error {
+		if pendRows == 0 {
+			return nil
+		}
+		rec, err := assemble(mem, dataSchema, pending, pendCodes, pendRows)
+		if err != nil {
+			return err
+		}
+		defer rec.Release()
+		pending, pendCodes, pendRows = pending[:0], pendCodes[:0], 0
+		return dw.Write(rec)
+	}
+	var buf []query.Piece
+	for k := 0; k < sel.Len(); k++ {
+		if err := ctx.Err(); err != nil {
+			return nil, schemas{}, st, err
+		}
+		c := sel.Code(k)
+		if buf, err = r.Rows(c, query.AllPeriods, buf[:0]); err != nil {
+			return nil, schemas{}, st, err
+		}
+		var n int64
+		for _, p := range buf {
+			n += p.Len()
+		}
+		if n == 0 {
+			continue // every row of the series was... never: a series has rows
+		}
+		if pendRows > 0 && pendRows+n > int64(batchRows) {
+			if err := flush(); err != nil {
+				return nil, schemas{}, st, err
+			}
+		}
+		pending = append(pending, buf...)
+		for range buf {
+			pendCodes = append(pendCodes, code)
+		}
+		pendRows += n
+		lr, ok, err := r.LatestRow(c, query.AllPeriods)
+		if err != nil {
+			return nil, schemas{}, st, err
+		}
+		if ok {
+			latests = append(latests, latest{lr.Rec, int(lr.Lo)})
+		} else {
+			latests = append(latests, latest{})
+		}
+		written = append(written, k)
+		code++
+	}
+	if err := flush(); err != nil {
+		return nil, schemas{}, st, err
+	}
+	dinfo, err := dw.Close()
+	if err != nil {
+		return nil, schemas{}, st, err
+	}
+
+	// Pass 2: the index, series by series, from the data writer's locations.
+	xw, err := sidecar.NewWriter(filepath.Join(dir, "index.arrow"), dataSchema.Field(datafile.ColumnValue).Type, plain)
+	if err != nil {
+		return nil, schemas{}, st, err
+	}
+	locs := dw.Locations()
+	xw.Reserve(len(locs))
+	idArr := ids.(*array.String)
+	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(plain))}
+	st.first, st.last = math.MaxInt32, math.MinInt32
+	for i, loc := range locs {
+		k := written[i]
+		s.ID = idArr.Value(k)
+		s.Location = loc
+		s.HasLatest = latests[i].rec != nil
+		s.LatestValue = sidecar.Cell{}
+		if s.HasLatest {
+			lr := latests[i]
+			s.LatestPeriod = int32(lr.rec.Column(datafile.ColumnPeriod).(*array.Date32).Value(lr.row))
+			s.LatestValue = sidecar.Cell{Array: lr.rec.Column(datafile.ColumnValue), Row: lr.row}
+		}
+		for a := range plain {
+			s.Attrs[a] = sidecar.Cell{Array: attrVals[a], Row: k}
+		}
+		if err := xw.Add(&s); err != nil {
+			return nil, schemas{}, st, err
+		}
+		st.rows += loc.RowCount
+		st.first, st.last = min(st.first, loc.FirstPeriod), max(st.last, loc.LastPeriod)
+	}
+	st.series = int64(len(locs))
+	xinfo, xschema, err := xw.Close()
+	if err != nil {
+		return nil, schemas{}, st, err
+	}
+	return []manifest.File{
+		{Path: "data.arrow", Role: manifest.RoleData, Tier: manifest.TierHot, Format: manifest.FormatArrowIPCFile,
+			Size: dinfo.Size, Rows: dinfo.Rows, Batches: dinfo.Batches, Checksum: dinfo.Checksum},
+		{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
+			Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum},
+	}, schemas{dataSchema, xschema}, st, nil
+}
+
+// assemble builds one data batch from pieces (each with its new series
+// code): the series_code column is written anew, the others are the
+// pieces' slices concatenated.
+func assemble(mem memory.Allocator, sc *arrow.Schema, pieces []query.Piece, codes []uint32, n int64) (arrow.RecordBatch, error) {
+	cb := array.NewUint32Builder(mem)
+	defer cb.Release()
+	cb.Reserve(int(n))
+	for i, p := range pieces {
+		for j := p.Lo; j < p.Hi; j++ {
+			cb.UnsafeAppend(codes[i])
+		}
+	}
+	cols := []arrow.Array{cb.NewArray()}
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	// Adjacent pieces of one batch (consecutive base series) are one slice.
+	runs := make([]query.Piece, 0, len(pieces))
+	for _, p := range pieces {
+		if k := len(runs) - 1; k >= 0 && runs[k].Rec == p.Rec && runs[k].Hi == p.Lo {
+			runs[k].Hi = p.Hi
+			continue
+		}
+		runs = append(runs, p)
+	}
+	parts := make([]arrow.Array, len(runs))
+	for c := datafile.ColumnPeriod; c < sc.NumFields(); c++ {
+		for i, p := range runs {
+			parts[i] = array.NewSlice(p.Rec.Column(c), p.Lo, p.Hi)
+		}
+		a, err := array.Concatenate(parts, mem)
+		for _, x := range parts {
+			x.Release()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", sc.Field(c).Name, err)
+		}
+		cols = append(cols, a)
+	}
+	return array.NewRecordBatch(sc, cols, n), nil
+}
+
+func columnsOf(sc *arrow.Schema) []manifest.Column {
+	var cs []manifest.Column
+	for _, f := range sc.Fields() {
+		cs = append(cs, manifest.Column{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
+	}
+	return cs
+}

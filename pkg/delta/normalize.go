@@ -1,0 +1,297 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
+)
+
+// ErrInvalid marks a refused write. Nothing of a refused write is applied
+// or logged. Test with errors.Is.
+var ErrInvalid = errors.New("invalid write")
+
+// Known is what the dataset already holds about series' attributes (the
+// base index and earlier writes).
+type Known interface {
+	// Attr returns where attribute a of series id is held (array, row; a
+	// dictionary array is read through), and false if the series is new.
+	Attr(id string, a int) (arrow.Array, int, bool)
+}
+
+// Normalize checks one incoming record batch (number batch of its stream)
+// against the dataset and returns it as a normalized write (Schema.Write):
+// ids as utf8, periods as date32 (every form `snapbuild build` accepts,
+// normalised the same way), data columns in the data file's types (a safe
+// cast where the types differ: no overflow, no truncation), missing varying
+// columns null, attributes checked against what the dataset knows.
+//
+// Errors name the batch, the row and the column, and wrap ErrInvalid.
+// known may be nil: every series is then new.
+func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.RecordBatch, batch int, known Known) (arrow.RecordBatch, error) {
+	if known == nil {
+		known = noneKnown{}
+	}
+	n := int(rec.NumRows())
+	bad := func(row int, col, format string, a ...any) error {
+		where := fmt.Sprintf("batch %d", batch)
+		if row >= 0 {
+			where += fmt.Sprintf(", row %d", row)
+		}
+		if col != "" {
+			where += fmt.Sprintf(", column %q", col)
+		}
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, where, fmt.Sprintf(format, a...))
+	}
+	// Columns by name.
+	byName := map[string]int{}
+	for i, f := range rec.Schema().Fields() {
+		if _, dup := byName[f.Name]; dup {
+			return nil, bad(-1, f.Name, "given twice")
+		}
+		byName[f.Name] = i
+	}
+	allowed := []string{sidecar.ColSeriesID}
+	for i := datafile.ColumnPeriod; i < s.Data.NumFields(); i++ {
+		allowed = append(allowed, s.Data.Field(i).Name)
+	}
+	for _, f := range s.Attrs {
+		allowed = append(allowed, f.Name)
+	}
+	for name := range byName {
+		if !contains(allowed, name) {
+			return nil, bad(-1, name, "unknown column (columns: %s)", strings.Join(allowed, ", "))
+		}
+	}
+	for _, req := range []string{sidecar.ColSeriesID, datafile.ColPeriod, datafile.ColValue} {
+		if _, ok := byName[req]; !ok {
+			return nil, bad(-1, req, "missing (a write needs %s, %s and %s)", sidecar.ColSeriesID, datafile.ColPeriod, datafile.ColValue)
+		}
+	}
+	cols := make([]arrow.Array, 0, s.Write.NumFields())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+
+	// series_id
+	idcol := rec.Column(byName[sidecar.ColSeriesID])
+	ids, err := asUTF8(ctx, mem, idcol)
+	if err != nil {
+		return nil, bad(-1, sidecar.ColSeriesID, "%v", err)
+	}
+	cols = append(cols, ids)
+	for i := 0; i < n; i++ {
+		switch {
+		case ids.IsNull(i):
+			return nil, bad(i, sidecar.ColSeriesID, "null series id")
+		case ids.Value(i) == "":
+			return nil, bad(i, sidecar.ColSeriesID, "empty series id")
+		}
+	}
+
+	// period
+	days := make([]int32, n)
+	if err := period.Column(rec.Column(byName[datafile.ColPeriod]), days); err != nil {
+		var re *period.RowError
+		if errors.As(err, &re) {
+			return nil, bad(re.Row, datafile.ColPeriod, "%q: %v", re.Value, re.Err)
+		}
+		return nil, bad(-1, datafile.ColPeriod, "%v", err)
+	}
+	pb := array.NewDate32Builder(mem)
+	for _, d := range days {
+		pb.Append(arrow.Date32(d))
+	}
+	cols = append(cols, pb.NewArray())
+	pb.Release()
+
+	// value and the varying columns
+	for i := datafile.ColumnValue; i < s.Data.NumFields(); i++ {
+		f := s.Data.Field(i)
+		j, ok := byName[f.Name]
+		if !ok {
+			cols = append(cols, array.MakeArrayOfNull(mem, f.Type, n))
+			continue
+		}
+		a, err := castTo(ctx, mem, rec.Column(j), f.Type)
+		if err != nil {
+			return nil, bad(-1, f.Name, "%v", err)
+		}
+		cols = append(cols, a)
+	}
+
+	// attributes: all or none
+	var present []string
+	for _, f := range s.Attrs {
+		if _, ok := byName[f.Name]; ok {
+			present = append(present, f.Name)
+		}
+	}
+	given := len(present) > 0
+	if given && len(present) != len(s.Attrs) {
+		return nil, bad(-1, "", "attributes are given all together or not at all: got %s of %s", strings.Join(present, ", "), attrNames(s.Attrs))
+	}
+	attrCols := make([]arrow.Array, len(s.Attrs))
+	for k, f := range s.Attrs {
+		if !given {
+			attrCols[k] = array.MakeArrayOfNull(mem, f.Type, n)
+		} else {
+			a, err := castTo(ctx, mem, rec.Column(byName[f.Name]), f.Type)
+			if err != nil {
+				return nil, bad(-1, f.Name, "%v", err)
+			}
+			attrCols[k] = a
+		}
+		cols = append(cols, attrCols[k])
+	}
+	// New series need their attributes; attributes are constant within a
+	// series and agree with what the dataset already holds.
+	first := map[string]int{}
+	for i := 0; i < n; i++ {
+		id := ids.Value(i)
+		f, seen := first[id]
+		if !seen {
+			first[id] = i
+		}
+		if len(s.Attrs) == 0 {
+			continue
+		}
+		if !given {
+			if !seen {
+				if _, _, ok := known.Attr(id, 0); !ok {
+					return nil, bad(i, sidecar.ColSeriesID, "series %q is new: give its attributes (%s)", id, attrNames(s.Attrs))
+				}
+			}
+			continue
+		}
+		for k, a := range attrCols {
+			if seen {
+				if cellText(a, i) != cellText(a, f) {
+					return nil, bad(i, s.Attrs[k].Name, "series %q has %s here and %s in row %d: an attribute is constant within a series", id, cellText(a, i), cellText(a, f), f)
+				}
+				continue
+			}
+			if ka, kr, ok := known.Attr(id, k); ok && cellText(ka, kr) != cellText(a, i) {
+				return nil, bad(i, s.Attrs[k].Name, "series %q has %s, the dataset says %s: attributes cannot change by a write", id, cellText(a, i), cellText(ka, kr))
+			}
+		}
+	}
+	gb := array.NewBooleanBuilder(mem)
+	for i := 0; i < n; i++ {
+		gb.Append(given)
+	}
+	cols = append(cols, gb.NewArray())
+	gb.Release()
+	return array.NewRecordBatch(s.Write, cols, int64(n)), nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func attrNames(fs []arrow.Field) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Name
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// asUTF8 decodes a utf8, large_utf8 or dictionary-of-utf8 column.
+func asUTF8(ctx context.Context, mem memory.Allocator, a arrow.Array) (*array.String, error) {
+	switch c := a.(type) {
+	case *array.String:
+		c.Retain()
+		return c, nil
+	case *array.Dictionary:
+		if id := c.Dictionary().DataType().ID(); id != arrow.STRING && id != arrow.LARGE_STRING {
+			break
+		}
+		out, err := compute.TakeArray(compute.WithAllocator(ctx, mem), c.Dictionary(), c.Indices())
+		if err != nil {
+			return nil, err
+		}
+		return asUTF8Owned(ctx, mem, out)
+	case *array.LargeString:
+		return asUTF8Owned(ctx, mem, c)
+	}
+	return nil, fmt.Errorf("type %s; want utf8, large_utf8 or a dictionary of utf8", a.DataType())
+}
+
+func asUTF8Owned(ctx context.Context, mem memory.Allocator, a arrow.Array) (*array.String, error) {
+	if s, ok := a.(*array.String); ok {
+		return s, nil
+	}
+	out, err := compute.CastArray(compute.WithAllocator(ctx, mem), a, compute.SafeCastOptions(arrow.BinaryTypes.String))
+	if err != nil {
+		return nil, err
+	}
+	s, ok := out.(*array.String)
+	if !ok {
+		out.Release()
+		return nil, fmt.Errorf("type %s cannot be read as utf8", a.DataType())
+	}
+	return s, nil
+}
+
+// castTo returns a in type t: itself when the types agree, a safe cast
+// otherwise (an overflow or a lost fraction is an error).
+func castTo(ctx context.Context, mem memory.Allocator, a arrow.Array, t arrow.DataType) (arrow.Array, error) {
+	if d, ok := a.(*array.Dictionary); ok {
+		dec, err := compute.TakeArray(compute.WithAllocator(ctx, mem), d.Dictionary(), d.Indices())
+		if err != nil {
+			return nil, err
+		}
+		defer dec.Release()
+		a = dec
+	}
+	if arrow.TypeEqual(a.DataType(), t) {
+		a.Retain()
+		return a, nil
+	}
+	out, err := compute.CastArray(compute.WithAllocator(ctx, mem), a, compute.SafeCastOptions(t))
+	if err != nil {
+		return nil, fmt.Errorf("type %s does not convert to the dataset's %s: %v", a.DataType(), t, err)
+	}
+	return out, nil
+}
+
+// cellText is a cell's value for comparisons and messages (dictionaries
+// read through).
+func cellText(a arrow.Array, i int) string {
+	if d, ok := a.(*array.Dictionary); ok {
+		if d.IsNull(i) {
+			return "null"
+		}
+		return cellText(d.Dictionary(), d.GetValueIndex(i))
+	}
+	if a.IsNull(i) {
+		return "null"
+	}
+	if s, ok := a.(*array.String); ok {
+		return fmt.Sprintf("%q", s.Value(i))
+	}
+	return a.ValueStr(i)
+}
+
+type noneKnown struct{}
+
+func (noneKnown) Attr(string, int) (arrow.Array, int, bool) { return nil, 0, false }

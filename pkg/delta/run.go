@@ -1,0 +1,228 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+)
+
+// Run is an immutable set of rows from one or more writes, sorted by
+// (series id, period), at most one row per key.
+type Run struct {
+	seq   uint64        // precedence: the sequence number of its newest write
+	pos   uint64        // the WAL position through which it holds its writes
+	ids   *array.String // distinct series ids, sorted bytewise
+	start []int32       // rows of series i are [start[i], start[i+1])
+	rec   arrow.RecordBatch
+	// attrs holds each attribute's value per series (len(ids)); given[i]
+	// says whether the write carried attributes for series i.
+	attrs []arrow.Array
+	given []bool
+	// added counts rows that shadow nothing older (base or earlier runs):
+	// what the run adds to the dataset's row count. Set by State.Apply.
+	added int64
+	bytes int64
+}
+
+// Seq is the run's precedence.
+func (r *Run) Seq() uint64 { return r.seq }
+
+// Len is the number of rows.
+func (r *Run) Len() int { return int(r.rec.NumRows()) }
+
+// NumSeries is the number of distinct series.
+func (r *Run) NumSeries() int { return r.ids.Len() }
+
+// SeriesID is the id of the run's i-th series.
+func (r *Run) SeriesID(i int) string { return r.ids.Value(i) }
+
+// Record is the run's rows in the data file's schema; series_code holds
+// the run-local series number.
+func (r *Run) Record() arrow.RecordBatch { return r.rec }
+
+// Periods is the run's period column.
+func (r *Run) Periods() []arrow.Date32 {
+	return r.rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+}
+
+// Find returns the run-local number of series id.
+func (r *Run) Find(id string) (int, bool) {
+	n := r.ids.Len()
+	i := sort.Search(n, func(i int) bool { return r.ids.Value(i) >= id })
+	return i, i < n && r.ids.Value(i) == id
+}
+
+// Rows is the row range of run-local series i.
+func (r *Run) Rows(i int) (lo, hi int) { return int(r.start[i]), int(r.start[i+1]) }
+
+// Attrs returns attribute a's column (one value per run-local series) and
+// whether series i's write carried attributes.
+func (r *Run) Attrs(a int) arrow.Array { return r.attrs[a] }
+
+// Given reports whether the writes of run-local series i carried its
+// attributes.
+func (r *Run) Given(i int) bool { return r.given[i] }
+
+// newRun builds a run from a normalized write (see Normalize): sorts it by
+// (series id, period) and keeps the later of two rows with one key, so the
+// concatenation of an older and a newer write (or run, see toWrite) merges
+// them with the newer winning.
+func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.RecordBatch, seq uint64) (*Run, error) {
+	ids := w.Column(0).(*array.String)
+	periods := w.Column(1).(*array.Date32).Date32Values()
+	n := int(w.NumRows())
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ia, ib := ids.Value(int(order[a])), ids.Value(int(order[b]))
+		if ia != ib {
+			return ia < ib
+		}
+		return periods[order[a]] < periods[order[b]]
+	})
+	// Duplicates are adjacent and in input order: keep the last.
+	keep := order[:0]
+	for i, o := range order {
+		if i+1 < n && ids.Value(int(order[i+1])) == ids.Value(int(o)) && periods[order[i+1]] == periods[o] {
+			continue
+		}
+		keep = append(keep, o)
+	}
+	return assemble(ctx, mem, s, seq, w, keep)
+}
+
+// assemble builds a run of rows (in output order) of the normalized write w.
+func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, w arrow.RecordBatch, rows []int32) (_ *Run, err error) {
+	n := len(rows)
+	ids := w.Column(0).(*array.String)
+	given := w.Column(int(w.NumCols()) - 1).(*array.Boolean)
+	codes := make([]uint32, n)
+	var start, attrRow []int32
+	var gv []bool
+	idb := array.NewStringBuilder(mem)
+	defer idb.Release()
+	for i, k := range rows {
+		id := ids.Value(int(k))
+		if i == 0 || id != ids.Value(int(rows[i-1])) {
+			start = append(start, int32(i))
+			attrRow = append(attrRow, k)
+			gv = append(gv, false)
+			idb.Append(id)
+		}
+		last := len(start) - 1
+		if given.Value(int(k)) && !gv[last] {
+			// attributes are constant within a series (Normalize checks
+			// it), so any row that carried them will do
+			attrRow[last], gv[last] = k, true
+		}
+		codes[i] = uint32(last)
+	}
+	start = append(start, int32(n))
+	cctx := compute.WithAllocator(ctx, mem)
+	take := func(col int, idx []int32) (arrow.Array, error) {
+		ia := int32s(mem, idx)
+		defer ia.Release()
+		return compute.TakeArray(cctx, w.Column(col), ia)
+	}
+	r := &Run{seq: seq, start: start, given: gv, ids: idb.NewStringArray()}
+	cols := []arrow.Array{uint32s(mem, codes)}
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+		if err != nil {
+			r.ids.Release()
+			for _, a := range r.attrs {
+				a.Release()
+			}
+		}
+	}()
+	nData := s.Data.NumFields() - datafile.ColumnPeriod // period, value, extras
+	for c := 0; c < nData; c++ {
+		a, err := take(1+c, rows)
+		if err != nil {
+			return nil, fmt.Errorf("delta: column %s: %w", s.Data.Field(datafile.ColumnPeriod+c).Name, err)
+		}
+		cols = append(cols, a)
+	}
+	for a := range s.Attrs {
+		v, err := take(1+nData+a, attrRow)
+		if err != nil {
+			return nil, fmt.Errorf("delta: attribute %s: %w", s.Attrs[a].Name, err)
+		}
+		r.attrs = append(r.attrs, v)
+	}
+	r.rec = array.NewRecordBatch(s.Data, cols, int64(n))
+	for _, c := range r.rec.Columns() {
+		for _, b := range c.Data().Buffers() {
+			if b != nil {
+				r.bytes += int64(b.Len())
+			}
+		}
+	}
+	return r, nil
+}
+
+// toWrite turns a run back into a normalized write (every row carrying its
+// series id, attributes and given flag), so runs merge through newRun.
+func (r *Run) toWrite(ctx context.Context, mem memory.Allocator, s *Schema) (arrow.RecordBatch, error) {
+	codes := r.rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
+	idx := make([]int32, len(codes))
+	gb := array.NewBooleanBuilder(mem)
+	defer gb.Release()
+	for i, c := range codes {
+		idx[i] = int32(c)
+		gb.Append(r.given[c])
+	}
+	ia := int32s(mem, idx)
+	defer ia.Release()
+	cctx := compute.WithAllocator(ctx, mem)
+	cols := make([]arrow.Array, 0, 2+len(r.attrs)+s.Data.NumFields())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	ids, err := compute.TakeArray(cctx, r.ids, ia)
+	if err != nil {
+		return nil, err
+	}
+	cols = append(cols, ids)
+	for c := datafile.ColumnPeriod; c < s.Data.NumFields(); c++ {
+		a := r.rec.Column(c)
+		a.Retain()
+		cols = append(cols, a)
+	}
+	for _, at := range r.attrs {
+		a, err := compute.TakeArray(cctx, at, ia)
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, a)
+	}
+	cols = append(cols, gb.NewArray())
+	return array.NewRecordBatch(s.Write, cols, int64(len(codes))), nil
+}
+
+func int32s(mem memory.Allocator, v []int32) arrow.Array {
+	b := array.NewInt32Builder(mem)
+	defer b.Release()
+	b.AppendValues(v, nil)
+	return b.NewArray()
+}
+
+func uint32s(mem memory.Allocator, v []uint32) arrow.Array {
+	b := array.NewUint32Builder(mem)
+	defer b.Release()
+	b.AppendValues(v, nil)
+	return b.NewArray()
+}

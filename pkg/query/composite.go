@@ -1,0 +1,439 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/delta"
+)
+
+// Composite is the Reader of a base snapshot with live writes over it: the
+// rows of a series are the base's and the delta runs', merged by period,
+// where for one (series, period) the newest run wins (generation
+// precedence: base 0, each run by its sequence). Series that exist only in
+// the delta get codes after the base's, in id order. It shares everything
+// with its base and its delta State; building one costs a pass over the
+// delta's series (the base is never scanned).
+type Composite struct {
+	base *SnapshotReader
+	st   *delta.State
+	runs []*delta.Run // newest first: the precedence order
+	nb   int          // base series
+
+	newIDs  []string   // ids only in the delta, sorted
+	newAttr []runCell  // per new series: the run and local series holding its attributes
+	info    Info
+}
+
+type runCell struct {
+	run   *delta.Run
+	local int
+}
+
+// NewComposite is base with st merged on read.
+func NewComposite(base *SnapshotReader, st *delta.State) *Composite {
+	c := &Composite{base: base, st: st, nb: base.x.Len()}
+	rs := st.Runs()
+	for i := len(rs) - 1; i >= 0; i-- {
+		c.runs = append(c.runs, rs[i])
+	}
+	found := map[string]runCell{}
+	for _, r := range c.runs { // newest first
+		for i := 0; i < r.NumSeries(); i++ {
+			id := r.SeriesID(i)
+			if _, inBase := base.x.Lookup(id); inBase {
+				continue
+			}
+			if have, ok := found[id]; !ok || (!have.run.Given(have.local) && r.Given(i)) {
+				found[id] = runCell{r, i}
+			}
+		}
+	}
+	for id := range found {
+		c.newIDs = append(c.newIDs, id)
+	}
+	slices.Sort(c.newIDs)
+	for _, id := range c.newIDs {
+		c.newAttr = append(c.newAttr, found[id])
+	}
+	c.info = base.info
+	c.info.Series += int64(len(c.newIDs))
+	c.info.Rows += st.Added()
+	return c
+}
+
+// State is the delta merged over the base.
+func (c *Composite) State() *delta.State { return c.st }
+
+// Base is the base snapshot's reader.
+func (c *Composite) Base() *SnapshotReader { return c.base }
+
+func (c *Composite) Info() Info    { return c.info }
+func (c *Composite) Shape() *Shape { return c.base.shape }
+
+func (c *Composite) SeriesID(code int) string {
+	if code < c.nb {
+		return c.base.SeriesID(code)
+	}
+	return c.newIDs[code-c.nb]
+}
+
+// lookup finds a code in the composite code space.
+func (c *Composite) lookup(id string) (int, bool) {
+	if code, ok := c.base.x.Lookup(id); ok {
+		return code, true
+	}
+	if j, ok := slices.BinarySearch(c.newIDs, id); ok {
+		return c.nb + j, true
+	}
+	return 0, false
+}
+
+// Select merges the base's selection with the delta-only series, in id
+// order.
+func (c *Composite) Select(s Selector) (Selection, error) {
+	switch s.Kind {
+	case ByIDs:
+		codes := make([]int32, 0, len(s.IDs))
+		var missing []string
+		for _, id := range s.IDs {
+			code, ok := c.lookup(id)
+			if !ok {
+				missing = append(missing, id)
+				continue
+			}
+			codes = append(codes, int32(code))
+		}
+		if len(missing) > 0 {
+			return Selection{}, c.base.notFoundSeries(missing, len(s.IDs))
+		}
+		return c.ordered(codes), nil
+	case ByPrefix:
+		lo, hi := c.base.x.Prefix(s.Prefix)
+		nlo, _ := slices.BinarySearch(c.newIDs, s.Prefix)
+		nhi := nlo
+		for nhi < len(c.newIDs) && strings.HasPrefix(c.newIDs[nhi], s.Prefix) {
+			nhi++
+		}
+		if nhi == nlo {
+			return CodeRange(lo, hi), nil
+		}
+		codes := make([]int32, 0, hi-lo+nhi-nlo)
+		for i := lo; i < hi; i++ {
+			codes = append(codes, int32(i))
+		}
+		for j := nlo; j < nhi; j++ {
+			codes = append(codes, int32(c.nb+j))
+		}
+		return c.ordered(codes), nil
+	case ByCategory:
+		sel, err := c.base.Select(s)
+		if err != nil && !isNotFound(err) {
+			return Selection{}, err
+		}
+		var codes []int32
+		for k := 0; k < sel.Len(); k++ {
+			codes = append(codes, int32(sel.Code(k)))
+		}
+		pos := c.base.shape.category
+		for j, rc := range c.newAttr {
+			a := rc.run.Attrs(pos)
+			if v, ok := stringAt(a, rc.local); ok && MatchCategory(v, s.Category) {
+				codes = append(codes, int32(c.nb+j))
+			}
+		}
+		if len(codes) == 0 {
+			return Selection{}, err
+		}
+		return c.ordered(codes), nil
+	}
+	return Selection{}, Errorf(ErrInvalid, "no series selector")
+}
+
+func isNotFound(err error) bool {
+	qe, ok := err.(*Error)
+	return ok && qe.Kind == ErrNotFound
+}
+
+// ordered sorts codes by series id and drops duplicates.
+func (c *Composite) ordered(codes []int32) Selection {
+	slices.SortFunc(codes, func(a, b int32) int { return strings.Compare(c.SeriesID(int(a)), c.SeriesID(int(b))) })
+	return CodeList(slices.Compact(codes))
+}
+
+// source is one generation's rows of a series inside a period range.
+type source struct {
+	rec    arrow.RecordBatch
+	ps     []arrow.Date32 // the whole period column of rec
+	lo, hi int
+}
+
+// sources are a series' rows in rg per generation, newest first; the base
+// last. ok is false when no delta run holds the series.
+func (c *Composite) sources(code int, rg Range, dst []source) ([]source, bool, error) {
+	id := c.SeriesID(code)
+	for _, r := range c.runs {
+		i, ok := r.Find(id)
+		if !ok {
+			continue
+		}
+		lo, hi := r.Rows(i)
+		ps := r.Periods()
+		lo, hi = clip(ps, lo, hi, rg)
+		dst = append(dst, source{rec: r.Record(), ps: ps, lo: lo, hi: hi})
+	}
+	if len(dst) == 0 {
+		return dst, false, nil
+	}
+	if code < c.nb {
+		b, lo, hi, err := c.base.s.Range(c.base.x.Entry(code), rg.From, rg.To)
+		if err != nil {
+			return dst, true, fmt.Errorf("dataset %q snapshot %d: %w", c.info.Dataset, c.info.SnapshotID, err)
+		}
+		dst = append(dst, source{rec: c.base.s.Batch(b), ps: c.base.s.Periods(b), lo: int(lo), hi: int(hi)})
+	}
+	return dst, true, nil
+}
+
+// clip narrows rows [lo, hi) (periods ascending) to the range.
+func clip(ps []arrow.Date32, lo, hi int, rg Range) (int, int) {
+	s := ps[lo:hi]
+	a := sort.Search(len(s), func(i int) bool { return int32(s[i]) >= rg.From })
+	z := a + sort.Search(len(s)-a, func(i int) bool { return int32(s[a+i]) > rg.To })
+	return lo + a, lo + z
+}
+
+// Rows merges the generations by period: at each period the newest
+// generation holding it wins, and runs of consecutive winning rows from one
+// generation become one piece.
+func (c *Composite) Rows(code int, rg Range, dst []Piece) ([]Piece, error) {
+	var buf [4]source
+	srcs, hasDelta, err := c.sources(code, rg, buf[:0])
+	if err != nil {
+		return dst, err
+	}
+	if !hasDelta {
+		if code < c.nb {
+			return c.base.Rows(code, rg, dst)
+		}
+		return dst, nil
+	}
+	cur := make([]int, len(srcs))
+	for i, s := range srcs {
+		cur[i] = s.lo
+	}
+	for {
+		// the smallest head period; the first (newest) source holding it wins
+		win := -1
+		var p arrow.Date32
+		for i, s := range srcs {
+			if cur[i] < s.hi && (win < 0 || s.ps[cur[i]] < p) {
+				win, p = i, s.ps[cur[i]]
+			}
+		}
+		if win < 0 {
+			return dst, nil
+		}
+		for i, s := range srcs {
+			if i != win && cur[i] < s.hi && s.ps[cur[i]] == p {
+				cur[i]++ // shadowed
+			}
+		}
+		row := int64(cur[win])
+		cur[win]++
+		if n := len(dst); n > 0 && dst[n-1].Rec == srcs[win].rec && dst[n-1].Hi == row {
+			dst[n-1].Hi++
+		} else {
+			dst = append(dst, Piece{Rec: srcs[win].rec, Lo: row, Hi: row + 1})
+		}
+	}
+}
+
+// LatestRow is the last merged row in rg whose value is not null.
+func (c *Composite) LatestRow(code int, rg Range) (Piece, bool, error) {
+	if !c.inDelta(code) {
+		if code < c.nb {
+			return c.base.LatestRow(code, rg)
+		}
+		return Piece{}, false, nil
+	}
+	ps, err := c.Rows(code, rg, nil)
+	if err != nil {
+		return Piece{}, false, err
+	}
+	for k := len(ps) - 1; k >= 0; k-- {
+		vals := ps[k].Rec.Column(datafile.ColumnValue)
+		for i := ps[k].Hi - 1; i >= ps[k].Lo; i-- {
+			if vals.IsValid(int(i)) {
+				return Piece{Rec: ps[k].Rec, Lo: i, Hi: i + 1}, true, nil
+			}
+		}
+	}
+	return Piece{}, false, nil
+}
+
+func (c *Composite) inDelta(code int) bool {
+	if code >= c.nb {
+		return true
+	}
+	id := c.base.SeriesID(code)
+	for _, r := range c.runs {
+		if _, ok := r.Find(id); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Latest is the base index's answer for series the delta does not touch,
+// the merged rows' otherwise.
+func (c *Composite) Latest(code int) (int32, bool) {
+	if !c.inDelta(code) {
+		return c.base.Latest(code)
+	}
+	pc, ok, err := c.LatestRow(code, AllPeriods)
+	if err != nil || !ok {
+		return 0, false
+	}
+	return int32(pc.Rec.Column(datafile.ColumnPeriod).(*array.Date32).Value(int(pc.Lo))), true
+}
+
+// LatestValues gathers each code's latest value from wherever it lies.
+func (c *Composite) LatestValues(ctx context.Context, codes []int32, mem memory.Allocator) (arrow.Array, error) {
+	b := array.NewBuilder(mem, c.base.x.LatestValues().DataType())
+	defer b.Release()
+	b.Reserve(len(codes))
+	for _, code := range codes {
+		var err error
+		if !c.inDelta(int(code)) {
+			err = appendCell(b, c.base.x.LatestValues(), int(code))
+		} else if pc, ok, lerr := c.LatestRow(int(code), AllPeriods); lerr != nil {
+			err = lerr
+		} else if !ok {
+			b.AppendNull()
+		} else {
+			err = appendCell(b, pc.Rec.Column(datafile.ColumnValue), int(pc.Lo))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b.NewArray(), nil
+}
+
+// Dictionaries are the base's when the selection holds base series only;
+// otherwise they are built cell by cell from the base index and the runs.
+func (c *Composite) Dictionaries(ctx context.Context, sel Selection, attrs []int, mem memory.Allocator) (ids arrow.Array, values []arrow.Array, err error) {
+	_, hi, span := sel.Span()
+	if (span && hi <= c.nb) || (!span && allBelow(sel.List(), c.nb)) {
+		return c.base.Dictionaries(ctx, sel, attrs, mem)
+	}
+	n := sel.Len()
+	idb := array.NewStringBuilder(mem)
+	defer idb.Release()
+	for k := 0; k < n; k++ {
+		idb.Append(c.SeriesID(sel.Code(k)))
+	}
+	ids = idb.NewArray()
+	for _, pos := range attrs {
+		b := array.NewBuilder(mem, c.base.shape.attrs[pos].Field.Type.(*arrow.DictionaryType).ValueType)
+		for k := 0; k < n && err == nil; k++ {
+			code := sel.Code(k)
+			if code < c.nb {
+				err = appendCell(b, c.base.attrs[pos], code)
+			} else {
+				rc := c.newAttr[code-c.nb]
+				err = appendCell(b, rc.run.Attrs(pos), rc.local)
+			}
+		}
+		values = append(values, b.NewArray())
+		b.Release()
+		if err != nil {
+			ids.Release()
+			for _, v := range values {
+				v.Release()
+			}
+			return nil, nil, fmt.Errorf("attribute %s: %w", c.base.shape.attrs[pos].Name, err)
+		}
+	}
+	return ids, values, nil
+}
+
+func allBelow(list []int32, n int) bool {
+	for _, c := range list {
+		if int(c) >= n {
+			return false
+		}
+	}
+	return true
+}
+
+// Attr is where attribute a of series id is held: the base index, or the
+// run that carried it (delta.Known).
+func (c *Composite) Attr(id string, a int) (arrow.Array, int, bool) {
+	if arr, row, ok := c.base.Attr(id, a); ok {
+		return arr, row, true
+	}
+	if j, ok := slices.BinarySearch(c.newIDs, id); ok {
+		rc := c.newAttr[j]
+		return rc.run.Attrs(a), rc.local, true
+	}
+	return nil, 0, false
+}
+
+func stringAt(a arrow.Array, i int) (string, bool) {
+	if d, ok := a.(*array.Dictionary); ok {
+		if d.IsNull(i) {
+			return "", false
+		}
+		return stringAt(d.Dictionary(), d.GetValueIndex(i))
+	}
+	s, ok := a.(*array.String)
+	if !ok || s.IsNull(i) {
+		return "", false
+	}
+	return s.Value(i), true
+}
+
+// appendCell appends row i of a (a dictionary read through) to b, which
+// has a's (value) type.
+func appendCell(b array.Builder, a arrow.Array, i int) error {
+	if d, ok := a.(*array.Dictionary); ok {
+		if d.IsNull(i) {
+			b.AppendNull()
+			return nil
+		}
+		return appendCell(b, d.Dictionary(), d.GetValueIndex(i))
+	}
+	if a.IsNull(i) {
+		b.AppendNull()
+		return nil
+	}
+	switch bb := b.(type) {
+	case *array.Float64Builder:
+		bb.Append(a.(*array.Float64).Value(i))
+	case *array.Float32Builder:
+		bb.Append(a.(*array.Float32).Value(i))
+	case *array.Int64Builder:
+		bb.Append(a.(*array.Int64).Value(i))
+	case *array.Int32Builder:
+		bb.Append(a.(*array.Int32).Value(i))
+	case *array.StringBuilder:
+		bb.Append(a.(*array.String).Value(i))
+	case *array.BooleanBuilder:
+		bb.Append(a.(*array.Boolean).Value(i))
+	case *array.Date32Builder:
+		bb.Append(a.(*array.Date32).Value(i))
+	default:
+		return b.AppendValueFromString(a.ValueStr(i))
+	}
+	return nil
+}

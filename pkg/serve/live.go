@@ -1,0 +1,330 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc/codes"
+
+	"github.com/energyscope/servingsnap/pkg/compact"
+	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/pkg/wal"
+)
+
+// WALDir is the write-ahead log's directory inside a dataset.
+const WALDir = "wal"
+
+// liveTarget is the dataset as its write path sees it (live.Target).
+type liveTarget struct{ d *dataset }
+
+func (t liveTarget) Base() delta.Base { return t.d.cur.Load().base }
+
+// Publish swaps in a view of the same snapshot with st merged on read.
+// Called with the writer's lock held, in log order.
+func (t liveTarget) Publish(st *delta.State) {
+	d := t.d
+	cur := d.cur.Load()
+	if cur == nil {
+		return
+	}
+	nv, ok := cur.withState(st)
+	if !ok {
+		return
+	}
+	if _, err := d.install(nv); err != nil {
+		nv.Release()
+	}
+}
+
+// schemaOf is the delta schema a snapshot's rows imply.
+func schemaOf(v *view) (*delta.Schema, error) {
+	fields, _ := v.Index().Attributes()
+	return delta.NewSchema(v.Schema(), fields)
+}
+
+// writer returns the dataset's write path, opening (and replaying) its
+// WAL first if need be. create says whether a dataset without a WAL gets
+// one (a DoPut) or not (start-up).
+func (d *dataset) writer(create bool, log *slog.Logger) (*live.Writer, error) {
+	d.liveMu.Lock()
+	defer d.liveMu.Unlock()
+	if d.live != nil {
+		return d.live, nil
+	}
+	dir := filepath.Join(d.dir, WALDir)
+	if _, err := os.Stat(dir); err != nil && !create {
+		return nil, nil
+	}
+	// Reloads wait (swapMu) while the log replays onto the served snapshot.
+	d.swapMu.Lock()
+	defer d.swapMu.Unlock()
+	v := d.acquire()
+	if v == nil {
+		return nil, fmt.Errorf("dataset %s is closed", d.name)
+	}
+	defer v.Release()
+	s, err := schemaOf(v)
+	if err != nil {
+		return nil, err
+	}
+	w, info, err := live.Open(dir, s, v.Manifest.WALPosition, liveTarget{d}, live.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", d.name, err)
+	}
+	if t := info.Truncated; t != nil {
+		log.Warn("wal: torn tail cut", "dataset", d.name, "segment", t.Segment, "offset", t.Offset, "bytes", t.Bytes, "cause", fmt.Sprint(t.Cause))
+	}
+	if info.Records > 0 {
+		log.Info("wal replayed", "dataset", d.name, "records", info.Records, "rows", info.Rows,
+			"ms", float64(info.Duration.Microseconds())/1000, "folded", v.Manifest.WALPosition)
+	}
+	d.live = w
+	return w, nil
+}
+
+// installBase serves a newly opened snapshot. With live writes, the
+// delta moves over to it (its rows keep shadowing the new base until a
+// compaction folds them), under the writer's lock so no write is lost in
+// between.
+func (d *dataset) installBase(v *view) error {
+	d.liveMu.Lock()
+	w := d.live
+	d.liveMu.Unlock()
+	if w == nil {
+		_, err := d.install(v)
+		return err
+	}
+	return w.Do(func(st *delta.State) (*delta.State, error) {
+		if len(st.Runs()) > 0 {
+			s, err := schemaOf(v)
+			if err != nil {
+				return nil, err
+			}
+			if !s.Write.Equal(st.Schema().Write) {
+				return nil, fmt.Errorf("snapshot %d has other columns than the live delta (%d rows); compact before changing the schema", v.ID(), st.Rows())
+			}
+		}
+		st2 := st.Rebase(v.base)
+		v.st = st2
+		if len(st2.Runs()) > 0 {
+			v.r = query.NewComposite(v.base, st2)
+		}
+		if _, err := d.install(v); err != nil {
+			return nil, err
+		}
+		return st2, nil
+	})
+}
+
+// CompactResult is the answer of the compact action for one dataset.
+type CompactResult struct {
+	Dataset     string  `json:"dataset"`
+	Result      string  `json:"result"` // compacted, nothing
+	SnapshotID  uint64  `json:"snapshot_id"`
+	ParentID    uint64  `json:"parent_id,omitempty"`
+	Rows        int64   `json:"rows"`
+	DeltaRows   int64   `json:"delta_rows"`
+	WALPosition uint64  `json:"wal_position"`
+	Seconds     float64 `json:"seconds"`
+}
+
+// compact folds the delta into the next snapshot: freeze the runs, write
+// base + frozen runs as snapshot N+1 (recording the WAL position they hold),
+// serve it with the runs written since merged over it, then delete the WAL
+// segments wholly folded in. A crash at any step loses nothing: before
+// CURRENT flips the old snapshot and the whole log are replayed, after it
+// the new snapshot and the records after its position.
+func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult, error) {
+	res := CompactResult{Dataset: d.name, Result: "nothing"}
+	d.liveMu.Lock()
+	w := d.live
+	d.liveMu.Unlock()
+	d.swapMu.Lock()
+	defer d.swapMu.Unlock()
+	v := d.acquire()
+	if v == nil {
+		return res, fmt.Errorf("dataset %s is closed", d.name)
+	}
+	res.SnapshotID = v.ID()
+	if w == nil || w.State().Rows() == 0 {
+		v.Release()
+		return res, nil
+	}
+	var frozen *delta.State
+	w.Do(func(st *delta.State) (*delta.State, error) {
+		frozen = st.Freeze()
+		return frozen, nil
+	})
+	pos := frozen.FrozenPosition()
+	res.DeltaRows = frozen.Rows()
+	r := query.NewComposite(v.base, frozen)
+	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "snapbuild serve (compact)"})
+	v.Release()
+	if err != nil {
+		return res, fmt.Errorf("compact %s: %w", d.name, err)
+	}
+	s, err := snapshot.OpenID(d.dir, out.SnapshotID, snapshot.Options{VerifyData: true})
+	if err != nil {
+		return res, fmt.Errorf("compact %s: open snapshot %d: %w", d.name, out.SnapshotID, err)
+	}
+	nv, err := newView(d.name, s)
+	if err != nil {
+		s.Close()
+		return res, err
+	}
+	nv.drained = d.drainedHook
+	err = w.Do(func(st *delta.State) (*delta.State, error) {
+		st2 := st.DropFrozen(nv.base)
+		nv.st = st2
+		if len(st2.Runs()) > 0 {
+			nv.r = query.NewComposite(nv.base, st2)
+		}
+		if _, err := d.install(nv); err != nil {
+			return nil, err
+		}
+		return st2, nil
+	})
+	if err != nil {
+		s.Close()
+		return res, err
+	}
+	d.stMu.Lock()
+	d.st.currentID = out.SnapshotID
+	d.stMu.Unlock()
+	if _, err := w.Log().TruncateBefore(wal.PositionFromUint64(pos)); err != nil {
+		log.Warn("wal: segments folded in were not removed", "dataset", d.name, "error", err.Error())
+	}
+	res.Result, res.SnapshotID, res.ParentID, res.Rows, res.WALPosition = "compacted", out.SnapshotID, out.ParentID, out.Rows, pos
+	res.Seconds = out.Duration.Seconds()
+	log.Info("compacted", "dataset", d.name, "snapshot_id", out.SnapshotID, "parent_id", out.ParentID,
+		"delta_rows", res.DeltaRows, "rows", out.Rows, "wal_position", pos, "s", res.Seconds)
+	return res, nil
+}
+
+// DoPut appends the record batches of a stream on descriptor path
+// [dataset] to the dataset's delta. Each batch is checked before anything
+// of it is logged; it is acknowledged (a PutResult whose app_metadata is
+// {"rows": N, "wal_position": P}) only once it is durable in the WAL and
+// visible to queries. A refused batch ends the stream with
+// InvalidArgument; the batches acknowledged before it stay.
+func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
+	return toStatus(s.doPut(stream))
+}
+
+func (s *Service) doPut(stream flight.FlightService_DoPutServer) error {
+	rd, err := flight.NewRecordReader(stream)
+	if err != nil {
+		return errf(codes.InvalidArgument, "do_put: %v", err)
+	}
+	defer rd.Release()
+	desc := rd.LatestFlightDescriptor()
+	if desc == nil || desc.GetType() != flight.DescriptorPATH || len(desc.Path) != 1 {
+		return errf(codes.InvalidArgument, "do_put: the descriptor must be a path [dataset]")
+	}
+	d, err := s.lookup(desc.Path[0])
+	if err != nil {
+		return err
+	}
+	if s.readOnly {
+		return errf(codes.PermissionDenied, "dataset %q: the server is read-only (--read-only)", d.name)
+	}
+	w, err := d.writer(true, s.log)
+	if err != nil {
+		return errf(codes.Unavailable, "dataset %q takes no writes: %v", d.name, err)
+	}
+	ctx := stream.Context()
+	for batch := 0; rd.Next(); batch++ {
+		rec := rd.RecordBatch()
+		if err := s.putBatch(ctx, d, w, rec, batch, stream); err != nil {
+			return err
+		}
+	}
+	if err := rd.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return errf(codes.InvalidArgument, "do_put: %v", err)
+	}
+	return nil
+}
+
+func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec arrow.RecordBatch, batch int, stream flight.FlightService_DoPutServer) error {
+	if lim := s.limits.MaxPutRows; lim > 0 && rec.NumRows() > lim {
+		return errf(codes.ResourceExhausted, "do_put: batch %d has %d rows, limit %d per batch", batch, rec.NumRows(), lim)
+	}
+	size := recordBytes(rec)
+	if err := s.acquirePut(ctx, size, batch); err != nil {
+		return err
+	}
+	defer s.putSem.Release(size)
+	v := d.acquire()
+	if v == nil {
+		return errf(codes.Unavailable, "dataset %q is closed", d.name)
+	}
+	known, _ := v.r.(delta.Known)
+	norm, err := delta.Normalize(ctx, s.mem, w.State().Schema(), rec, batch, known)
+	v.Release()
+	if err != nil {
+		return err
+	}
+	ack, err := w.Put(ctx, norm)
+	norm.Release()
+	if err != nil {
+		return fmt.Errorf("dataset %q: batch %d: %w", d.name, batch, err)
+	}
+	md, _ := json.Marshal(ack)
+	return stream.Send(&flight.PutResult{AppMetadata: md})
+}
+
+// acquirePut takes size bytes of the in-flight write budget.
+func (s *Service) acquirePut(ctx context.Context, size int64, batch int) error {
+	if size > s.limits.MaxPutBytes && s.limits.MaxPutBytes > 0 {
+		return errf(codes.ResourceExhausted, "do_put: batch %d is %d bytes, more than the %d bytes all writes may hold at once", batch, size, s.limits.MaxPutBytes)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.putSem.Acquire(cctx, size); err != nil {
+		return errf(codes.ResourceExhausted, "do_put: batch %d waited 30 s for room among in-flight writes", batch)
+	}
+	return nil
+}
+
+func recordBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, c := range rec.Columns() {
+		for _, b := range c.Data().Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
+		}
+	}
+	return n
+}
+
+// Compact folds the delta of one dataset (name) or of all (name "").
+func (s *Service) Compact(ctx context.Context, name string) ([]CompactResult, error) {
+	names := s.names
+	if name != "" {
+		if _, err := s.lookup(name); err != nil {
+			return nil, err
+		}
+		names = []string{name}
+	}
+	var out []CompactResult
+	for _, n := range names {
+		r, err := s.datasets[n].compact(ctx, s.log)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

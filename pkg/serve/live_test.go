@@ -1,0 +1,219 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// liveRoot builds dataset LIVE: A (3 monthly rows), B (2), attribute units.
+func liveRoot(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	lake := filepath.Join(dir, "lake")
+	testlake.WriteParquet(t, lake, "part-0.parquet", 0,
+		testlake.Col{Name: "series_id", Vals: testlake.Strs("A", "A", "A", "B", "B")},
+		testlake.Col{Name: "period", Vals: testlake.Strs("2020-01", "2020-02", "2020-03", "2020-01", "2020-02")},
+		testlake.Col{Name: "value", Vals: testlake.Floats(1, 2, 3, 10, 11)},
+		testlake.Col{Name: "units", Vals: testlake.Strs("u", "u", "u", "v", "v")},
+	)
+	root := filepath.Join(dir, "root")
+	testsnap.Build(t, lake, filepath.Join(root, "LIVE"), nil)
+	return root
+}
+
+// putRows is one DoPut of one batch; cols are name → values (string ids
+// and periods, float64 values, string attributes).
+type putRows map[string][]any
+
+func (p putRows) record(t *testing.T) arrow.RecordBatch {
+	t.Helper()
+	var fields []arrow.Field
+	var arrs []arrow.Array
+	for _, name := range []string{"series_id", "period", "value", "units", "bogus"} {
+		vals, ok := p[name]
+		if !ok {
+			continue
+		}
+		var b array.Builder
+		if name == "value" {
+			b = array.NewFloat64Builder(memory.DefaultAllocator)
+		} else {
+			b = array.NewStringBuilder(memory.DefaultAllocator)
+		}
+		for _, v := range vals {
+			switch v := v.(type) {
+			case nil:
+				b.AppendNull()
+			case float64:
+				b.(*array.Float64Builder).Append(v)
+			case string:
+				b.(*array.StringBuilder).Append(v)
+			}
+		}
+		fields = append(fields, arrow.Field{Name: name, Type: b.Type(), Nullable: true})
+		arrs = append(arrs, b.NewArray())
+		b.Release()
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), arrs, int64(arrs[0].Len()))
+	for _, a := range arrs {
+		a.Release()
+	}
+	return rec
+}
+
+// doPut sends batches to dataset in one DoPut and returns the acks.
+func doPut(ctx context.Context, c flight.Client, dataset string, recs ...arrow.RecordBatch) ([]map[string]uint64, error) {
+	stream, err := c.DoPut(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(recs[0].Schema()))
+	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{dataset}})
+	var acks []map[string]uint64
+	for _, rec := range recs {
+		if err := w.Write(rec); err != nil {
+			break
+		}
+		r, err := stream.Recv()
+		if err != nil {
+			return acks, err
+		}
+		var a map[string]uint64
+		if err := json.Unmarshal(r.AppMetadata, &a); err != nil {
+			return acks, err
+		}
+		acks = append(acks, a)
+	}
+	w.Close()
+	stream.CloseSend()
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if status.Code(err) == codes.OK || strings.Contains(err.Error(), "EOF") {
+				return acks, nil
+			}
+			return acks, err
+		}
+	}
+}
+
+// rowsOf renders every row of a DoGet answer as "ID PERIOD VALUE".
+func rowsOf(t *testing.T, c flight.Client, q map[string]any) string {
+	t.Helper()
+	r, err := get(context.Background(), c, ticket(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i, id := range r.ids {
+		v := "null"
+		if r.values[i] != nil {
+			v = fmt.Sprint(*r.values[i])
+		}
+		out = append(out, fmt.Sprintf("%s %s %s", id, fmtDay(r.periods[i]), v))
+	}
+	return strings.Join(out, "\n")
+}
+
+func fmtDay(d int32) string { return arrow.Date32(d).FormattedString() }
+
+func TestLiveWritesMergeCompactReplay(t *testing.T) {
+	root := liveRoot(t)
+	ctx := context.Background()
+	all := map[string]any{"dataset": "LIVE", "prefix": ""}
+
+	srv := startServer(t, Config{Root: root})
+	c := dial(t, srv)
+	rec := putRows{
+		"series_id": {"A", "A", "C"},
+		"period":    {"2020-02", "2020-04", "2020-01"},
+		"value":     {20.0, 4.0, 100.0},
+		"units":     {"u", "u", "w"},
+	}.record(t)
+	acks, err := doPut(ctx, c, "LIVE", rec)
+	if err != nil || len(acks) != 1 || acks[0]["rows"] != 3 || acks[0]["wal_position"] == 0 {
+		t.Fatalf("put: %v %v", acks, err)
+	}
+	want := "A 2020-01-01 1\nA 2020-02-01 20\nA 2020-03-01 3\nA 2020-04-01 4\nB 2020-01-01 10\nB 2020-02-01 11\nC 2020-01-01 100"
+	if got := rowsOf(t, c, all); got != want {
+		t.Fatalf("merged:\n%s\nwant:\n%s", got, want)
+	}
+	info, err := c.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"LIVE"}})
+	if err != nil || info.TotalRecords != 7 {
+		t.Fatalf("info: %v records, %v", info.GetTotalRecords(), err)
+	}
+	if got := rowsOf(t, c, map[string]any{"dataset": "LIVE", "prefix": "", "latest": true, "columns": []string{"value"}}); got != "A 2020-04-01 4\nB 2020-02-01 11\nC 2020-01-01 100" {
+		t.Errorf("latest:\n%s", got)
+	}
+
+	// Refused batches: nothing of them is applied.
+	for _, bad := range []struct {
+		rows putRows
+		msg  string
+	}{
+		{putRows{"series_id": {"A"}, "period": {"2020-05"}, "value": {1.0}, "bogus": {"x"}}, `column "bogus": unknown column`},
+		{putRows{"series_id": {"A", "D"}, "period": {"2020-05", "2020-01"}, "value": {1.0, 2.0}}, `batch 0, row 1, column "series_id": series "D" is new: give its attributes`},
+		{putRows{"series_id": {"A", nil}, "period": {"2020-05", "2020-01"}, "value": {1.0, 2.0}}, `row 1, column "series_id": null series id`},
+		{putRows{"series_id": {"A"}, "period": {"2020-13"}, "value": {1.0}}, `row 0, column "period"`},
+		{putRows{"series_id": {"B"}, "period": {"2020-05"}, "value": {1.0}, "units": {"zzz"}}, `the dataset says "v"`},
+	} {
+		_, err := doPut(ctx, c, "LIVE", bad.rows.record(t))
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("put %v: %v, want InvalidArgument containing %q", bad.rows, err, bad.msg)
+		}
+	}
+	if got := rowsOf(t, c, all); got != want {
+		t.Fatalf("after refused puts:\n%s", got)
+	}
+
+	// Compaction folds the delta into snapshot 2; answers do not change.
+	res, err := c.DoAction(ctx, &flight.Action{Type: "compact", Body: []byte("LIVE")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := res.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(r.Body), `"result":"compacted"`) || !strings.Contains(string(r.Body), `"snapshot_id":2`) {
+		t.Fatalf("compact: %s", r.Body)
+	}
+	if got := rowsOf(t, c, all); got != want {
+		t.Fatalf("after compact:\n%s", got)
+	}
+	s2, err := snapshot.OpenID(filepath.Join(root, "LIVE"), 2, snapshot.Options{VerifyData: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Manifest.Stats.Rows != 7 || s2.Manifest.WALPosition != acks[0]["wal_position"] {
+		t.Errorf("snapshot 2: %d rows, wal_position %d (acked %d)", s2.Manifest.Stats.Rows, s2.Manifest.WALPosition, acks[0]["wal_position"])
+	}
+	s2.Close()
+
+	// A write after the compaction survives a restart: it is replayed.
+	if _, err := doPut(ctx, c, "LIVE", putRows{"series_id": {"B"}, "period": {"2020-03"}, "value": {12.0}}.record(t)); err != nil {
+		t.Fatal(err)
+	}
+	srv.svc.Close()
+	srv2 := startServer(t, Config{Root: root})
+	c2 := dial(t, srv2)
+	want2 := strings.Replace(want, "B 2020-02-01 11", "B 2020-02-01 11\nB 2020-03-01 12", 1)
+	if got := rowsOf(t, c2, all); got != want2 {
+		t.Fatalf("after restart:\n%s\nwant:\n%s", got, want2)
+	}
+}
