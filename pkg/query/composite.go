@@ -28,8 +28,8 @@ type Composite struct {
 	runs []*delta.Run // newest first: the precedence order
 	nb   int          // base series
 
-	newIDs  []string   // ids only in the delta, sorted
-	newAttr []runCell  // per new series: the run and local series holding its attributes
+	newIDs  []string  // ids only in the delta, sorted
+	newAttr []runCell // per new series: the run and local series holding its attributes
 	info    Info
 }
 
