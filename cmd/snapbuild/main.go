@@ -35,6 +35,7 @@ func main() {
 			rollbackCommand(),
 			gcCommand(),
 			convertCommand(),
+			compactCommand(),
 		},
 	}
 	for _, c := range app.Commands {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/serve"
 )
 
@@ -55,6 +56,12 @@ Examples:
 			&cli.IntFlag{Name: "max-series", Value: d.MaxSeries, Usage: "most series one request may list or match"},
 			&cli.Int64Flag{Name: "max-rows", Value: d.MaxRows, Usage: "most rows one response may hold"},
 			&cli.Int64Flag{Name: "batch-bytes", Value: d.BatchBytes, Usage: "target size of one streamed record batch (keep under the clients' gRPC receive limit, 4 MiB by default)"},
+			&cli.BoolFlag{Name: "read-only", Usage: "refuse DoPut (a WAL found at start-up is still replayed)"},
+			&cli.Int64Flag{Name: "max-put-rows", Value: d.MaxPutRows, Usage: "most rows one DoPut record batch may hold"},
+			&cli.StringFlag{Name: "max-put-bytes", Value: "256MiB", Usage: "most bytes of record batches all DoPuts may hold at once (more wait, then fail)"},
+			&cli.Int64Flag{Name: "compact-rows", Usage: "compact a dataset when its live delta holds this many rows (0: never by rows)"},
+			&cli.StringFlag{Name: "compact-bytes", Value: "0", Usage: "compact when the delta holds this much memory, e.g. 512MiB (0: never by size)"},
+			&cli.DurationFlag{Name: "compact-age", Usage: "compact when the oldest write not yet folded in is this old, e.g. 1h (0: never by age)"},
 			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it; reloads always do)"},
 			&cli.DurationFlag{Name: "reload-interval", Value: time.Second, Usage: "how often to check each dataset's CURRENT for a new snapshot; 0 disables (DoAction reload still works)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long running streams may finish after SIGTERM"},
@@ -82,6 +89,7 @@ Examples:
 					BatchBytes:     c.Int64("batch-bytes"),
 				},
 				VerifyData:      c.Bool("verify"),
+				ReadOnly:        c.Bool("read-only"),
 				ReloadInterval:  c.Duration("reload-interval"),
 				ShutdownTimeout: c.Duration("shutdown-timeout"),
 				Logger:          log,
@@ -89,6 +97,14 @@ Examples:
 			}
 			if cfg.ReloadInterval < 0 {
 				return cli.Exit("serve: --reload-interval must be ≥ 0", 2)
+			}
+			cfg.Limits.MaxPutRows = c.Int64("max-put-rows")
+			if cfg.Limits.MaxPutBytes, err = cliutil.ParseSize(c.String("max-put-bytes")); err != nil {
+				return cli.Exit("serve: --max-put-bytes: "+err.Error(), 2)
+			}
+			cfg.Compact.Rows, cfg.Compact.Age = c.Int64("compact-rows"), c.Duration("compact-age")
+			if cfg.Compact.Bytes, err = cliutil.ParseSize(c.String("compact-bytes")); err != nil {
+				return cli.Exit("serve: --compact-bytes: "+err.Error(), 2)
 			}
 			if cfg.Limits.BatchBytes <= 0 {
 				return cli.Exit("serve: --batch-bytes must be positive", 2)

@@ -53,8 +53,9 @@ type dataset struct {
 
 	draining atomic.Int64 // replaced snapshots whose readers have not all released them
 
-	stMu sync.Mutex // guards st; never held across I/O
+	stMu sync.Mutex // guards st and cs; never held across I/O
 	st   reloadState
+	cs   compactState
 }
 
 // reloadState is what status reports about a dataset's reloads.

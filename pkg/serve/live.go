@@ -172,7 +172,11 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "snapbuild serve (compact)"})
 	v.Release()
 	if err != nil {
-		return res, fmt.Errorf("compact %s: %w", d.name, err)
+		err = fmt.Errorf("compact %s: %w", d.name, err)
+		d.stMu.Lock()
+		d.cs.lastError = err.Error()
+		d.stMu.Unlock()
+		return res, err
 	}
 	s, err := snapshot.OpenID(d.dir, out.SnapshotID, snapshot.Options{VerifyData: true})
 	if err != nil {
@@ -201,6 +205,14 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 	}
 	d.stMu.Lock()
 	d.st.currentID = out.SnapshotID
+	d.cs.count++
+	d.cs.seconds += out.Duration.Seconds()
+	d.cs.last, d.cs.lastError = time.Now(), ""
+	if len(w.State().Runs()) == 0 {
+		d.cs.since = time.Time{}
+	} else {
+		d.cs.since = time.Now() // the writes that arrived meanwhile
+	}
 	d.stMu.Unlock()
 	if _, err := w.Log().TruncateBefore(wal.PositionFromUint64(pos)); err != nil {
 		log.Warn("wal: segments folded in were not removed", "dataset", d.name, "error", err.Error())
@@ -280,6 +292,11 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if err != nil {
 		return fmt.Errorf("dataset %q: batch %d: %w", d.name, batch, err)
 	}
+	d.stMu.Lock()
+	if d.cs.since.IsZero() {
+		d.cs.since = time.Now()
+	}
+	d.stMu.Unlock()
 	md, _ := json.Marshal(ack)
 	return stream.Send(&flight.PutResult{AppMetadata: md})
 }
@@ -327,4 +344,65 @@ func (s *Service) Compact(ctx context.Context, name string) ([]CompactResult, er
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// CompactPolicy says when the server compacts a dataset by itself: when
+// its delta holds at least Rows rows or Bytes bytes, or its oldest write not
+// yet folded in is older than Age. Zero disables a threshold.
+type CompactPolicy struct {
+	Rows  int64
+	Bytes int64
+	Age   time.Duration
+}
+
+func (p CompactPolicy) enabled() bool { return p.Rows > 0 || p.Bytes > 0 || p.Age > 0 }
+
+// due reports why d should be compacted now ("" if not).
+func (d *dataset) due(p CompactPolicy) string {
+	d.liveMu.Lock()
+	w := d.live
+	d.liveMu.Unlock()
+	if w == nil {
+		return ""
+	}
+	st := w.State()
+	if st.Rows() == 0 {
+		return ""
+	}
+	d.stMu.Lock()
+	since := d.cs.since
+	d.stMu.Unlock()
+	switch {
+	case p.Rows > 0 && st.Rows() >= p.Rows:
+		return fmt.Sprintf("%d delta rows ≥ %d", st.Rows(), p.Rows)
+	case p.Bytes > 0 && st.Bytes() >= p.Bytes:
+		return fmt.Sprintf("%d delta bytes ≥ %d", st.Bytes(), p.Bytes)
+	case p.Age > 0 && !since.IsZero() && time.Since(since) >= p.Age:
+		return fmt.Sprintf("oldest write %s old ≥ %s", time.Since(since).Round(time.Second), p.Age)
+	}
+	return ""
+}
+
+// compactLoop compacts every dataset whose delta passes a threshold,
+// checking once a second, until the service closes.
+func (s *Service) compactLoop() {
+	defer close(s.compactDone)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.pollStop:
+			return
+		case <-t.C:
+		}
+		for _, name := range s.names {
+			d := s.datasets[name]
+			if why := d.due(s.compactPolicy); why != "" {
+				s.log.Info("compaction due", "dataset", name, "why", why)
+				if _, err := d.compact(context.Background(), s.log); err != nil {
+					s.log.Error("compaction failed; the delta stays served and logged", "dataset", name, "error", err.Error())
+				}
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/compact"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -215,5 +217,22 @@ func TestLiveWritesMergeCompactReplay(t *testing.T) {
 	want2 := strings.Replace(want, "B 2020-02-01 11", "B 2020-02-01 11\nB 2020-03-01 12", 1)
 	if got := rowsOf(t, c2, all); got != want2 {
 		t.Fatalf("after restart:\n%s\nwant:\n%s", got, want2)
+	}
+
+	// With the server gone, snapbuild compact folds the replayed write.
+	if _, err := compact.Offline(ctx, filepath.Join(root, "LIVE"), compact.Options{}); err == nil {
+		t.Fatal("offline compaction ran while a server holds the WAL")
+	}
+	srv2.svc.Close()
+	out, err := compact.Offline(ctx, filepath.Join(root, "LIVE"), compact.Options{})
+	if err != nil || out.SnapshotID != 3 || out.Rows != 8 {
+		t.Fatalf("offline compact: %+v, %v", out, err)
+	}
+	if _, err := compact.Offline(ctx, filepath.Join(root, "LIVE"), compact.Options{}); !errors.Is(err, compact.ErrNothing) {
+		t.Fatalf("second offline compact: %v, want nothing to do", err)
+	}
+	srv3 := startServer(t, Config{Root: root})
+	if got := rowsOf(t, dial(t, srv3), all); got != want2 {
+		t.Fatalf("after offline compaction:\n%s", got)
 	}
 }

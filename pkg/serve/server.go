@@ -41,6 +41,9 @@ type Config struct {
 	Version string
 	// Allocator is what requests allocate answers from (nil: the default).
 	Allocator memory.Allocator
+	// ReadOnly refuses DoPut; Compact is when the server compacts by itself.
+	ReadOnly bool
+	Compact  CompactPolicy
 }
 
 // gRPC message limits. Requests are tickets, commands and actions, so the
@@ -80,7 +83,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	m := NewMetrics()
-	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator})
+	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator,
+		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact})
 	if err != nil {
 		return nil, err
 	}

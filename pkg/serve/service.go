@@ -77,8 +77,10 @@ type Service struct {
 	stopping context.Context
 	stopNow  context.CancelCauseFunc
 
-	readOnly bool
-	putSem   *semaphore.Weighted // bytes of DoPut batches in flight
+	readOnly      bool
+	putSem        *semaphore.Weighted // bytes of DoPut batches in flight
+	compactPolicy CompactPolicy
+	compactDone   chan struct{} // closed when the compaction loop has ended (nil: none runs)
 
 	reloadInterval time.Duration
 	pollStop       chan struct{} // closed by Close: the poller ends
@@ -105,6 +107,9 @@ type Options struct {
 	// ReadOnly refuses DoPut (PermissionDenied); a WAL found at start-up is
 	// still replayed.
 	ReadOnly bool
+	// Compact is when the server compacts by itself (zero: only the
+	// compact action and `snapbuild compact` do).
+	Compact CompactPolicy
 }
 
 // Open discovers the datasets under root (each a directory with a valid
@@ -130,7 +135,7 @@ func Open(root string, opt Options) (*Service, error) {
 	s := &Service{
 		root: root, datasets: map[string]*dataset{}, limits: opt.Limits, log: opt.Logger,
 		metrics: opt.Metrics, mem: opt.Allocator, started: time.Now(), version: opt.Version,
-		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly,
+		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly, compactPolicy: opt.Compact,
 		pollStop: make(chan struct{}), pollDone: make(chan struct{}),
 	}
 	s.stopping, s.stopNow = context.WithCancelCause(context.Background())
@@ -194,6 +199,13 @@ func Open(root string, opt Options) (*Service, error) {
 			"series", m.Stats.Series, "mapped_bytes", snap.MappedBytes(), "open_ms", float64(time.Since(t0).Microseconds())/1000)
 	}
 	sort.Strings(s.names)
+	if m := s.metrics; m != nil {
+		m.Registry.MustRegister(liveCollector{s})
+	}
+	if s.compactPolicy.enabled() {
+		s.compactDone = make(chan struct{})
+		go s.compactLoop()
+	}
 	if s.reloadInterval > 0 {
 		s.polling = true
 		go s.poll()
@@ -253,6 +265,9 @@ func (s *Service) Close() {
 		close(s.pollStop)
 		if s.polling {
 			<-s.pollDone
+		}
+		if s.compactDone != nil {
+			<-s.compactDone
 		}
 	})
 	for _, d := range s.datasets {
@@ -490,6 +505,9 @@ type DatasetStatus struct {
 	LastError      string `json:"last_error"`      // the last failed attempt's error; "" once a reload succeeds or CURRENT names the served snapshot again
 	LastErrorAt    string `json:"last_error_at"`   // when it failed, "" if never
 	Draining       int64  `json:"draining"`        // replaced snapshots still mapped because readers hold them
+
+	// Delta is the live-write state; absent when the dataset took none.
+	Delta *DeltaStatus `json:"delta,omitempty"`
 }
 
 // Status is the answer of the status action.
@@ -526,12 +544,13 @@ func (s *Service) Status() Status {
 		m := v.Manifest
 		rs := d.reloadStatus()
 		st.Datasets = append(st.Datasets, DatasetStatus{
-			Name: name, SnapshotID: v.ID(), ParentID: m.ParentID, Rows: m.Stats.Rows, Series: m.Stats.Series,
+			Name: name, SnapshotID: v.ID(), ParentID: m.ParentID, Rows: v.r.Info().Rows, Series: v.r.Info().Series,
 			FirstPeriod: m.Stats.FirstPeriod, LastPeriod: m.Stats.LastPeriod, MappedBytes: v.MappedBytes(),
 			Created: m.Created, OpenedAt: v.opened.UTC().Format(time.RFC3339Nano), Readers: v.Refs() - 2,
 			CurrentID: rs.currentID, Reloads: rs.reloads, ReloadFailures: rs.failures,
 			LastReload: ts(rs.lastReload), LastCheck: ts(rs.lastCheck), LastError: rs.lastError,
 			LastErrorAt: ts(rs.lastErrorAt), Draining: d.draining.Load(),
+			Delta: d.deltaStatus(),
 		})
 		st.MappedBytes += v.MappedBytes()
 		v.Release()

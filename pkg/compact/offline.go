@@ -1,0 +1,66 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/pkg/wal"
+)
+
+// WALDir is the write-ahead log's directory inside a dataset.
+const WALDir = "wal"
+
+// ErrNothing: the dataset has no live writes to fold in.
+var ErrNothing = errors.New("no live writes to compact")
+
+// baseOnly is a live.Target for a dataset no server serves.
+type baseOnly struct{ r *query.SnapshotReader }
+
+func (b baseOnly) Base() delta.Base     { return b.r }
+func (b baseOnly) Publish(*delta.State) {}
+
+// Offline compacts the dataset in dir while no server runs on it: replay
+// the WAL records after what CURRENT folded in, publish base + delta as the
+// next snapshot, delete the segments folded in. The WAL's lock tells it
+// apart from a running server, which compacts with its compact action; the
+// dataset's write lock orders it with builds.
+func Offline(ctx context.Context, dir string, opt Options) (Result, error) {
+	s, err := snapshot.Open(dir, snapshot.Options{VerifyData: true})
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Close()
+	base, err := query.FromSnapshot(s.Dataset.Name, s)
+	if err != nil {
+		return Result{}, err
+	}
+	fields, _ := s.Index().Attributes()
+	sc, err := delta.NewSchema(s.Schema(), fields)
+	if err != nil {
+		return Result{}, err
+	}
+	w, _, err := live.Open(filepath.Join(dir, WALDir), sc, s.Manifest.WALPosition, baseOnly{base}, live.Options{})
+	if err != nil {
+		return Result{}, fmt.Errorf("%w (a running server compacts with DoAction compact)", err)
+	}
+	defer w.Close()
+	st := w.State()
+	if st.Rows() == 0 {
+		return Result{SnapshotID: s.ID()}, ErrNothing
+	}
+	pos := w.Log().End().Uint64()
+	res, err := Publish(ctx, s.Dataset, query.NewComposite(base, st), s.Manifest, pos, opt)
+	if err != nil {
+		return res, err
+	}
+	if _, err := w.Log().TruncateBefore(wal.PositionFromUint64(pos)); err != nil {
+		return res, fmt.Errorf("published snapshot %d, but the segments it folded in were not removed: %w", res.SnapshotID, err)
+	}
+	return res, nil
+}
