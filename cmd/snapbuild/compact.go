@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,14 +25,28 @@ the WAL segments it folded in. A running server holds the WAL's lock: then
 use its compact action (DoAction "compact"); builds and compactions queue on
 the dataset's lock. Nothing to fold in exits 0 with result "nothing".
 
-Example:
-   snapbuild compact snapshots/PET`,
+--discard sets the live writes aside instead (wal/ is renamed to
+wal.discarded-TIME/, never deleted): the way to drop delta rows that a lake
+build made obsolete (docs/OPERATIONS.md "Live writes").
+
+Examples:
+   snapbuild compact snapshots/PET
+   snapbuild compact --discard snapshots/PET`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object"},
+			&cli.BoolFlag{Name: "discard", Usage: "set the live writes aside (rename wal/) instead of folding them in"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("compact: want one argument, ROOT/DATASET", 2)
+			}
+			if c.Bool("discard") {
+				to, err := compact.Discard(c.Args().First(), time.Now())
+				if err != nil {
+					return fmt.Errorf("compact --discard: %w", err)
+				}
+				fmt.Fprintf(c.App.Writer, "compact: live writes set aside in %s\n", to)
+				return nil
 			}
 			res, err := compact.Offline(c.Context, c.Args().First(), compact.Options{Tool: "servingsnap " + version})
 			result := "compacted"

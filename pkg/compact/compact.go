@@ -32,7 +32,8 @@ import (
 type Options struct {
 	// BatchRows is the target data batch size (default: the parent's).
 	BatchRows int
-	Tool      string
+	// Tool names the writer in the manifest: "servingsnap VERSION".
+	Tool string
 	Now       func() time.Time
 }
 
@@ -101,7 +102,8 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 		Stats: manifest.Stats{Rows: st.rows, Series: st.series},
 		Build: parent.Build,
 		// A compaction's inputs are its parent snapshot and the log.
-		Lineage:     manifest.Lineage{Kind: "compaction", Source: fmt.Sprintf("snapshot %d + wal through %d", parent.SnapshotID, walPos), LakeSnapshotID: parent.Lineage.LakeSnapshotID},
+		Lineage: manifest.Lineage{Kind: "compaction", Source: fmt.Sprintf("snapshot %d + wal through %d", parent.SnapshotID, walPos),
+			LakeSnapshotID: parent.Lineage.LakeSnapshotID, Inputs: []manifest.Input{}},
 		WALPosition: walPos,
 	}
 	m.Build.BatchRows = opt.BatchRows

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -63,4 +66,25 @@ func Offline(ctx context.Context, dir string, opt Options) (Result, error) {
 		return res, fmt.Errorf("published snapshot %d, but the segments it folded in were not removed: %w", res.SnapshotID, err)
 	}
 	return res, nil
+}
+
+// Discard sets a dataset's live writes aside when no server runs on it:
+// wal/ is renamed to wal.discarded-TIME/ (never deleted), so the next
+// server start serves the snapshot alone. It is the operator's way to drop
+// delta rows a lake build made obsolete; the renamed log can still be
+// inspected or moved back.
+func Discard(dir string, now time.Time) (string, error) {
+	p := filepath.Join(dir, WALDir)
+	l, err := wal.Open(p, wal.Options{})
+	if err != nil {
+		return "", fmt.Errorf("%w (stop the server first)", err)
+	}
+	if err := l.Close(); err != nil {
+		return "", err
+	}
+	to := filepath.Join(dir, "wal.discarded-"+now.UTC().Format("20060102T150405Z"))
+	if err := os.Rename(p, to); err != nil {
+		return "", err
+	}
+	return to, fileutil.SyncDir(dir)
 }

@@ -30,8 +30,9 @@ import (
 // reader releases it (pebble's readState pattern). Readers never wait for
 // a reload: acquire takes no lock.
 type dataset struct {
-	name string
-	dir  string
+	name    string
+	dir     string
+	version string // the server's, recorded in the manifests its compactions write
 	ds   *dsdir.Dir
 
 	cur    atomic.Pointer[view]

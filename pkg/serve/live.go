@@ -169,7 +169,7 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 	pos := frozen.FrozenPosition()
 	res.DeltaRows = frozen.Rows()
 	r := query.NewComposite(v.base, frozen)
-	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "snapbuild serve (compact)"})
+	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "servingsnap " + d.version})
 	v.Release()
 	if err != nil {
 		err = fmt.Errorf("compact %s: %w", d.name, err)

@@ -173,7 +173,11 @@ func Open(root string, opt Options) (*Service, error) {
 			s.Close()
 			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
 		}
-		d := &dataset{name: name, dir: dir, ds: mds}
+		version := s.version
+		if version == "" {
+			version = "dev"
+		}
+		d := &dataset{name: name, dir: dir, ds: mds, version: version}
 		d.st.currentID = snap.ID()
 		d.st.lastCheck = time.Now()
 		if m := s.metrics; m != nil {
