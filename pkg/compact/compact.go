@@ -34,7 +34,7 @@ type Options struct {
 	BatchRows int
 	// Tool names the writer in the manifest: "servingsnap VERSION".
 	Tool string
-	Now       func() time.Time
+	Now  func() time.Time
 }
 
 // Result describes the published snapshot.

@@ -33,7 +33,7 @@ type dataset struct {
 	name    string
 	dir     string
 	version string // the server's, recorded in the manifests its compactions write
-	ds   *dsdir.Dir
+	ds      *dsdir.Dir
 
 	cur    atomic.Pointer[view]
 	swapMu sync.Mutex // serialises reloads and compactions (acquire never takes it)
