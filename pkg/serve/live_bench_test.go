@@ -1,0 +1,268 @@
+package serve
+
+// Benchmarks of live writes (issue: DoPut into a WAL-backed delta):
+//
+//	go test -run '^$' -bench 'DoPut|DoGetDelta|Compact|Replay' -benchtime 3x ./pkg/serve/
+//
+// They run on a copy (hard links) of the shared 100k-series × 150-row
+// benchmark dataset, so the writes never reach the other benchmarks.
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// liveBenchRoot is a private copy of benchRoot's dataset "B": files are
+// hard-linked (snapshot files are never modified), directories made anew.
+func liveBenchRoot(b *testing.B, series, rows int) string {
+	b.Helper()
+	src := benchRoot(b, series, rows)
+	dst := filepath.Join(b.TempDir(), "root")
+	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		if e.IsDir() {
+			if e.Name() == WALDir || e.Name() == "leases" {
+				return fs.SkipDir
+			}
+			return os.MkdirAll(to, 0o755)
+		}
+		return os.Link(p, to)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dst
+}
+
+// benchBatch is n rows of existing series: for row i, series ids[(k+i) %
+// len], a period after the base's (appends) or inside it (revisions).
+func benchBatch(ids []string, k, n int, revise bool) arrow.RecordBatch {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "series_id", Type: arrow.BinaryTypes.String},
+		{Name: "period", Type: arrow.FixedWidthTypes.Date32},
+		{Name: "value", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	}, nil)
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer bld.Release()
+	start := int32(10957) // 2000-01-01
+	for i := 0; i < n; i++ {
+		j := k + i
+		bld.Field(0).(*array.StringBuilder).Append(ids[j%len(ids)])
+		p := start + int32(((j/len(ids))%150)*31)
+		if !revise {
+			p = start + int32((150+j/len(ids))*31)
+		}
+		bld.Field(1).(*array.Date32Builder).Append(arrow.Date32(p))
+		bld.Field(2).(*array.Float64Builder).Append(float64(j))
+	}
+	return bld.NewRecordBatch()
+}
+
+// BenchmarkDoPut: durable ingest over Flight with 10k-row batches, 1 and 4
+// writers each on its own stream; an op is one acknowledged batch. Reports
+// rows/s and the acknowledgement latency.
+func BenchmarkDoPut(b *testing.B) {
+	const batchRows = 10_000
+	for _, writers := range []int{1, 4} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			root := liveBenchRoot(b, 100_000, 150)
+			srv := startServer(b, Config{Root: root})
+			ids := uniformIDs(100_000)
+			recs := make([]arrow.RecordBatch, 16)
+			for i := range recs {
+				recs[i] = benchBatch(ids, i*batchRows, batchRows, i%2 == 0)
+			}
+			var mu sync.Mutex
+			var lat []time.Duration
+			per := max(b.N/writers, 1)
+			b.ResetTimer()
+			t0 := time.Now()
+			var wg sync.WaitGroup
+			for w := 0; w < writers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := dial(b, srv)
+					stream, err := c.DoPut(context.Background())
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					wr := flight.NewRecordWriter(stream, ipc.WithSchema(recs[0].Schema()))
+					wr.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"B"}})
+					var mine []time.Duration
+					for i := 0; i < per; i++ {
+						t := time.Now()
+						if err := wr.Write(recs[(w+i)%len(recs)]); err != nil {
+							b.Error(err)
+							return
+						}
+						if _, err := stream.Recv(); err != nil {
+							b.Error(err)
+							return
+						}
+						mine = append(mine, time.Since(t))
+					}
+					wr.Close()
+					stream.CloseSend()
+					for {
+						if _, err := stream.Recv(); err != nil {
+							break
+						}
+					}
+					mu.Lock()
+					lat = append(lat, mine...)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			el := time.Since(t0)
+			b.ReportMetric(float64(len(lat)*batchRows)/el.Seconds(), "rows/s")
+			percentiles(b, lat)
+		})
+	}
+}
+
+// putDirect applies rows to dataset d through its write path (durably),
+// in 10k-row batches of existing series.
+func putDirect(b *testing.B, d *dataset, ids []string, rows int, revise bool, seed int) {
+	b.Helper()
+	w, err := d.writer(true, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for k := 0; k < rows; k += 10_000 {
+		rec := benchBatch(ids, seed+k, min(10_000, rows-k), revise)
+		v := d.acquire()
+		norm, err := delta.Normalize(context.Background(), memory.DefaultAllocator, w.State().Schema(), rec, 0, v.r.(delta.Known))
+		v.Release()
+		rec.Release()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Put(context.Background(), norm); err != nil {
+			b.Fatal(err)
+		}
+		norm.Release()
+	}
+}
+
+// BenchmarkDoGetDelta: one 150-row series per DoGet (Go client, in
+// process) with a delta of 0, 1% and 10% of the base's rows merged on read
+// (half revisions, half appends, spread over every series).
+func BenchmarkDoGetDelta(b *testing.B) {
+	for _, pct := range []int{0, 1, 10} {
+		b.Run(fmt.Sprintf("delta=%d%%", pct), func(b *testing.B) {
+			root := liveBenchRoot(b, 100_000, 150)
+			srv := startServer(b, Config{Root: root})
+			d := srv.svc.datasets["B"]
+			ids := uniformIDs(100_000)
+			n := 15_000_000 * pct / 100
+			putDirect(b, d, ids, n/2, true, 0)
+			putDirect(b, d, ids, n/2, false, 0)
+			c := dial(b, srv)
+			ctx := context.Background()
+			for i := 0; i < 200; i++ {
+				doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i]+`"]}`))
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				t := time.Now()
+				if _, err := doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i%len(ids)]+`"]}`)); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t))
+			}
+			percentiles(b, lat)
+		})
+	}
+}
+
+// BenchmarkCompact: folding a 150k-row delta (1% of 15M base rows; half
+// revisions, half appends) into the next snapshot. Compare with
+// BenchmarkBuild in pkg/sortwrite (a full build of the same base).
+func BenchmarkCompact(b *testing.B) {
+	root := liveBenchRoot(b, 100_000, 150)
+	srv := startServer(b, Config{Root: root})
+	d := srv.svc.datasets["B"]
+	ids := uniformIDs(100_000)
+	var took []time.Duration
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		putDirect(b, d, ids, 75_000, true, i*150_000)
+		putDirect(b, d, ids, 75_000, false, i*150_000)
+		b.StartTimer()
+		t := time.Now()
+		res, err := d.compact(context.Background(), srv.log)
+		if err != nil || res.Result != "compacted" {
+			b.Fatalf("%+v %v", res, err)
+		}
+		took = append(took, time.Since(t))
+	}
+	slices.Sort(took)
+	b.ReportMetric(took[len(took)/2].Seconds(), "median-s")
+}
+
+// BenchmarkReplay: a WAL of 1.5M rows (150 writes of 10k rows) replayed
+// onto the 15M-row base at open.
+func BenchmarkReplay(b *testing.B) {
+	root := liveBenchRoot(b, 100_000, 150)
+	srv := startServer(b, Config{Root: root})
+	d := srv.svc.datasets["B"]
+	ids := uniformIDs(100_000)
+	const rows = 1_500_000
+	putDirect(b, d, ids, rows, false, 0)
+	srv.svc.Close()
+	dir := filepath.Join(root, "B")
+	s, err := snapshot.Open(dir, snapshot.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	v, err := newView("B", s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, err := schemaOf(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		w, info, err := live.Open(filepath.Join(dir, WALDir), sc, 0, benchTarget{v}, live.Options{})
+		if err != nil || info.Rows != rows {
+			b.Fatalf("replay: %+v %v", info, err)
+		}
+		b.ReportMetric(float64(info.Rows)/info.Duration.Seconds(), "rows/s")
+		w.Close()
+	}
+}
+
+type benchTarget struct{ v *view }
+
+func (t benchTarget) Base() delta.Base     { return t.v.base }
+func (t benchTarget) Publish(*delta.State) {}
+
