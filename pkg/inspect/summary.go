@@ -35,6 +35,9 @@ type Summary struct {
 	Lineage           manifest.Lineage `json:"lineage"`
 	Build             manifest.Build   `json:"build"`
 	WALPosition       uint64           `json:"wal_position"`
+	// LiveWrites is the dataset's write-ahead log, when it has one (CURRENT
+	// only: older vintages are not served).
+	LiveWrites *LiveWrites `json:"live_writes,omitempty"`
 	// Error is why the snapshot's files did not open ("" when they did);
 	// the rest of the summary then comes from the manifest alone.
 	Error string `json:"error"`
@@ -98,6 +101,11 @@ func Summarize(dir string, id uint64) (*Summary, error) {
 	}
 	for _, a := range m.Schema.Attributes {
 		s.Attributes = append(s.Attributes, Attribute{Name: a, Type: types[a]})
+	}
+	if s.Current {
+		if s.LiveWrites, err = liveWrites(ds.Dir, m.WALPosition); err != nil {
+			return nil, err
+		}
 	}
 	snap, err := snapshot.OpenID(ds.Dir, id, snapshot.Options{})
 	if err != nil {
@@ -259,7 +267,13 @@ func (s *Summary) WriteText(w io.Writer, opt TextOptions) error {
 	bt.add("value column", s.Build.ValueColumn)
 	bt.add("on duplicate", s.Build.OnDuplicate)
 	bt.add("batch rows", Commas(int64(s.Build.BatchRows)))
-	return bt.write(w, "  ")
+	if err := bt.write(w, "  "); err != nil {
+		return err
+	}
+	if s.LiveWrites != nil {
+		return s.LiveWrites.writeText(w)
+	}
+	return nil
 }
 
 // WriteJSON renders the summary as indented JSON.

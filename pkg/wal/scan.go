@@ -1,0 +1,114 @@
+package wal
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// SegmentInfo describes one segment file as Scan found it.
+type SegmentInfo struct {
+	Number  uint32
+	Size    int64
+	Records int      // intact records
+	End     Position // after its last intact record
+	// Problem is what stopped the read before the end of the file ("" when
+	// it read to the end): in the newest segment usually a torn tail that
+	// the next writer cuts; elsewhere corruption.
+	Problem string
+}
+
+// ScanInfo is what Scan read.
+type ScanInfo struct {
+	Segments []SegmentInfo
+	First    Position // before the first retained record
+	End      Position // after the last intact record
+	Records  int      // intact records in every segment
+	After    int      // of those, the ones after the position asked for
+}
+
+// Scan reads the log in dir without taking its lock and without changing
+// anything, for inspection while a writer may be appending: it lists the
+// segments and calls fn for every intact record after the position given,
+// in order. Damage does not stop it from describing the other segments;
+// it is reported in the segment's Problem. An error from fn stops it.
+func Scan(dir string, after Position, fn func(Position, []byte) error) (ScanInfo, error) {
+	var info ScanInfo
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return info, err
+	}
+	var segs []uint32
+	for _, e := range ents {
+		if n, ok := parseSegmentName(e.Name()); ok && e.Type().IsRegular() {
+			segs = append(segs, n)
+		}
+	}
+	slices.Sort(segs)
+	for i, n := range segs {
+		si, err := scanSegment(dir, n, after, fn, &info)
+		if err != nil {
+			return info, err
+		}
+		if i > 0 && n != segs[i-1]+1 && si.Problem == "" {
+			si.Problem = fmt.Sprintf("segment %d is missing before it", segs[i-1]+1)
+		}
+		info.Segments = append(info.Segments, si)
+		if i == 0 {
+			info.First = Position{Segment: n, Offset: segmentHeaderSize}
+		}
+		info.End = si.End
+	}
+	return info, nil
+}
+
+func scanSegment(dir string, n uint32, after Position, fn func(Position, []byte) error, info *ScanInfo) (SegmentInfo, error) {
+	si := SegmentInfo{Number: n, End: Position{Segment: n, Offset: segmentHeaderSize}}
+	f, err := os.Open(filepath.Join(dir, segmentName(n)))
+	if err != nil {
+		return si, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return si, err
+	}
+	si.Size = st.Size()
+	if torn, err := checkSegmentHeader(f, n, si.Size); err != nil || torn {
+		si.Problem = "damaged or incomplete segment header"
+		if err != nil {
+			si.Problem = err.Error()
+		}
+		si.End.Offset = 0
+		return si, nil
+	}
+	r := newSegmentReader(f, n, segmentHeaderSize, si.Size)
+	for {
+		_, payload, err := r.next()
+		if err == io.EOF {
+			return si, nil
+		}
+		if err != nil {
+			if isRecordProblem(err) {
+				si.Problem = fmt.Sprintf("offset %d: %v", r.off, err)
+				return si, nil
+			}
+			return si, err
+		}
+		pos := Position{Segment: n, Offset: uint32(r.off)}
+		si.Records++
+		si.End = pos
+		info.Records++
+		if pos.Compare(after) > 0 {
+			info.After++
+			if fn != nil {
+				if err := fn(pos, payload); err != nil {
+					return si, err
+				}
+			}
+		}
+	}
+}
+
