@@ -1,9 +1,12 @@
 package delta
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -29,7 +32,14 @@ type Run struct {
 	// what the run adds to the dataset's row count. Set by State.Apply.
 	added int64
 	bytes int64
+	// fresh lists the run-local series the base does not have (set with
+	// added), so a view finds the delta-only series without looking every
+	// series of every run up in the base.
+	fresh []int32
 }
+
+// Fresh are the run-local numbers of the series its base lacks.
+func (r *Run) Fresh() []int32 { return r.fresh }
 
 // Seq is the run's precedence.
 func (r *Run) Seq() uint64 { return r.seq }
@@ -78,17 +88,30 @@ func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Record
 	ids := w.Column(0).(*array.String)
 	periods := w.Column(1).(*array.Date32).Date32Values()
 	n := int(w.NumRows())
-	order := make([]int32, n)
-	for i := range order {
-		order[i] = int32(i)
+	// Sort by (id, period, input row): the row breaks ties, so the sort is
+	// stable without the cost of a stable sort.
+	type key struct {
+		id  string
+		p   arrow.Date32
+		row int32
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ia, ib := ids.Value(int(order[a])), ids.Value(int(order[b]))
-		if ia != ib {
-			return ia < ib
+	keys := make([]key, n)
+	for i := range keys {
+		keys[i] = key{ids.Value(i), periods[i], int32(i)}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := strings.Compare(a.id, b.id); c != 0 {
+			return c
 		}
-		return periods[order[a]] < periods[order[b]]
+		if c := cmp.Compare(a.p, b.p); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.row, b.row)
 	})
+	order := make([]int32, n)
+	for i, k := range keys {
+		order[i] = k.row
+	}
 	// Duplicates are adjacent and in input order: keep the last.
 	keep := order[:0]
 	for i, o := range order {

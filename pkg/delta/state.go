@@ -1,11 +1,13 @@
 package delta
 
 import (
+	"cmp"
 	"context"
 	"slices"
-	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -23,10 +25,24 @@ type State struct {
 	schema *Schema
 	runs   []*Run // by seq, oldest first
 	frozen int    // runs[:frozen] are being folded into the next snapshot
+	keys   *keyIndex
 }
 
 // Empty is the State of a dataset without live writes.
 func Empty(s *Schema) *State { return &State{schema: s} }
+
+// keysFor returns the key index of the chain, built anew over base (from
+// every run) when base is not the one it was built for.
+func (st *State) keysFor(base Base) *keyIndex {
+	if st.keys != nil && st.keys.base == base {
+		return st.keys
+	}
+	k := newKeyIndex(base)
+	for _, r := range st.runs {
+		r.added, r.fresh = k.add(r)
+	}
+	return k
+}
 
 // Schema is the rows' schema.
 func (st *State) Schema() *Schema { return st.schema }
@@ -92,20 +108,22 @@ func (st *State) Apply(ctx context.Context, mem memory.Allocator, w arrow.Record
 		return nil, err
 	}
 	r.pos = pos
-	r.added = countAdded(r, base, st.runs)
+	keys := st.keysFor(base)
+	r.added, r.fresh = keys.add(r)
 	runs := append(slices.Clip(st.runs), r)
 	for k := len(runs); k-st.frozen >= 2 && runs[k-2].Len() <= 2*runs[k-1].Len(); k = len(runs) {
-		m, err := merge(ctx, mem, st.schema, runs[k-2], runs[k-1])
+		m, err := merge(ctx, mem, st.schema, runs[k-2], runs[k-1], base)
 		if err != nil {
 			return nil, err
 		}
 		runs = append(runs[:k-2], m)
 	}
-	return &State{schema: st.schema, runs: runs, frozen: st.frozen}, nil
+	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
 }
 
-// merge folds b (newer) into a.
-func merge(ctx context.Context, mem memory.Allocator, s *Schema, a, b *Run) (*Run, error) {
+// merge folds b (newer) into a. Both are sorted with one row per key, so
+// the merge is one linear pass; for a key in both, b's row wins.
+func merge(ctx context.Context, mem memory.Allocator, s *Schema, a, b *Run, base Base) (*Run, error) {
 	wa, err := a.toWrite(ctx, mem, s)
 	if err != nil {
 		return nil, err
@@ -121,56 +139,62 @@ func merge(ctx context.Context, mem memory.Allocator, s *Schema, a, b *Run) (*Ru
 		return nil, err
 	}
 	defer w.Release()
-	m, err := newRun(ctx, mem, s, w, b.seq)
+	ids := w.Column(0).(*array.String)
+	ps := w.Column(1).(*array.Date32).Date32Values()
+	na, n := int(wa.NumRows()), int(w.NumRows())
+	rows := make([]int32, 0, n)
+	i, j := 0, na
+	for i < na || j < n {
+		switch {
+		case j == n:
+			rows = append(rows, int32(i))
+			i++
+		case i == na:
+			rows = append(rows, int32(j))
+			j++
+		default:
+			c := strings.Compare(ids.Value(i), ids.Value(j))
+			if c == 0 {
+				c = cmp.Compare(ps[i], ps[j])
+			}
+			switch {
+			case c < 0:
+				rows = append(rows, int32(i))
+				i++
+			case c > 0:
+				rows = append(rows, int32(j))
+				j++
+			default: // the same key: the newer row
+				rows = append(rows, int32(j))
+				i, j = i+1, j+1
+			}
+		}
+	}
+	m, err := assemble(ctx, mem, s, b.seq, w, rows)
 	if err != nil {
 		return nil, err
 	}
 	m.added = a.added + b.added
 	m.pos = max(a.pos, b.pos)
+	// A series is in the base or not whichever run holds it.
+	fresh := map[string]bool{}
+	for _, r := range []*Run{a, b} {
+		for _, i := range r.fresh {
+			fresh[r.SeriesID(int(i))] = true
+		}
+	}
+	for i := 0; i < m.NumSeries() && len(fresh) > 0; i++ {
+		if fresh[m.SeriesID(i)] {
+			m.fresh = append(m.fresh, int32(i))
+		}
+	}
 	return m, nil
-}
-
-// countAdded counts r's rows whose key is in neither base nor older runs.
-func countAdded(r *Run, base Base, older []*Run) int64 {
-	var n int64
-	ps := r.Periods()
-	for i := 0; i < r.NumSeries(); i++ {
-		id := r.SeriesID(i)
-		var srcs [][]arrow.Date32
-		if base != nil {
-			if c, ok := base.Lookup(id); ok {
-				srcs = append(srcs, base.Periods(c))
-			}
-		}
-		for _, o := range older {
-			if j, ok := o.Find(id); ok {
-				lo, hi := o.Rows(j)
-				srcs = append(srcs, o.Periods()[lo:hi])
-			}
-		}
-		lo, hi := r.Rows(i)
-		for _, p := range ps[lo:hi] {
-			if !inAny(srcs, p) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-func inAny(srcs [][]arrow.Date32, p arrow.Date32) bool {
-	for _, s := range srcs {
-		if i := sort.Search(len(s), func(i int) bool { return s[i] >= p }); i < len(s) && s[i] == p {
-			return true
-		}
-	}
-	return false
 }
 
 // Freeze marks every run as being folded into the next snapshot; later
 // writes are kept apart from them.
 func (st *State) Freeze() *State {
-	return &State{schema: st.schema, runs: st.runs, frozen: len(st.runs)}
+	return &State{schema: st.schema, runs: st.runs, frozen: len(st.runs), keys: st.keys}
 }
 
 // DropFrozen removes the frozen runs once the snapshot holding them is
@@ -183,10 +207,10 @@ func (st *State) DropFrozen(base Base) *State {
 // they add is counted again. The runs' rows are shared, not copied.
 func (st *State) Rebase(base Base) *State {
 	out := &State{schema: st.schema, frozen: st.frozen}
-	for i, r := range st.runs {
+	for _, r := range st.runs {
 		c := *r
-		c.added = countAdded(&c, base, st.runs[:i])
 		out.runs = append(out.runs, &c)
 	}
+	out.keys = out.keysFor(base)
 	return out
 }

@@ -47,11 +47,9 @@ func NewComposite(base *SnapshotReader, st *delta.State) *Composite {
 	}
 	found := map[string]runCell{}
 	for _, r := range c.runs { // newest first
-		for i := 0; i < r.NumSeries(); i++ {
+		for _, f := range r.Fresh() {
+			i := int(f)
 			id := r.SeriesID(i)
-			if _, inBase := base.x.Lookup(id); inBase {
-				continue
-			}
 			if have, ok := found[id]; !ok || (!have.run.Given(have.local) && r.Given(i)) {
 				found[id] = runCell{r, i}
 			}

@@ -1,0 +1,82 @@
+package delta
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// keyIndex remembers, for every series the delta holds, its code in the
+// base (-1: none) and the periods the delta holds for it. With it a new
+// write counts the rows it adds (those revising nothing) and finds the
+// series the base lacks with one map probe per series and integer searches,
+// instead of a string binary search per series in the base and in every
+// run. It belongs to a chain of States (Apply extends it in place), so
+// Apply must run on one goroutine at a time: the write path's lock.
+type keyIndex struct {
+	base   Base
+	series map[string]*keyEntry
+}
+
+type keyEntry struct {
+	code    int32          // in the base, -1 if none
+	base    []arrow.Date32 // the base's periods of the series
+	periods []int32        // the delta's, ascending
+}
+
+func newKeyIndex(base Base) *keyIndex {
+	return &keyIndex{base: base, series: map[string]*keyEntry{}}
+}
+
+// entry is id's entry, looked up in the base the first time.
+func (k *keyIndex) entry(id string) *keyEntry {
+	if e, ok := k.series[id]; ok {
+		return e
+	}
+	e := &keyEntry{code: -1}
+	if k.base != nil {
+		if c, ok := k.base.Lookup(id); ok {
+			e.code, e.base = int32(c), k.base.Periods(c)
+		}
+	}
+	k.series[id] = e
+	return e
+}
+
+// add records run r's rows and returns how many revise nothing older
+// (neither the base nor an earlier write), and the run-local series the
+// base lacks.
+func (k *keyIndex) add(r *Run) (added int64, fresh []int32) {
+	ps := r.Periods()
+	for i := 0; i < r.NumSeries(); i++ {
+		e := k.entry(r.SeriesID(i))
+		if e.code < 0 {
+			fresh = append(fresh, int32(i))
+		}
+		lo, hi := r.Rows(i)
+		grew := false
+		for _, p := range ps[lo:hi] {
+			if inDates(e.base, p) || inInts(e.periods, int32(p)) {
+				continue
+			}
+			added++
+			e.periods = append(e.periods, int32(p))
+			grew = true
+		}
+		if grew {
+			slices.Sort(e.periods)
+		}
+	}
+	return added, fresh
+}
+
+func inDates(s []arrow.Date32, p arrow.Date32) bool {
+	i := sort.Search(len(s), func(i int) bool { return s[i] >= p })
+	return i < len(s) && s[i] == p
+}
+
+func inInts(s []int32, p int32) bool {
+	_, ok := slices.BinarySearch(s, p)
+	return ok
+}
