@@ -265,4 +265,3 @@ type benchTarget struct{ v *view }
 
 func (t benchTarget) Base() delta.Base     { return t.v.base }
 func (t benchTarget) Publish(*delta.State) {}
-

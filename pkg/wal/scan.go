@@ -111,4 +111,3 @@ func scanSegment(dir string, n uint32, after Position, fn func(Position, []byte)
 		}
 	}
 }
-
