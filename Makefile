@@ -60,7 +60,7 @@ test-go:
 	$(GO) test -race -count=1 -tags invariants ./...
 
 test-interop: build venv
-	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop tests/vortex
+	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop tests/vortex tests/docs
 
 # Run every fuzz target for FUZZTIME each (CI runs the seed corpora via
 # test-go; this explores).
