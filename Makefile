@@ -19,13 +19,20 @@ OUT       := out
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
+PREFIX    ?= /usr/local
+DESTDIR   ?=
 
-.PHONY: all build test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke bench bench-quick bench-build clean
+.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke bench bench-quick bench-build clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+# Copy the binaries to $(DESTDIR)$(PREFIX)/bin (make install PREFIX=$$HOME/.local needs no root).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN)/snapbuild $(BIN)/snapinspect $(BIN)/snapverify $(DESTDIR)$(PREFIX)/bin/
 
 PIP       := $(VPY) -m pip install --disable-pip-version-check --progress-bar off
 
