@@ -99,9 +99,10 @@ Example:
 func gcCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "gc",
-		Usage:     "delete old vintages: all but CURRENT and the newest --keep",
+		Usage:     "delete old vintages: keep CURRENT and the --keep newest others",
 		ArgsUsage: "ROOT/DATASET",
-		Description: `A vintage that a running server (or any reader) still has open is never
+		Description: `Keeps CURRENT and the K newest other vintages (--keep 1: one to roll back
+to; --keep 0: CURRENT alone) and deletes the rest. A vintage that a running server (or any reader) still has open is never
 deleted: readers hold a shared lock on leases/NNNNNN while a snapshot is open,
 and gc skips any vintage whose lease it cannot lock exclusively ("in use").
 The kernel drops a dead reader's locks, so a crashed server pins nothing.
