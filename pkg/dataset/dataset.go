@@ -10,6 +10,7 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
@@ -185,19 +187,55 @@ type Writer struct {
 	lock *fileutil.Lock
 }
 
-// LockForWrite creates the dataset layout if needed, waits for the write
-// lock, and removes whatever a crashed writer left behind: the staging area
-// and snapshot directories that no manifest names (a crash between their
-// rename and the manifest's).
+// LockOptions say how a writer waits for another writer of the dataset
+// (a build, rollback or gc) to finish.
+type LockOptions struct {
+	// Timeout is how long to wait before giving up with an error wrapping
+	// fileutil.ErrLocked; 0 waits as long as it takes.
+	Timeout time.Duration
+	// Waiting, if set, is called once when the lock is held by someone
+	// else at the time it is asked for, with the holder's process id (0
+	// when it cannot be told), before the wait begins.
+	Waiting func(holderPID int)
+}
+
+// LockForWrite is LockForWriteWith without a timeout or a wait message.
 func (d *Dir) LockForWrite() (*Writer, error) {
+	return d.LockForWriteWith(context.Background(), LockOptions{})
+}
+
+// LockForWriteWith creates the dataset layout if needed, waits for the
+// write lock (as o says, and until ctx is done), and removes whatever a
+// crashed writer left behind: the staging area and snapshot directories
+// that no manifest names (a crash between their rename and the
+// manifest's).
+func (d *Dir) LockForWriteWith(ctx context.Context, o LockOptions) (*Writer, error) {
 	for _, sub := range []string{"", ManifestsDir, SnapshotsDir} {
 		if err := os.MkdirAll(d.Path(sub), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	l, err := fileutil.WaitLock(d.Path(LockFile))
+	path := d.Path(LockFile)
+	var waiting func()
+	holder := 0
+	if o.Waiting != nil || o.Timeout > 0 {
+		waiting = func() {
+			holder = fileutil.LockHolder(path)
+			if o.Waiting != nil {
+				o.Waiting(holder)
+			}
+		}
+	}
+	l, err := fileutil.WaitLockContext(ctx, path, o.Timeout, waiting)
+	if errors.Is(err, fileutil.ErrLocked) {
+		by := "another writer"
+		if holder != 0 {
+			by = fmt.Sprintf("process %d", holder)
+		}
+		return nil, fmt.Errorf("dataset %s: %s (a build, rollback or gc) still held the write lock %s after %s: %w", d.Name, by, path, o.Timeout, fileutil.ErrLocked)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dataset %s: write lock: %w", d.Name, err)
 	}
 	w := &Writer{d: d, lock: l}
 	if err := w.cleanLocked(); err != nil {

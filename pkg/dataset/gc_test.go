@@ -1,15 +1,21 @@
 package dataset_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -168,4 +174,38 @@ func TestIDsNeverReused(t *testing.T) {
 	if res, _ := w.GC(5, true); res.InUse == nil || res.Removed == nil {
 		t.Fatal("empty GC lists must be [] in JSON, not null")
 	}
+}
+
+// TestLockWait: a second writer says it waits, names who holds the lock,
+// gives up after its timeout, and gets the lock once it is released.
+func TestLockWait(t *testing.T) {
+	d, err := dataset.Open(vintages(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.LockForWrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holders []int
+	o := dataset.LockOptions{Timeout: 100 * time.Millisecond, Waiting: func(pid int) { holders = append(holders, pid) }}
+	_, err = d.LockForWriteWith(context.Background(), o)
+	if !errors.Is(err, fileutil.ErrLocked) || !slices.Equal(holders, []int{os.Getpid()}) {
+		t.Fatalf("err %v, waiting called with %v; want ErrLocked after one call with this pid", err, holders)
+	}
+	for _, want := range []string{d.Name, fmt.Sprintf("process %d", os.Getpid()), "100ms"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	released := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { first.Close(); close(released) })
+	holders = nil
+	o.Timeout = 10 * time.Second
+	w, err := d.LockForWriteWith(context.Background(), o)
+	if err != nil || len(holders) != 1 {
+		t.Fatalf("after the first writer released: %v (waiting called %d times)", err, len(holders))
+	}
+	<-released
+	w.Close()
 }
