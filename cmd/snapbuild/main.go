@@ -6,7 +6,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -38,6 +40,7 @@ func main() {
 			historyCommand(),
 			rollbackCommand(),
 			gcCommand(),
+			exportCommand(),
 			convertCommand(),
 		},
 	}
@@ -60,6 +63,9 @@ func exitCode(err error) int {
 	}
 	if strings.HasPrefix(err.Error(), "Required flag") {
 		return 2 // urfave/cli's missing-flag error has no exported type
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return 2 // a dataset, vintage or input that is not there: a wrong operand
 	}
 	return 1
 }

@@ -39,7 +39,7 @@ var layers = []struct {
 	// top of the build side, used only by commands and test helpers, and
 	// placing it low would let the read side (snapshot, query) import the
 	// builder.
-	{"tools", []string{"pkg/inspect", "pkg/verify/...", "pkg/convert", "pkg/sortwrite"}},
+	{"tools", []string{"pkg/inspect", "pkg/verify/...", "pkg/convert", "pkg/export", "pkg/sortwrite"}},
 	{"transport", []string{"pkg/serve/..."}},
 	// bench/gobaseline is a standalone baseline program for the
 	// benchmark harness; like the commands, nothing imports it.

@@ -396,3 +396,57 @@ func maxID(ids ...uint64) uint64 {
 	}
 	return m
 }
+
+// NotExistError says that a dataset directory, or a vintage of it, does
+// not exist, naming what does. errors.Is(err, fs.ErrNotExist) holds, so
+// callers treat it as the missing operand it is.
+type NotExistError struct{ msg string }
+
+func (e *NotExistError) Error() string        { return e.msg }
+func (e *NotExistError) Is(target error) bool { return target == fs.ErrNotExist }
+
+// CheckExists returns a NotExistError when the dataset directory does not
+// exist, and an error when it is not a directory.
+func (d *Dir) CheckExists() error {
+	st, err := os.Stat(d.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &NotExistError{fmt.Sprintf("dataset directory %s does not exist", d.Dir)}
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("dataset directory %s is not a directory", d.Dir)
+	}
+	return nil
+}
+
+// CheckVintage returns a NotExistError naming vintage id and the vintages
+// present when its manifest does not exist (never published, or removed
+// by gc).
+func (d *Dir) CheckVintage(id uint64) error {
+	if err := d.CheckExists(); err != nil {
+		return err
+	}
+	_, err := os.Stat(d.Path(ManifestPath(id)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return &NotExistError{fmt.Sprintf("snapshot %d of %s does not exist (%s)", id, d.Name, d.vintageList())}
+	}
+	return err
+}
+
+// vintageList says which vintages are present, for messages.
+func (d *Dir) vintageList() string {
+	ids, err := d.IDs()
+	if err != nil || len(ids) == 0 {
+		return "it has no vintages"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	if cur, err := d.CurrentID(); err == nil {
+		return "vintages: " + strings.Join(s, ", ") + "; CURRENT is " + strconv.FormatUint(cur, 10)
+	}
+	return "vintages: " + strings.Join(s, ", ")
+}

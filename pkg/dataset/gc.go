@@ -18,6 +18,9 @@ func (w *Writer) Rollback(to uint64, tool, reason string) (from uint64, err erro
 	if err != nil && !errors.Is(err, ErrNoCurrent) {
 		return 0, err
 	}
+	if err := w.d.CheckVintage(to); err != nil {
+		return from, fmt.Errorf("rollback: %w", err)
+	}
 	if err := w.SetCurrent(to); err != nil {
 		return from, err
 	}

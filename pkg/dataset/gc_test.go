@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -208,4 +209,14 @@ func TestLockWait(t *testing.T) {
 	}
 	<-released
 	w.Close()
+}
+
+// TestMissingVintage: a rollback to a vintage that is not there names it
+// and those that are, and is fs.ErrNotExist for the command's exit status.
+func TestMissingVintage(t *testing.T) {
+	_, w := lockFor(t, vintages(t, 3))
+	_, err := w.Rollback(9, "test", "")
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "snapshot 9 of DS does not exist (vintages: 1, 2, 3; CURRENT is 3)") {
+		t.Fatalf("rollback to 9: %v", err)
+	}
 }
