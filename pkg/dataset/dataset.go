@@ -332,7 +332,18 @@ func (w *Writer) Stage() (string, error) {
 	if err := os.MkdirAll(w.d.Path(TmpDir), 0o755); err != nil {
 		return "", err
 	}
-	return os.MkdirTemp(w.d.Path(TmpDir), "build-")
+	dir, err := os.MkdirTemp(w.d.Path(TmpDir), "build-")
+	if err != nil {
+		return "", err
+	}
+	// MkdirTemp makes the directory 0700; renamed into snapshots/ it must
+	// be readable by a server running as another user (a systemd User=,
+	// a container's non-root user), like every other directory here.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
 }
 
 // Publish makes a staged snapshot visible, in the order docs/FORMAT.md §1

@@ -220,3 +220,16 @@ func TestMissingVintage(t *testing.T) {
 		t.Fatalf("rollback to 9: %v", err)
 	}
 }
+
+// TestSnapshotDirReadable: a published snapshot directory is readable by
+// others (a server running as another user), not MkdirTemp's 0700.
+func TestSnapshotDirReadable(t *testing.T) {
+	ds := vintages(t, 1)
+	st, err := os.Stat(filepath.Join(ds, dataset.SnapshotPath(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o005 != 0o005 {
+		t.Errorf("snapshot directory mode %v: others cannot read it", st.Mode().Perm())
+	}
+}
