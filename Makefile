@@ -3,8 +3,12 @@
 #   make demo   generate a sample lake (synthetic + real EIA), build, query
 #   make test   every test: Go (race detector, fuzz seeds) and Python interop
 #
-# Python is only used for interop tests and benchmark peers; it lives in a
-# venv created from python/requirements.txt (pinned).
+# Python is used by the demo (pyarrow), the interop and doc tests and the
+# benchmark peers. One venv, .venv, holds it; each target installs only the
+# pinned requirements it needs, in layers (python/requirements-*.txt):
+#   demo   pyarrow                                  make demo
+#   test   + pytest, duckdb, polars, vortex-data     make test, make venv
+#   bench  + duckdb, polars, numpy, matplotlib      make bench*
 
 GO        ?= go
 PYTHON    ?= python3
@@ -15,21 +19,42 @@ OUT       := out
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
+PREFIX    ?= /usr/local
+DESTDIR   ?=
 
-.PHONY: all build test test-go test-interop vet demo venv fuzz fuzz-smoke bench bench-quick bench-build clean
+.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke bench bench-quick bench-build clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-$(VENV)/.installed: python/requirements.txt
+# Copy the binaries to $(DESTDIR)$(PREFIX)/bin (make install PREFIX=$$HOME/.local needs no root).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN)/snapbuild $(BIN)/snapinspect $(BIN)/snapverify $(DESTDIR)$(PREFIX)/bin/
+
+PIP       := $(VPY) -m pip install --disable-pip-version-check --progress-bar off
+
+$(VENV)/.demo: python/requirements-demo.txt
+	@echo "== Python packages for the demo (python/requirements-demo.txt) into $(VENV)/"
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -r python/requirements.txt
+	$(PIP) -r python/requirements-demo.txt
 	touch $@
 
-venv: $(VENV)/.installed
+$(VENV)/.test: $(VENV)/.demo python/requirements-test.txt
+	@echo "== Python packages for the tests (python/requirements-test.txt) into $(VENV)/"
+	$(PIP) -r python/requirements-test.txt
+	touch $@
+
+$(VENV)/.bench: $(VENV)/.demo python/requirements-bench.txt
+	@echo "== Python packages for the benchmark (python/requirements-bench.txt) into $(VENV)/"
+	$(PIP) -r python/requirements-bench.txt
+	touch $@
+
+venv-demo: $(VENV)/.demo
+venv: $(VENV)/.test
+venv-bench: $(VENV)/.bench
 
 vet:
 	$(GO) vet ./...
@@ -42,7 +67,7 @@ test-go:
 	$(GO) test -race -count=1 -tags invariants ./...
 
 test-interop: build venv
-	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop tests/vortex
+	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop tests/vortex tests/docs
 
 # Run every fuzz target for FUZZTIME each (CI runs the seed corpora via
 # test-go; this explores).
@@ -65,21 +90,21 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckFooter$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/arrowfile
 	$(GO) test -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/wal
 
-demo: build venv
+demo: build venv-demo
 	bash examples/demo.sh
 
 # Serving benchmark (bench/README.md): start-up, memory, latency, build, sizes and scaling of
 # snapbuild serve against rebuild-at-start baselines, in one run. PROFILE=quick|default|large.
 PROFILE ?= default
-bench: build venv
+bench: build venv-bench
 	$(VPY) bench/harness.py --profile $(PROFILE) --bin $(BIN)/snapbuild --go $(GO) --out bench/results
 
 # CI smoke test of the harness: every section on a 2k-series lake; results in out/bench.
-bench-quick: build venv
+bench-quick: build venv-bench
 	$(VPY) bench/harness.py --profile quick --bin $(BIN)/snapbuild --go $(GO) --out $(OUT)/bench
 
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
-bench-build: build venv
+bench-build: build venv-bench
 	$(GO) test -run '^$$' -bench BenchmarkBuild -benchtime 3x ./pkg/sortwrite
 	$(VPY) bench/build_vs_duckdb.py --bin $(BIN)/snapbuild --runs 3
 

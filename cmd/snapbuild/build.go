@@ -39,6 +39,7 @@ Examples:
 			&cli.IntFlag{Name: "batch-rows", Value: datafile.DefaultBatchRows, Usage: "target rows per data record batch (cut at series boundaries)"},
 			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines", DefaultText: "number of CPUs"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
+			lockTimeoutFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
@@ -66,6 +67,7 @@ Examples:
 				BatchRows:    c.Int("batch-rows"),
 				Parallel:     c.Int("parallel"),
 				Tool:         "servingsnap " + version,
+				Lock:         lockOptions(c, c.String("out")),
 			})
 			if err != nil {
 				return err

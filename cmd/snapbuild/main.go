@@ -6,7 +6,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -15,8 +17,12 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at link time by the Makefile (-ldflags "-X main.version=...").
-var version = "dev"
+// version is set at link time by make build and make install (-ldflags
+// "-X main.version=$(git describe)"); without it, init reads the version
+// the go command stamped into the binary (cliutil.Version).
+var version string
+
+func init() { version = cliutil.Version(version) }
 
 func main() {
 	app := &cli.App{
@@ -34,6 +40,7 @@ func main() {
 			historyCommand(),
 			rollbackCommand(),
 			gcCommand(),
+			exportCommand(),
 			convertCommand(),
 			compactCommand(),
 		},
@@ -57,6 +64,9 @@ func exitCode(err error) int {
 	}
 	if strings.HasPrefix(err.Error(), "Required flag") {
 		return 2 // urfave/cli's missing-flag error has no exported type
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return 2 // a dataset, vintage or input that is not there: a wrong operand
 	}
 	return 1
 }

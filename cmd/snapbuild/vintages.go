@@ -24,11 +24,35 @@ func lockDataset(c *cli.Context) (*dataset.Dir, *dataset.Writer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := d.LockForWrite()
+	w, err := d.LockForWriteWith(c.Context, lockOptions(c, d.Dir))
 	if err != nil {
 		return nil, nil, err
 	}
 	return d, w, nil
+}
+
+// lockTimeoutFlag is --lock-timeout of the commands that write a dataset.
+func lockTimeoutFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "lock-timeout", Usage: "give up after `D` when another build, rollback or gc of the dataset holds its lock", DefaultText: "wait as long as it takes"}
+}
+
+// lockOptions says on stderr why a writer is waiting, and bounds the wait
+// by --lock-timeout.
+func lockOptions(c *cli.Context, dir string) dataset.LockOptions {
+	return dataset.LockOptions{
+		Timeout: c.Duration("lock-timeout"),
+		Waiting: func(pid int) {
+			by := "another build, rollback or gc"
+			if pid != 0 {
+				by = fmt.Sprintf("process %d (a build, rollback or gc)", pid)
+			}
+			bound := "waiting until it finishes (--lock-timeout bounds the wait)"
+			if t := c.Duration("lock-timeout"); t > 0 {
+				bound = "waiting up to " + t.String()
+			}
+			fmt.Fprintf(c.App.ErrWriter, "%s: %s holds the write lock of %s; %s\n", c.App.Name, by, dir, bound)
+		},
+	}
 }
 
 func printJSON(v any) error {
@@ -79,6 +103,7 @@ Example:
 		Flags: []cli.Flag{
 			&cli.Uint64Flag{Name: "to", Usage: "snapshot `ID` to make current", Required: true},
 			&cli.StringFlag{Name: "reason", Usage: "recorded in HISTORY"},
+			lockTimeoutFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			d, w, err := lockDataset(c)
@@ -99,9 +124,10 @@ Example:
 func gcCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "gc",
-		Usage:     "delete old vintages: all but CURRENT and the newest --keep",
+		Usage:     "delete old vintages: keep CURRENT and the --keep newest others",
 		ArgsUsage: "ROOT/DATASET",
-		Description: `A vintage that a running server (or any reader) still has open is never
+		Description: `Keeps CURRENT and the K newest other vintages (--keep 1: one to roll back
+to; --keep 0: CURRENT alone) and deletes the rest. A vintage that a running server (or any reader) still has open is never
 deleted: readers hold a shared lock on leases/NNNNNN while a snapshot is open,
 and gc skips any vintage whose lease it cannot lock exclusively ("in use").
 The kernel drops a dead reader's locks, so a crashed server pins nothing.
@@ -113,6 +139,7 @@ Examples:
 			&cli.IntFlag{Name: "keep", Usage: "newest vintages to keep besides CURRENT", Required: true},
 			&cli.BoolFlag{Name: "dry-run", Usage: "say what would be removed, remove nothing"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			lockTimeoutFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			d, w, err := lockDataset(c)

@@ -20,13 +20,18 @@ import (
 	"github.com/energyscope/servingsnap/pkg/inspect"
 )
 
-// version is set at link time by the Makefile (-ldflags "-X main.version=...").
-var version = "dev"
+// version is set at link time by make build and make install (-ldflags
+// "-X main.version=$(git describe)"); without it, init reads the version
+// the go command stamped into the binary (cliutil.Version).
+var version string
+
+func init() { version = cliutil.Version(version) }
 
 // Exit statuses.
 const (
 	exitOK       = 0
 	exitNotFound = 1 // not found, bad snapshot, any failure
+	exitFinding  = 1 // diff --exit-code: the snapshots differ
 	exitUsage    = 2 // bad command line
 )
 
@@ -41,7 +46,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "snapinspect: %v\n", err)
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(stderr, "snapinspect: %s\n", msg)
+	}
 	var ec cli.ExitCoder
 	if errors.As(err, &ec) {
 		return ec.ExitCode()
@@ -59,12 +66,17 @@ func onUsageError(_ *cli.Context, err error, _ bool) error {
 }
 
 // globalFlags are accepted before or after the command name; each command
-// gets its own copies (urfave/cli flags hold parse state).
+// gets its own copies (urfave/cli flags hold parse state). history and
+// diff, which name no single snapshot, take only --json.
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "inspect vintage `N` (a snapshot id) instead of the one CURRENT names", DefaultText: "CURRENT"},
-		&cli.BoolFlag{Name: "json", Usage: "print JSON (field names are stable; see docs/CLI.md)"},
+		jsonFlag(),
 	}
+}
+
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON (field names are stable; see docs/CLI.md)"}
 }
 
 func withGlobal(fs ...cli.Flag) []cli.Flag { return append(globalFlags(), fs...) }
@@ -362,7 +374,7 @@ not a failure of the command.
 Examples:
    snapinspect snapshots/EIA history
    snapinspect history snapshots/EIA --json | jq '.snapshots[] | select(.error != "")'`,
-		Flags:        globalFlags(),
+		Flags:        []cli.Flag{jsonFlag()},
 		OnUsageError: onUsageError,
 		Action: func(c *cli.Context) error {
 			dir, rest, err := datasetArg(c, "history")
@@ -389,8 +401,9 @@ func diffCommand() *cli.Command {
 		Name:      "diff",
 		Usage:     "compare two snapshots of the dataset",
 		ArgsUsage: "ROOT/DATASET A [B]",
-		Description: `Compares snapshot A with snapshot B (default: the one CURRENT names): series
-added, removed and changed, and totals. Rows of a series present in both are
+		Description: `Compares snapshot A with snapshot B (default: the one CURRENT names): the
+totals first, then every series added, removed or changed (--stat: the
+totals only). Rows of a series present in both are
 matched by period; a period only in B is an added row, only in A a removed
 row, in both with a different value a changed row (nulls equal nulls, NaN
 equals NaN). Only period and value are compared, not the other data columns
@@ -400,8 +413,13 @@ does not grow with the dataset.
 Examples:
    snapinspect snapshots/EIA diff 1 2
    snapinspect snapshots/EIA diff 1            # 1 against CURRENT
+   snapinspect snapshots/EIA diff 41 42 --stat --exit-code || echo "42 changed something"
    snapinspect diff snapshots/EIA 3 4 --json | jq .totals`,
-		Flags:        globalFlags(),
+		Flags: []cli.Flag{
+			jsonFlag(),
+			&cli.BoolFlag{Name: "stat", Usage: "print the totals only, not a line per differing series"},
+			&cli.BoolFlag{Name: "exit-code", Usage: "exit 1 when the snapshots differ, 0 when they do not (as git diff --exit-code)"},
+		},
 		OnUsageError: onUsageError,
 		Action: func(c *cli.Context) error {
 			dir, ids, err := datasetArg(c, "diff")
@@ -430,14 +448,23 @@ Examples:
 				return err
 			}
 			defer b.Close()
+			var t inspect.DiffTotals
 			if wantJSON(c) {
-				rep, err := inspect.CollectDiff(a, b)
+				rep, err := inspect.CollectDiff(a, b, c.Bool("stat"))
 				if err != nil {
 					return err
 				}
-				return rep.WriteJSON(c.App.Writer)
+				if err := rep.WriteJSON(c.App.Writer); err != nil {
+					return err
+				}
+				t = rep.Totals
+			} else if t, err = inspect.WriteDiffText(c.App.Writer, a, b, c.Bool("stat")); err != nil {
+				return err
 			}
-			return inspect.WriteDiffText(c.App.Writer, a, b)
+			if c.Bool("exit-code") && t.Differ() {
+				return cli.Exit("", exitFinding) // like git diff --exit-code: 1 means "different"
+			}
+			return nil
 		},
 	}
 }

@@ -94,6 +94,8 @@ func TestGolden(t *testing.T) {
 		{"history", []string{"ROOT/PRICES", "history"}, 0},
 		{"diff", []string{"ROOT/PRICES", "diff", "1", "2"}, 0},
 		{"diff_current", []string{"diff", "ROOT/PRICES", "000002"}, 0},
+		{"diff_stat", []string{"ROOT/PRICES", "diff", "1", "2", "--stat"}, 0},
+		{"diff_exit_code", []string{"ROOT/PRICES", "diff", "1", "2", "--stat", "--exit-code"}, 1},
 		{"summary_corrupt_manifest", []string{"ROOT/PRICES", "--snapshot", "3"}, 1},
 	}
 	for _, c := range cases {
@@ -166,7 +168,7 @@ var jsonFields = map[string]map[string][]string{
 		"snapshots[]": {"snapshot_id", "parent_id", "created", "tool", "rows", "series", "first_period", "last_period", "current", "error"},
 	},
 	"diff": {
-		"":         {"dataset", "a", "b", "series", "totals"},
+		"":         {"dataset", "a", "b", "totals", "stat", "series"},
 		"a":        {"snapshot_id", "created", "current", "rows", "series"},
 		"b":        {"snapshot_id", "created", "current", "rows", "series"},
 		"series[]": {"series_id", "change", "rows_a", "rows_b", "rows_added", "rows_removed", "rows_changed"},
@@ -462,5 +464,36 @@ func TestNormalizeArgs(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%q → %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// TestDiffExitCode: --exit-code is 0 for equal snapshots and 1 for
+// different ones, as git diff --exit-code, in text and JSON; --stat prints
+// no series lines and an empty series list.
+func TestDiffExitCode(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"ROOT/PRICES", "diff", "2", "2", "--exit-code"}, 0},
+		{[]string{"ROOT/PRICES", "diff", "1", "2", "--exit-code"}, 1},
+		{[]string{"ROOT/PRICES", "diff", "1", "2", "--exit-code", "--json", "--stat"}, 1},
+		{[]string{"ROOT/PRICES", "diff", "2", "--exit-code", "--json"}, 0},
+		{[]string{"ROOT/PRICES", "diff", "1", "2"}, 0},
+	}
+	for _, c := range cases {
+		stdout, stderr, code := runCmd(t, c.args...)
+		if code != c.code || stderr != "" {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and no message", c.args, code, stderr, c.code)
+		}
+		if strings.Contains(strings.Join(c.args, " "), "--stat") {
+			if strings.Contains(stdout, "NG.HH.D") {
+				t.Errorf("%q lists series:\n%s", c.args, stdout)
+			}
+		}
+	}
+	stdout, _, _ := runCmd(t, "ROOT/PRICES", "diff", "1", "2")
+	if i, j := strings.Index(stdout, "totals"), strings.Index(stdout, "NG.HH.D"); i < 0 || j < i {
+		t.Errorf("totals do not come first:\n%s", stdout)
 	}
 }

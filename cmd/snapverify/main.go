@@ -21,8 +21,12 @@ import (
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
 
-// version is set at link time (-ldflags "-X main.version=...").
-var version = "dev"
+// version is set at link time by make build and make install (-ldflags
+// "-X main.version=$(git describe)"); without it, init reads the version
+// the go command stamped into the binary (cliutil.Version).
+var version string
+
+func init() { version = cliutil.Version(version) }
 
 // Exit statuses.
 const (

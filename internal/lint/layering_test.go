@@ -43,7 +43,7 @@ var layers = []struct {
 	// builder.
 	// compact writes snapshots from a query Reader; live is the write
 	// path (WAL + delta) a transport drives.
-	{"tools", []string{"pkg/inspect", "pkg/verify/...", "pkg/convert", "pkg/sortwrite", "pkg/compact", "pkg/live"}},
+	{"tools", []string{"pkg/inspect", "pkg/verify/...", "pkg/convert", "pkg/export", "pkg/sortwrite", "pkg/compact", "pkg/live"}},
 	{"transport", []string{"pkg/serve/..."}},
 	// bench/gobaseline is a standalone baseline program for the
 	// benchmark harness; like the commands, nothing imports it.

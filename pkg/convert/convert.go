@@ -1,7 +1,8 @@
 // Package convert streams a table between Parquet, Arrow IPC and Vortex
-// files, chosen by file extension. It exists so data engineers can try the
-// Vortex codec (pkg/vortexio) on their own files with one command, and so
-// snapshots' Arrow files can be turned into Parquet for other engines.
+// files (and out to CSV), chosen by file extension. It exists so data
+// engineers can try the Vortex codec (pkg/vortexio) on their own files with
+// one command, and so tables can be turned into Parquet or CSV for other
+// engines; Create is the output side, which pkg/export writes through too.
 package convert
 
 import (
@@ -9,11 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -34,6 +39,7 @@ const (
 	Parquet Format = "parquet"
 	Arrow   Format = "arrow" // Arrow IPC file (or stream, when reading)
 	Vortex  Format = "vortex"
+	CSV     Format = "csv" // written only
 )
 
 // FormatOf maps a path's extension to a format.
@@ -45,8 +51,10 @@ func FormatOf(path string) (Format, error) {
 		return Arrow, nil
 	case ".vortex", ".vtx":
 		return Vortex, nil
+	case ".csv":
+		return CSV, nil
 	default:
-		return "", fmt.Errorf("%s: unknown extension %q (want .parquet, .arrow or .vortex)", path, ext)
+		return "", fmt.Errorf("%s: unknown extension %q (want .parquet, .arrow, .vortex or .csv)", path, ext)
 	}
 }
 
@@ -89,8 +97,10 @@ func Convert(ctx context.Context, in, out string, overwrite bool) (_ *Stats, err
 	if err != nil {
 		return nil, err
 	}
-	to, err := FormatOf(out)
-	if err != nil {
+	if from == CSV {
+		return nil, fmt.Errorf("%s: CSV is an output format only", in)
+	}
+	if _, err := FormatOf(out); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(out); err == nil && !overwrite {
@@ -101,25 +111,12 @@ func Convert(ctx context.Context, in, out string, overwrite bool) (_ *Stats, err
 		return nil, err
 	}
 	defer src.Close()
-	tmp := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".tmp")
-	f, err := os.Create(tmp)
+	o, err := Create(out, src.Schema(), overwrite)
 	if err != nil {
 		return nil, err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	// Hide Close from the sink (pqarrow closes a writer that has one): the
-	// file is synced and closed here, after the footer is out.
-	snk, err := createSink(struct{ io.Writer }{f}, src.Schema(), to)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", out, err)
-	}
-	st := &Stats{From: from, To: to}
+	defer o.Abort()
+	st := &Stats{From: from, To: o.Format}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -131,37 +128,109 @@ func Convert(ctx context.Context, in, out string, overwrite bool) (_ *Stats, err
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", in, err)
 		}
-		err = snk.Write(rec)
+		err = o.Write(rec)
 		st.Rows += rec.NumRows()
 		st.Batches++
 		rec.Release()
 		if err != nil {
-			return nil, fmt.Errorf("write %s (rows %d..): %w", out, st.Rows, err)
+			return nil, err
 		}
 	}
-	if err := snk.Close(); err != nil {
-		return nil, fmt.Errorf("write %s: %w", out, err)
-	}
-	if err := f.Sync(); err != nil {
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		return nil, err
-	}
-	ok = true
-	if err := fileutil.SyncDir(filepath.Dir(out)); err != nil {
+	if err := o.Close(); err != nil {
 		return nil, err
 	}
 	if fi, err := os.Stat(in); err == nil {
 		st.InSize = fi.Size()
 	}
-	if fi, err := os.Stat(out); err == nil {
-		st.OutSize = fi.Size()
-	}
+	st.OutSize = o.Size
 	return st, nil
+}
+
+// Output is a table file being written, its format chosen by extension.
+// Batches go to a temporary file beside it that Close renames into place
+// once complete (after fsync), so the path never holds a half-written
+// table; Abort, or a failed Close, removes the temporary file.
+type Output struct {
+	Format Format
+	Rows   int64 // rows written so far
+	Size   int64 // bytes of the finished file, set by Close
+
+	path, tmp string
+	f         *os.File
+	snk       sink
+	done      bool
+}
+
+// Create starts writing a table of schema to path. An existing path is
+// refused unless overwrite is set.
+func Create(path string, schema *arrow.Schema, overwrite bool) (*Output, error) {
+	f, err := FormatOf(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err == nil && !overwrite {
+		return nil, fmt.Errorf("%s exists (pass --overwrite to replace it)", path)
+	}
+	o := &Output{Format: f, path: path, tmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")}
+	if o.f, err = os.Create(o.tmp); err != nil {
+		return nil, err
+	}
+	// Hide Close from the sink (pqarrow closes a writer that has one): the
+	// file is synced and closed here, after the footer is out.
+	if o.snk, err = createSink(struct{ io.Writer }{o.f}, schema, f); err != nil {
+		o.Abort()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return o, nil
+}
+
+// Write appends a batch.
+func (o *Output) Write(rec arrow.RecordBatch) error {
+	if err := o.snk.Write(rec); err != nil {
+		return fmt.Errorf("write %s (rows %d..): %w", o.path, o.Rows, err)
+	}
+	o.Rows += rec.NumRows()
+	return nil
+}
+
+// Close finishes the file and moves it into place.
+func (o *Output) Close() error {
+	if o.done {
+		return nil
+	}
+	err := o.snk.Close()
+	if err == nil {
+		err = o.f.Sync()
+	}
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = o.f.Stat(); err == nil {
+			o.Size = fi.Size()
+		}
+	}
+	if cerr := o.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(o.tmp, o.path)
+	}
+	if err != nil {
+		os.Remove(o.tmp)
+		o.done = true
+		return fmt.Errorf("write %s: %w", o.path, err)
+	}
+	o.done = true
+	return fileutil.SyncDir(filepath.Dir(o.path))
+}
+
+// Abort drops an unfinished file; after Close it does nothing.
+func (o *Output) Abort() {
+	if o.done {
+		return
+	}
+	o.done = true
+	o.f.Close()
+	os.Remove(o.tmp)
 }
 
 func openSource(ctx context.Context, path string, f Format) (source, error) {
@@ -240,7 +309,11 @@ func createSink(w io.Writer, schema *arrow.Schema, f Format) (sink, error) {
 			parquet.WithMaxRowGroupLength(1<<20),
 			parquet.WithDictionaryPageSizeLimit(16<<20), // large dictionaries stay dictionaries
 		)
-		return pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+		if err != nil {
+			return nil, err
+		}
+		return parquetSink{fw}, nil
 	case Arrow:
 		iw, err := ipc.NewFileWriter(w, ipc.WithSchema(schema))
 		if err != nil {
@@ -249,8 +322,52 @@ func createSink(w io.Writer, schema *arrow.Schema, f Format) (sink, error) {
 		return iw, nil
 	case Vortex:
 		return vortexio.NewWriter(w, schema, vortexio.WriterOptions{})
+	case CSV:
+		// A header line, nulls empty, floats in the shortest plain form
+		// that reads back exactly, dates as YYYY-MM-DD.
+		return &csvSink{csv.NewWriter(w, schema, csv.WithHeader(true), csv.WithNullWriter(""), csv.WithCustomTypeConverter(csvFloats))}, nil
 	}
 	return nil, fmt.Errorf("unknown format %q", f)
+}
+
+// parquetSink gathers batches into row groups of up to 1M rows (one
+// encoded row group in memory at a time) instead of one per batch.
+type parquetSink struct{ w *pqarrow.FileWriter }
+
+func (s parquetSink) Write(rec arrow.RecordBatch) error { return s.w.WriteBuffered(rec) }
+func (s parquetSink) Close() error                      { return s.w.Close() }
+
+type csvSink struct{ w *csv.Writer }
+
+func (s *csvSink) Write(rec arrow.RecordBatch) error { return s.w.Write(rec) }
+func (s *csvSink) Close() error                      { s.w.Flush(); return s.w.Error() }
+
+// csvFloats writes floating-point columns as 1234567.5 rather than the
+// writer's default 1.2345675e+06.
+func csvFloats(typ arrow.DataType, col arrow.Array) ([]string, bool) {
+	var bits int
+	var val func(i int) float64
+	switch a := col.(type) {
+	case *array.Float64:
+		bits, val = 64, a.Value
+	case *array.Float32:
+		bits, val = 32, func(i int) float64 { return float64(a.Value(i)) }
+	default:
+		return nil, false
+	}
+	out := make([]string, col.Len())
+	for i := range out {
+		if col.IsNull(i) {
+			continue
+		}
+		v := val(i)
+		if a := math.Abs(v); a == 0 || (a >= 1e-6 && a < 1e21) {
+			out[i] = strconv.FormatFloat(v, 'f', -1, bits)
+		} else {
+			out[i] = strconv.FormatFloat(v, 'g', -1, bits)
+		}
+	}
+	return out, true
 }
 
 type parquetSource struct {

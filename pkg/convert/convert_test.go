@@ -49,7 +49,8 @@ func TestErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "exists.arrow"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(dir, "bad.vortex"), []byte("not vortex at all"), 0o644)
 	cases := []struct{ in, out, want string }{
-		{in, filepath.Join(dir, "out.csv"), `unknown extension ".csv"`},
+		{in, filepath.Join(dir, "out.tsv"), `unknown extension ".tsv"`},
+		{filepath.Join(dir, "in.csv"), filepath.Join(dir, "out.parquet"), "CSV is an output format only"},
 		{in, filepath.Join(dir, "exists.arrow"), "exists"},
 		{filepath.Join(dir, "missing.parquet"), filepath.Join(dir, "o.arrow"), "missing.parquet"},
 		{filepath.Join(dir, "bad.vortex"), filepath.Join(dir, "o2.arrow"), ""},

@@ -10,6 +10,7 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
@@ -185,19 +187,55 @@ type Writer struct {
 	lock *fileutil.Lock
 }
 
-// LockForWrite creates the dataset layout if needed, waits for the write
-// lock, and removes whatever a crashed writer left behind: the staging area
-// and snapshot directories that no manifest names (a crash between their
-// rename and the manifest's).
+// LockOptions say how a writer waits for another writer of the dataset
+// (a build, rollback or gc) to finish.
+type LockOptions struct {
+	// Timeout is how long to wait before giving up with an error wrapping
+	// fileutil.ErrLocked; 0 waits as long as it takes.
+	Timeout time.Duration
+	// Waiting, if set, is called once when the lock is held by someone
+	// else at the time it is asked for, with the holder's process id (0
+	// when it cannot be told), before the wait begins.
+	Waiting func(holderPID int)
+}
+
+// LockForWrite is LockForWriteWith without a timeout or a wait message.
 func (d *Dir) LockForWrite() (*Writer, error) {
+	return d.LockForWriteWith(context.Background(), LockOptions{})
+}
+
+// LockForWriteWith creates the dataset layout if needed, waits for the
+// write lock (as o says, and until ctx is done), and removes whatever a
+// crashed writer left behind: the staging area and snapshot directories
+// that no manifest names (a crash between their rename and the
+// manifest's).
+func (d *Dir) LockForWriteWith(ctx context.Context, o LockOptions) (*Writer, error) {
 	for _, sub := range []string{"", ManifestsDir, SnapshotsDir} {
 		if err := os.MkdirAll(d.Path(sub), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	l, err := fileutil.WaitLock(d.Path(LockFile))
+	path := d.Path(LockFile)
+	var waiting func()
+	holder := 0
+	if o.Waiting != nil || o.Timeout > 0 {
+		waiting = func() {
+			holder = fileutil.LockHolder(path)
+			if o.Waiting != nil {
+				o.Waiting(holder)
+			}
+		}
+	}
+	l, err := fileutil.WaitLockContext(ctx, path, o.Timeout, waiting)
+	if errors.Is(err, fileutil.ErrLocked) {
+		by := "another writer"
+		if holder != 0 {
+			by = fmt.Sprintf("process %d", holder)
+		}
+		return nil, fmt.Errorf("dataset %s: %s (a build, rollback or gc) still held the write lock %s after %s: %w", d.Name, by, path, o.Timeout, fileutil.ErrLocked)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dataset %s: write lock: %w", d.Name, err)
 	}
 	w := &Writer{d: d, lock: l}
 	if err := w.cleanLocked(); err != nil {
@@ -294,7 +332,18 @@ func (w *Writer) Stage() (string, error) {
 	if err := os.MkdirAll(w.d.Path(TmpDir), 0o755); err != nil {
 		return "", err
 	}
-	return os.MkdirTemp(w.d.Path(TmpDir), "build-")
+	dir, err := os.MkdirTemp(w.d.Path(TmpDir), "build-")
+	if err != nil {
+		return "", err
+	}
+	// MkdirTemp makes the directory 0700; renamed into snapshots/ it must
+	// be readable by a server running as another user (a systemd User=,
+	// a container's non-root user), like every other directory here.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
 }
 
 // Publish makes a staged snapshot visible, in the order docs/FORMAT.md §1
@@ -357,4 +406,58 @@ func maxID(ids ...uint64) uint64 {
 		}
 	}
 	return m
+}
+
+// NotExistError says that a dataset directory, or a vintage of it, does
+// not exist, naming what does. errors.Is(err, fs.ErrNotExist) holds, so
+// callers treat it as the missing operand it is.
+type NotExistError struct{ msg string }
+
+func (e *NotExistError) Error() string        { return e.msg }
+func (e *NotExistError) Is(target error) bool { return target == fs.ErrNotExist }
+
+// CheckExists returns a NotExistError when the dataset directory does not
+// exist, and an error when it is not a directory.
+func (d *Dir) CheckExists() error {
+	st, err := os.Stat(d.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &NotExistError{fmt.Sprintf("dataset directory %s does not exist", d.Dir)}
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("dataset directory %s is not a directory", d.Dir)
+	}
+	return nil
+}
+
+// CheckVintage returns a NotExistError naming vintage id and the vintages
+// present when its manifest does not exist (never published, or removed
+// by gc).
+func (d *Dir) CheckVintage(id uint64) error {
+	if err := d.CheckExists(); err != nil {
+		return err
+	}
+	_, err := os.Stat(d.Path(ManifestPath(id)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return &NotExistError{fmt.Sprintf("snapshot %d of %s does not exist (%s)", id, d.Name, d.vintageList())}
+	}
+	return err
+}
+
+// vintageList says which vintages are present, for messages.
+func (d *Dir) vintageList() string {
+	ids, err := d.IDs()
+	if err != nil || len(ids) == 0 {
+		return "it has no vintages"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	if cur, err := d.CurrentID(); err == nil {
+		return "vintages: " + strings.Join(s, ", ") + "; CURRENT is " + strconv.FormatUint(cur, 10)
+	}
+	return "vintages: " + strings.Join(s, ", ")
 }

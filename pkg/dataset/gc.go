@@ -18,6 +18,9 @@ func (w *Writer) Rollback(to uint64, tool, reason string) (from uint64, err erro
 	if err != nil && !errors.Is(err, ErrNoCurrent) {
 		return 0, err
 	}
+	if err := w.d.CheckVintage(to); err != nil {
+		return from, fmt.Errorf("rollback: %w", err)
+	}
 	if err := w.SetCurrent(to); err != nil {
 		return from, err
 	}
@@ -33,8 +36,9 @@ type GCResult struct {
 	DryRun     bool     `json:"dry_run"`
 }
 
-// GC removes every vintage that is neither CURRENT nor among the keep
-// newest (by id), unless a reader holds its lease. A snapshot is removed
+// GC keeps CURRENT and the keep newest (by id) other vintages, and removes
+// every other vintage unless a reader holds its lease: keep 1 leaves CURRENT
+// plus one vintage to roll back to, whether or not CURRENT is the newest. A snapshot is removed
 // manifest first (so no new reader can find it), then its files, then its
 // lease, all while holding its lease exclusively.
 func (w *Writer) GC(keep int, dryRun bool) (*GCResult, error) {
@@ -51,8 +55,14 @@ func (w *Writer) GC(keep int, dryRun bool) (*GCResult, error) {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
 	res := &GCResult{Removed: []uint64{}, Kept: []uint64{}, InUse: []uint64{}, DryRun: dryRun}
-	for i, id := range ids {
-		if id == cur || i < keep {
+	others := 0 // vintages kept besides CURRENT
+	for _, id := range ids {
+		if id == cur {
+			res.Kept = append(res.Kept, id)
+			continue
+		}
+		if others < keep {
+			others++
 			res.Kept = append(res.Kept, id)
 			continue
 		}

@@ -1,15 +1,22 @@
 package dataset_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -90,11 +97,16 @@ func TestGC(t *testing.T) {
 		wantInUse   []uint64
 		wantLeft    []uint64
 	}{
-		{"keep 2", 2, 0, 0, false, []uint64{3, 2, 1}, nil, []uint64{4, 5}},
+		// keep K is K vintages besides CURRENT (issue 17: keep 1 used to
+		// count CURRENT, leaving nothing to roll back to).
+		{"keep 1 leaves one to roll back to", 1, 0, 0, false, []uint64{3, 2, 1}, nil, []uint64{4, 5}},
+		{"keep 2", 2, 0, 0, false, []uint64{2, 1}, nil, []uint64{3, 4, 5}},
 		{"keep 0 keeps CURRENT", 0, 0, 0, false, []uint64{4, 3, 2, 1}, nil, []uint64{5}},
+		{"keep more than there are", 9, 0, 0, false, nil, nil, []uint64{1, 2, 3, 4, 5}},
 		{"rolled-back CURRENT survives", 1, 2, 0, false, []uint64{4, 3, 1}, nil, []uint64{2, 5}},
-		{"reader holds a lease", 1, 0, 3, false, []uint64{4, 2, 1}, []uint64{3}, []uint64{3, 5}},
-		{"dry run removes nothing", 1, 0, 0, true, []uint64{4, 3, 2, 1}, nil, []uint64{1, 2, 3, 4, 5}},
+		{"rolled-back CURRENT is not one of the K", 2, 2, 0, false, []uint64{3, 1}, nil, []uint64{2, 4, 5}},
+		{"reader holds a lease", 1, 0, 3, false, []uint64{2, 1}, []uint64{3}, []uint64{3, 4, 5}},
+		{"dry run removes nothing", 1, 0, 0, true, []uint64{3, 2, 1}, nil, []uint64{1, 2, 3, 4, 5}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,7 +140,7 @@ func TestGC(t *testing.T) {
 					t.Errorf("snapshot %d files survived gc", id)
 				}
 			}
-			if !tc.dry && res.FreedBytes <= 0 {
+			if !tc.dry && len(res.Removed) > 0 && res.FreedBytes <= 0 {
 				t.Errorf("freed %d bytes", res.FreedBytes)
 			}
 			// Whatever is left still opens.
@@ -162,5 +174,62 @@ func TestIDsNeverReused(t *testing.T) {
 	}
 	if res, _ := w.GC(5, true); res.InUse == nil || res.Removed == nil {
 		t.Fatal("empty GC lists must be [] in JSON, not null")
+	}
+}
+
+// TestLockWait: a second writer says it waits, names who holds the lock,
+// gives up after its timeout, and gets the lock once it is released.
+func TestLockWait(t *testing.T) {
+	d, err := dataset.Open(vintages(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.LockForWrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holders []int
+	o := dataset.LockOptions{Timeout: 100 * time.Millisecond, Waiting: func(pid int) { holders = append(holders, pid) }}
+	_, err = d.LockForWriteWith(context.Background(), o)
+	if !errors.Is(err, fileutil.ErrLocked) || !slices.Equal(holders, []int{os.Getpid()}) {
+		t.Fatalf("err %v, waiting called with %v; want ErrLocked after one call with this pid", err, holders)
+	}
+	for _, want := range []string{d.Name, fmt.Sprintf("process %d", os.Getpid()), "100ms"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	released := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { first.Close(); close(released) })
+	holders = nil
+	o.Timeout = 10 * time.Second
+	w, err := d.LockForWriteWith(context.Background(), o)
+	if err != nil || len(holders) != 1 {
+		t.Fatalf("after the first writer released: %v (waiting called %d times)", err, len(holders))
+	}
+	<-released
+	w.Close()
+}
+
+// TestMissingVintage: a rollback to a vintage that is not there names it
+// and those that are, and is fs.ErrNotExist for the command's exit status.
+func TestMissingVintage(t *testing.T) {
+	_, w := lockFor(t, vintages(t, 3))
+	_, err := w.Rollback(9, "test", "")
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "snapshot 9 of DS does not exist (vintages: 1, 2, 3; CURRENT is 3)") {
+		t.Fatalf("rollback to 9: %v", err)
+	}
+}
+
+// TestSnapshotDirReadable: a published snapshot directory is readable by
+// others (a server running as another user), not MkdirTemp's 0700.
+func TestSnapshotDirReadable(t *testing.T) {
+	ds := vintages(t, 1)
+	st, err := os.Stat(filepath.Join(ds, dataset.SnapshotPath(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o005 != 0o005 {
+		t.Errorf("snapshot directory mode %v: others cannot read it", st.Mode().Perm())
 	}
 }

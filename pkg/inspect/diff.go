@@ -58,13 +58,18 @@ type DiffTotals struct {
 	RowsNet         int64 `json:"rows_net"`
 }
 
+// Differ reports whether the two snapshots differ in any series or
+// (period, value) row.
+func (t DiffTotals) Differ() bool { return t.SeriesAdded+t.SeriesRemoved+t.SeriesChanged > 0 }
+
 // DiffReport is the JSON document of `snapinspect diff A B --json`.
 type DiffReport struct {
 	Dataset string       `json:"dataset"`
 	A       DiffSide     `json:"a"`
 	B       DiffSide     `json:"b"`
-	Series  []SeriesDiff `json:"series"` // sorted by series_id
 	Totals  DiffTotals   `json:"totals"`
+	Stat    bool         `json:"stat"`   // --stat: totals only, series is empty
+	Series  []SeriesDiff `json:"series"` // sorted by series_id
 }
 
 // Side describes s for a diff.
@@ -201,22 +206,32 @@ func valuesEqual(va, vb arrow.Array) func(i, j int) bool {
 	}
 }
 
-// CollectDiff runs Diff and gathers the differing series for JSON.
-func CollectDiff(a, b *snapshot.Snapshot) (*DiffReport, error) {
-	r := &DiffReport{Dataset: a.Dataset.Name, A: Side(a), B: Side(b), Series: []SeriesDiff{}}
+// CollectDiff runs Diff and gathers the differing series for JSON; with
+// stat, only the totals.
+func CollectDiff(a, b *snapshot.Snapshot, stat bool) (*DiffReport, error) {
+	r := &DiffReport{Dataset: a.Dataset.Name, A: Side(a), B: Side(b), Stat: stat, Series: []SeriesDiff{}}
 	t, err := Diff(a, b, func(d SeriesDiff) error {
-		r.Series = append(r.Series, d)
+		if !stat {
+			r.Series = append(r.Series, d)
+		}
 		return nil
 	})
 	r.Totals = t
 	return r, err
 }
 
-// WriteDiffText renders the diff of a and b for a terminal, streaming a
-// line per differing series as the merge finds it (column widths come from
-// a pass over both indexes' ids and row counts, not from the diff).
-func WriteDiffText(w io.Writer, a, b *snapshot.Snapshot) error {
+// WriteDiffText renders the diff of a and b for a terminal: the two sides
+// and the totals first, then (unless stat) a line per differing series.
+// Totals first cost a second merge of the two indexes, so that the series
+// lines still stream as the merge finds them and memory stays independent
+// of the number of differences (column widths come from a pass over both
+// indexes' ids and row counts, not from the diff).
+func WriteDiffText(w io.Writer, a, b *snapshot.Snapshot, stat bool) (DiffTotals, error) {
 	sa, sb := Side(a), Side(b)
+	t, err := Diff(a, b, func(SeriesDiff) error { return nil })
+	if err != nil {
+		return t, err
+	}
 	fmt.Fprintf(w, "diff of %s\n", a.Dataset.Name)
 	side := func(name string, s DiffSide) {
 		cur := ""
@@ -227,6 +242,22 @@ func WriteDiffText(w io.Writer, a, b *snapshot.Snapshot) error {
 	}
 	side("a", sa)
 	side("b", sb)
+	fmt.Fprintf(w, "\ntotals\n")
+	tt := newTable("", "a", "b", "net").alignRight(1, 2, 3)
+	tt.add("rows", Commas(sa.Rows), Commas(sb.Rows), signed(sb.Rows-sa.Rows))
+	tt.add("series", Commas(sa.Series), Commas(sb.Series), signed(sb.Series-sa.Series))
+	tt.write(w, "  ")
+	fmt.Fprintf(w, "  series: %s added, %s removed, %s changed, %s unchanged\n",
+		Commas(t.SeriesAdded), Commas(t.SeriesRemoved), Commas(t.SeriesChanged), Commas(t.SeriesUnchanged))
+	_, err = fmt.Fprintf(w, "  rows:   %s added, %s removed, %s changed\n",
+		Commas(t.RowsAdded), Commas(t.RowsRemoved), Commas(t.RowsChanged))
+	if err != nil || stat {
+		return t, err
+	}
+	if !t.Differ() {
+		_, err = fmt.Fprintf(w, "\n  no differences in series or (period, value) rows\n")
+		return t, err
+	}
 
 	head := []string{"series_id", "change", "rows_a", "rows_b", "rows_added", "rows_removed", "rows_changed"}
 	right := []bool{false, false, true, true, true, true, true}
@@ -246,34 +277,14 @@ func WriteDiffText(w io.Writer, a, b *snapshot.Snapshot) error {
 	for i := 2; i < len(width); i++ {
 		width[i] = max(width[i], len(Commas(maxRows)))
 	}
-	first := true
-	var werr error
-	t, err := Diff(a, b, func(d SeriesDiff) error {
-		if first {
-			first = false
-			io.WriteString(w, "\n")
-			io.WriteString(w, formatLine("  ", head, width, right))
-		}
-		_, werr = io.WriteString(w, formatLine("  ", []string{d.SeriesID, d.Change,
+	io.WriteString(w, "\n")
+	io.WriteString(w, formatLine("  ", head, width, right))
+	_, err = Diff(a, b, func(d SeriesDiff) error {
+		_, err := io.WriteString(w, formatLine("  ", []string{d.SeriesID, d.Change,
 			Commas(d.RowsA), Commas(d.RowsB), Commas(d.RowsAdded), Commas(d.RowsRemoved), Commas(d.RowsChanged)}, width, right))
-		return werr
-	})
-	if err != nil {
 		return err
-	}
-	if first {
-		fmt.Fprintf(w, "\n  no differences in series or (period, value) rows\n")
-	}
-	fmt.Fprintf(w, "\ntotals\n")
-	tt := newTable("", "a", "b", "net").alignRight(1, 2, 3)
-	tt.add("rows", Commas(sa.Rows), Commas(sb.Rows), signed(sb.Rows-sa.Rows))
-	tt.add("series", Commas(sa.Series), Commas(sb.Series), signed(sb.Series-sa.Series))
-	tt.write(w, "  ")
-	fmt.Fprintf(w, "  series: %s added, %s removed, %s changed, %s unchanged\n",
-		Commas(t.SeriesAdded), Commas(t.SeriesRemoved), Commas(t.SeriesChanged), Commas(t.SeriesUnchanged))
-	_, err = fmt.Fprintf(w, "  rows:   %s added, %s removed, %s changed\n",
-		Commas(t.RowsAdded), Commas(t.RowsRemoved), Commas(t.RowsChanged))
-	return err
+	})
+	return t, err
 }
 
 // WriteJSON renders the report as indented JSON.

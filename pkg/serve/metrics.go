@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ type Metrics struct {
 	reloadFailures *prometheus.CounterVec
 	reloadDuration *prometheus.HistogramVec
 	lastReload     *prometheus.GaugeVec
+
+	buildInfo *prometheus.GaugeVec
+	created   *prometheus.GaugeVec
 }
 
 // NewMetrics registers the servingsnap metrics plus the Go and process
@@ -95,10 +99,17 @@ func NewMetrics() *Metrics {
 		lastReload: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "servingsnap_last_reload_timestamp_seconds", Help: "Unix time of the last successful reload (swap), by dataset; 0 if none since start-up.",
 		}, []string{"dataset"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "servingsnap_build_info", Help: "Always 1; its labels say which build is running.",
+		}, []string{"version", "goversion"}),
+		created: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "servingsnap_snapshot_created_timestamp_seconds",
+			Help: "Unix time the served snapshot was built (its manifest's created), by dataset: time() minus it is the age of the data served.",
+		}, []string{"dataset"}),
 	}
 	r.MustRegister(m.requests, m.latency, m.inflight, m.rows, m.bytes, m.snapshotID, m.mapped,
 		m.dsRows, m.dsSeries, m.authFailed, m.startedUnix,
-		m.reloads, m.reloadFailures, m.reloadDuration, m.lastReload,
+		m.reloads, m.reloadFailures, m.reloadDuration, m.lastReload, m.buildInfo, m.created,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.startedUnix.SetToCurrentTime()
 	return m
@@ -109,6 +120,15 @@ func (m *Metrics) snapshotServed(v *view) {
 	m.mapped.WithLabelValues(v.dataset).Set(float64(v.MappedBytes()))
 	m.dsRows.WithLabelValues(v.dataset).Set(float64(v.Manifest.Stats.Rows))
 	m.dsSeries.WithLabelValues(v.dataset).Set(float64(v.Manifest.Stats.Series))
+	if t, err := time.Parse(time.RFC3339Nano, v.Manifest.Created); err == nil {
+		m.created.WithLabelValues(v.dataset).Set(float64(t.UnixNano()) / 1e9)
+	}
+}
+
+// setBuildInfo sets servingsnap_build_info for this binary.
+func (m *Metrics) setBuildInfo(version string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
 // initReload makes the reload series of a dataset exist at zero, so a

@@ -83,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	m := NewMetrics()
+	m.setBuildInfo(cfg.Version)
 	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator,
 		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact})
 	if err != nil {
@@ -140,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
 		mux.HandleFunc("/healthz", s.healthz)
+		mux.HandleFunc("/readyz", s.readyz)
 		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	ok = true
@@ -180,6 +182,26 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	json.NewEncoder(w).Encode(map[string]any{"status": "ok", "datasets": s.svc.Datasets()})
+}
+
+// readyz says whether to send traffic here (a load balancer's or
+// Kubernetes' readiness probe), where /healthz says whether the process is
+// alive: 503 while shutting down, and when the root holds no served
+// dataset (nothing could be answered, and datasets are only found at
+// start-up); otherwise 200 with the datasets served.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	ds := s.svc.Datasets()
+	switch {
+	case s.stopping.Load():
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]any{"status": "stopping"})
+	case len(ds) == 0:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]any{"status": "no datasets", "root": s.cfg.Root})
+	default:
+		json.NewEncoder(w).Encode(map[string]any{"status": "ready", "datasets": ds})
+	}
 }
 
 // Serve answers until ctx is cancelled, then shuts down gracefully: health

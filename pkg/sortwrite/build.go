@@ -50,6 +50,9 @@ type Options struct {
 	// footers. 0 means 90% of the machine's available memory.
 	MemoryLimit int64
 	Now         func() time.Time
+	// Lock says how to wait for another writer of the dataset (taken once
+	// the rows are sorted, just before writing).
+	Lock dataset.LockOptions
 }
 
 func (o *Options) defaults() error {
@@ -166,7 +169,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	phase(&sum.Phases.Sort)
 
-	w, err := ds.LockForWrite()
+	w, err := ds.LockForWriteWith(ctx, opt.Lock)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 """Write the reference Vortex fixtures for pkg/vortexio with vortex-data (the oracle).
 
-Usage (from the repo root, in a venv with python/requirements.txt installed):
+Usage (from the repo root, in a venv with python/requirements-test.txt installed):
 
     .venv/bin/python tests/vortex/make_fixtures.py [OUTDIR]
 
