@@ -33,3 +33,13 @@ func concatRecords(mem memory.Allocator, sc *arrow.Schema, recs ...arrow.RecordB
 	}
 	return rec, nil
 }
+
+// Concat concatenates normalized writes (in log order) into one, which
+// Apply treats as a single write whose later rows win.
+func Concat(mem memory.Allocator, s *Schema, writes []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(writes) == 1 {
+		writes[0].Retain()
+		return writes[0], nil
+	}
+	return concatRecords(mem, s.Write, writes...)
+}

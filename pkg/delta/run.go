@@ -88,22 +88,42 @@ func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Record
 	ids := w.Column(0).(*array.String)
 	periods := w.Column(1).(*array.Date32).Date32Values()
 	n := int(w.NumRows())
-	// Sort by (id, period, input row): the row breaks ties, so the sort is
-	// stable without the cost of a stable sort.
+	// Rank the distinct ids once (hashing a row's id is cheaper than
+	// comparing strings at every step of a sort), then sort integer keys
+	// (rank, period, input row): the row breaks ties, so the sort is stable
+	// without the cost of a stable sort.
+	rankOf := map[string]int32{}
+	var distinct []string
+	rowRank := make([]int32, n)
+	for i := 0; i < n; i++ {
+		id := ids.Value(i)
+		r, ok := rankOf[id]
+		if !ok {
+			r = int32(len(distinct))
+			rankOf[id] = r
+			distinct = append(distinct, id)
+		}
+		rowRank[i] = r
+	}
+	byID := make([]int32, len(distinct))
+	for i := range byID {
+		byID[i] = int32(i)
+	}
+	slices.SortFunc(byID, func(a, b int32) int { return strings.Compare(distinct[a], distinct[b]) })
+	rank := make([]uint64, len(distinct))
+	for r, i := range byID {
+		rank[i] = uint64(r)
+	}
 	type key struct {
-		id  string
-		p   arrow.Date32
+		k   uint64 // rank << 32 | period with its sign bit flipped (orders like the int32)
 		row int32
 	}
 	keys := make([]key, n)
 	for i := range keys {
-		keys[i] = key{ids.Value(i), periods[i], int32(i)}
+		keys[i] = key{rank[rowRank[i]]<<32 | uint64(uint32(periods[i])^0x80000000), int32(i)}
 	}
 	slices.SortFunc(keys, func(a, b key) int {
-		if c := strings.Compare(a.id, b.id); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.p, b.p); c != 0 {
+		if c := cmp.Compare(a.k, b.k); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.row, b.row)
