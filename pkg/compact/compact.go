@@ -32,8 +32,10 @@ import (
 type Options struct {
 	// BatchRows is the target data batch size (default: the parent's).
 	BatchRows int
-	Tool      string
-	Now       func() time.Time
+	// Tool is recorded in the manifest: "servingsnap <version>" (default
+	// "servingsnap dev"); the lineage says it was a compaction.
+	Tool string
+	Now  func() time.Time
 }
 
 // Result describes the published snapshot.
@@ -55,6 +57,9 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 	t0 := time.Now()
 	if opt.Now == nil {
 		opt.Now = time.Now
+	}
+	if opt.Tool == "" {
+		opt.Tool = "servingsnap dev"
 	}
 	if opt.BatchRows <= 0 {
 		opt.BatchRows = parent.Build.BatchRows
@@ -101,7 +106,8 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 		Stats: manifest.Stats{Rows: st.rows, Series: st.series},
 		Build: parent.Build,
 		// A compaction's inputs are its parent snapshot and the log.
-		Lineage:     manifest.Lineage{Kind: "compaction", Source: fmt.Sprintf("snapshot %d + wal through %d", parent.SnapshotID, walPos), LakeSnapshotID: parent.Lineage.LakeSnapshotID},
+		// It reads no input file: inputs is empty, never null.
+		Lineage:     manifest.Lineage{Kind: "compaction", Source: fmt.Sprintf("snapshot %d + wal through %d", parent.SnapshotID, walPos), LakeSnapshotID: parent.Lineage.LakeSnapshotID, Inputs: []manifest.Input{}},
 		WALPosition: walPos,
 	}
 	m.Build.BatchRows = opt.BatchRows

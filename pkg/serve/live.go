@@ -170,7 +170,7 @@ type CompactResult struct {
 // segments wholly folded in. A crash at any step loses nothing: before
 // CURRENT flips the old snapshot and the whole log are replayed, after it
 // the new snapshot and the records after its position.
-func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult, error) {
+func (d *dataset) compact(ctx context.Context, version string, log *slog.Logger) (CompactResult, error) {
 	res := CompactResult{Dataset: d.name, Result: "nothing"}
 	d.liveMu.Lock()
 	w := d.live
@@ -194,7 +194,7 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 	pos := frozen.FrozenPosition()
 	res.DeltaRows = frozen.Rows()
 	r := query.NewComposite(v.base, frozen)
-	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "snapbuild serve (compact)"})
+	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "servingsnap " + version})
 	v.Release()
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", d.name, err)
@@ -345,7 +345,11 @@ func (s *Service) Compact(ctx context.Context, name string) ([]CompactResult, er
 	}
 	var out []CompactResult
 	for _, n := range names {
-		r, err := s.datasets[n].compact(ctx, s.log)
+		version := s.version
+		if version == "" {
+			version = "dev"
+		}
+		r, err := s.datasets[n].compact(ctx, version, s.log)
 		if err != nil {
 			return out, err
 		}

@@ -67,6 +67,7 @@ import (
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
+	"github.com/energyscope/servingsnap/pkg/verify"
 )
 
 const scriptDataset = "LIVE"
@@ -667,8 +668,19 @@ func (s *liveScript) compactText(body []byte) string {
 	if r.Result != "compacted" {
 		return fmt.Sprintf("%s: snapshot %d", r.Result, r.SnapshotID)
 	}
-	return fmt.Sprintf("compacted: snapshot %d (parent %d), %d rows; folded %d delta rows through %s",
+	out := fmt.Sprintf("compacted: snapshot %d (parent %d), %d rows; folded %d delta rows through %s",
 		r.SnapshotID, r.ParentID, r.Rows, r.DeltaRows, s.label(r.WALPosition))
+	// What a compaction publishes passes snapverify --deep.
+	rep, err := verify.Verify(s.dir, verify.Options{SnapshotID: r.SnapshotID, Deep: true})
+	switch {
+	case err != nil:
+		out += "\nsnapverify: " + s.clean(err.Error())
+	case !rep.OK:
+		for _, f := range rep.Findings {
+			out += fmt.Sprintf("\nsnapverify: %+v", f)
+		}
+	}
+	return out
 }
 
 func (s *liveScript) compact(d *directive) string {

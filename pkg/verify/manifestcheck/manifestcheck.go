@@ -184,8 +184,14 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 		bad("stats", "first_period %s is after last_period %s", s.FirstPeriod, s.LastPeriod)
 	}
 	l := m.Lineage
-	if l.Kind != "parquet" {
-		bad("lineage.kind", "kind %q, want \"parquet\"", l.Kind)
+	switch l.Kind {
+	case "parquet":
+	case "compaction": // the parent snapshot and the WAL, no input file
+		if len(l.Inputs) > 0 {
+			bad("lineage.inputs", "a compaction lists %d input files, want none", len(l.Inputs))
+		}
+	default:
+		bad("lineage.kind", "kind %q, want \"parquet\" or \"compaction\"", l.Kind)
 	}
 	var inRows int64
 	for i, in := range l.Inputs {
