@@ -57,6 +57,9 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	if opt.Tool == "" {
+		opt.Tool = "servingsnap dev"
+	}
 	if opt.BatchRows <= 0 {
 		opt.BatchRows = parent.Build.BatchRows
 	}

@@ -161,10 +161,17 @@ func isNotFound(err error) bool {
 	return ok && qe.Kind == ErrNotFound
 }
 
-// ordered sorts codes by series id and drops duplicates.
+// ordered sorts codes by series id and drops duplicates. Delta-only
+// series have codes after the base's whatever their ids, so id order is
+// not code order: only an ascending list may become a range (CodeList
+// turns any list whose ends are n-1 apart into one).
 func (c *Composite) ordered(codes []int32) Selection {
 	slices.SortFunc(codes, func(a, b int32) int { return strings.Compare(c.SeriesID(int(a)), c.SeriesID(int(b))) })
-	return CodeList(slices.Compact(codes))
+	codes = slices.Compact(codes)
+	if slices.IsSorted(codes) {
+		return CodeList(codes)
+	}
+	return Selection{list: codes}
 }
 
 // source is one generation's rows of a series inside a period range.

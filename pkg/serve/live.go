@@ -17,6 +17,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/compact"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
@@ -78,7 +79,8 @@ func (d *dataset) writer(create bool, log *slog.Logger) (*live.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, info, err := live.Open(dir, s, v.Manifest.WALPosition, liveTarget{d}, live.Options{Logger: log})
+	folded := d.foldedPosition(v.Manifest, log)
+	w, info, err := live.Open(dir, s, folded, liveTarget{d}, live.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", d.name, err)
 	}
@@ -87,10 +89,33 @@ func (d *dataset) writer(create bool, log *slog.Logger) (*live.Writer, error) {
 	}
 	if info.Records > 0 {
 		log.Info("wal replayed", "dataset", d.name, "records", info.Records, "rows", info.Rows,
-			"ms", float64(info.Duration.Microseconds())/1000, "folded", v.Manifest.WALPosition)
+			"ms", float64(info.Duration.Microseconds())/1000, "folded", folded)
 	}
 	d.live = w
 	return w, nil
+}
+
+// foldedPosition is the WAL position after which records are replayed
+// over the snapshot m: the position the newest compaction in m's lineage
+// folded in. A compaction records it in its manifest; a build from the lake
+// records none (0), yet the writes its parent folded in are not delta rows
+// over it (a reload dropped them from the delta when that compaction was
+// served, and the lake's rows replace the parent's), so replaying them after
+// a restart would bring back rows the server no longer served before it.
+// The position is found by walking the parents; a parent manifest that
+// cannot be read (garbage-collected) stops the walk with a warning, and
+// every record still in the log is replayed: nothing acknowledged is lost.
+func (d *dataset) foldedPosition(m *manifest.Manifest, log *slog.Logger) uint64 {
+	for m.WALPosition == 0 && m.ParentID != 0 {
+		p, err := d.ds.Load(m.ParentID)
+		if err != nil {
+			log.Warn("wal: the snapshot's lineage cannot be read; replaying every record in the log", "dataset", d.name,
+				"snapshot_id", m.SnapshotID, "parent_id", m.ParentID, "error", err.Error())
+			return 0
+		}
+		m = p
+	}
+	return m.WALPosition
 }
 
 // installBase serves a newly opened snapshot. With live writes, the

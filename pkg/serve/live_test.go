@@ -90,7 +90,7 @@ func doPut(ctx context.Context, c flight.Client, dataset string, recs ...arrow.R
 	var acks []map[string]uint64
 	for _, rec := range recs {
 		if err := w.Write(rec); err != nil {
-			break
+			return acks, fmt.Errorf("write batch %d: %w", len(acks), err)
 		}
 		r, err := stream.Recv()
 		if err != nil {

@@ -15,6 +15,15 @@ func TestProblems(t *testing.T) {
 	if ps := Problems(good, sampleManifest()); len(ps) != 0 {
 		t.Fatalf("a manifest as sortwrite writes it breaks rules: %v", ps)
 	}
+	// A compaction's manifest: kind compaction, no input files.
+	comp := sampleManifest()
+	comp.Lineage = manifest.Lineage{Kind: "compaction", Source: "snapshot 1 + wal through 4294967312", Inputs: []manifest.Input{}}
+	comp.WALPosition = 1<<32 | 16
+	if b, err := manifest.Marshal(comp); err != nil {
+		t.Fatal(err)
+	} else if ps := Problems(b, comp); len(ps) != 0 {
+		t.Fatalf("a manifest as a compaction writes it breaks rules: %v", ps)
+	}
 	cases := []struct {
 		name string
 		edit func(m *manifest.Manifest)
@@ -40,6 +49,7 @@ func TestProblems(t *testing.T) {
 		{"tool", func(m *manifest.Manifest) { m.Tool = "other 1.0" }, nil, "tool"},
 		{"created not UTC", func(m *manifest.Manifest) { m.Created = "2024-05-01T10:11:12+02:00" }, nil, "created"},
 		{"lineage kind", func(m *manifest.Manifest) { m.Lineage.Kind = "delta" }, nil, "lineage.kind"},
+		{"compaction with inputs", func(m *manifest.Manifest) { m.Lineage.Kind = "compaction" }, nil, "lineage.inputs"},
 		{"input checksum", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Checksum = "md5:x" }, nil, "lineage.inputs[0].checksum"},
 		{"input path", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Path = "../x.parquet" }, nil, "lineage.inputs[0].path"},
 		{"input rows", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Rows = 12 }, nil, "lineage.inputs"},
