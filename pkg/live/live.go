@@ -108,6 +108,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 		opt.MaxGroupBytes = 64 << 20
 	}
 	t0 := time.Now()
+	opt.WAL.After = wal.PositionFromUint64(folded)
 	l, err := wal.Open(dir, opt.WAL)
 	if err != nil {
 		return nil, ReplayInfo{}, err

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -234,5 +235,44 @@ func TestLiveWritesMergeCompactReplay(t *testing.T) {
 	srv3 := startServer(t, Config{Root: root})
 	if got := rowsOf(t, dial(t, srv3), all); got != want2 {
 		t.Fatalf("after offline compaction:\n%s", got)
+	}
+}
+
+// TestDiscardedDeltaAndWritesAfter: `snapbuild compact --discard` sets the
+// WAL aside; the next server serves the snapshot alone and takes writes
+// again into a new log that starts after what the snapshot folded in.
+func TestDiscardedDeltaAndWritesAfter(t *testing.T) {
+	root := liveRoot(t)
+	ctx := context.Background()
+	all := map[string]any{"dataset": "LIVE", "series": []string{"A"}}
+	srv := startServer(t, Config{Root: root})
+	c := dial(t, srv)
+	if _, err := doPut(ctx, c, "LIVE", putRows{"series_id": {"A"}, "period": {"2020-04"}, "value": {4.0}}.record(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.svc.Compact(ctx, "LIVE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := doPut(ctx, c, "LIVE", putRows{"series_id": {"A"}, "period": {"2020-05"}, "value": {5.0}}.record(t)); err != nil {
+		t.Fatal(err)
+	}
+	srv.svc.Close()
+	moved, err := compact.Discard(filepath.Join(root, "LIVE"), time.Now())
+	if err != nil || !strings.Contains(moved, "wal.discarded-") {
+		t.Fatalf("discard: %q, %v", moved, err)
+	}
+	srv2 := startServer(t, Config{Root: root})
+	c2 := dial(t, srv2)
+	want := "A 2020-01-01 1\nA 2020-02-01 2\nA 2020-03-01 3\nA 2020-04-01 4"
+	if got := rowsOf(t, c2, all); got != want {
+		t.Fatalf("after discard:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := doPut(ctx, c2, "LIVE", putRows{"series_id": {"A"}, "period": {"2020-06"}, "value": {6.0}}.record(t)); err != nil {
+		t.Fatalf("write after discard: %v", err)
+	}
+	srv2.svc.Close()
+	srv3 := startServer(t, Config{Root: root})
+	if got := rowsOf(t, dial(t, srv3), all); got != want+"\nA 2020-06-01 6" {
+		t.Fatalf("after restart:\n%s", got)
 	}
 }

@@ -53,6 +53,12 @@ type Options struct {
 	// intact record, instead of failing with a *CorruptionError. It does
 	// not apply to older segments: damage there is always an error.
 	Quarantine bool
+	// After, for a log that has no segment yet, is a position the new log
+	// must lie beyond: its first segment is numbered After.Segment+1. A
+	// snapshot that folded a log in records the position; when that log
+	// was set aside, the next one starts after it, so the snapshot's
+	// position still lies before every new record.
+	After Position
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -177,11 +183,12 @@ func (w *WAL) load() error {
 		return err
 	}
 	if len(segs) == 0 {
-		f, err := createSegment(w.dir, 1)
+		n := w.opts.After.Segment + 1
+		f, err := createSegment(w.dir, n)
 		if err != nil {
 			return err
 		}
-		w.f, w.seg, w.size, w.first = f, 1, segmentHeaderSize, 1
+		w.f, w.seg, w.size, w.first = f, n, segmentHeaderSize, n
 		return nil
 	}
 	for i := 1; i < len(segs); i++ {
