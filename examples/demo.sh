@@ -27,11 +27,15 @@ echo "== 4. inspect"
 "$BIN/snapinspect" "$OUT/snapshots/EIA"
 "$BIN/snapinspect" "$OUT/snapshots/EIA" latest --category "Natural Gas"
 
-echo "== 5. query: read the snapshot files with pyarrow (zero-copy memory map)"
+echo "== 5. export rows with series ids and attributes, for other tools"
+"$BIN/snapbuild" export "$OUT/snapshots/EIA" "$OUT/brent.csv" --series PET.RBRTE.M --from 2026
+head -3 "$OUT/brent.csv"
+
+echo "== 6. query: read the snapshot files with pyarrow (zero-copy memory map)"
 "$PY" examples/python/read_snapshot.py "$OUT/snapshots/EIA" PET.RBRTE.M --last 5
 "$PY" examples/python/read_snapshot.py "$OUT/snapshots/SYN" --first-series --last 3
 
-echo "== 6. serve over Arrow Flight and query with pyarrow.flight"
+echo "== 7. serve over Arrow Flight and query with pyarrow.flight"
 "$BIN/snapbuild" serve --root "$OUT/snapshots" --addr 127.0.0.1:0 > "$OUT/serve.json" 2> "$OUT/serve.log" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT

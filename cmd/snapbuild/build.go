@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -73,11 +72,9 @@ Examples:
 				return err
 			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(sum)
+				return printJSON(c, sum)
 			}
-			printSummary(os.Stdout, sum)
+			printSummary(c.App.Writer, sum)
 			return nil
 		},
 	}
@@ -85,8 +82,8 @@ Examples:
 
 func printSummary(w io.Writer, s *sortwrite.Summary) {
 	fmt.Fprintf(w, "snapshot %d of %s (parent %d): %s\n", s.SnapshotID, s.Dataset, s.ParentID, s.Manifest)
-	fmt.Fprintf(w, "  rows        %d in %d series (%d duplicates dropped)\n", s.Rows, s.Series, s.DuplicatesDropped)
-	fmt.Fprintf(w, "  inputs      %d files, %s\n", s.Inputs, humanBytes(s.InputBytes))
+	fmt.Fprintf(w, "  rows        %s in %s series (%s duplicates dropped)\n", count(s.Rows), count(s.Series), count(s.DuplicatesDropped))
+	fmt.Fprintf(w, "  inputs      %s files, %s\n", count(s.Inputs), humanBytes(s.InputBytes))
 	fmt.Fprintf(w, "  data cols   %s\n", strings.Join(s.DataColumns, ", "))
 	fmt.Fprintf(w, "  attributes  %s\n", strings.Join(s.Attributes, ", "))
 	for _, f := range s.Files {
@@ -98,4 +95,7 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 		s.Seconds, p.Scan, p.Read, p.Sort, p.Write, p.Publish)
 }
 
-func humanBytes(n int64) string { return inspect.HumanBytes(n) }
+// The one number format for people (docs/CLI.md, Conventions).
+func humanBytes(n int64) string { return cliutil.Bytes(n) }
+
+func count[T ~int | ~int64](n T) string { return cliutil.Count(int64(n)) }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/convert"
 )
 
@@ -28,17 +29,17 @@ Examples:
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
-				return cli.Exit("convert takes two arguments: IN OUT", 2)
+				return cliutil.Usagef("convert takes two arguments: IN OUT (see snapbuild convert --help)")
 			}
 			st, err := convert.Convert(c.Context, c.Args().Get(0), c.Args().Get(1), c.Bool("overwrite"))
 			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(st)
+				return printJSON(c, st)
 			}
-			fmt.Printf("%s (%s, %s) -> %s (%s, %s): %d rows in %d batches\n",
-				c.Args().Get(0), st.From, humanBytes(st.InSize), c.Args().Get(1), st.To, humanBytes(st.OutSize), st.Rows, st.Batches)
+			fmt.Fprintf(c.App.Writer, "%s (%s, %s) -> %s (%s, %s): %s rows in %s batches\n",
+				c.Args().Get(0), st.From, humanBytes(st.InSize), c.Args().Get(1), st.To, humanBytes(st.OutSize), count(st.Rows), count(st.Batches))
 			return nil
 		},
 	}

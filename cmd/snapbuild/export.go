@@ -5,8 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/export"
-	"github.com/energyscope/servingsnap/pkg/inspect"
 )
 
 // exportCommand is "snapbuild export": the rows of a snapshot as a file
@@ -46,7 +46,7 @@ Examples:
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
-				return cli.Exit("export takes two arguments: ROOT/DATASET OUT (see snapbuild export --help)", 2)
+				return cliutil.Usagef("export takes two arguments: ROOT/DATASET OUT (see snapbuild export --help)")
 			}
 			res, err := export.Export(c.Context, export.Options{
 				Dataset:      c.Args().Get(0),
@@ -64,10 +64,10 @@ Examples:
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(res)
+				return printJSON(c, res)
 			}
 			fmt.Fprintf(c.App.Writer, "%s snapshot %d -> %s (%s): %s rows of %s series, %s in %.2fs\n",
-				res.Dataset, res.SnapshotID, res.Out, res.Format, inspect.Commas(res.Rows), inspect.Commas(int64(res.Series)), humanBytes(res.Bytes), res.Seconds)
+				res.Dataset, res.SnapshotID, res.Out, res.Format, count(res.Rows), count(res.Series), humanBytes(res.Bytes), res.Seconds)
 			return nil
 		},
 	}

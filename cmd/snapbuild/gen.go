@@ -41,6 +41,7 @@ Examples:
 			&cli.BoolFlag{Name: "period-as-date", Usage: "write period as a Parquet DATE (period start) instead of EIA-style strings"},
 			&cli.StringFlag{Name: "eia", Usage: "write the real EIA lake from the CSVs in `DIR` (e.g. data/eia-prices) instead", TakesFile: true},
 			&cli.BoolFlag{Name: "overwrite", Usage: "write into a non-empty --out, replacing the year=YYYY directories it writes"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON: out, files, row_groups, rows, series, bytes, seconds"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -77,8 +78,13 @@ Examples:
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "gen: %s: %d files, %d row groups, %d rows, %d series, %d bytes (%.1f MiB) in %.2f s\n",
-				out, sum.Files, sum.RowGroups, sum.Rows, sum.Series, sum.Bytes, float64(sum.Bytes)/(1<<20), time.Since(start).Seconds())
+			secs := time.Since(start).Seconds()
+			if c.Bool("json") {
+				return printJSON(c, map[string]any{"out": out, "files": sum.Files, "row_groups": sum.RowGroups,
+					"rows": sum.Rows, "series": sum.Series, "bytes": sum.Bytes, "seconds": secs})
+			}
+			fmt.Fprintf(c.App.Writer, "gen: %s: %s files, %s row groups, %s rows, %s series, %s in %.2fs\n",
+				out, count(sum.Files), count(sum.RowGroups), count(sum.Rows), count(sum.Series), humanBytes(sum.Bytes), secs)
 			return nil
 		},
 	}

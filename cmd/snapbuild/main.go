@@ -6,11 +6,8 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
+	"io"
 	"os"
-	"strings"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 
@@ -24,15 +21,24 @@ var version string
 
 func init() { version = cliutil.Version(version) }
 
-func main() {
-	app := &cli.App{
+func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
+
+// run runs one command line and returns the exit status (tests call it
+// in-process); cliutil.Run applies the conventions of docs/CLI.md.
+func run(args []string, stdout, stderr io.Writer) int {
+	return cliutil.Run(newApp(stdout, stderr), "", args)
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
 		Name:    "snapbuild",
 		Usage:   "cook immutable serving snapshots from a Parquet lake",
 		Version: version,
-		// A bad flag value is a usage error: exit 2, like a missing flag.
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return cli.Exit(fmt.Sprintf("%v (see --help)", err), 2)
-		},
+		Description: `Exit status: 0 ok, 1 failure (the message names the file, column, row or
+vintage), 2 usage error or a missing operand. --json prints one JSON document
+(field names in docs/CLI.md). Completion: snapbuild completion bash|zsh|fish.`,
+		Writer:    stdout,
+		ErrWriter: stderr,
 		Commands: []*cli.Command{
 			genCommand(),
 			buildCommand(),
@@ -45,28 +51,4 @@ func main() {
 			compactCommand(),
 		},
 	}
-	for _, c := range app.Commands {
-		if c.OnUsageError == nil {
-			c.OnUsageError = app.OnUsageError
-		}
-	}
-	if err := app.Run(cliutil.NormalizeArgs(app, "", os.Args)); err != nil {
-		fmt.Fprintf(os.Stderr, "snapbuild: %v\n", err)
-		os.Exit(exitCode(err))
-	}
-}
-
-// exitCode maps an error to a process exit status: 2 for usage errors,
-// 1 for everything else.
-func exitCode(err error) int {
-	if ec, ok := err.(cli.ExitCoder); ok {
-		return ec.ExitCode()
-	}
-	if strings.HasPrefix(err.Error(), "Required flag") {
-		return 2 // urfave/cli's missing-flag error has no exported type
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return 2 // a dataset, vintage or input that is not there: a wrong operand
-	}
-	return 1
 }

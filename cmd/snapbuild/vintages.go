@@ -1,19 +1,18 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/inspect"
 )
 
 func datasetArg(c *cli.Context) (*dataset.Dir, error) {
 	if c.NArg() != 1 {
-		return nil, cli.Exit(fmt.Sprintf("%s takes one argument, the dataset directory ROOT/DATASET", c.Command.Name), 2)
+		return nil, cliutil.Usagef("%s takes one argument, the dataset directory ROOT/DATASET (see snapbuild %s --help)", c.Command.Name, c.Command.Name)
 	}
 	return dataset.Open(c.Args().First())
 }
@@ -23,6 +22,9 @@ func lockDataset(c *cli.Context) (*dataset.Dir, *dataset.Writer, error) {
 	d, err := datasetArg(c)
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := d.CheckExists(); err != nil {
+		return nil, nil, err // do not create the directory of a mistyped path
 	}
 	w, err := d.LockForWriteWith(c.Context, lockOptions(c, d.Dir))
 	if err != nil {
@@ -55,11 +57,8 @@ func lockOptions(c *cli.Context, dir string) dataset.LockOptions {
 	}
 }
 
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+// printJSON prints the one JSON document of --json.
+func printJSON(c *cli.Context, v any) error { return cliutil.PrintJSON(c.App.Writer, v) }
 
 func historyCommand() *cli.Command {
 	return &cli.Command{
@@ -83,9 +82,9 @@ Example:
 				return err
 			}
 			if c.Bool("json") {
-				return h.WriteJSON(os.Stdout)
+				return h.WriteJSON(c.App.Writer)
 			}
-			return h.WriteText(os.Stdout)
+			return h.WriteText(c.App.Writer)
 		},
 	}
 }
@@ -104,6 +103,7 @@ Example:
 			&cli.Uint64Flag{Name: "to", Usage: "snapshot `ID` to make current", Required: true},
 			&cli.StringFlag{Name: "reason", Usage: "recorded in HISTORY"},
 			lockTimeoutFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print JSON: dataset, from, to"},
 		},
 		Action: func(c *cli.Context) error {
 			d, w, err := lockDataset(c)
@@ -115,7 +115,10 @@ Example:
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%s: CURRENT %d -> %d\n", d.Name, from, c.Uint64("to"))
+			if c.Bool("json") {
+				return printJSON(c, map[string]any{"dataset": d.Name, "from": from, "to": c.Uint64("to")})
+			}
+			fmt.Fprintf(c.App.Writer, "%s: CURRENT %d -> %d\n", d.Name, from, c.Uint64("to"))
 			return nil
 		},
 	}
@@ -152,13 +155,13 @@ Examples:
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(res)
+				return printJSON(c, res)
 			}
 			verb := "removed"
 			if res.DryRun {
 				verb = "would remove"
 			}
-			fmt.Printf("%s: %s %v (%s), kept %v, in use by a reader %v\n", d.Name, verb, res.Removed, humanBytes(res.FreedBytes), res.Kept, res.InUse)
+			fmt.Fprintf(c.App.Writer, "%s: %s %v (%s), kept %v, in use by a reader %v\n", d.Name, verb, res.Removed, humanBytes(res.FreedBytes), res.Kept, res.InUse)
 			return nil
 		},
 	}

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,12 +26,10 @@ var version string
 
 func init() { version = cliutil.Version(version) }
 
-// Exit statuses.
+// Exit statuses (docs/CLI.md, Conventions).
 const (
-	exitOK       = 0
-	exitNotFound = 1 // not found, bad snapshot, any failure
-	exitFinding  = 1 // diff --exit-code: the snapshots differ
-	exitUsage    = 2 // bad command line
+	exitNotFound = cliutil.ExitFailure // not found, bad snapshot, any failure
+	exitFinding  = cliutil.ExitFailure // diff --exit-code: the snapshots differ
 )
 
 func main() {
@@ -41,29 +38,11 @@ func main() {
 
 // run executes one command line and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
-	err := app.Run(cliutil.NormalizeArgs(app, "summary", args))
-	if err == nil {
-		return exitOK
-	}
-	if msg := err.Error(); msg != "" {
-		fmt.Fprintf(stderr, "snapinspect: %s\n", msg)
-	}
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
-	}
-	return exitNotFound
+	return cliutil.Run(newApp(stdout, stderr), "summary", args)
 }
 
 // usageErr is a command-line mistake: exit status 2.
-func usageErr(format string, a ...any) error {
-	return cli.Exit(fmt.Sprintf(format, a...), exitUsage)
-}
-
-func onUsageError(_ *cli.Context, err error, _ bool) error {
-	return usageErr("%v (see --help)", err)
-}
+func usageErr(format string, a ...any) error { return cliutil.Usagef(format, a...) }
 
 // globalFlags are accepted before or after the command name; each command
 // gets its own copies (urfave/cli flags hold parse state). history and
@@ -94,7 +73,9 @@ vintage --snapshot N): ids, creation, statistics, files, schemas, attribute
 columns, lineage and build options. Flags may come before or after the
 other arguments.
 
-Exit status: 0 ok, 1 not found or bad snapshot, 2 usage error.
+Exit status: 0 ok, 1 not found or bad snapshot (diff --exit-code: the
+snapshots differ), 2 usage error or a missing dataset or vintage.
+Completion: snapinspect completion bash|zsh|fish.
 
 Examples:
    snapinspect snapshots/EIA
@@ -103,13 +84,11 @@ Examples:
    snapinspect snapshots/EIA latest --category Petroleum
    snapinspect snapshots/EIA history
    snapinspect snapshots/EIA diff 1 2`,
-		Flags:          globalFlags(),
-		ArgsUsage:      "ROOT/DATASET",
-		Action:         summaryAction(),
-		OnUsageError:   onUsageError,
-		ExitErrHandler: func(*cli.Context, error) {}, // run reports errors and picks the status
-		Writer:         stdout,
-		ErrWriter:      stderr,
+		Flags:     globalFlags(),
+		ArgsUsage: "ROOT/DATASET",
+		Action:    summaryAction(),
+		Writer:    stdout,
+		ErrWriter: stderr,
 		Commands: []*cli.Command{
 			summaryCommand(),
 			seriesCommand(),
@@ -194,9 +173,8 @@ Examples:
    snapinspect snapshots/EIA
    snapinspect summary snapshots/EIA --snapshot 2
    snapinspect snapshots/EIA --json | jq '.files[] | {path, size}'`,
-		Flags:        withGlobal(&cli.BoolFlag{Name: "all-inputs", Usage: "list every lineage input in text (default: the first 8)"}),
-		OnUsageError: onUsageError,
-		Action:       summaryAction(),
+		Flags:  withGlobal(&cli.BoolFlag{Name: "all-inputs", Usage: "list every lineage input in text (default: the first 8)"}),
+		Action: summaryAction(),
 	}
 }
 
@@ -209,7 +187,18 @@ func summaryAction() cli.ActionFunc {
 			return usageErr("missing ROOT/DATASET (see snapinspect --help)")
 		}
 		dir, rest := c.Args().First(), c.Args().Tail()
+		if _, err := os.Stat(dir); err != nil && len(rest) == 0 {
+			if s := cliutil.Suggest(c.App, dir); s != "" {
+				// "snapinspect histroy": a misspelt command, not a dataset.
+				return usageErr("unknown command %q; did you mean %q? (see snapinspect --help)", dir, s)
+			}
+		}
 		if len(rest) > 0 {
+			for _, a := range c.Args().Slice() {
+				if s := cliutil.Suggest(c.App, a); s != "" {
+					return usageErr("unknown command %q; did you mean %q? (see snapinspect --help)", a, s)
+				}
+			}
 			return usageErr("summary takes one ROOT/DATASET, got %q; the commands are summary, series, latest, history and diff", c.Args().Slice())
 		}
 		id, err := snapshotFlag(c)
@@ -260,7 +249,6 @@ Examples:
 			&cli.StringFlag{Name: "to", Usage: "last `PERIOD` to include (all of it)"},
 			&cli.StringFlag{Name: "format", Value: inspect.FormatText, Usage: "output `FORMAT`: text (aligned table), csv or json"},
 		),
-		OnUsageError: onUsageError,
 		Action: func(c *cli.Context) error {
 			dir, ids, err := datasetArg(c, "series")
 			if err != nil {
@@ -323,7 +311,6 @@ Examples:
 			&cli.StringFlag{Name: "category", Usage: "series whose category is `C` or below it (C/...)"},
 			&cli.BoolFlag{Name: "all", Usage: "every series"},
 		),
-		OnUsageError: onUsageError,
 		Action: func(c *cli.Context) error {
 			dir, ids, err := datasetArg(c, "latest")
 			if err != nil {
@@ -374,8 +361,7 @@ not a failure of the command.
 Examples:
    snapinspect snapshots/EIA history
    snapinspect history snapshots/EIA --json | jq '.snapshots[] | select(.error != "")'`,
-		Flags:        []cli.Flag{jsonFlag()},
-		OnUsageError: onUsageError,
+		Flags: []cli.Flag{jsonFlag()},
 		Action: func(c *cli.Context) error {
 			dir, rest, err := datasetArg(c, "history")
 			if err != nil {
@@ -420,7 +406,6 @@ Examples:
 			&cli.BoolFlag{Name: "stat", Usage: "print the totals only, not a line per differing series"},
 			&cli.BoolFlag{Name: "exit-code", Usage: "exit 1 when the snapshots differ, 0 when they do not (as git diff --exit-code)"},
 		},
-		OnUsageError: onUsageError,
 		Action: func(c *cli.Context) error {
 			dir, ids, err := datasetArg(c, "diff")
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/internal/cliutil/clitest"
 
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/inspect/inspecttest"
@@ -342,12 +343,15 @@ func TestExitCodes(t *testing.T) {
 		{nil, 2, "missing ROOT/DATASET"},
 		{[]string{"--json"}, 2, "missing ROOT/DATASET"},
 		{[]string{"ROOT/PRICES", "--bogus"}, 2, "flag provided but not defined"},
-		{[]string{"ROOT/PRICES", "seris", "NG.HH.D"}, 2, "the commands are"},
+		{[]string{"ROOT/PRICES", "seris", "NG.HH.D"}, 2, `unknown command "seris"; did you mean "series"?`},
+		{[]string{"ROOT/PRICES", "NG.HH.D"}, 2, "the commands are"},
 		{[]string{"ROOT/PRICES", "--snapshot", "x"}, 2, "--help"},
 		{[]string{"ROOT/PRICES", "--snapshot", "0"}, 2, "ids start at 1"},
-		{[]string{"ROOT/PRICES", "--snapshot", "9"}, 1, "snapshot 9 of PRICES: not found (have 1, 2, 3)"},
-		{[]string{"ROOT/MISSING"}, 1, "ROOT/MISSING: not found"},
-		{[]string{"ROOT/MISSING", "history"}, 1, "not found"},
+		// A missing operand (dataset directory, vintage) is exit 2, as in
+		// snapverify and snapbuild, naming the vintages present.
+		{[]string{"ROOT/PRICES", "--snapshot", "9"}, 2, "snapshot 9 of PRICES does not exist (vintages: 1, 2, 3; CURRENT is 2)"},
+		{[]string{"ROOT/MISSING"}, 2, "dataset directory ROOT/MISSING does not exist"},
+		{[]string{"ROOT/MISSING", "history"}, 2, "does not exist"},
 		{[]string{"ROOT/bad name"}, 1, "not allowed"},
 		{[]string{"ROOT/PRICES", "series"}, 2, "at least one series id"},
 		{[]string{"ROOT/PRICES", "series", "NOPE"}, 1, `unknown series "NOPE" in snapshot 2 of PRICES`},
@@ -364,7 +368,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"ROOT/PRICES", "diff"}, 2, "want snapshot ids A [B]"},
 		{[]string{"ROOT/PRICES", "diff", "1", "2", "3"}, 2, "want snapshot ids A [B]"},
 		{[]string{"ROOT/PRICES", "diff", "one", "2"}, 2, "not a snapshot id"},
-		{[]string{"ROOT/PRICES", "diff", "1", "7"}, 1, "snapshot 7 of PRICES: not found"},
+		{[]string{"ROOT/PRICES", "diff", "1", "7"}, 2, "snapshot 7 of PRICES does not exist"},
 		{[]string{"ROOT/PRICES", "diff", "1", "3"}, 1, "corrupt"},
 		{[]string{"ROOT/PRICES", "diff", "1", "2", "--snapshot", "1"}, 2, "does not apply"},
 		{[]string{"ROOT/PRICES", "--snapshot", "3"}, 1, "corrupt"},
@@ -496,4 +500,9 @@ func TestDiffExitCode(t *testing.T) {
 	if i, j := strings.Index(stdout, "totals"), strings.Index(stdout, "NG.HH.D"); i < 0 || j < i {
 		t.Errorf("totals do not come first:\n%s", stdout)
 	}
+}
+
+// TestConventions walks every command (docs/CLI.md, Conventions).
+func TestConventions(t *testing.T) {
+	clitest.Check(t, newApp, run, map[string]string{"completion": "it prints a shell script"})
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/vortexio"
 )
 
@@ -17,19 +20,40 @@ encoding every chunk chose, with its byte size. Reads every chunk's header.
 Examples:
    snapinspect vortex cold.vortex
    snapbuild convert data.arrow /tmp/x.vortex && snapinspect vortex /tmp/x.vortex`,
+		Flags: []cli.Flag{jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usageErr("vortex: want one FILE argument")
+				return usageErr("vortex: want one FILE argument (see snapinspect vortex --help)")
 			}
 			f, err := vortexio.OpenFile(c.Args().First())
 			if err != nil {
-				return cli.Exit(err.Error(), exitNotFound)
+				return err // a missing file exits 2, a damaged one 1
 			}
 			defer f.Close()
-			if err := vortexio.Describe(c.App.Writer, f); err != nil {
-				return cli.Exit(err.Error(), exitNotFound)
+			if !wantJSON(c) {
+				return vortexio.Describe(c.App.Writer, f)
 			}
-			return nil
+			var tree strings.Builder
+			if err := vortexio.Describe(&tree, f); err != nil {
+				return err
+			}
+			enc, err := f.Encodings()
+			if err != nil {
+				return err
+			}
+			type column struct {
+				Name     string `json:"name"`
+				Type     string `json:"type"`
+				Nullable bool   `json:"nullable"`
+			}
+			cols := []column{}
+			for _, fl := range f.Schema().Fields() {
+				cols = append(cols, column{fl.Name, fl.Type.String(), fl.Nullable})
+			}
+			return cliutil.PrintJSON(c.App.Writer, map[string]any{
+				"file": c.Args().First(), "rows": f.NumRows(), "dtype": f.DType().String(),
+				"columns": cols, "encodings": enc, "describe": strings.Split(strings.TrimSuffix(tree.String(), "\n"), "\n"),
+			})
 		},
 	}
 }

@@ -8,8 +8,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,11 +26,10 @@ var version string
 
 func init() { version = cliutil.Version(version) }
 
-// Exit statuses.
+// Exit statuses (docs/CLI.md, Conventions).
 const (
-	exitOK      = 0
-	exitCorrupt = 1
-	exitUsage   = 2
+	exitCorrupt = cliutil.ExitFailure
+	exitUsage   = cliutil.ExitUsage
 )
 
 func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
@@ -40,21 +37,7 @@ func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
 // run runs the command with args (args[0] is the program name) and returns
 // the exit status. Tests call it in-process.
 func run(args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
-	err := app.Run(cliutil.NormalizeArgs(app, "", args))
-	if err == nil {
-		return exitOK
-	}
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintf(stderr, "snapverify: %s\n", msg)
-		}
-		return ec.ExitCode()
-	}
-	// Anything else is a flag the parser refused.
-	fmt.Fprintf(stderr, "snapverify: %v\n", err)
-	return exitUsage
+	return cliutil.Run(newApp(stdout, stderr), "", args)
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
@@ -66,8 +49,6 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand: true,
 		Writer:          stdout,
 		ErrWriter:       stderr,
-		// Exit codes are decided by run, never by os.Exit inside the app.
-		ExitErrHandler: func(*cli.Context, error) {},
 		Description: `Verifies the snapshot CURRENT names in the dataset directory ROOT/DATASET, or
 the vintage given with --snapshot, and prints one line per problem found
 (file, location, check, message), then a summary line.
@@ -92,7 +73,7 @@ Checks:
 Exit status: 0 intact, 1 corruption or mismatch found, 2 usage or I/O error
 (no such dataset directory, unreadable root, unknown --snapshot, unreadable
 input lake). A missing or dangling CURRENT, or a missing snapshot file, is
-corruption (1).
+corruption (1). Completion: snapverify completion bash|zsh|fish.
 
 Examples:
    snapverify snapshots/PET
@@ -128,9 +109,7 @@ Examples:
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := cliutil.PrintJSON(stdout, rep); err != nil {
 					return cli.Exit(err.Error(), exitUsage)
 				}
 			} else {
@@ -160,25 +139,28 @@ func printReport(w io.Writer, r *verify.Report) {
 	if r.OK {
 		b.WriteString(": intact")
 	} else {
-		fmt.Fprintf(&b, ": CORRUPT: %d finding%s", len(r.Findings), plural(len(r.Findings)))
+		fmt.Fprintf(&b, ": CORRUPT: %s finding%s", count(len(r.Findings)), plural(len(r.Findings)))
 		if r.Truncated {
 			b.WriteString(" (stopped early)")
 		}
 	}
-	fmt.Fprintf(&b, "; %d check%s (%s", r.Checks, plural(r.Checks), r.Level)
+	fmt.Fprintf(&b, "; %s check%s (%s", count(r.Checks), plural(r.Checks), r.Level)
 	if r.Against != "" {
 		b.WriteString(", against " + r.Against)
 	}
 	b.WriteString(")")
 	if r.Manifest != "" {
-		fmt.Fprintf(&b, "; %d rows, %d series, %d batches", r.Rows, r.Series, r.Batches)
+		fmt.Fprintf(&b, "; %s rows, %s series, %s batches", count(r.Rows), count(r.Series), count(r.Batches))
 	}
 	if r.Against != "" && r.InputFiles > 0 {
-		fmt.Fprintf(&b, "; input %d files, %d rows, %d series", r.InputFiles, r.InputRows, r.InputSeries)
+		fmt.Fprintf(&b, "; input %s files, %s rows, %s series", count(r.InputFiles), count(r.InputRows), count(r.InputSeries))
 	}
 	fmt.Fprintf(&b, "; %.2fs", r.Seconds)
 	fmt.Fprintln(w, b.String())
 }
+
+// count is the one number format for people (docs/CLI.md, Conventions).
+func count[T ~int | ~int64](n T) string { return cliutil.Count(int64(n)) }
 
 func plural(n int) string {
 	if n == 1 {

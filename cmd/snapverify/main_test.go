@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/energyscope/servingsnap/internal/cliutil/clitest"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -180,4 +181,9 @@ func copyDir(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestConventions walks the command line (docs/CLI.md, Conventions).
+func TestConventions(t *testing.T) {
+	clitest.Check(t, newApp, run, map[string]string{"completion": "it prints a shell script"})
 }

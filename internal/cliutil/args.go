@@ -1,7 +1,9 @@
-// Package cliutil holds what the three command-line tools share about
-// parsing: urfave/cli stops at the first positional argument, and people
-// type flags after arguments, so every binary normalises its arguments the
-// same way before parsing.
+// Package cliutil is the command-line convention the three binaries share
+// (docs/CLI.md, Conventions): how arguments are parsed (urfave/cli stops at
+// the first positional argument, and people type flags after arguments, so
+// every binary normalises its arguments the same way), exit statuses,
+// errors, help for required flags, unknown commands, shell completion, the
+// number format for people, and the version.
 package cliutil
 
 import (
@@ -29,8 +31,8 @@ import (
 // starts with '-'. With -h or --help only the command (if any) and the
 // help flag are kept. "help" as the first word is left to urfave/cli.
 func NormalizeArgs(app *cli.App, defaultCmd string, args []string) []string {
-	if len(args) < 2 {
-		return args
+	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" {
+		return args // too short to reorder, or a shell asking what to complete
 	}
 	takesValue := map[string]bool{}
 	note := func(f cli.Flag, set map[string]bool) {

@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/period"
 )
 
@@ -125,25 +125,9 @@ func textOf(c Cell) string {
 	return c.Text
 }
 
-// Commas renders n with thousands separators: 1234567 → "1,234,567".
-func Commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+// Commas renders n with thousands separators: 1234567 → "1,234,567"
+// (the binaries' one format for counts, cliutil.Count).
+func Commas(n int64) string { return cliutil.Count(n) }
 
 // signed renders a change with an explicit sign: +3, -2, 0.
 func signed(n int64) string {
@@ -153,19 +137,9 @@ func signed(n int64) string {
 	return Commas(n)
 }
 
-// HumanBytes renders a size in binary units: 536130 → "523.6 KiB".
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// HumanBytes renders a size in binary units: 536130 → "523.6 KiB"
+// (cliutil.Bytes).
+func HumanBytes(n int64) string { return cliutil.Bytes(n) }
 
 // orDash shows an empty string as "-".
 func orDash(s string) string {

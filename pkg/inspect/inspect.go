@@ -13,8 +13,6 @@ package inspect
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/energyscope/servingsnap/pkg/dataset"
@@ -41,21 +39,17 @@ func Dataset(dir string) (*dataset.Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(ds.Dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("dataset directory %s: %w", ds.Dir, ErrNotFound)
-	}
-	if err != nil {
+	// A missing directory is a dataset.NotExistError (fs.ErrNotExist: the
+	// commands' usage exit status), not ErrNotFound.
+	if err := ds.CheckExists(); err != nil {
 		return nil, err
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("dataset directory %s: not a directory", ds.Dir)
 	}
 	return ds, nil
 }
 
 // Resolve returns id, or the id CURRENT names when id is 0, after checking
-// that its manifest exists.
+// that its manifest exists (a dataset.NotExistError naming the vintages
+// present when it does not).
 func Resolve(ds *dataset.Dir, id uint64) (uint64, error) {
 	if id == 0 {
 		cur, err := ds.CurrentID()
@@ -64,8 +58,8 @@ func Resolve(ds *dataset.Dir, id uint64) (uint64, error) {
 		}
 		return cur, err
 	}
-	if _, err := os.Stat(ds.Path(dataset.ManifestPath(id))); errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("snapshot %d of %s: %w%s", id, ds.Name, ErrNotFound, haveIDs(ds))
+	if err := ds.CheckVintage(id); err != nil {
+		return 0, err // names the vintages present
 	}
 	return id, nil
 }

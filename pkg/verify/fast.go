@@ -26,12 +26,8 @@ import (
 // or unreadable directory, or one that holds none of a dataset's entries,
 // is a usage error, not a corrupt dataset.
 func (v *verifier) checkDatasetDir() error {
-	st, err := os.Stat(v.ds.Dir)
-	if err != nil {
-		return fmt.Errorf("%w: dataset directory: %v", ErrCannotVerify, err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory", ErrCannotVerify, v.ds.Dir)
+	if err := v.ds.CheckExists(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCannotVerify, err)
 	}
 	ents, err := os.ReadDir(v.ds.Dir)
 	if err != nil {
@@ -53,8 +49,7 @@ func (v *verifier) checkDatasetDir() error {
 func (v *verifier) selectSnapshot() (uint64, error) {
 	if id := v.opt.SnapshotID; id != 0 {
 		if _, err := os.Lstat(v.ds.Path(dataset.ManifestPath(id))); errors.Is(err, fs.ErrNotExist) {
-			ids, _ := v.ds.IDs()
-			return 0, fmt.Errorf("%w: dataset %s has no snapshot %d (manifests present: %v)", ErrCannotVerify, v.ds.Name, id, ids)
+			return 0, fmt.Errorf("%w: %v", ErrCannotVerify, v.ds.CheckVintage(id)) // names the vintages present
 		}
 		return id, nil
 	}

@@ -568,7 +568,7 @@ def test_reload_action_gc_and_failure(snapbuild, gen_built, tmp_path):
         with pytest.raises(pa.ArrowException) as e:
             do_get(c, dataset="R", series=[sid], snapshot=2)
         assert "precondition failed" in str(e.value) or "FAILED_PRECONDITION" in str(e.value), e.value
-        assert "serving snapshot 1, the ticket asks for snapshot 2" in str(e.value)
+        assert "serving snapshot 1, the request asks for snapshot 2" in str(e.value)
 
         # a damaged new snapshot: not served, loud everywhere
         snaplib.build(snapbuild, gen_built.lake, ds)  # 2 again: gc removed the newest id
