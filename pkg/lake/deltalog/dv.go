@@ -87,6 +87,28 @@ const maxDVBytes = 1 << 30
 // vector is read at its offset and its CRC-32 checked (PROTOCOL.md,
 // "Deletion Vector File Storage Format").
 func (dv *DeletionVector) Load(ctx context.Context, st objstore.Store, rows int64) ([]uint64, error) {
+	if rows <= 0 {
+		rows = 0
+	}
+	vals, err := dv.decode(ctx, st, uint64(rows))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(vals)) != dv.Cardinality {
+		return nil, fmt.Errorf("deletion vector holds %d rows, descriptor says %d", len(vals), dv.Cardinality)
+	}
+	if len(vals) > 0 && vals[len(vals)-1] >= uint64(rows) {
+		return nil, fmt.Errorf("deletion vector deletes row %d of a file of %d rows", vals[len(vals)-1], rows)
+	}
+	return vals, nil
+}
+
+// loadRaw decodes without the cardinality and row checks (tests).
+func (dv *DeletionVector) loadRaw(ctx context.Context, st objstore.Store) ([]uint64, error) {
+	return dv.decode(ctx, st, 1<<40)
+}
+
+func (dv *DeletionVector) decode(ctx context.Context, st objstore.Store, limit uint64) ([]uint64, error) {
 	if dv.SizeInBytes > maxDVBytes {
 		return nil, fmt.Errorf("deletion vector of %d bytes, over the limit", dv.SizeInBytes)
 	}
@@ -111,19 +133,9 @@ func (dv *DeletionVector) Load(ctx context.Context, st objstore.Store, rows int6
 			return nil, fmt.Errorf("deletion vector file %s: %w", st.Location(p), err)
 		}
 	}
-	limit := uint64(0)
-	if rows > 0 {
-		limit = uint64(rows)
-	}
 	vals, err := roaring.DecodeDelta(data, limit)
 	if err != nil {
 		return nil, fmt.Errorf("deletion vector: %w", err)
-	}
-	if int64(len(vals)) != dv.Cardinality {
-		return nil, fmt.Errorf("deletion vector holds %d rows, descriptor says %d", len(vals), dv.Cardinality)
-	}
-	if len(vals) > 0 && vals[len(vals)-1] >= uint64(rows) {
-		return nil, fmt.Errorf("deletion vector deletes row %d of a file of %d rows", vals[len(vals)-1], rows)
 	}
 	return vals, nil
 }

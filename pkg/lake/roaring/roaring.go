@@ -18,9 +18,15 @@ import (
 	"math/bits"
 )
 
-// DeltaMagic starts every Delta RoaringBitmapArray (PROTOCOL.md, "Deletion
-// Vector Format"), little-endian.
-const DeltaMagic = 1681511377
+// DeltaMagic starts a Delta RoaringBitmapArray in the portable format
+// (PROTOCOL.md, "Deletion Vector Format"), little-endian; DeltaNativeMagic
+// the older native format Delta readers also accept: a 4-byte bitmap
+// count, then per bitmap (bitmap i holds the values with high 32 bits i)
+// its 4-byte size and a portable 32-bit bitmap.
+const (
+	DeltaMagic       = 1681511377
+	DeltaNativeMagic = 1681511376
+)
 
 const (
 	serialCookieNoRun = 12346 // 32-bit header without run containers
@@ -42,10 +48,17 @@ func DecodeDelta(b []byte, limit uint64) ([]uint64, error) {
 	if len(b) < 4 {
 		return nil, fmt.Errorf("roaring: %d bytes, too short for the magic number", len(b))
 	}
-	if m := binary.LittleEndian.Uint32(b); m != DeltaMagic {
-		return nil, fmt.Errorf("roaring: magic number %d, want %d (not a Delta RoaringBitmapArray)", m, DeltaMagic)
+	var vals []uint64
+	var n int
+	var err error
+	switch m := binary.LittleEndian.Uint32(b); m {
+	case DeltaMagic:
+		vals, n, err = Decode64(b[4:], limit)
+	case DeltaNativeMagic:
+		vals, n, err = decodeNative(b[4:], limit)
+	default:
+		return nil, fmt.Errorf("roaring: magic number %d, want %d or %d (not a Delta RoaringBitmapArray)", m, DeltaMagic, DeltaNativeMagic)
 	}
-	vals, n, err := Decode64(b[4:], limit)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +101,40 @@ func Decode64(b []byte, limit uint64) ([]uint64, int, error) {
 		}
 		out = vals
 		pos += n
+	}
+	return out, pos, nil
+}
+
+// decodeNative decodes Delta's native RoaringBitmapArray body.
+func decodeNative(b []byte, limit uint64) ([]uint64, int, error) {
+	if len(b) < 4 {
+		return nil, 0, fmt.Errorf("roaring: truncated bitmap count")
+	}
+	nb := binary.LittleEndian.Uint32(b)
+	if nb > 1<<31-1 || uint64(nb) > uint64(len(b)-4)/12 {
+		return nil, 0, fmt.Errorf("roaring: %d bitmaps cannot fit in %d bytes", nb, len(b)-4)
+	}
+	pos := 4
+	var out []uint64
+	for i := uint32(0); i < nb; i++ {
+		if len(b)-pos < 4 {
+			return nil, 0, fmt.Errorf("roaring: bitmap %d: truncated size", i)
+		}
+		size := int(binary.LittleEndian.Uint32(b[pos:]))
+		pos += 4
+		if size < 0 || size > len(b)-pos {
+			return nil, 0, fmt.Errorf("roaring: bitmap %d: size %d past the end", i, size)
+		}
+		key := uint64(i)
+		vals, n, err := decode32(b[pos:pos+size], limit-uint64(len(out)), func(v uint32) uint64 { return key<<32 | uint64(v) }, out)
+		if err != nil {
+			return nil, 0, fmt.Errorf("roaring: bitmap %d: %w", i, err)
+		}
+		if n != size {
+			return nil, 0, fmt.Errorf("roaring: bitmap %d: %d bytes, its size says %d", i, n, size)
+		}
+		out = vals
+		pos += size
 	}
 	return out, pos, nil
 }

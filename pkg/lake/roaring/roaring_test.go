@@ -165,3 +165,24 @@ func FuzzDecodeDelta(f *testing.F) {
 		}
 	})
 }
+
+// The native format: a count, then per bitmap its size and a 32-bit
+// bitmap, keyed by position.
+func TestDecodeNative(t *testing.T) {
+	b0 := refBytes32(t, []uint32{3, 4, 7}, false)
+	b1 := refBytes32(t, []uint32{1, 70000}, true)
+	var buf bytes.Buffer
+	binary.Write(&buf, binary.LittleEndian, uint32(DeltaNativeMagic))
+	binary.Write(&buf, binary.LittleEndian, uint32(2))
+	for _, b := range [][]byte{b0, b1} {
+		binary.Write(&buf, binary.LittleEndian, uint32(len(b)))
+		buf.Write(b)
+	}
+	got, err := DecodeDelta(buf.Bytes(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{3, 4, 7, 1<<32 | 1, 1<<32 | 70000}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
