@@ -23,10 +23,11 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-$(VENV)/.installed: python/requirements.txt
+$(VENV)/.installed: python/requirements.txt python/requirements-lake.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -r python/requirements.txt
+	$(VPY) -m pip install --quiet -r python/requirements-lake.txt
 	touch $@
 
 venv: $(VENV)/.installed
