@@ -48,7 +48,9 @@ var layers = []struct {
 	{"transport", []string{"pkg/serve/..."}},
 	// bench/gobaseline is a standalone baseline program for the
 	// benchmark harness; like the commands, nothing imports it.
-	{"commands", []string{"cmd/...", "bench/..."}},
+	// internal/fakes3 is a test server program (S3 on loopback) the
+	// interop suite starts; like the commands, nothing imports it.
+	{"commands", []string{"cmd/...", "bench/...", "internal/fakes3"}},
 }
 
 // testHelpers write lakes and snapshots for tests. They may import any
