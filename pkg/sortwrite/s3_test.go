@@ -118,7 +118,6 @@ func TestBuildFromS3EqualsLocal(t *testing.T) {
 	})
 }
 
-
 func current(t *testing.T, dir string) *manifest.Manifest {
 	t.Helper()
 	ds, err := dataset.Open(dir)
