@@ -42,9 +42,10 @@ $(VENV)/.demo: python/requirements-demo.txt
 	$(PIP) -r python/requirements-demo.txt
 	touch $@
 
-$(VENV)/.test: $(VENV)/.demo python/requirements-test.txt
+$(VENV)/.test: $(VENV)/.demo python/requirements-test.txt python/requirements-lake.txt
 	@echo "== Python packages for the tests (python/requirements-test.txt) into $(VENV)/"
 	$(PIP) -r python/requirements-test.txt
+	$(PIP) -r python/requirements-lake.txt
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.demo python/requirements-bench.txt
@@ -80,7 +81,7 @@ fuzz:
 
 # A short coverage-guided run of the parsers of outside bytes (CI runs it
 # after the seed corpora): Vortex files, tickets, manifests, periods, Arrow
-# IPC footers, WAL segments.
+# IPC footers, WAL segments, Delta deletion vectors, commits and checkpoints.
 SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/vortexio
@@ -89,6 +90,9 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/period
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckFooter$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/arrowfile
 	$(GO) test -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/wal
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDelta$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/lake/roaring
+	$(GO) test -run '^$$' -fuzz '^FuzzParseActions$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/lake/deltalog
+	$(GO) test -run '^$$' -fuzz '^FuzzParseParquetActions$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/lake/deltalog
 
 demo: build venv-demo
 	bash examples/demo.sh

@@ -1,35 +1,66 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/lake/objstore"
+	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
 func buildCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "build",
-		Usage:     "cook a serving snapshot from a folder of Parquet files",
+		Usage:     "cook a serving snapshot from a Parquet folder, a Delta table or an Iceberg table",
 		ArgsUsage: " ",
-		Description: `Reads every Parquet file under --input (hive year=N folders or flat), sorts all
-rows by (series id, period), and publishes a new snapshot of the dataset at
---out (ROOT/DATASET): data.arrow, index.arrow and a manifest, made visible by
-an atomic flip of ROOT/DATASET/CURRENT. A second build makes the next
-snapshot, with the previous one as its parent.
+		Description: `Reads the table at --input, sorts all rows by (series id, period), and
+publishes a new snapshot of the dataset at --out (ROOT/DATASET): data.arrow,
+index.arrow and a manifest, made visible by an atomic flip of
+ROOT/DATASET/CURRENT. A second build makes the next snapshot, with the
+previous one as its parent.
+
+--input is a local directory or s3://bucket/prefix. A directory holding
+_delta_log/ is read as a Delta table, one holding metadata/ as an Iceberg
+table (so is a *.metadata.json file, or --catalog-uri with --table): only
+the files of the chosen version are read, with deletes applied. Any other
+directory is a folder of Parquet files (hive year=N folders or flat), every
+*.parquet read; --raw-files reads a table directory that way too.
+
+--if-changed exits with status 3, building nothing, when the table's
+snapshot is the one CURRENT was built from (for cron).
 
 Examples:
    snapbuild build --input lake/ --out snapshots/PET
-   snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json`,
+   snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
+   snapbuild build --input s3://bucket/tables/prices --out snapshots/PET --table-version 12
+   snapbuild build --input warehouse/db/prices --out snapshots/PET --snapshot-id 3051729675574597004
+   snapbuild build --catalog-uri http://127.0.0.1:8181 --table db.prices --out snapshots/PET --if-changed`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Usage: "lake `DIR` of Parquet files", Required: true},
+			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Usage: "the table: a Parquet folder, Delta or Iceberg table `DIR` (or s3://bucket/prefix), or an Iceberg *.metadata.json"},
+			&cli.BoolFlag{Name: "raw-files", Usage: "read a Delta or Iceberg table directory's Parquet files as a plain folder (every file, whatever the log says)"},
+			&cli.Int64Flag{Name: "table-version", Usage: "Delta: build version `N` instead of the latest"},
+			&cli.StringFlag{Name: "as-of", Usage: "Delta or Iceberg: build the latest version committed at or before `TIME` (RFC 3339, or YYYY-MM-DD[THH:MM:SS] in UTC)"},
+			&cli.Int64Flag{Name: "snapshot-id", Usage: "Iceberg: build snapshot `ID` instead of the current one"},
+			&cli.StringFlag{Name: "ref", Usage: "Iceberg: build the head of branch or tag `NAME`"},
+			&cli.StringFlag{Name: "catalog-uri", Usage: "Iceberg REST catalog `URL` (with --table instead of --input)"},
+			&cli.StringFlag{Name: "table", Usage: "Iceberg table `NAMESPACE.NAME` in the REST catalog"},
+			&cli.StringFlag{Name: "warehouse", Usage: "REST catalog warehouse `NAME`"},
+			&cli.StringFlag{Name: "catalog-token", EnvVars: []string{"SNAPBUILD_CATALOG_TOKEN"}, Usage: "REST catalog bearer `TOKEN`"},
+			&cli.StringFlag{Name: "catalog-credential", EnvVars: []string{"SNAPBUILD_CATALOG_CREDENTIAL"}, Usage: "REST catalog OAuth2 client credential `ID:SECRET`"},
+			&cli.StringFlag{Name: "s3-endpoint", EnvVars: []string{"AWS_ENDPOINT_URL_S3"}, Usage: "S3-compatible endpoint `URL` (path-style addressing); default: AWS"},
+			&cli.StringFlag{Name: "s3-region", Usage: "S3 `REGION`; default: from the AWS configuration (AWS_REGION, ~/.aws/config)"},
+			&cli.BoolFlag{Name: "if-changed", Usage: "build only if the table's snapshot differs from the one CURRENT was built from; exit 3 otherwise"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "dataset directory `ROOT/DATASET`", Required: true},
 			&cli.StringFlag{Name: "series-column", Value: "series_id", Usage: "input column holding the series id"},
 			&cli.StringFlag{Name: "period-column", Value: "period", Usage: "input column holding the period (date, timestamp or YYYY[-MM[-DD]], YYYY-Qn, YYYY-Www strings)"},
@@ -56,8 +87,17 @@ Examples:
 				}
 				defer pprof.StopCPUProfile()
 			}
+			lake, err := lakeOptions(c)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			if c.String("input") == "" && c.String("catalog-uri") == "" {
+				return cli.Exit("an --input (or --catalog-uri with --table) is required", 2)
+			}
 			sum, err := sortwrite.Build(c.Context, sortwrite.Options{
 				Input:        c.String("input"),
+				Lake:         lake,
+				IfChanged:    c.Bool("if-changed"),
 				Out:          c.String("out"),
 				SeriesColumn: c.String("series-column"),
 				PeriodColumn: c.String("period-column"),
@@ -68,6 +108,20 @@ Examples:
 				Tool:         "servingsnap " + version,
 				Lock:         lockOptions(c, c.String("out")),
 			})
+			if errors.Is(err, sortwrite.ErrUnchanged) {
+				if c.Bool("json") {
+					enc := json.NewEncoder(os.Stdout)
+					enc.SetIndent("", "  ")
+					enc.Encode(sum)
+				} else {
+					fmt.Printf("unchanged: %s %s snapshot %s is the one snapshot %d was built from; nothing built\n",
+						sum.Lineage.Kind, sum.Lineage.Location, sum.Lineage.LakeSnapshotID, sum.SnapshotID)
+				}
+				return cli.Exit("", exitUnchanged)
+			}
+			if errors.Is(err, source.ErrUsage) {
+				return cli.Exit(err.Error(), 2)
+			}
 			if err != nil {
 				return err
 			}
@@ -99,3 +153,58 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 func humanBytes(n int64) string { return cliutil.Bytes(n) }
 
 func count[T ~int | ~int64](n T) string { return cliutil.Count(int64(n)) }
+
+// exitUnchanged is the exit status of a build --if-changed skipped: not
+// a failure (1) nor a usage error (2).
+const exitUnchanged = 3
+
+// lakeOptions gathers the table-selection flags.
+func lakeOptions(c *cli.Context) (source.Options, error) {
+	o := source.Options{
+		RawFiles:   c.Bool("raw-files"),
+		SnapshotID: c.Int64("snapshot-id"),
+		Ref:        c.String("ref"),
+		Catalog: source.CatalogOptions{
+			URI:        c.String("catalog-uri"),
+			Table:      c.String("table"),
+			Warehouse:  c.String("warehouse"),
+			Token:      c.String("catalog-token"),
+			Credential: c.String("catalog-credential"),
+		},
+		S3: objstore.S3Config{Endpoint: c.String("s3-endpoint"), Region: c.String("s3-region")},
+	}
+	if c.IsSet("table-version") {
+		v := c.Int64("table-version")
+		o.TableVersion = &v
+	}
+	if s := c.String("as-of"); s != "" {
+		t, err := parseTime(s)
+		if err != nil {
+			return o, err
+		}
+		o.AsOf = t
+	}
+	n := 0
+	for _, f := range []string{"table-version", "as-of", "snapshot-id", "ref"} {
+		if c.IsSet(f) {
+			n++
+		}
+	}
+	if n > 1 {
+		return o, fmt.Errorf("--table-version, --as-of, --snapshot-id and --ref each select a version: give one")
+	}
+	if o.RawFiles && n > 0 {
+		return o, fmt.Errorf("--raw-files reads files, not a version of a table: drop the version flag")
+	}
+	return o, nil
+}
+
+// parseTime reads --as-of: RFC 3339, or a date or date-time in UTC.
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("--as-of %q: want RFC 3339 (2024-05-01T12:00:00Z) or YYYY-MM-DD[THH:MM:SS] (UTC)", s)
+}

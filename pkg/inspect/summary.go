@@ -239,6 +239,21 @@ func (s *Summary) WriteText(w io.Writer, opt TextOptions) error {
 	lt.add("kind", orDash(l.Kind))
 	lt.add("source", orDash(l.Source))
 	lt.add("lake snapshot", orDash(l.LakeSnapshotID))
+	if l.Location != "" {
+		lt.add("location", l.Location)
+	}
+	if l.TableVersion != nil {
+		lt.add("table version", fmt.Sprint(*l.TableVersion))
+	}
+	if l.SnapshotTimestamp != "" {
+		lt.add("committed", l.SnapshotTimestamp)
+	}
+	if l.Ref != "" {
+		lt.add("ref", l.Ref)
+	}
+	if l.MetadataLocation != "" {
+		lt.add("metadata", l.MetadataLocation)
+	}
 	lt.add("inputs", fmt.Sprintf("%s files, %s, %s rows", Commas(int64(len(l.Inputs))), HumanBytes(inBytes), Commas(inRows)))
 	lt.write(w, "  ")
 	if len(l.Inputs) > 0 {

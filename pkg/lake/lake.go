@@ -41,13 +41,13 @@ func List(dir string) ([]File, error) {
 			return err
 		}
 		name := d.Name()
-		if p != dir && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+		if p != dir && Hidden(name) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if d.IsDir() || !strings.HasSuffix(strings.ToLower(name), ".parquet") {
+		if d.IsDir() || !IsParquet(name) {
 			return nil
 		}
 		info, err := d.Info()
@@ -70,6 +70,31 @@ func List(dir string) ([]File, error) {
 	sort.Slice(out, func(i, j int) bool { return NaturalLess(out[i].Rel, out[j].Rel) })
 	return out, nil
 }
+
+// TableKind reports whether a local directory is a lake table rather
+// than a folder of Parquet files: "delta" when it holds _delta_log/,
+// "iceberg" when it holds metadata/ with a version-hint.text or a
+// *.metadata.json, "" otherwise. (pkg/lake/source does the same over any
+// store; this one is for tools that only read local folders.)
+func TableKind(dir string) string {
+	if st, err := os.Stat(filepath.Join(dir, "_delta_log")); err == nil && st.IsDir() {
+		return "delta"
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "metadata"))
+	for _, e := range ents {
+		if n := e.Name(); n == "version-hint.text" || strings.HasSuffix(n, ".metadata.json") || strings.HasSuffix(n, ".metadata.json.gz") {
+			return "iceberg"
+		}
+	}
+	return ""
+}
+
+// Hidden reports whether a file or folder name is skipped by List: names
+// starting with "." or "_" (_SUCCESS, .crc files, _delta_log).
+func Hidden(name string) bool { return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") }
+
+// IsParquet reports whether a file name is read as Parquet (".parquet", any case).
+func IsParquet(name string) bool { return strings.HasSuffix(strings.ToLower(name), ".parquet") }
 
 // NaturalLess compares paths bytewise, except that runs of ASCII digits
 // compare as numbers: year=999 before year=1000, part-2 before part-10.

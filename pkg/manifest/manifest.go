@@ -108,13 +108,33 @@ type Build struct {
 	BatchRows    int    `json:"batch_rows"`
 }
 
-// Lineage says where the rows came from.
+// Lineage says where the rows came from. The fields after Inputs were
+// added for lake tables (kind delta or iceberg) and are absent from
+// manifests of Parquet folders, so those are written exactly as before.
 type Lineage struct {
 	Kind           string  `json:"kind"`
 	Source         string  `json:"source"`
 	LakeSnapshotID string  `json:"lake_snapshot_id"`
 	Inputs         []Input `json:"inputs"`
+	// Location is the table's root (Delta) or location (Iceberg).
+	Location string `json:"location,omitempty"`
+	// TableVersion is the Delta version, or the Iceberg snapshot's
+	// sequence number.
+	TableVersion *int64 `json:"table_version,omitempty"`
+	// SnapshotTimestamp is when the lake snapshot was committed, RFC 3339.
+	SnapshotTimestamp string `json:"snapshot_timestamp,omitempty"`
+	// Ref is the Iceberg branch or tag that was read, if one was named.
+	Ref string `json:"ref,omitempty"`
+	// MetadataLocation is the Iceberg metadata file that was read.
+	MetadataLocation string `json:"metadata_location,omitempty"`
 }
+
+// Lineage kinds.
+const (
+	KindParquet = "parquet"
+	KindDelta   = "delta"
+	KindIceberg = "iceberg"
+)
 
 // Input is one input file, identified well enough to notice it changed.
 type Input struct {

@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/energyscope/servingsnap/pkg/corrupt"
@@ -45,5 +46,47 @@ func TestMarshalParse(t *testing.T) {
 	m.Files[0].Path = "../escape"
 	if _, err := Marshal(m); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Marshal of an invalid manifest = %v, want ErrCorrupt", err)
+	}
+}
+
+// A manifest written before the lake-table lineage fields (the v1 fixture)
+// still parses, and reads as a Parquet-folder lineage with none of them;
+// a manifest with them round-trips and a Parquet one omits them.
+func TestV1FixtureReadsWithoutLakeLineage(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/v1/FIXTURE/manifests/000001.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(`"table_version"`)) {
+		t.Fatal("the fixture is not from before the lake fields")
+	}
+	m, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Lineage
+	if l.Kind != KindParquet || l.Location != "" || l.TableVersion != nil || l.SnapshotTimestamp != "" || l.Ref != "" || l.MetadataLocation != "" {
+		t.Fatalf("lineage %+v", l)
+	}
+	out, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte("table_version")) || bytes.Contains(out, []byte(`"location"`)) {
+		t.Fatalf("a parquet lineage gained lake fields:\n%s", out)
+	}
+	v := int64(0)
+	m.Lineage.Kind, m.Lineage.Location, m.Lineage.TableVersion, m.Lineage.LakeSnapshotID = KindDelta, "s3://b/t", &v, "0"
+	m.Lineage.SnapshotTimestamp = "2024-06-01T00:00:00Z"
+	out, err = Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.Lineage.TableVersion == nil || *m2.Lineage.TableVersion != 0 || m2.Lineage.Location != "s3://b/t" {
+		t.Fatalf("round trip: %+v", m2.Lineage)
 	}
 }

@@ -9,6 +9,7 @@ package sortwrite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 )
@@ -33,7 +35,13 @@ const (
 
 // Options configure a build.
 type Options struct {
-	Input        string // directory of Parquet files (hive year= folders or flat)
+	Input string // directory of Parquet files, a Delta or Iceberg table, local or s3:// (see pkg/lake/source)
+	// Lake selects the table version and says how to reach it; its Input
+	// is taken from Input.
+	Lake source.Options
+	// IfChanged skips the build, returning ErrUnchanged, when the input
+	// is a lake table whose snapshot is the one CURRENT was built from.
+	IfChanged    bool
 	Out          string // the dataset directory, ROOT/DATASET
 	SeriesColumn string // default "series_id"
 	PeriodColumn string // default "period"
@@ -56,7 +64,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
-	if o.Input == "" || o.Out == "" {
+	if (o.Input == "" && o.Lake.Catalog.URI == "") || o.Out == "" {
 		return fmt.Errorf("both an input directory and an output dataset directory are required")
 	}
 	if o.SeriesColumn == "" {
@@ -114,7 +122,16 @@ type Summary struct {
 	IndexDataRatio    float64       `json:"index_data_ratio"`
 	Phases            Phases        `json:"phases"`
 	Seconds           float64       `json:"seconds"`
+	// Lineage of the input: its kind, location and lake snapshot.
+	Lineage manifest.Lineage `json:"lineage"`
+	// Unchanged is true when --if-changed skipped the build: the table's
+	// snapshot is the one snapshot SnapshotID (CURRENT) was built from.
+	Unchanged bool `json:"unchanged"`
 }
+
+// ErrUnchanged is returned by Build with IfChanged when the lake table's
+// snapshot equals the one CURRENT was built from; nothing was written.
+var ErrUnchanged = errors.New("the table has not changed since the current snapshot was built")
 
 // SummaryFile is one written file.
 type SummaryFile struct {
@@ -151,7 +168,28 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	sum := &Summary{Dataset: ds.Name}
 
-	t, err := scan(ctx, opt)
+	lo := opt.Lake
+	lo.Input = opt.Input
+	tbl, err := source.Open(ctx, lo)
+	if err != nil {
+		return nil, err
+	}
+	defer tbl.Close()
+	if len(tbl.Files) == 0 {
+		return nil, fmt.Errorf("%s at version %s holds no data files: nothing to build", tbl.Location, tbl.SnapshotID)
+	}
+	lin := lineageOf(tbl, opt)
+	sum.Lineage = lin
+	if opt.IfChanged {
+		if cur, ok := unchanged(ds, lin); ok {
+			sum.SnapshotID, sum.Unchanged = cur, true
+			sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(dataset.ManifestPath(cur)))
+			sum.Seconds = time.Since(start).Seconds()
+			return sum, ErrUnchanged
+		}
+	}
+
+	t, err := scan(ctx, opt, tbl)
 	if err != nil {
 		return nil, err
 	}
@@ -218,12 +256,13 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 			OnDuplicate:  opt.OnDuplicate,
 			BatchRows:    opt.BatchRows,
 		},
-		Lineage: manifest.Lineage{Kind: "parquet", Source: opt.Input},
+		Lineage: lin,
 	}
 	if len(lay.series) > 0 {
 		m.Stats.FirstPeriod = period.Format(lay.minPeriod)
 		m.Stats.LastPeriod = period.Format(lay.maxPeriod)
 	}
+	m.Lineage.Inputs = nil
 	for i, in := range t.inputs {
 		m.Lineage.Inputs = append(m.Lineage.Inputs, manifest.Input{Path: in.Rel, Size: in.Size, Rows: in.Rows, Checksum: sums[i]})
 		sum.InputBytes += in.Size
@@ -245,6 +284,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	sum.Rows, sum.Series, sum.DuplicatesDropped = m.Stats.Rows, m.Stats.Series, lay.dropped
 	sum.Inputs = len(t.inputs)
 	sum.Attributes = m.Schema.Attributes
+	sum.Lineage = m.Lineage
 	for _, c := range m.Schema.Data {
 		sum.DataColumns = append(sum.DataColumns, c.Name)
 	}
@@ -266,17 +306,17 @@ func columnsOf(s *arrow.Schema) []manifest.Column {
 }
 
 // scan lists the inputs, reads their footers and unifies their schemas.
-func scan(ctx context.Context, opt Options) (*table, error) {
-	ins, err := discover(opt.Input)
-	if err != nil {
-		return nil, err
-	}
-	g, _ := errgroup.WithContext(ctx)
+func scan(ctx context.Context, opt Options, tbl *source.Table) (*table, error) {
+	ins := discover(tbl)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opt.Parallel * 2)
 	for _, in := range ins {
-		g.Go(in.readFooter)
+		g.Go(func() error { return in.readFooter(gctx) })
 	}
 	if err := g.Wait(); err != nil {
+		for _, in := range ins {
+			in.release()
+		}
 		return nil, err
 	}
 	schemas := make([]FileSchema, len(ins))
@@ -388,4 +428,35 @@ func availableMemory() int64 {
 		}
 	}
 	return 0
+}
+
+// lineageOf is the manifest lineage of a table (inputs are added later).
+func lineageOf(tbl *source.Table, opt Options) manifest.Lineage {
+	l := manifest.Lineage{Kind: tbl.Kind, Source: tbl.Source, LakeSnapshotID: tbl.SnapshotID}
+	if tbl.Kind == source.KindParquet {
+		return l
+	}
+	l.Location = tbl.Location
+	v := tbl.Version
+	l.TableVersion = &v
+	if !tbl.Timestamp.IsZero() {
+		l.SnapshotTimestamp = tbl.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	l.Ref = tbl.Ref
+	l.MetadataLocation = tbl.MetadataLocation
+	return l
+}
+
+// unchanged reports whether CURRENT's snapshot was built from the same
+// table snapshot, and its id.
+func unchanged(ds *dataset.Dir, lin manifest.Lineage) (uint64, bool) {
+	if lin.Kind == source.KindParquet || lin.LakeSnapshotID == "" {
+		return 0, false
+	}
+	m, err := ds.Current()
+	if err != nil {
+		return 0, false
+	}
+	l := m.Lineage
+	return m.SnapshotID, l.Kind == lin.Kind && l.Location == lin.Location && l.LakeSnapshotID == lin.LakeSnapshotID
 }

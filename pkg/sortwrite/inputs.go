@@ -1,44 +1,99 @@
 package sortwrite
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"sort"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-	"github.com/energyscope/servingsnap/pkg/lake"
+
+	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/lake/objstore"
+	"github.com/energyscope/servingsnap/pkg/lake/source"
 )
 
-// input is one Parquet file of the lake.
+// input is one data file of the table: a Parquet file the builder reads by
+// row groups, or (Iceberg) the record batches a table reader handed over,
+// one unit of work per batch.
 type input struct {
-	Rel       string  // path relative to the input directory, slash-separated
-	Abs       string  // path to open
+	Rel       string  // path as recorded in lineage (relative to the input when inside it)
 	Size      int64   // bytes
-	Rows      int64   // rows, from the footer
-	GroupRows []int64 // rows per row group, from the footer
+	Rows      int64   // rows read: from the footer, less deleted rows
+	GroupRows []int64 // rows read per unit (row group or record batch)
 	FirstRow  int64   // global row number of the file's first row
 	Schema    FileSchema
+
+	src *source.File
+	tbl *source.Table
+	// Parquet inputs.
+	proj    *source.Projection
+	rawRows []int64  // rows per row group before deletes
+	deleted []uint64 // deleted row positions in the file, ascending
+	// Record inputs: one per unit, released once read.
+	records []arrow.RecordBatch
 }
 
-// discover lists the inputs in publication order (see pkg/lake).
-func discover(dir string) ([]*input, error) {
-	files, err := lake.List(dir)
+// discover lists the table's data files, in the order that decides
+// "later" for --on-duplicate=last (see pkg/lake/source).
+func discover(tbl *source.Table) []*input {
+	ins := make([]*input, len(tbl.Files))
+	for i, f := range tbl.Files {
+		ins[i] = &input{Rel: f.Rel, Size: f.Size, src: f, tbl: tbl}
+	}
+	return ins
+}
+
+// open opens the input's Parquet file; a local one is memory-mapped when
+// mmap is set (row groups are then read without copies into Go buffers).
+func (in *input) open(ctx context.Context, mmap bool) (*file.Reader, error) {
+	if l, ok := in.tbl.Store.(objstore.Local); ok {
+		pf, err := file.OpenParquetFile(l.Location(in.src.Name), mmap)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a readable Parquet file: %w", in.Rel, err)
+		}
+		return pf, nil
+	}
+	f, _, err := in.tbl.Store.Open(ctx, in.src.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", in.Rel, err)
 	}
-	ins := make([]*input, len(files))
-	for i, f := range files {
-		ins[i] = &input{Rel: f.Rel, Abs: f.Abs, Size: f.Size}
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a readable Parquet file: %w", in.Rel, err)
 	}
-	return ins, nil
+	return pf, nil // pf.Close closes f
 }
 
-// readFooter opens the file's footer for its row counts and Arrow schema.
-func (in *input) readFooter() (err error) {
+// readFooter opens the file's footer for its row counts and Arrow schema,
+// or reads a record input's batches.
+func (in *input) readFooter(ctx context.Context) (err error) {
 	defer recoverAs(&err, in.Rel)
-	pf, err := file.OpenParquetFile(in.Abs, false)
+	if in.tbl.ReadsRecords() {
+		recs, err := in.tbl.Records(ctx, in.src)
+		if err != nil {
+			return err
+		}
+		in.records = recs
+		if len(recs) > 0 {
+			in.Schema = FileSchema{Path: in.Rel, Fields: recs[0].Schema().Fields()}
+		}
+		for _, r := range recs {
+			if !r.Schema().Equal(recs[0].Schema()) {
+				return fmt.Errorf("%s: record batches with different schemas", in.Rel)
+			}
+			in.GroupRows = append(in.GroupRows, r.NumRows())
+			in.Rows += r.NumRows()
+		}
+		return nil
+	}
+	pf, err := in.open(ctx, false)
 	if err != nil {
-		return fmt.Errorf("%s: not a readable Parquet file: %w", in.Rel, err)
+		return err
 	}
 	defer pf.Close()
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
@@ -53,18 +108,64 @@ func (in *input) readFooter() (err error) {
 		return fmt.Errorf("%s: nested columns are not supported (file has %d top-level fields but %d leaf columns)",
 			in.Rel, sc.NumFields(), pf.MetaData().Schema.NumColumns())
 	}
-	in.Schema = FileSchema{Path: in.Rel, Fields: sc.Fields()}
-	in.Rows = pf.NumRows()
-	in.GroupRows = make([]int64, pf.NumRowGroups())
+	if in.proj, err = in.tbl.Project(in.src, sc.Fields()); err != nil {
+		return err
+	}
+	in.Schema = FileSchema{Path: in.Rel, Fields: in.proj.Fields}
+	raw := pf.NumRows()
+	in.rawRows = make([]int64, pf.NumRowGroups())
 	var sum int64
-	for g := range in.GroupRows {
-		in.GroupRows[g] = pf.MetaData().RowGroup(g).NumRows()
-		sum += in.GroupRows[g]
+	for g := range in.rawRows {
+		in.rawRows[g] = pf.MetaData().RowGroup(g).NumRows()
+		sum += in.rawRows[g]
 	}
-	if sum != in.Rows {
-		return fmt.Errorf("%s: row groups hold %d rows but the footer says %d", in.Rel, sum, in.Rows)
+	if sum != raw {
+		return fmt.Errorf("%s: row groups hold %d rows but the footer says %d", in.Rel, sum, raw)
 	}
+	if in.deleted, err = in.tbl.Deleted(ctx, in.src, raw); err != nil {
+		return err
+	}
+	in.GroupRows = make([]int64, len(in.rawRows))
+	var first int64
+	for g, n := range in.rawRows {
+		in.GroupRows[g] = n - int64(len(in.deletedIn(first, first+n)))
+		first += n
+	}
+	in.Rows = raw - int64(len(in.deleted))
 	return nil
+}
+
+// deletedIn returns the deleted positions in file rows [lo, hi).
+func (in *input) deletedIn(lo, hi int64) []uint64 {
+	d := in.deleted
+	a := sort.Search(len(d), func(i int) bool { return d[i] >= uint64(lo) })
+	b := sort.Search(len(d), func(i int) bool { return d[i] >= uint64(hi) })
+	return d[a:b]
+}
+
+// checksum hashes the whole input file as stored.
+func (in *input) checksum(ctx context.Context) (string, int64, error) {
+	f, _, err := in.tbl.Store.Open(ctx, in.src.Name)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := fileutil.NewHash()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return fileutil.FormatChecksum(h), n, nil
+}
+
+// release drops record batches not read (a failed build).
+func (in *input) release() {
+	for _, r := range in.records {
+		if r != nil {
+			r.Release()
+		}
+	}
+	in.records = nil
 }
 
 // recoverAs turns a panic inside the Parquet reader (malformed input can

@@ -8,12 +8,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/period"
 )
 
@@ -50,19 +50,20 @@ func (t *table) location(row int64) string {
 	return fmt.Sprintf("%s row group %d row %d (file row %d)", in.Rel, g, r, row-in.FirstRow)
 }
 
-// unit is one row group of one file: the grain of parallel reading.
+// unit is one row group of one file (or one record batch of a record
+// input): the grain of parallel reading.
 type unit struct {
 	in       *input
 	fileIdx  int
 	group    int
-	firstRow int64 // global row of the group's first row
-	rows     int64
+	firstRow int64 // global row of the unit's first row
+	rows     int64 // rows it contributes (after deletes)
 }
 
-// readAll reads every row group of every input into t, using up to
-// parallel workers. Each worker writes a disjoint row range of the
-// preallocated stores, so only dictionary interning takes a lock.
-// Input checksums are computed alongside.
+// readAll reads every unit of every input into t, using up to parallel
+// workers. Each worker writes a disjoint row range of the preallocated
+// stores, so only dictionary interning takes a lock. Input checksums are
+// computed alongside.
 func (t *table) readAll(ctx context.Context, parallel int, sums []string) error {
 	var units []unit
 	for fi, in := range t.inputs {
@@ -76,12 +77,15 @@ func (t *table) readAll(ctx context.Context, parallel int, sums []string) error 
 	g.SetLimit(max(parallel, 1))
 	for i, in := range t.inputs {
 		g.Go(func() error {
-			sum, size, err := fileutil.ChecksumFile(in.Abs)
+			sum, size, err := in.checksum(ctx)
 			if err != nil {
 				return fmt.Errorf("checksum %s: %w", in.Rel, err)
 			}
 			if size != in.Size {
-				return fmt.Errorf("%s changed while being read (size %d, then %d)", in.Rel, in.Size, size)
+				if in.tbl.Kind == source.KindParquet {
+					return fmt.Errorf("%s changed while being read (size %d, then %d)", in.Rel, in.Size, size)
+				}
+				return fmt.Errorf("%s is %d bytes, but the table's log says %d: the file is not the one the table names", in.Rel, size, in.Size)
 			}
 			sums[i] = sum
 			return nil
@@ -90,7 +94,126 @@ func (t *table) readAll(ctx context.Context, parallel int, sums []string) error 
 	for _, u := range units {
 		g.Go(func() error { return t.readUnit(ctx, u) })
 	}
-	return g.Wait()
+	err := g.Wait()
+	for _, in := range t.inputs {
+		in.release()
+	}
+	return err
+}
+
+// unitColumns reads the columns of one unit: col(x) returns the chunks of
+// the input's field x (Schema.Fields[x]), with deleted rows removed.
+func (t *table) unitColumns(ctx context.Context, u unit, need []int) (col func(x int) []arrow.Array, release func(), err error) {
+	in := u.in
+	if in.records != nil {
+		rec := in.records[u.group]
+		in.records[u.group] = nil
+		if rec == nil {
+			return nil, nil, fmt.Errorf("%s: batch %d read twice", in.Rel, u.group)
+		}
+		if rec.NumRows() != u.rows {
+			rec.Release()
+			return nil, nil, fmt.Errorf("%s batch %d: %d rows, planned %d", in.Rel, u.group, rec.NumRows(), u.rows)
+		}
+		return func(x int) []arrow.Array { return []arrow.Array{rec.Column(x)} }, rec.Release, nil
+	}
+	pf, err := in.open(ctx, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pf.Close()
+	// Read string columns as dictionaries: the reader hands over per-chunk
+	// codes, so interning costs one hash per distinct value per row group
+	// instead of one per row.
+	var props pqarrow.ArrowReadProperties
+	var leaves []int
+	pos := map[int]int{} // field -> column of the read table
+	for _, x := range need {
+		leaf := in.proj.Leaf[x]
+		if leaf < 0 {
+			continue
+		}
+		if id := in.Schema.Fields[x].Type.ID(); id == arrow.STRING || id == arrow.BINARY || id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY {
+			props.SetReadDict(leaf, true)
+		}
+		pos[x] = len(leaves)
+		leaves = append(leaves, leaf)
+	}
+	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", in.Rel, err)
+	}
+	tbl, err := fr.ReadRowGroups(ctx, leaves, []int{u.group})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s row group %d: %w", in.Rel, u.group, err)
+	}
+	var first int64
+	for _, n := range in.rawRows[:u.group] {
+		first += n
+	}
+	raw := in.rawRows[u.group]
+	if tbl.NumRows() != raw {
+		tbl.Release()
+		return nil, nil, fmt.Errorf("%s row group %d: read %d rows, footer says %d", in.Rel, u.group, tbl.NumRows(), raw)
+	}
+	var keep arrow.Array // boolean mask of rows kept, when some are deleted
+	if del := in.deletedIn(first, first+raw); len(del) > 0 {
+		b := array.NewBooleanBuilder(memory.DefaultAllocator)
+		mask := make([]bool, raw)
+		for i := range mask {
+			mask[i] = true
+		}
+		for _, d := range del {
+			mask[int64(d)-first] = false
+		}
+		b.AppendValues(mask, nil)
+		keep = b.NewArray()
+		b.Release()
+	}
+	var owned []arrow.Array
+	cols := map[int][]arrow.Array{}
+	for _, x := range need {
+		if in.proj.Leaf[x] < 0 {
+			a, err := in.tbl.Constant(in.src, in.Schema.Fields[x], int(u.rows), memory.DefaultAllocator)
+			if err != nil {
+				tbl.Release()
+				return nil, nil, err
+			}
+			owned = append(owned, a)
+			cols[x] = []arrow.Array{a}
+			continue
+		}
+		chunks := tbl.Column(pos[x]).Data().Chunks()
+		if keep != nil {
+			// Deleted rows go: filter the column, chunk by chunk, with the
+			// matching slice of the mask.
+			var out []arrow.Array
+			off := 0
+			for _, c := range chunks {
+				m := array.NewSlice(keep, int64(off), int64(off+c.Len()))
+				f, err := compute.FilterArray(ctx, c, m, *compute.DefaultFilterOptions())
+				m.Release()
+				if err != nil {
+					tbl.Release()
+					return nil, nil, fmt.Errorf("%s row group %d: remove deleted rows: %w", in.Rel, u.group, err)
+				}
+				owned = append(owned, f)
+				out = append(out, f)
+				off += c.Len()
+			}
+			chunks = out
+		}
+		cols[x] = chunks
+	}
+	if keep != nil {
+		keep.Release()
+	}
+	return func(x int) []arrow.Array { return cols[x] }, func() {
+		for _, a := range owned {
+			a.Release()
+		}
+		tbl.Release()
+	}, nil
 }
 
 func (t *table) readUnit(ctx context.Context, u unit) (err error) {
@@ -98,57 +221,34 @@ func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	pf, err := file.OpenParquetFile(u.in.Abs, true)
-	if err != nil {
-		return fmt.Errorf("%s: %w", u.in.Rel, err)
-	}
-	defer pf.Close()
-
-	// Read string columns as dictionaries: the reader hands over per-chunk
-	// codes, so interning costs one hash per distinct value per row group
-	// instead of one per row.
-	var props pqarrow.ArrowReadProperties
-	var leaves []int
 	stores := append([]*store{t.series, t.value}, t.others...)
-	pcol := t.unified.Index(t.periodName())
-	fileCols := make([]int, 0, len(stores)+1)
-	addLeaf := func(c Column) int {
-		x := c.In[u.fileIdx]
-		if x < 0 {
-			return -1
-		}
-		if kindOf(c.Type) == kindString || c.Name == t.periodName() {
-			if id := u.in.Schema.Fields[x].Type.ID(); id == arrow.STRING || id == arrow.BINARY || id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY {
-				props.SetReadDict(x, true)
-			}
-		}
-		leaves = append(leaves, x)
-		return len(leaves) - 1
+	pcol := t.unified.Columns[t.unified.Index(t.periodName())]
+	var need []int
+	pField := pcol.In[u.fileIdx]
+	if pField >= 0 {
+		need = append(need, pField)
 	}
-	pPos := addLeaf(t.unified.Columns[pcol])
 	for _, s := range stores {
-		fileCols = append(fileCols, addLeaf(s.col))
+		if x := s.col.In[u.fileIdx]; x >= 0 {
+			need = append(need, x)
+		}
 	}
-	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
+	col, release, err := t.unitColumns(ctx, u, need)
 	if err != nil {
-		return fmt.Errorf("%s: %w", u.in.Rel, err)
+		return err
 	}
-	tbl, err := fr.ReadRowGroups(ctx, leaves, []int{u.group})
-	if err != nil {
-		return fmt.Errorf("%s row group %d: %w", u.in.Rel, u.group, err)
-	}
-	defer tbl.Release()
-	if tbl.NumRows() != u.rows {
-		return fmt.Errorf("%s row group %d: read %d rows, footer says %d", u.in.Rel, u.group, tbl.NumRows(), u.rows)
-	}
+	defer release()
 	lo, hi := int(u.firstRow), int(u.firstRow+u.rows)
 
 	// Period: required in every file.
-	if pPos < 0 {
+	if pField < 0 {
 		return fmt.Errorf("%s: no period column %q", u.in.Rel, t.periodName())
 	}
 	off := lo
-	for _, chunk := range tbl.Column(pPos).Data().Chunks() {
+	for _, chunk := range col(pField) {
+		if off+chunk.Len() > hi {
+			return fmt.Errorf("%s unit %d: more rows than planned", u.in.Rel, u.group)
+		}
 		if err := period.Column(chunk, t.periods[off:off+chunk.Len()]); err != nil {
 			var re *period.RowError
 			if errors.As(err, &re) {
@@ -159,8 +259,9 @@ func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 		off += chunk.Len()
 	}
 
-	for i, s := range stores {
-		if fileCols[i] < 0 {
+	for _, s := range stores {
+		x := s.col.In[u.fileIdx]
+		if x < 0 {
 			if s == t.series {
 				return fmt.Errorf("%s: no series column %q", u.in.Rel, s.col.Name)
 			}
@@ -168,11 +269,17 @@ func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 			continue
 		}
 		off := lo
-		for _, chunk := range tbl.Column(fileCols[i]).Data().Chunks() {
+		for _, chunk := range col(x) {
+			if off+chunk.Len() > hi {
+				return fmt.Errorf("%s unit %d: column %q: more rows than planned", u.in.Rel, u.group, s.col.Name)
+			}
 			if err := s.fill(chunk, off); err != nil {
 				return fmt.Errorf("%s row group %d: column %q: %w", u.in.Rel, u.group, s.col.Name, err)
 			}
 			off += chunk.Len()
+		}
+		if off != hi {
+			return fmt.Errorf("%s unit %d: column %q: %d rows, planned %d", u.in.Rel, u.group, s.col.Name, off-lo, hi-lo)
 		}
 	}
 	// A null series id cannot be placed in any series.

@@ -362,6 +362,9 @@ func or(s, def string) string {
 
 // discoverLake lists the lake's files in the builder's order (pkg/lake).
 func discoverLake(dir string) ([]lakeFile, error) {
+	if kind := lake.TableKind(dir); kind != "" {
+		return nil, fmt.Errorf("%s is a %s table: --against reads folders of Parquet files the way the builder does; a table's files are chosen by its log, which snapverify does not read", dir, kind)
+	}
 	files, err := lake.List(dir)
 	if err != nil {
 		return nil, err

@@ -184,9 +184,10 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 		bad("stats", "first_period %s is after last_period %s", s.FirstPeriod, s.LastPeriod)
 	}
 	l := m.Lineage
-	switch l.Kind {
-	case "parquet":
-	case "compaction":
+	table := l.Kind == manifest.KindDelta || l.Kind == manifest.KindIceberg
+	switch {
+	case l.Kind == manifest.KindParquet, table:
+	case l.Kind == "compaction":
 		// the parent snapshot with live writes folded in: no input files,
 		// and a WAL position (what it folded)
 		if len(l.Inputs) > 0 {
@@ -196,17 +197,32 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 			bad("wal_position", "a compaction folded in no WAL position")
 		}
 	default:
-		bad("lineage.kind", "kind %q, want \"parquet\" or \"compaction\"", l.Kind)
+		bad("lineage.kind", "kind %q, want \"parquet\", \"delta\", \"iceberg\" or \"compaction\"", l.Kind)
+	}
+	if table && (l.LakeSnapshotID == "" || l.Location == "" || l.TableVersion == nil) {
+		bad("lineage", "a %s lineage names its lake_snapshot_id, location and table_version", l.Kind)
+	}
+	if l.SnapshotTimestamp != "" {
+		if _, err := time.Parse(time.RFC3339Nano, l.SnapshotTimestamp); err != nil {
+			bad("lineage.snapshot_timestamp", "%q is not RFC 3339", l.SnapshotTimestamp)
+		}
 	}
 	var inRows int64
 	for i, in := range l.Inputs {
 		loc := fmt.Sprintf("lineage.inputs[%d]", i)
-		if in.Path == "" || strings.HasPrefix(in.Path, "/") || path.Clean(in.Path) != in.Path || strings.HasPrefix(in.Path, "../") {
+		switch {
+		case table:
+			// A table's data files are named as its log names them:
+			// relative to the table root, or absolute locations; they are
+			// listed in the table's order (not by path).
+			if in.Path == "" {
+				bad(loc+".path", "empty path")
+			}
+		case in.Path == "" || strings.HasPrefix(in.Path, "/") || path.Clean(in.Path) != in.Path || strings.HasPrefix(in.Path, "../"):
 			bad(loc+".path", "path %q is not a clean relative path", in.Path)
-		} else if !inputName(in.Path) {
+		case !inputName(in.Path):
 			bad(loc+".path", "path %q is not a file the builder reads (a .parquet file, no component starting with . or _)", in.Path)
-		}
-		if i > 0 && !lake.NaturalLess(l.Inputs[i-1].Path, in.Path) {
+		case i > 0 && !lake.NaturalLess(l.Inputs[i-1].Path, in.Path):
 			bad(loc+".path", "path %q does not follow %q: inputs are listed once each, in the builder's order", in.Path, l.Inputs[i-1].Path)
 		}
 		if in.Size < 0 || in.Rows < 0 {
@@ -217,7 +233,7 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 		}
 		inRows += in.Rows
 	}
-	if l.Kind == "parquet" && inRows != s.Rows+s.DuplicatesDropped {
+	if l.Kind != "compaction" && inRows != s.Rows+s.DuplicatesDropped {
 		bad("lineage.inputs", "inputs hold %d rows, but stats say %d rows + %d duplicates dropped", inRows, s.Rows, s.DuplicatesDropped)
 	}
 	attrs := map[string]bool{}

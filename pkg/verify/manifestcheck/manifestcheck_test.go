@@ -48,7 +48,13 @@ func TestProblems(t *testing.T) {
 		{"period order", func(m *manifest.Manifest) { m.Stats.FirstPeriod = "2025-01-01" }, nil, "stats"},
 		{"tool", func(m *manifest.Manifest) { m.Tool = "other 1.0" }, nil, "tool"},
 		{"created not UTC", func(m *manifest.Manifest) { m.Created = "2024-05-01T10:11:12+02:00" }, nil, "created"},
-		{"lineage kind", func(m *manifest.Manifest) { m.Lineage.Kind = "delta" }, nil, "lineage.kind"},
+		{"lineage kind", func(m *manifest.Manifest) { m.Lineage.Kind = "hudi" }, nil, "lineage.kind"},
+		{"lake lineage without its snapshot", func(m *manifest.Manifest) { m.Lineage.Kind = "delta" }, nil, "lineage"},
+		{"lake snapshot timestamp", func(m *manifest.Manifest) {
+			v := int64(3)
+			m.Lineage.Kind, m.Lineage.LakeSnapshotID, m.Lineage.Location, m.Lineage.TableVersion = "delta", "3", "/t", &v
+			m.Lineage.SnapshotTimestamp = "yesterday"
+		}, nil, "lineage.snapshot_timestamp"},
 		{"compaction with inputs", func(m *manifest.Manifest) { m.Lineage.Kind = "compaction" }, nil, "lineage.inputs"},
 		{"input checksum", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Checksum = "md5:x" }, nil, "lineage.inputs[0].checksum"},
 		{"input path", func(m *manifest.Manifest) { m.Lineage.Inputs[0].Path = "../x.parquet" }, nil, "lineage.inputs[0].path"},
