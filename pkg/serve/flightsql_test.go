@@ -1,0 +1,204 @@
+package serve
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+func dialSQL(t testing.TB, addr string) *flightsql.Client {
+	t.Helper()
+	c, err := flightsql.NewClient(addr, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sqlGet runs the endpoint of info and decodes it like get.
+func sqlGet(t testing.TB, ctx context.Context, c *flightsql.Client, info *flight.FlightInfo) *result {
+	t.Helper()
+	if len(info.Endpoint) != 1 {
+		t.Fatalf("%d endpoints", len(info.Endpoint))
+	}
+	r, err := get(ctx, c.Client, info.Endpoint[0].Ticket.Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.TotalRecords != int64(len(r.ids)) {
+		t.Errorf("FlightInfo says %d rows, the stream has %d", info.TotalRecords, len(r.ids))
+	}
+	return r
+}
+
+func sameAnswer(t *testing.T, what string, got, want *result) {
+	t.Helper()
+	if !reflect.DeepEqual(got.cols, want.cols) || len(got.ids) == 0 {
+		t.Errorf("%s: SQL answer (%d rows) differs from the ticket's (%d rows)\n got %v\nwant %v", what, len(got.ids), len(want.ids), got.cols, want.cols)
+	}
+}
+
+func TestFlightSQLStatements(t *testing.T) {
+	srv := startServer(t, Config{})
+	c := dialSQL(t, srv.FlightAddr().String())
+	plain := dial(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		sql    string
+		ticket map[string]any
+	}{
+		{"SELECT value FROM MIX WHERE series_id = 'A.TWO' AND period >= '2018-06'", map[string]any{"dataset": "MIX", "series": []string{"A.TWO"}, "start": "2018-06", "columns": []string{"value"}}},
+		{"SELECT * FROM MIX WHERE series_id IN ('C.LONG', 'A.ONE') AND period BETWEEN '2018Q2' AND '2019'", map[string]any{"dataset": "MIX", "series": []string{"A.ONE", "C.LONG"}, "start": "2018Q2", "end": "2019", "attributes": true}},
+		{"select value, note from MIX where series_id like 'B.%' order by series_id, period limit 9", map[string]any{"dataset": "MIX", "prefix": "B.", "columns": []string{"value", "note"}, "limit": 9}},
+		{"SELECT value FROM MIX WHERE category = 'Gas' AND period <= '2018-03'", map[string]any{"dataset": "MIX", "category": "Gas", "end": "2018-03", "columns": []string{"value"}}},
+		{"SELECT * FROM latest(MIX)", map[string]any{"dataset": "MIX", "prefix": "", "latest": true, "attributes": true}},
+		{"SELECT * FROM SYN", map[string]any{"dataset": "SYN", "prefix": "", "attributes": true}},
+	} {
+		info, err := c.Execute(ctx, tc.sql)
+		if err != nil {
+			t.Errorf("%s: %v", tc.sql, err)
+			continue
+		}
+		got := sqlGet(t, ctx, c, info)
+		want, err := get(ctx, plain, ticket(tc.ticket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAnswer(t, tc.sql, got, want)
+	}
+}
+
+func TestFlightSQLPrepared(t *testing.T) {
+	srv := startServer(t, Config{})
+	c := dialSQL(t, srv.FlightAddr().String())
+	plain := dial(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ps, err := c.Prepare(ctx, "SELECT value FROM MIX WHERE series_id = ? AND period >= ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close(ctx)
+	if n := ps.ParameterSchema().NumFields(); n != 2 {
+		t.Fatalf("parameter schema has %d fields", n)
+	}
+	mem := memory.NewGoAllocator()
+	for _, id := range []string{"A.TWO", "C.LONG"} {
+		sc := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String}, {Name: "b", Type: arrow.FixedWidthTypes.Date32}}, nil)
+		b := array.NewRecordBuilder(mem, sc)
+		b.Field(0).(*array.StringBuilder).Append(id)
+		b.Field(1).(*array.Date32Builder).Append(arrow.Date32FromTime(time.Date(2018, 5, 1, 0, 0, 0, 0, time.UTC)))
+		rec := b.NewRecordBatch()
+		b.Release()
+		ps.SetParameters(rec)
+		info, err := ps.Execute(ctx)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sqlGet(t, ctx, c, info)
+		want, err := get(ctx, plain, ticket(map[string]any{"dataset": "MIX", "series": []string{id}, "start": "2018-05-01", "columns": []string{"value"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAnswer(t, id, got, want)
+	}
+}
+
+func TestFlightSQLErrors(t *testing.T) {
+	srv := startServer(t, Config{})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		sql  string
+		code codes.Code
+		msg  string
+	}{
+		{"SELECT count(*) FROM MIX", codes.InvalidArgument, "supported: SELECT"},
+		{"SELECT * FROM MIX WHERE value > 1", codes.InvalidArgument, "supported: SELECT"},
+		{"SELECT nope FROM MIX", codes.InvalidArgument, `unknown column "nope"`},
+		{"SELECT * FROM NOPE", codes.NotFound, "NOPE"},
+		{"SELECT * FROM MIX WHERE series_id = 'X.NONE'", codes.NotFound, "X.NONE"},
+		{"SELECT * FROM MIX WHERE series_id = ?", codes.InvalidArgument, "prepared statement"},
+	} {
+		_, err := c.Execute(ctx, tc.sql)
+		st, _ := status.FromError(err)
+		if st.Code() != tc.code || !strings.Contains(st.Message(), tc.msg) || strings.HasPrefix(st.Message(), "ticket:") {
+			t.Errorf("%s: %v, want %v with %q", tc.sql, err, tc.code, tc.msg)
+		}
+	}
+}
+
+func TestFlightSQLCatalog(t *testing.T) {
+	srv := startServer(t, Config{})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	read := func(info *flight.FlightInfo, err error) arrow.RecordBatch {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd, err := c.DoGet(ctx, info.Endpoint[0].Ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Release()
+		if !rd.Next() {
+			t.Fatalf("no batch: %v", rd.Err())
+		}
+		rec := rd.RecordBatch()
+		rec.Retain()
+		return rec
+	}
+	cats := read(c.GetCatalogs(ctx))
+	defer cats.Release()
+	if cats.NumRows() != 1 || cats.Column(0).ValueStr(0) != sqlCatalog {
+		t.Errorf("catalogs: %v", cats)
+	}
+	tabs := read(c.GetTables(ctx, &flightsql.GetTablesOpts{IncludeSchema: true}))
+	defer tabs.Release()
+	if tabs.NumRows() != 2 || tabs.Column(2).ValueStr(0) != "MIX" || tabs.Column(2).ValueStr(1) != "SYN" {
+		t.Fatalf("tables: %v", tabs)
+	}
+	sc, err := flight.DeserializeSchema(tabs.Column(4).(*array.Binary).Value(0), memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range sc.Fields() {
+		names = append(names, f.Name)
+	}
+	if got := strings.Join(names, ","); got != "series_id,period,value,note,units,category" {
+		t.Errorf("MIX table schema: %s", got)
+	}
+	types := read(c.GetTableTypes(ctx))
+	defer types.Release()
+	if types.NumRows() != 1 {
+		t.Errorf("table types: %v", types)
+	}
+	info := read(c.GetSqlInfo(ctx, []flightsql.SqlInfo{flightsql.SqlInfoFlightSqlServerName}))
+	defer info.Release()
+	if info.NumRows() != 1 {
+		t.Errorf("sql info: %v", info)
+	}
+	// The plain surface is unchanged on the same port.
+	if _, err := get(ctx, c.Client, ticket(map[string]any{"dataset": "MIX", "series": []string{"A.ONE"}})); err != nil {
+		t.Errorf("plain ticket on the SQL port: %v", err)
+	}
+}
