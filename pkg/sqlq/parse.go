@@ -341,6 +341,13 @@ func (p *parser) period() error {
 		if err != nil {
 			return err
 		}
+		for _, x := range []Operand{lo, hi} {
+			if x.Param == 0 {
+				if _, _, err := periodBounds(x.Lit); err != nil {
+					return err
+				}
+			}
+		}
 		p.st.Periods = append(p.st.Periods, PeriodCond{">=", lo}, PeriodCond{"<=", hi})
 		return nil
 	}
