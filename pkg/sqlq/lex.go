@@ -1,6 +1,7 @@
 package sqlq
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/energyscope/servingsnap/pkg/query"
@@ -121,11 +122,11 @@ func isIdentPart(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
 
 // invalid is a statement error: ErrInvalid with what is supported.
 func invalid(format string, a ...any) error {
-	return query.Errorf(query.ErrInvalid, "sql: "+format+"; "+Supported, a...)
+	return query.Errorf(query.ErrInvalid, "sql: %s; %s", fmt.Sprintf(format, a...), Supported)
 }
 
 // Supported is the grammar, as error messages and docs state it.
-const Supported = "supported: SELECT * | col, ... FROM dataset | latest(dataset) " +
+const Supported = "supported: SELECT * | col, ... FROM dataset | latest(dataset) (quote names holding . or -: \"PET-1\") " +
 	"[WHERE series_id = 'id' | series_id IN ('a', ...) | series_id LIKE 'prefix%' | category = 'c' " +
 	"[AND period >= | <= | > | < | = 'period' | AND period BETWEEN 'a' AND 'b']] " +
 	"[ORDER BY series_id, period] [LIMIT n], with ? for a bound parameter in place of any literal"

@@ -102,6 +102,9 @@ func TestParseErrors(t *testing.T) {
 		if !errors.Is(err, query.ErrInvalid) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%q: %v, want ErrInvalid with %q", tc.sql, err, tc.msg)
 		}
+		if strings.Contains(err.Error(), "supported:") && !strings.HasSuffix(err.Error(), Supported) || strings.Contains(err.Error(), "%!") {
+			t.Errorf("%q: garbled message %v", tc.sql, err)
+		}
 		if !strings.Contains(err.Error(), "supported: SELECT") && !strings.Contains(err.Error(), "parameters") && !strings.Contains(err.Error(), "period") {
 			t.Errorf("%q: %v does not say what is supported", tc.sql, err)
 		}
