@@ -202,3 +202,80 @@ func TestFlightSQLCatalog(t *testing.T) {
 		t.Errorf("plain ticket on the SQL port: %v", err)
 	}
 }
+
+// BenchmarkSQLOneSeries: one 150-row series per query, in process on
+// loopback, sequentially: the plain ticket (DoGet), the ticket as a
+// command (GetFlightInfo + DoGet), a Flight SQL statement (GetFlightInfo +
+// DoGet, as every Flight SQL client runs one) and a prepared statement
+// with the id bound (DoPut + GetFlightInfo + DoGet, as ADBC runs a bound
+// parameter). Reports latency percentiles; compare the p50s.
+func BenchmarkSQLOneSeries(b *testing.B) {
+	r := benchRoot(b, 10_000, 150)
+	srv := startServer(b, Config{Root: r})
+	plain := dial(b, srv)
+	c := dialSQL(b, srv.FlightAddr().String())
+	ids := uniformIDs(10_000)
+	ctx := context.Background()
+	rows := func(info *flight.FlightInfo, err error) (int64, error) {
+		if err != nil {
+			return 0, err
+		}
+		return doGetRows(ctx, plain, info.Endpoint[0].Ticket.Ticket)
+	}
+	ps, err := c.Prepare(ctx, "SELECT value FROM B WHERE series_id = ?")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ps.Close(ctx)
+	mem := memory.NewGoAllocator()
+	psc := arrow.NewSchema([]arrow.Field{{Name: "p1", Type: arrow.BinaryTypes.String}}, nil)
+	for _, tc := range []struct {
+		name string
+		run  func(id string) (int64, error)
+	}{
+		{"ticket", func(id string) (int64, error) {
+			return doGetRows(ctx, plain, []byte(`{"dataset":"B","series":["`+id+`"]}`))
+		}},
+		{"ticket-info", func(id string) (int64, error) {
+			return rows(plain.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"dataset":"B","series":["` + id + `"]}`)}))
+		}},
+		{"sql", func(id string) (int64, error) {
+			return rows(c.Execute(ctx, "SELECT value FROM B WHERE series_id = '"+id+"'"))
+		}},
+		{"sql-doget", func(id string) (int64, error) { // a statement ticket made by the client: one round trip
+			tk, err := flightsql.CreateStatementQueryTicket([]byte(`{"sql":"SELECT value FROM B WHERE series_id = '` + id + `'"}`))
+			if err != nil {
+				return 0, err
+			}
+			return doGetRows(ctx, plain, tk)
+		}},
+		{"sql-prepared", func(id string) (int64, error) {
+			bld := array.NewRecordBuilder(mem, psc)
+			bld.Field(0).(*array.StringBuilder).Append(id)
+			rec := bld.NewRecordBatch()
+			bld.Release()
+			defer rec.Release()
+			ps.SetParameters(rec)
+			return rows(ps.Execute(ctx))
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < 200; i++ { // warm up
+				tc.run(ids[i])
+			}
+			lat := make([]time.Duration, 0, 1<<16)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				t0 := time.Now()
+				n, err := tc.run(ids[i%len(ids)])
+				lat = append(lat, time.Since(t0))
+				if err != nil || n != 150 {
+					b.Fatalf("%d rows, %v", n, err)
+				}
+				i++
+			}
+			percentiles(b, lat)
+		})
+	}
+}
