@@ -59,11 +59,20 @@ const sqlTypePrefix = "type.googleapis.com/arrow.flight.protocol.sql."
 
 // isSQLCommand reports whether b is a Flight SQL command or ticket.
 func isSQLCommand(b []byte) bool {
+	_, ok := sqlCommand(b)
+	return ok
+}
+
+// sqlCommand decodes b as a Flight SQL command or ticket.
+func sqlCommand(b []byte) (*anypb.Any, bool) {
 	if len(b) == 0 || b[0] != 0x0a { // field 1 (type_url), length-delimited
-		return false
+		return nil, false
 	}
-	var a anypb.Any
-	return proto.Unmarshal(b, &a) == nil && strings.HasPrefix(a.TypeUrl, sqlTypePrefix)
+	a := new(anypb.Any)
+	if proto.Unmarshal(b, a) != nil || !strings.HasPrefix(a.TypeUrl, sqlTypePrefix) {
+		return nil, false
+	}
+	return a, true
 }
 
 // flightMux serves plain Flight and Flight SQL on one service.
@@ -96,12 +105,9 @@ func (m *flightMux) GetSchema(ctx context.Context, desc *flight.FlightDescriptor
 // batches are the read layer's, released as soon as written); catalog
 // commands go through flightsql's routing.
 func (m *flightMux) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
-	if !isSQLCommand(t.GetTicket()) {
+	a, ok := sqlCommand(t.GetTicket())
+	if !ok {
 		return m.Service.DoGet(t, stream)
-	}
-	var a anypb.Any
-	if err := proto.Unmarshal(t.GetTicket(), &a); err != nil {
-		return status.Errorf(codes.InvalidArgument, "flight sql ticket: %v", err)
 	}
 	msg, err := a.UnmarshalNew()
 	if err != nil {

@@ -213,7 +213,7 @@ func BenchmarkSQLOneSeries(b *testing.B) {
 	r := benchRoot(b, 10_000, 150)
 	srv := startServer(b, Config{Root: r})
 	plain := dial(b, srv)
-	c := dialSQL(b, srv.FlightAddr().String())
+	c := &flightsql.Client{Client: plain} // one connection for every variant
 	ids := uniformIDs(10_000)
 	ctx := context.Background()
 	rows := func(info *flight.FlightInfo, err error) (int64, error) {
@@ -277,5 +277,25 @@ func BenchmarkSQLOneSeries(b *testing.B) {
 			}
 			percentiles(b, lat)
 		})
+	}
+}
+
+// TestSQLDispatch: JSON tickets and commands never look like Flight SQL
+// commands, and Flight SQL's do.
+func TestSQLDispatch(t *testing.T) {
+	for _, b := range [][]byte{
+		ticket(map[string]any{"dataset": "MIX", "prefix": ""}), []byte(" {}"), {}, []byte("\n\x05hello"),
+		[]byte("\n+type.googleapis.com/arrow.flight.protocol.sq"), // truncated
+	} {
+		if isSQLCommand(b) {
+			t.Errorf("%q taken for a Flight SQL command", b)
+		}
+	}
+	tk, err := flightsql.CreateStatementQueryTicket([]byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isSQLCommand(tk) {
+		t.Errorf("a statement ticket is not taken for a Flight SQL command")
 	}
 }
