@@ -409,12 +409,12 @@ func prefixOf(pat string) (string, error) {
 		case c == '%' && i == len(pat)-1:
 			return b.String(), nil
 		case c == '%' || c == '_':
-			return "", invalid("LIKE %q: only a prefix pattern 'prefix%%' is supported (write \\_ and \\%% for a literal _ or %%)", query.Truncate(pat, 64))
+			return "", invalid("LIKE %q: only a prefix pattern is supported (the prefix, then one percent sign at the end); a backslash before an underscore or percent sign makes it literal", query.Truncate(pat, 64))
 		default:
 			b.WriteByte(c)
 		}
 	}
-	return "", invalid("LIKE %q: the pattern must end with %% ('prefix%%'); for one series use series_id = 'id'", query.Truncate(pat, 64))
+	return "", invalid("LIKE %q: the pattern must end with a percent sign (a prefix pattern); for one series use series_id = 'id'", query.Truncate(pat, 64))
 }
 
 // periodBounds are the first and last day of a period string.

@@ -81,7 +81,7 @@ func TestParseErrors(t *testing.T) {
 		{"SELECT * FROM EIA WHERE series_id = 'A' OR series_id = 'B'", "OR is not supported"},
 		{"SELECT * FROM EIA WHERE series_id = 'A' AND category = 'B'", "only one series condition"},
 		{"SELECT * FROM EIA WHERE series_id LIKE '%A'", "only a prefix pattern"},
-		{"SELECT * FROM EIA WHERE series_id LIKE 'A'", "must end with %"},
+		{"SELECT * FROM EIA WHERE series_id LIKE 'A'", "must end with a percent sign"},
 		{"SELECT * FROM EIA WHERE period >= '2019-13'", "period \"2019-13\""},
 		{"SELECT * FROM EIA WHERE period >= '2020' AND period < '2020'", "select no period"},
 		{"SELECT * FROM EIA ORDER BY period", "only ORDER BY series_id, period"},
