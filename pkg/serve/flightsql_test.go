@@ -299,3 +299,49 @@ func TestSQLDispatch(t *testing.T) {
 		t.Errorf("a statement ticket is not taken for a Flight SQL command")
 	}
 }
+
+// TestFlightSQLReleasesEverything: statements, prepared statements and
+// catalog answers allocate from the service's allocator and release it
+// all.
+func TestFlightSQLReleasesEverything(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	lim := DefaultLimits
+	lim.BatchBytes = 2048
+	srv := startServer(t, Config{Allocator: mem, Limits: lim})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, sql := range []string{"SELECT * FROM SYN", "SELECT * FROM latest(MIX)", "SELECT value, note FROM MIX WHERE category = 'Gas' LIMIT 5"} {
+		info, err := c.Execute(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlGet(t, ctx, c, info)
+	}
+	tabs, err := c.GetTables(ctx, &flightsql.GetTablesOpts{IncludeSchema: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(ctx, c.Client, tabs.Endpoint[0].Ticket.Ticket); err != nil {
+		t.Fatal(err)
+	}
+	mem.AssertSize(t, 0)
+}
+
+// TestFlightSQLNeedsTheToken: the SQL surface is behind the same auth.
+func TestFlightSQLNeedsTheToken(t *testing.T) {
+	toks, err := NewTokens("sql-token-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, Config{Tokens: toks})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Execute(ctx, "SELECT * FROM MIX"); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("statement without a token: %v, want Unauthenticated", err)
+	}
+	if _, err := c.GetTables(ctx, &flightsql.GetTablesOpts{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("GetTables without a token: %v, want Unauthenticated", err)
+	}
+}
