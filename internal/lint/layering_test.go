@@ -41,6 +41,9 @@ var layers = []struct {
 	// merges; neither knows the other.
 	{"snapshot and delta", []string{"pkg/snapshot", "pkg/delta"}},
 	{"query", []string{"pkg/query/..."}},
+	// sqlq parses Flight SQL's restricted grammar into query.Requests:
+	// above the read layer, below the transport that receives the text.
+	{"sql grammar", []string{"pkg/sqlq"}},
 	// sortwrite is here, beside the other tools, rather than low beside
 	// pkg/dataset (which is all it needs above the formats): it is the
 	// top of the build side, used only by commands and test helpers, and
@@ -78,6 +81,7 @@ var forbidden = []struct {
 	{"pkg/snapshot", "pkg/query/...", nil, "queries plan over snapshots, not the other way round"},
 	{"pkg/query/...", "pkg/serve/...", nil, "the query layer does not know its transports"},
 	{"pkg/query/...", "pkg/inspect/...", nil, "the query layer does not know its transports"},
+	{"pkg/sqlq", "google.golang.org/grpc/...", nil, "the SQL grammar is transport-free; pkg/serve maps its errors to status codes"},
 	// bench/gobaseline is its own Flight server (the old design, kept as a
 	// benchmark baseline), so it is a Flight boundary of its own.
 	{"...", "github.com/apache/iceberg-go/...", []string{"pkg/lake/objstore", "pkg/lake/iceberg"}, "iceberg-go (and the S3 SDK behind its file IO) is linked only where it is used: the object store and the Iceberg reader"},
@@ -288,7 +292,7 @@ func TestLayeringCatches(t *testing.T) {
 		`pkg/serve/plan.go imports pkg/inspect: forbidden (pkg/serve/... -> pkg/inspect/...): the server and snapinspect are siblings over the read side; what both need moves down (pkg/query)`,
 		`pkg/shiny: package is in no layer; add it to layers (or testHelpers) in internal/lint/layering_test.go, where it belongs in the import order`,
 		`pkg/snapshot/snapshot.go imports pkg/serve: forbidden (pkg/snapshot -> pkg/serve/...): the read side does not know its transports`,
-		`pkg/snapshot/snapshot.go imports pkg/serve: layer "snapshot and delta" (3) may not import the higher layer "transport" (6)`,
+		`pkg/snapshot/snapshot.go imports pkg/serve: layer "snapshot and delta" (3) may not import the higher layer "transport" (7)`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -127,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Warn("token auth without TLS: tokens travel in clear text; use --tls-cert/--tls-key off loopback")
 	}
 	s.flight = flight.NewServerWithMiddleware(mw, opts...)
-	s.flight.RegisterFlightService(svc)
+	s.flight.RegisterFlightService(newFlightMux(svc))
 
 	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Addr, err)

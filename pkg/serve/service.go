@@ -440,6 +440,12 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 	if err != nil {
 		return err
 	}
+	return s.stream(v, p, stream)
+}
+
+// stream sends a plan's rows on a DoGet stream (plain tickets and Flight
+// SQL statements alike), with v pinned by the caller.
+func (s *Service) stream(v *view, p *query.Plan, stream flight.FlightService_DoGetServer) error {
 	// The stream ends early when the client goes away or the shutdown
 	// deadline passes: both cancel the context the read layer polls.
 	ctx, cancel := context.WithCancelCause(stream.Context())

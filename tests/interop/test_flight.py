@@ -449,7 +449,8 @@ def test_status_action(client, served):
         assert by[name]["rows"] == m["stats"]["rows"] and by[name]["series"] == m["stats"]["series"]
         assert by[name]["mapped_bytes"] == b.snap.file_entry("data")["size"]
     assert st["mapped_bytes"] == sum(d["mapped_bytes"] for d in st["datasets"])
-    assert [a.type for a in client.list_actions()] == ["status", "reload"]
+    # the plain actions, then the Flight SQL ones served on the same port
+    assert [a.type for a in client.list_actions()] == ["status", "compact", "reload", "CreatePreparedStatement", "ClosePreparedStatement"]
 
 
 def test_metrics_and_health(server, client, served):

@@ -1,0 +1,644 @@
+package serve
+
+// Flight SQL beside plain Flight, on the same port and service.
+//
+// flightMux is what the gRPC server registers: a call whose descriptor or
+// ticket holds a Flight SQL command (a protobuf Any of the
+// arrow.flight.protocol.sql package) goes to arrow-go's flightsql routing
+// over sqlServer; anything else (JSON tickets, path descriptors, our
+// actions, DoPut of rows) to the Service exactly as before. A JSON ticket
+// never decodes as such an Any ('{' is not a valid first tag), so the two
+// surfaces cannot be confused.
+//
+// Statements plan through the same read layer as tickets (pkg/sqlq turns
+// the text into a query.Request) and their rows stream through
+// Service.stream: same batching, limits, allocator, shutdown and metrics.
+// The tickets of statements are self-contained (the SQL and its bound
+// parameters), so a DoGet needs no server state; prepared statements keep
+// their text and bound parameters in a bounded map until closed.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql/schema_ref"
+	pb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/sqlq"
+)
+
+// The one catalog and schema GetCatalogs/GetDbSchemas report; every
+// dataset is a table of it.
+const (
+	sqlCatalog = "servingsnap"
+	sqlSchema  = "main"
+)
+
+// maxPrepared bounds the open prepared statements; past it the oldest is
+// dropped (its client gets NotFound and prepares again).
+const maxPrepared = 4096
+
+const sqlTypePrefix = "type.googleapis.com/arrow.flight.protocol.sql."
+
+// isSQLCommand reports whether b is a Flight SQL command or ticket.
+func isSQLCommand(b []byte) bool {
+	_, ok := sqlCommand(b)
+	return ok
+}
+
+// sqlCommand decodes b as a Flight SQL command or ticket.
+func sqlCommand(b []byte) (*anypb.Any, bool) {
+	if len(b) == 0 || b[0] != 0x0a { // field 1 (type_url), length-delimited
+		return nil, false
+	}
+	a := new(anypb.Any)
+	if proto.Unmarshal(b, a) != nil || !strings.HasPrefix(a.TypeUrl, sqlTypePrefix) {
+		return nil, false
+	}
+	return a, true
+}
+
+// flightMux serves plain Flight and Flight SQL on one service.
+type flightMux struct {
+	*Service
+	sql    flight.FlightServer // flightsql routing over sqlSrv
+	sqlSrv *sqlServer
+}
+
+func newFlightMux(s *Service) *flightMux {
+	ss := newSQLServer(s)
+	return &flightMux{Service: s, sql: flightsql.NewFlightServerWithAllocator(ss, s.mem), sqlSrv: ss}
+}
+
+func (m *flightMux) GetFlightInfo(ctx context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	if desc.GetType() == flight.DescriptorCMD && isSQLCommand(desc.Cmd) {
+		return m.sql.GetFlightInfo(ctx, desc)
+	}
+	return m.Service.GetFlightInfo(ctx, desc)
+}
+
+func (m *flightMux) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+	if desc.GetType() == flight.DescriptorCMD && isSQLCommand(desc.Cmd) {
+		return m.sql.GetSchema(ctx, desc)
+	}
+	return m.Service.GetSchema(ctx, desc)
+}
+
+// DoGet streams statement answers itself (through Service.stream, so the
+// batches are the read layer's, released as soon as written); catalog
+// commands go through flightsql's routing.
+func (m *flightMux) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	a, ok := sqlCommand(t.GetTicket())
+	if !ok {
+		return m.Service.DoGet(t, stream)
+	}
+	msg, err := a.UnmarshalNew()
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "flight sql ticket: %v", err)
+	}
+	switch cmd := msg.(type) {
+	case *pb.TicketStatementQuery:
+		return sqlStatus(m.sqlSrv.doGetHandle(cmd.GetStatementHandle(), stream))
+	case *pb.CommandPreparedStatementQuery:
+		h, err := m.sqlSrv.bound(cmd.GetPreparedStatementHandle())
+		if err != nil {
+			return sqlStatus(err)
+		}
+		return sqlStatus(m.sqlSrv.doGetHandle(h, stream))
+	}
+	return m.sql.DoGet(t, stream)
+}
+
+// peekedPut replays the first message of a DoPut to the handler chosen
+// by its descriptor.
+type peekedPut struct {
+	flight.FlightService_DoPutServer
+	first *flight.FlightData
+}
+
+func (p *peekedPut) Recv() (*flight.FlightData, error) {
+	if f := p.first; f != nil {
+		p.first = nil
+		return f, nil
+	}
+	return p.FlightService_DoPutServer.Recv()
+}
+
+func (m *flightMux) DoPut(stream flight.FlightService_DoPutServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "DoPut: no first message: %v", err)
+	}
+	p := &peekedPut{FlightService_DoPutServer: stream, first: first}
+	if d := first.GetFlightDescriptor(); d.GetType() == flight.DescriptorCMD && isSQLCommand(d.Cmd) {
+		return m.sql.DoPut(p)
+	}
+	return m.Service.DoPut(p)
+}
+
+// sqlActions are the action types flightsql's routing answers.
+var sqlActions = map[string]bool{
+	flightsql.CreatePreparedStatementActionType: true, flightsql.ClosePreparedStatementActionType: true,
+	flightsql.CreatePreparedSubstraitPlanActionType: true, flightsql.BeginTransactionActionType: true,
+	flightsql.BeginSavepointActionType: true, flightsql.EndTransactionActionType: true,
+	flightsql.EndSavepointActionType: true, flightsql.CancelQueryActionType: true,
+	flight.CancelFlightInfoActionType: true, flight.RenewFlightEndpointActionType: true,
+	flight.SetSessionOptionsActionType: true, flight.GetSessionOptionsActionType: true, flight.CloseSessionActionType: true,
+}
+
+func (m *flightMux) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+	if sqlActions[a.GetType()] {
+		return m.sql.DoAction(a, stream)
+	}
+	return m.Service.DoAction(a, stream)
+}
+
+func (m *flightMux) ListActions(e *flight.Empty, stream flight.FlightService_ListActionsServer) error {
+	if err := m.Service.ListActions(e, stream); err != nil {
+		return err
+	}
+	for _, a := range []*flight.ActionType{
+		{Type: flightsql.CreatePreparedStatementActionType, Description: "Flight SQL: prepare a statement (docs/FLIGHT.md \"Flight SQL\")"},
+		{Type: flightsql.ClosePreparedStatementActionType, Description: "Flight SQL: close a prepared statement"},
+	} {
+		if err := stream.Send(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sqlStatus maps errors of the SQL surface to status codes: as toStatus,
+// but a statement's errors are not a ticket's.
+func sqlStatus(err error) error {
+	var e *Error
+	if err != nil && !errors.As(err, &e) && errors.Is(err, query.ErrInvalid) {
+		return status.Error(codes.InvalidArgument, truncate(err.Error(), 2048))
+	}
+	return toStatus(err)
+}
+
+// sqlServer is the Flight SQL domain server over a Service.
+type sqlServer struct {
+	flightsql.BaseServer
+	svc *Service
+
+	mu       sync.Mutex
+	prepared map[string]*prepared // by handle; guarded by mu
+	order    []string             // handles, oldest first; guarded by mu
+}
+
+// prepared is an open prepared statement. Params are the last bound
+// values (nil before a bind).
+type prepared struct {
+	sql    string
+	st     *sqlq.Statement
+	params []string
+}
+
+// handle is a statement ticket's content: the SQL and its parameters.
+type handle struct {
+	SQL    string   `json:"sql"`
+	Params []string `json:"params,omitempty"`
+}
+
+func newSQLServer(s *Service) *sqlServer {
+	ss := &sqlServer{svc: s, prepared: map[string]*prepared{}}
+	ss.Alloc = s.mem
+	for id, v := range map[flightsql.SqlInfo]any{
+		flightsql.SqlInfoFlightSqlServerName:         "servingsnap",
+		flightsql.SqlInfoFlightSqlServerVersion:      s.version,
+		flightsql.SqlInfoFlightSqlServerArrowVersion: "18",
+		flightsql.SqlInfoFlightSqlServerReadOnly:     true,
+		flightsql.SqlInfoFlightSqlServerSql:          true,
+		flightsql.SqlInfoFlightSqlServerSubstrait:    false,
+		flightsql.SqlInfoFlightSqlServerTransaction:  int32(flightsql.SqlTransactionNone),
+		flightsql.SqlInfoFlightSqlServerCancel:       false,
+		flightsql.SqlInfoDDLCatalog:                  false,
+		flightsql.SqlInfoDDLSchema:                   false,
+		flightsql.SqlInfoDDLTable:                    false,
+		flightsql.SqlInfoIdentifierQuoteChar:         `"`,
+	} {
+		if err := ss.RegisterSqlInfo(id, v); err != nil {
+			panic(fmt.Sprintf("serve: sql info %v: %v", id, err)) // a programming error: the types above are fixed
+		}
+	}
+	return ss
+}
+
+// parse parses a statement within the ticket size limit.
+func (ss *sqlServer) parse(sql string) (*sqlq.Statement, error) {
+	if n := ss.svc.limits.MaxTicketBytes; n > 0 && len(sql) > n {
+		return nil, errf(codes.ResourceExhausted, "sql: statement is %d bytes, limit %d", len(sql), n)
+	}
+	return sqlq.Parse(sql)
+}
+
+// planHandle parses and binds a statement and plans it against the
+// dataset's current view, which the caller releases.
+func (ss *sqlServer) planHandle(h handle) (*view, *query.Plan, error) {
+	st, err := ss.parse(h.SQL)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h.Params == nil && st.Params > 0 {
+		return nil, nil, query.Errorf(query.ErrInvalid, "sql: the statement has %d parameters (?); bind them through a prepared statement", st.Params)
+	}
+	q, err := st.Bind(h.Params)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := ss.svc.acquire(q.Dataset)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := query.NewPlan(v.r, &q.Request, query.Limits{MaxSeries: ss.svc.limits.MaxSeries, MaxRows: ss.svc.limits.MaxRows})
+	if err != nil {
+		v.Release()
+		return nil, nil, err
+	}
+	return v, p, nil
+}
+
+// flightInfo plans h and describes it: schema, exact rows, and a ticket
+// holding h.
+func (ss *sqlServer) flightInfo(h handle, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	v, p, err := ss.planHandle(h)
+	if err != nil {
+		return nil, sqlStatus(err)
+	}
+	defer v.Release()
+	b, _ := json.Marshal(h)
+	tkt, err := flightsql.CreateStatementQueryTicket(b)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &flight.FlightInfo{
+		Schema:           flight.SerializeSchema(p.Schema(), ss.svc.mem),
+		FlightDescriptor: desc,
+		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tkt}}},
+		TotalRecords:     p.Rows(),
+		TotalBytes:       -1,
+		Ordered:          true,
+		AppMetadata:      appMetadata(v),
+	}, nil
+}
+
+// doGetHandle streams the answer of a statement ticket's handle.
+func (ss *sqlServer) doGetHandle(b []byte, stream flight.FlightService_DoGetServer) error {
+	var h handle
+	if err := json.Unmarshal(b, &h); err != nil {
+		return errf(codes.InvalidArgument, "flight sql ticket: not a statement handle of this server")
+	}
+	v, p, err := ss.planHandle(h)
+	if err != nil {
+		return err
+	}
+	defer v.Release()
+	return ss.svc.stream(v, p, stream)
+}
+
+// schemaOf is the answer schema of a statement, parameters unbound: the
+// columns and the dataset decide it, the selection does not.
+func (ss *sqlServer) schemaOf(st *sqlq.Statement) (*arrow.Schema, error) {
+	v, err := ss.svc.acquire(st.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Release()
+	req := query.Request{Select: query.Selector{Kind: query.ByPrefix, Prefix: "\xff\xff\xff\xff"}, Range: query.AllPeriods,
+		Latest: st.Latest, Attributes: st.Star}
+	if !st.Star {
+		req.Columns = st.Columns
+	}
+	p, err := query.NewPlan(v.r, &req, query.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	return p.Schema(), nil
+}
+
+func (ss *sqlServer) GetFlightInfoStatement(_ context.Context, cmd flightsql.StatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return ss.flightInfo(handle{SQL: cmd.GetQuery()}, desc)
+}
+
+func (ss *sqlServer) GetSchemaStatement(_ context.Context, cmd flightsql.StatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+	st, err := ss.parse(cmd.GetQuery())
+	if err != nil {
+		return nil, sqlStatus(err)
+	}
+	sc, err := ss.schemaOf(st)
+	if err != nil {
+		return nil, sqlStatus(err)
+	}
+	return &flight.SchemaResult{Schema: flight.SerializeSchema(sc, ss.svc.mem)}, nil
+}
+
+func (ss *sqlServer) CreatePreparedStatement(_ context.Context, req flightsql.ActionCreatePreparedStatementRequest) (flightsql.ActionCreatePreparedStatementResult, error) {
+	var res flightsql.ActionCreatePreparedStatementResult
+	st, err := ss.parse(req.GetQuery())
+	if err != nil {
+		return res, sqlStatus(err)
+	}
+	sc, err := ss.schemaOf(st)
+	if err != nil {
+		return res, sqlStatus(err)
+	}
+	fields := make([]arrow.Field, st.Params)
+	for i := range fields {
+		fields[i] = arrow.Field{Name: "p" + strconv.Itoa(i+1), Type: arrow.BinaryTypes.String, Nullable: true}
+	}
+	var id [16]byte
+	rand.Read(id[:])
+	h := hex.EncodeToString(id[:])
+	ss.mu.Lock()
+	ss.prepared[h] = &prepared{sql: req.GetQuery(), st: st}
+	ss.order = append(ss.order, h)
+	for len(ss.order) > maxPrepared {
+		delete(ss.prepared, ss.order[0])
+		ss.order = ss.order[1:]
+	}
+	ss.mu.Unlock()
+	isUpdate := false
+	return flightsql.ActionCreatePreparedStatementResult{Handle: []byte(h), DatasetSchema: sc,
+		ParameterSchema: arrow.NewSchema(fields, nil), IsUpdate: &isUpdate}, nil
+}
+
+func (ss *sqlServer) ClosePreparedStatement(_ context.Context, req flightsql.ActionClosePreparedStatementRequest) error {
+	h := string(req.GetPreparedStatementHandle())
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if _, ok := ss.prepared[h]; ok {
+		delete(ss.prepared, h)
+		for i, x := range ss.order {
+			if x == h {
+				ss.order = append(ss.order[:i], ss.order[i+1:]...)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (ss *sqlServer) lookupPrepared(h []byte) (*prepared, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ps, ok := ss.prepared[string(h)]
+	if !ok {
+		return nil, errf(codes.NotFound, "prepared statement %q not found (closed, or dropped after %d newer ones); prepare it again", query.Truncate(string(h), 64), maxPrepared)
+	}
+	return ps, nil
+}
+
+// bound is the statement handle of a prepared statement with its
+// current parameters.
+func (ss *sqlServer) bound(h []byte) ([]byte, error) {
+	ps, err := ss.lookupPrepared(h)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	hd := handle{SQL: ps.sql, Params: ps.params}
+	ss.mu.Unlock()
+	if hd.Params == nil {
+		hd.Params = []string{}
+	}
+	return json.Marshal(hd)
+}
+
+// DoPutPreparedStatementQuery binds parameters: one row, one column per
+// ?, each a string, an integer or a date.
+func (ss *sqlServer) DoPutPreparedStatementQuery(_ context.Context, cmd flightsql.PreparedStatementQuery, r flight.MessageReader, _ flight.MetadataWriter) ([]byte, error) {
+	h := cmd.GetPreparedStatementHandle()
+	ps, err := ss.lookupPrepared(h)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var params []string
+	rows := 0
+	for r.Next() {
+		rec := r.RecordBatch()
+		if rec.NumRows() == 0 {
+			continue
+		}
+		rows += int(rec.NumRows())
+		if rows > 1 {
+			return nil, status.Error(codes.InvalidArgument, "sql: bind one row of parameters per execution")
+		}
+		if int(rec.NumCols()) != ps.st.Params {
+			return nil, status.Errorf(codes.InvalidArgument, "sql: the statement has %d parameters, %d bound", ps.st.Params, rec.NumCols())
+		}
+		params = make([]string, rec.NumCols())
+		for i, col := range rec.Columns() {
+			if params[i], err = paramText(col, i); err != nil {
+				return nil, status.Error(codes.InvalidArgument, err.Error())
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, toStatus(err)
+	}
+	if params == nil {
+		params = []string{}
+	}
+	ss.mu.Lock()
+	ps.params = params
+	ss.mu.Unlock()
+	return h, nil
+}
+
+// paramText is a bound parameter as the statement text it stands for.
+func paramText(a arrow.Array, i int) (string, error) {
+	if a.IsNull(0) {
+		return "", fmt.Errorf("sql: parameter %d is null", i+1)
+	}
+	if u, ok := a.(*array.DenseUnion); ok { // ADBC binds some values as a union of types
+		return paramText(u.Field(u.ChildID(0)), i)
+	}
+	switch a := a.(type) {
+	case *array.String:
+		return a.Value(0), nil
+	case *array.LargeString:
+		return a.Value(0), nil
+	case *array.Int64:
+		return strconv.FormatInt(a.Value(0), 10), nil
+	case *array.Int32:
+		return strconv.FormatInt(int64(a.Value(0)), 10), nil
+	case *array.Date32:
+		return period.Format(int32(a.Value(0))), nil
+	}
+	return "", fmt.Errorf("sql: parameter %d has type %s; bind a string, an integer or a date", i+1, a.DataType())
+}
+
+func (ss *sqlServer) GetFlightInfoPreparedStatement(_ context.Context, cmd flightsql.PreparedStatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	b, err := ss.bound(cmd.GetPreparedStatementHandle())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var h handle
+	json.Unmarshal(b, &h)
+	return ss.flightInfo(h, desc)
+}
+
+func (ss *sqlServer) GetSchemaPreparedStatement(_ context.Context, cmd flightsql.PreparedStatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+	ps, err := ss.lookupPrepared(cmd.GetPreparedStatementHandle())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	sc, err := ss.schemaOf(ps.st)
+	if err != nil {
+		return nil, sqlStatus(err)
+	}
+	return &flight.SchemaResult{Schema: flight.SerializeSchema(sc, ss.svc.mem)}, nil
+}
+
+// metaInfo describes a catalog command: its ticket is the command.
+func (ss *sqlServer) metaInfo(desc *flight.FlightDescriptor, sc *arrow.Schema) *flight.FlightInfo {
+	return &flight.FlightInfo{
+		Schema:           flight.SerializeSchema(sc, ss.svc.mem),
+		FlightDescriptor: desc,
+		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: desc.Cmd}}},
+		TotalRecords:     -1,
+		TotalBytes:       -1,
+	}
+}
+
+// oneBatch sends one record of string columns (and a binary one, for
+// table schemas) built from rows.
+func (ss *sqlServer) oneBatch(sc *arrow.Schema, rows [][]any) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	b := array.NewRecordBuilder(ss.svc.mem, sc)
+	defer b.Release()
+	for _, row := range rows {
+		for i, v := range row {
+			switch f := b.Field(i).(type) {
+			case *array.StringBuilder:
+				f.Append(v.(string))
+			case *array.BinaryBuilder:
+				f.Append(v.([]byte))
+			}
+		}
+	}
+	ch := make(chan flight.StreamChunk, 1)
+	ch <- flight.StreamChunk{Data: b.NewRecordBatch()}
+	close(ch)
+	return sc, ch, nil
+}
+
+func (ss *sqlServer) GetFlightInfoCatalogs(_ context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return ss.metaInfo(desc, schema_ref.Catalogs), nil
+}
+
+func (ss *sqlServer) DoGetCatalogs(context.Context) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return ss.oneBatch(schema_ref.Catalogs, [][]any{{sqlCatalog}})
+}
+
+func (ss *sqlServer) GetFlightInfoSchemas(_ context.Context, _ flightsql.GetDBSchemas, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return ss.metaInfo(desc, schema_ref.DBSchemas), nil
+}
+
+func (ss *sqlServer) DoGetDBSchemas(_ context.Context, cmd flightsql.GetDBSchemas) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	var rows [][]any
+	if matchCatalog(cmd.GetCatalog()) && likeMatch(cmd.GetDBSchemaFilterPattern(), sqlSchema) {
+		rows = append(rows, []any{sqlCatalog, sqlSchema})
+	}
+	return ss.oneBatch(schema_ref.DBSchemas, rows)
+}
+
+func (ss *sqlServer) GetFlightInfoTables(_ context.Context, cmd flightsql.GetTables, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	if cmd.GetIncludeSchema() {
+		return ss.metaInfo(desc, schema_ref.TablesWithIncludedSchema), nil
+	}
+	return ss.metaInfo(desc, schema_ref.Tables), nil
+}
+
+// DoGetTables lists the datasets as tables; with schemas, each is the
+// schema of SELECT * (data columns and attributes).
+func (ss *sqlServer) DoGetTables(_ context.Context, cmd flightsql.GetTables) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	sc := schema_ref.Tables
+	if cmd.GetIncludeSchema() {
+		sc = schema_ref.TablesWithIncludedSchema
+	}
+	typeOK := len(cmd.GetTableTypes()) == 0
+	for _, t := range cmd.GetTableTypes() {
+		typeOK = typeOK || strings.EqualFold(t, "TABLE")
+	}
+	var rows [][]any
+	if typeOK && matchCatalog(cmd.GetCatalog()) && likeMatch(cmd.GetDBSchemaFilterPattern(), sqlSchema) {
+		for _, name := range ss.svc.names {
+			if !likeMatch(cmd.GetTableNameFilterPattern(), name) {
+				continue
+			}
+			row := []any{sqlCatalog, sqlSchema, name, "TABLE"}
+			if cmd.GetIncludeSchema() {
+				tsc, err := ss.schemaOf(&sqlq.Statement{Dataset: name, Star: true})
+				if err != nil {
+					return nil, nil, sqlStatus(err)
+				}
+				row = append(row, flight.SerializeSchema(tsc, ss.svc.mem))
+			}
+			rows = append(rows, row)
+		}
+	}
+	return ss.oneBatch(sc, rows)
+}
+
+func (ss *sqlServer) GetFlightInfoTableTypes(_ context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return ss.metaInfo(desc, schema_ref.TableTypes), nil
+}
+
+func (ss *sqlServer) DoGetTableTypes(context.Context) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return ss.oneBatch(schema_ref.TableTypes, [][]any{{"TABLE"}})
+}
+
+func matchCatalog(c *string) bool { return c == nil || *c == "" || *c == sqlCatalog }
+
+// likeMatch matches s against a catalog filter pattern (SQL LIKE: % any
+// run, _ one character); nil matches everything.
+func likeMatch(pat *string, s string) bool {
+	if pat == nil {
+		return true
+	}
+	return like(*pat, s)
+}
+
+func like(p, s string) bool {
+	for len(p) > 0 {
+		switch p[0] {
+		case '%':
+			for i := len(s); i >= 0; i-- {
+				if like(p[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '_':
+			if s == "" {
+				return false
+			}
+			p, s = p[1:], s[1:]
+		default:
+			if s == "" || p[0] != s[0] {
+				return false
+			}
+			p, s = p[1:], s[1:]
+		}
+	}
+	return s == ""
+}

@@ -1,0 +1,347 @@
+package serve
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+func dialSQL(t testing.TB, addr string) *flightsql.Client {
+	t.Helper()
+	c, err := flightsql.NewClient(addr, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sqlGet runs the endpoint of info and decodes it like get.
+func sqlGet(t testing.TB, ctx context.Context, c *flightsql.Client, info *flight.FlightInfo) *result {
+	t.Helper()
+	if len(info.Endpoint) != 1 {
+		t.Fatalf("%d endpoints", len(info.Endpoint))
+	}
+	r, err := get(ctx, c.Client, info.Endpoint[0].Ticket.Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.TotalRecords != int64(len(r.ids)) {
+		t.Errorf("FlightInfo says %d rows, the stream has %d", info.TotalRecords, len(r.ids))
+	}
+	return r
+}
+
+func sameAnswer(t *testing.T, what string, got, want *result) {
+	t.Helper()
+	if !reflect.DeepEqual(got.cols, want.cols) || len(got.ids) == 0 {
+		t.Errorf("%s: SQL answer (%d rows) differs from the ticket's (%d rows)\n got %v\nwant %v", what, len(got.ids), len(want.ids), got.cols, want.cols)
+	}
+}
+
+func TestFlightSQLStatements(t *testing.T) {
+	srv := startServer(t, Config{})
+	c := dialSQL(t, srv.FlightAddr().String())
+	plain := dial(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		sql    string
+		ticket map[string]any
+	}{
+		{"SELECT value FROM MIX WHERE series_id = 'A.TWO' AND period >= '2018-06'", map[string]any{"dataset": "MIX", "series": []string{"A.TWO"}, "start": "2018-06", "columns": []string{"value"}}},
+		{"SELECT * FROM MIX WHERE series_id IN ('C.LONG', 'A.ONE') AND period BETWEEN '2018Q2' AND '2019'", map[string]any{"dataset": "MIX", "series": []string{"A.ONE", "C.LONG"}, "start": "2018Q2", "end": "2019", "attributes": true}},
+		{"select value, note from MIX where series_id like 'B.%' order by series_id, period limit 9", map[string]any{"dataset": "MIX", "prefix": "B.", "columns": []string{"value", "note"}, "limit": 9}},
+		{"SELECT value FROM MIX WHERE category = 'Gas' AND period <= '2018-03'", map[string]any{"dataset": "MIX", "category": "Gas", "end": "2018-03", "columns": []string{"value"}}},
+		{"SELECT * FROM latest(MIX)", map[string]any{"dataset": "MIX", "prefix": "", "latest": true, "attributes": true}},
+		{"SELECT * FROM SYN", map[string]any{"dataset": "SYN", "prefix": "", "attributes": true}},
+	} {
+		info, err := c.Execute(ctx, tc.sql)
+		if err != nil {
+			t.Errorf("%s: %v", tc.sql, err)
+			continue
+		}
+		got := sqlGet(t, ctx, c, info)
+		want, err := get(ctx, plain, ticket(tc.ticket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAnswer(t, tc.sql, got, want)
+	}
+}
+
+func TestFlightSQLPrepared(t *testing.T) {
+	srv := startServer(t, Config{})
+	c := dialSQL(t, srv.FlightAddr().String())
+	plain := dial(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ps, err := c.Prepare(ctx, "SELECT value FROM MIX WHERE series_id = ? AND period >= ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close(ctx)
+	if n := ps.ParameterSchema().NumFields(); n != 2 {
+		t.Fatalf("parameter schema has %d fields", n)
+	}
+	mem := memory.NewGoAllocator()
+	for _, id := range []string{"A.TWO", "C.LONG"} {
+		sc := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String}, {Name: "b", Type: arrow.FixedWidthTypes.Date32}}, nil)
+		b := array.NewRecordBuilder(mem, sc)
+		b.Field(0).(*array.StringBuilder).Append(id)
+		b.Field(1).(*array.Date32Builder).Append(arrow.Date32FromTime(time.Date(2018, 5, 1, 0, 0, 0, 0, time.UTC)))
+		rec := b.NewRecordBatch()
+		b.Release()
+		ps.SetParameters(rec)
+		info, err := ps.Execute(ctx)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sqlGet(t, ctx, c, info)
+		want, err := get(ctx, plain, ticket(map[string]any{"dataset": "MIX", "series": []string{id}, "start": "2018-05-01", "columns": []string{"value"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAnswer(t, id, got, want)
+	}
+}
+
+func TestFlightSQLErrors(t *testing.T) {
+	srv := startServer(t, Config{})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		sql  string
+		code codes.Code
+		msg  string
+	}{
+		{"SELECT count(*) FROM MIX", codes.InvalidArgument, "supported: SELECT"},
+		{"SELECT * FROM MIX WHERE value > 1", codes.InvalidArgument, "supported: SELECT"},
+		{"SELECT nope FROM MIX", codes.InvalidArgument, `unknown column "nope"`},
+		{"SELECT * FROM NOPE", codes.NotFound, "NOPE"},
+		{"SELECT * FROM MIX WHERE series_id = 'X.NONE'", codes.NotFound, "X.NONE"},
+		{"SELECT * FROM MIX WHERE series_id = ?", codes.InvalidArgument, "prepared statement"},
+	} {
+		_, err := c.Execute(ctx, tc.sql)
+		st, _ := status.FromError(err)
+		if st.Code() != tc.code || !strings.Contains(st.Message(), tc.msg) || strings.HasPrefix(st.Message(), "ticket:") || strings.Contains(st.Message(), "%!") {
+			t.Errorf("%s: %v, want %v with %q", tc.sql, err, tc.code, tc.msg)
+		}
+	}
+}
+
+func TestFlightSQLCatalog(t *testing.T) {
+	srv := startServer(t, Config{})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	read := func(info *flight.FlightInfo, err error) arrow.RecordBatch {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd, err := c.DoGet(ctx, info.Endpoint[0].Ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Release()
+		if !rd.Next() {
+			t.Fatalf("no batch: %v", rd.Err())
+		}
+		rec := rd.RecordBatch()
+		rec.Retain()
+		return rec
+	}
+	cats := read(c.GetCatalogs(ctx))
+	defer cats.Release()
+	if cats.NumRows() != 1 || cats.Column(0).ValueStr(0) != sqlCatalog {
+		t.Errorf("catalogs: %v", cats)
+	}
+	tabs := read(c.GetTables(ctx, &flightsql.GetTablesOpts{IncludeSchema: true}))
+	defer tabs.Release()
+	if tabs.NumRows() != 2 || tabs.Column(2).ValueStr(0) != "MIX" || tabs.Column(2).ValueStr(1) != "SYN" {
+		t.Fatalf("tables: %v", tabs)
+	}
+	sc, err := flight.DeserializeSchema(tabs.Column(4).(*array.Binary).Value(0), memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range sc.Fields() {
+		names = append(names, f.Name)
+	}
+	if got := strings.Join(names, ","); got != "series_id,period,value,note,units,category" {
+		t.Errorf("MIX table schema: %s", got)
+	}
+	types := read(c.GetTableTypes(ctx))
+	defer types.Release()
+	if types.NumRows() != 1 {
+		t.Errorf("table types: %v", types)
+	}
+	info := read(c.GetSqlInfo(ctx, []flightsql.SqlInfo{flightsql.SqlInfoFlightSqlServerName}))
+	defer info.Release()
+	if info.NumRows() != 1 {
+		t.Errorf("sql info: %v", info)
+	}
+	// The plain surface is unchanged on the same port.
+	if _, err := get(ctx, c.Client, ticket(map[string]any{"dataset": "MIX", "series": []string{"A.ONE"}})); err != nil {
+		t.Errorf("plain ticket on the SQL port: %v", err)
+	}
+}
+
+// BenchmarkSQLOneSeries: one 150-row series per query, in process on
+// loopback, sequentially: the plain ticket (DoGet), the ticket as a
+// command (GetFlightInfo + DoGet), a Flight SQL statement (GetFlightInfo +
+// DoGet, as every Flight SQL client runs one) and a prepared statement
+// with the id bound (DoPut + GetFlightInfo + DoGet, as ADBC runs a bound
+// parameter). Reports latency percentiles; compare the p50s.
+func BenchmarkSQLOneSeries(b *testing.B) {
+	r := benchRoot(b, 10_000, 150)
+	srv := startServer(b, Config{Root: r})
+	plain := dial(b, srv)
+	c := &flightsql.Client{Client: plain} // one connection for every variant
+	ids := uniformIDs(10_000)
+	ctx := context.Background()
+	rows := func(info *flight.FlightInfo, err error) (int64, error) {
+		if err != nil {
+			return 0, err
+		}
+		return doGetRows(ctx, plain, info.Endpoint[0].Ticket.Ticket)
+	}
+	ps, err := c.Prepare(ctx, "SELECT value FROM B WHERE series_id = ?")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ps.Close(ctx)
+	mem := memory.NewGoAllocator()
+	psc := arrow.NewSchema([]arrow.Field{{Name: "p1", Type: arrow.BinaryTypes.String}}, nil)
+	for _, tc := range []struct {
+		name string
+		run  func(id string) (int64, error)
+	}{
+		{"ticket", func(id string) (int64, error) {
+			return doGetRows(ctx, plain, []byte(`{"dataset":"B","series":["`+id+`"]}`))
+		}},
+		{"ticket-info", func(id string) (int64, error) {
+			return rows(plain.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"dataset":"B","series":["` + id + `"]}`)}))
+		}},
+		{"sql", func(id string) (int64, error) {
+			return rows(c.Execute(ctx, "SELECT value FROM B WHERE series_id = '"+id+"'"))
+		}},
+		{"sql-doget", func(id string) (int64, error) { // a statement ticket made by the client: one round trip
+			tk, err := flightsql.CreateStatementQueryTicket([]byte(`{"sql":"SELECT value FROM B WHERE series_id = '` + id + `'"}`))
+			if err != nil {
+				return 0, err
+			}
+			return doGetRows(ctx, plain, tk)
+		}},
+		{"sql-prepared", func(id string) (int64, error) {
+			bld := array.NewRecordBuilder(mem, psc)
+			bld.Field(0).(*array.StringBuilder).Append(id)
+			rec := bld.NewRecordBatch()
+			bld.Release()
+			defer rec.Release()
+			ps.SetParameters(rec)
+			return rows(ps.Execute(ctx))
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < 200; i++ { // warm up
+				tc.run(ids[i])
+			}
+			lat := make([]time.Duration, 0, 1<<16)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				t0 := time.Now()
+				n, err := tc.run(ids[i%len(ids)])
+				lat = append(lat, time.Since(t0))
+				if err != nil || n != 150 {
+					b.Fatalf("%d rows, %v", n, err)
+				}
+				i++
+			}
+			percentiles(b, lat)
+		})
+	}
+}
+
+// TestSQLDispatch: JSON tickets and commands never look like Flight SQL
+// commands, and Flight SQL's do.
+func TestSQLDispatch(t *testing.T) {
+	for _, b := range [][]byte{
+		ticket(map[string]any{"dataset": "MIX", "prefix": ""}), []byte(" {}"), {}, []byte("\n\x05hello"),
+		[]byte("\n+type.googleapis.com/arrow.flight.protocol.sq"), // truncated
+	} {
+		if isSQLCommand(b) {
+			t.Errorf("%q taken for a Flight SQL command", b)
+		}
+	}
+	tk, err := flightsql.CreateStatementQueryTicket([]byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isSQLCommand(tk) {
+		t.Errorf("a statement ticket is not taken for a Flight SQL command")
+	}
+}
+
+// TestFlightSQLReleasesEverything: statements, prepared statements and
+// catalog answers allocate from the service's allocator and release it
+// all.
+func TestFlightSQLReleasesEverything(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	lim := DefaultLimits
+	lim.BatchBytes = 2048
+	srv := startServer(t, Config{Allocator: mem, Limits: lim})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, sql := range []string{"SELECT * FROM SYN", "SELECT * FROM latest(MIX)", "SELECT value, note FROM MIX WHERE category = 'Gas' LIMIT 5"} {
+		info, err := c.Execute(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlGet(t, ctx, c, info)
+	}
+	tabs, err := c.GetTables(ctx, &flightsql.GetTablesOpts{IncludeSchema: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(ctx, c.Client, tabs.Endpoint[0].Ticket.Ticket); err != nil {
+		t.Fatal(err)
+	}
+	mem.AssertSize(t, 0)
+}
+
+// TestFlightSQLNeedsTheToken: the SQL surface is behind the same auth.
+func TestFlightSQLNeedsTheToken(t *testing.T) {
+	toks, err := NewTokens("sql-token-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, Config{Tokens: toks})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Execute(ctx, "SELECT * FROM MIX"); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("statement without a token: %v, want Unauthenticated", err)
+	}
+	if _, err := c.GetTables(ctx, &flightsql.GetTablesOpts{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("GetTables without a token: %v, want Unauthenticated", err)
+	}
+}

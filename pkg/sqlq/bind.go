@@ -1,0 +1,103 @@
+package sqlq
+
+import (
+	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/query"
+)
+
+// Query is a statement with its parameters bound: the dataset it reads and
+// the read layer's request.
+type Query struct {
+	Dataset string
+	Request query.Request
+}
+
+func parsePeriod(s string) (int32, error) {
+	d, err := period.Parse(s)
+	if err != nil {
+		return 0, query.Errorf(query.ErrInvalid, "sql: %v (periods: YYYY, YYYY-MM, YYYYMM, YYYYQn, YYYY-Www, YYYY-MM-DD, YYYYMMDD)", err)
+	}
+	return d, nil
+}
+
+func endPeriod(s string) (int32, error) {
+	d, err := period.End(s)
+	if err != nil {
+		return 0, query.Errorf(query.ErrInvalid, "sql: %v", err)
+	}
+	return d, nil
+}
+
+// Bind substitutes params for the statement's ? in order (each as its
+// text: a string, a period, a number) and builds the request.
+func (st *Statement) Bind(params []string) (*Query, error) {
+	if len(params) != st.Params {
+		return nil, query.Errorf(query.ErrInvalid, "sql: the statement has %d parameters, %d bound", st.Params, len(params))
+	}
+	val := func(x Operand) string {
+		if x.Param > 0 {
+			return params[x.Param-1]
+		}
+		return x.Lit
+	}
+	q := &Query{Dataset: st.Dataset}
+	r := &q.Request
+	r.Latest = st.Latest
+	r.Range = query.AllPeriods
+	if st.Star {
+		r.Attributes = true
+	} else {
+		r.Columns = append([]string{}, st.Columns...)
+	}
+	switch st.Sel {
+	case SelAll:
+		r.Select = query.Selector{Kind: query.ByPrefix}
+	case SelEqual, SelIn:
+		ids := make([]string, len(st.SelArgs))
+		for i, x := range st.SelArgs {
+			ids[i] = val(x)
+		}
+		r.Select = query.Selector{Kind: query.ByIDs, IDs: ids}
+	case SelLike:
+		pre, err := prefixOf(val(st.SelArgs[0]))
+		if err != nil {
+			return nil, err
+		}
+		r.Select = query.Selector{Kind: query.ByPrefix, Prefix: pre}
+	case SelCategory:
+		r.Select = query.Selector{Kind: query.ByCategory, Category: val(st.SelArgs[0])}
+	}
+	for _, c := range st.Periods {
+		from, to, err := periodBounds(val(c.X))
+		if err != nil {
+			return nil, err
+		}
+		lo, hi := query.AllPeriods.From, query.AllPeriods.To
+		switch c.Op {
+		case ">=":
+			lo = from
+		case ">":
+			lo = to + 1
+		case "<=":
+			hi = to
+		case "<":
+			hi = from - 1
+		case "=":
+			lo, hi = from, to
+		default:
+			return nil, invalid("period %s: unsupported comparison", c.Op)
+		}
+		r.Range.From, r.Range.To = max(r.Range.From, lo), min(r.Range.To, hi)
+	}
+	if r.Range.From > r.Range.To {
+		return nil, query.Errorf(query.ErrInvalid, "sql: the period conditions select no period (from %s to %s)", period.Format(r.Range.From), period.Format(r.Range.To))
+	}
+	if st.HasLimit {
+		n, err := limitOf(val(st.Limit))
+		if err != nil {
+			return nil, err
+		}
+		r.Limit = n
+	}
+	return q, nil
+}

@@ -1,0 +1,485 @@
+package sqlq
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/energyscope/servingsnap/pkg/query"
+)
+
+// Operand is a literal or a positional parameter (?), bound by Bind.
+type Operand struct {
+	Lit   string
+	Param int // 1-based position of the ?, 0 for a literal
+}
+
+// Selector kinds of a WHERE clause.
+const (
+	SelAll      = ""         // no selector: every series
+	SelEqual    = "="        // series_id = x
+	SelIn       = "IN"       // series_id IN (x, ...)
+	SelLike     = "LIKE"     // series_id LIKE 'prefix%'
+	SelCategory = "category" // category = x
+)
+
+// PeriodCond is one comparison of period with an operand: Op is one of
+// >= <= > < =.
+type PeriodCond struct {
+	Op string
+	X  Operand
+}
+
+// Statement is a parsed statement, parameters unbound.
+type Statement struct {
+	Dataset  string
+	Latest   bool     // FROM latest(dataset)
+	Star     bool     // SELECT *
+	Columns  []string // SELECT col, ... (when not Star)
+	Sel      string   // one of the Sel* kinds
+	SelArgs  []Operand
+	Periods  []PeriodCond // ANDed (BETWEEN is a >= and a <=)
+	Ordered  bool         // ORDER BY series_id[, period] (the natural order)
+	HasLimit bool
+	Limit    Operand
+	Params   int // number of ? in the statement
+}
+
+// Parse parses one statement of the grammar (see Supported). Any other
+// statement is an error wrapping query.ErrInvalid. It never panics.
+func Parse(sql string) (*Statement, error) {
+	toks, err := lex(sql)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{toks: toks}
+	st, err := p.statement()
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+type parser struct {
+	toks []token
+	i    int
+	st   Statement
+}
+
+func (p *parser) peek() token { return p.toks[p.i] }
+
+func (p *parser) next() token {
+	t := p.toks[p.i]
+	if t.kind != tokEOF {
+		p.i++
+	}
+	return t
+}
+
+// isKw reports whether t is the keyword kw (case-insensitive, bare only).
+func isKw(t token, kw string) bool { return t.kind == tokIdent && strings.EqualFold(t.text, kw) }
+
+func (p *parser) acceptKw(kw string) bool {
+	if isKw(p.peek(), kw) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) accept(punct string) bool {
+	if t := p.peek(); t.kind == tokPunct && t.text == punct {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) expectKw(kw string) error {
+	if !p.acceptKw(kw) {
+		return p.unexpected("expected " + kw)
+	}
+	return nil
+}
+
+func (p *parser) expect(punct string) error {
+	if !p.accept(punct) {
+		return p.unexpected("expected " + strconv.Quote(punct))
+	}
+	return nil
+}
+
+func (p *parser) unexpected(what string) error {
+	t := p.peek()
+	if t.kind == tokEOF {
+		return invalid("%s at the end of the statement", what)
+	}
+	return invalid("%s at offset %d, found %s", what, t.pos, describe(t))
+}
+
+func describe(t token) string {
+	switch t.kind {
+	case tokString:
+		return "string " + strconv.Quote(query.Truncate(t.text, 64))
+	case tokQuoted:
+		return "identifier " + strconv.Quote(query.Truncate(t.text, 64))
+	default:
+		return strconv.Quote(query.Truncate(t.text, 64))
+	}
+}
+
+// ident reads a bare or quoted identifier.
+func (p *parser) ident(what string) (string, error) {
+	t := p.peek()
+	if t.kind == tokQuoted || t.kind == tokIdent && !reserved(t.text) {
+		p.i++
+		return t.text, nil
+	}
+	return "", p.unexpected("expected " + what)
+}
+
+func reserved(s string) bool {
+	switch strings.ToUpper(s) {
+	case "SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "IN", "LIKE", "BETWEEN", "ORDER", "BY", "LIMIT", "ASC", "DESC", "GROUP", "JOIN", "UNION", "OFFSET", "HAVING":
+		return true
+	}
+	return false
+}
+
+// operand reads a string literal, DATE 'literal', a number or ?.
+func (p *parser) operand(what string) (Operand, error) {
+	t := p.peek()
+	switch {
+	case t.kind == tokString, t.kind == tokNumber:
+		p.i++
+		return Operand{Lit: t.text}, nil
+	case t.kind == tokParam:
+		p.i++
+		p.st.Params++
+		return Operand{Param: p.st.Params}, nil
+	case isKw(t, "DATE") && p.toks[p.i+1].kind == tokString:
+		p.i += 2
+		return Operand{Lit: p.toks[p.i-1].text}, nil
+	}
+	return Operand{}, p.unexpected("expected " + what + " (a quoted string or ?)")
+}
+
+func (p *parser) statement() (*Statement, error) {
+	if err := p.expectKw("SELECT"); err != nil {
+		return nil, err
+	}
+	if p.accept("*") {
+		p.st.Star = true
+	} else {
+		for {
+			c, err := p.ident("a column name or *")
+			if err != nil {
+				return nil, err
+			}
+			p.st.Columns = append(p.st.Columns, c)
+			if !p.accept(",") {
+				break
+			}
+		}
+	}
+	if err := p.expectKw("FROM"); err != nil {
+		return nil, err
+	}
+	if err := p.source(); err != nil {
+		return nil, err
+	}
+	if p.acceptKw("WHERE") {
+		if err := p.where(); err != nil {
+			return nil, err
+		}
+	}
+	if p.acceptKw("ORDER") {
+		if err := p.orderBy(); err != nil {
+			return nil, err
+		}
+	}
+	if p.acceptKw("LIMIT") {
+		x, err := p.operand("a row count")
+		if err != nil {
+			return nil, err
+		}
+		p.st.HasLimit, p.st.Limit = true, x
+		if x.Param == 0 {
+			if _, err := limitOf(x.Lit); err != nil {
+				return nil, err
+			}
+		}
+	}
+	p.accept(";")
+	if p.peek().kind != tokEOF {
+		return nil, p.unexpected("expected the end of the statement")
+	}
+	return &p.st, nil
+}
+
+// source reads `dataset` or `latest(dataset)`.
+func (p *parser) source() error {
+	if isKw(p.peek(), "latest") && p.toks[p.i+1].kind == tokPunct && p.toks[p.i+1].text == "(" {
+		p.i += 2
+		p.st.Latest = true
+		if err := p.table("a dataset name"); err != nil {
+			return err
+		}
+		return p.expect(")")
+	}
+	return p.table("a dataset name or latest(dataset)")
+}
+
+// table reads a dataset name, optionally qualified by the catalog and
+// schema that GetTables reports (catalog.schema.dataset, as SQL tools
+// write it); the qualifiers are not checked, there is one namespace.
+func (p *parser) table(what string) error {
+	for n := 0; ; n++ {
+		name, err := p.ident(what)
+		if err != nil {
+			return err
+		}
+		p.st.Dataset = name
+		if n == 2 || !p.accept(".") {
+			return nil
+		}
+	}
+}
+
+// where reads conditions joined by AND: at most one series selector and
+// any number of period comparisons.
+func (p *parser) where() error {
+	for {
+		t := p.peek()
+		switch {
+		case isColumn(t, "series_id"), isColumn(t, "category"):
+			if p.st.Sel != SelAll {
+				return p.unexpected("only one series condition (series_id or category) is supported")
+			}
+			if err := p.selector(); err != nil {
+				return err
+			}
+		case isColumn(t, "period"):
+			if err := p.period(); err != nil {
+				return err
+			}
+		default:
+			return p.unexpected("expected a condition on series_id, category or period")
+		}
+		if !p.acceptKw("AND") {
+			if isKw(p.peek(), "OR") {
+				return p.unexpected("OR is not supported")
+			}
+			return nil
+		}
+	}
+}
+
+func isColumn(t token, name string) bool {
+	return t.kind == tokIdent && strings.EqualFold(t.text, name) || t.kind == tokQuoted && t.text == name
+}
+
+func (p *parser) selector() error {
+	col := p.next()
+	if isColumn(col, "category") {
+		if err := p.expect("="); err != nil {
+			return err
+		}
+		x, err := p.operand("a category")
+		p.st.Sel, p.st.SelArgs = SelCategory, []Operand{x}
+		return err
+	}
+	switch {
+	case p.accept("="):
+		x, err := p.operand("a series id")
+		p.st.Sel, p.st.SelArgs = SelEqual, []Operand{x}
+		return err
+	case p.acceptKw("IN"):
+		if err := p.expect("("); err != nil {
+			return err
+		}
+		p.st.Sel = SelIn
+		for {
+			x, err := p.operand("a series id")
+			if err != nil {
+				return err
+			}
+			p.st.SelArgs = append(p.st.SelArgs, x)
+			if !p.accept(",") {
+				break
+			}
+		}
+		return p.expect(")")
+	case p.acceptKw("LIKE"):
+		x, err := p.operand("a pattern 'prefix%'")
+		if err != nil {
+			return err
+		}
+		if x.Param == 0 {
+			if _, err := prefixOf(x.Lit); err != nil {
+				return err
+			}
+		}
+		p.st.Sel, p.st.SelArgs = SelLike, []Operand{x}
+		return nil
+	}
+	return p.unexpected("expected =, IN or LIKE after series_id")
+}
+
+func (p *parser) period() error {
+	p.next()
+	if p.acceptKw("BETWEEN") {
+		lo, err := p.operand("a period")
+		if err != nil {
+			return err
+		}
+		if err := p.expectKw("AND"); err != nil {
+			return err
+		}
+		hi, err := p.operand("a period")
+		if err != nil {
+			return err
+		}
+		for _, x := range []Operand{lo, hi} {
+			if x.Param == 0 {
+				if _, _, err := periodBounds(x.Lit); err != nil {
+					return err
+				}
+			}
+		}
+		p.st.Periods = append(p.st.Periods, PeriodCond{">=", lo}, PeriodCond{"<=", hi})
+		return nil
+	}
+	t := p.peek()
+	if t.kind != tokPunct || strings.IndexByte("<>=", t.text[0]) < 0 {
+		return p.unexpected("expected >=, <=, >, <, = or BETWEEN after period")
+	}
+	p.i++
+	x, err := p.operand("a period")
+	if err != nil {
+		return err
+	}
+	if x.Param == 0 {
+		if _, _, err := periodBounds(x.Lit); err != nil {
+			return err
+		}
+	}
+	p.st.Periods = append(p.st.Periods, PeriodCond{t.text, x})
+	return nil
+}
+
+// orderBy accepts only the answer's own order: series_id, then period.
+func (p *parser) orderBy() error {
+	if err := p.expectKw("BY"); err != nil {
+		return err
+	}
+	for i, want := range []string{"series_id", "period"} {
+		if i > 0 && !p.accept(",") {
+			break
+		}
+		if !isColumn(p.peek(), want) {
+			return p.unexpected("only ORDER BY series_id, period (the answer's order) is supported; expected " + want)
+		}
+		p.i++
+		p.acceptKw("ASC")
+	}
+	p.st.Ordered = true
+	return nil
+}
+
+func limitOf(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return 0, invalid("LIMIT %q: want a whole number of rows from 1 to %d", query.Truncate(s, 64), int64(math.MaxInt64))
+	}
+	return n, nil
+}
+
+// prefixOf is the prefix of a LIKE pattern 'prefix%'. \% and \_ stand for
+// themselves; any other % or _ is a wildcard the grammar does not support.
+func prefixOf(pat string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(pat); i++ {
+		c := pat[i]
+		switch {
+		case c == '\\' && i+1 < len(pat) && (pat[i+1] == '%' || pat[i+1] == '_' || pat[i+1] == '\\'):
+			b.WriteByte(pat[i+1])
+			i++
+		case c == '%' && i == len(pat)-1:
+			return b.String(), nil
+		case c == '%' || c == '_':
+			return "", invalid("LIKE %q: only a prefix pattern is supported (the prefix, then one percent sign at the end); a backslash before an underscore or percent sign makes it literal", query.Truncate(pat, 64))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", invalid("LIKE %q: the pattern must end with a percent sign (a prefix pattern); for one series use series_id = 'id'", query.Truncate(pat, 64))
+}
+
+// periodBounds are the first and last day of a period string.
+func periodBounds(s string) (from, to int32, err error) {
+	if from, err = parsePeriod(s); err != nil {
+		return 0, 0, err
+	}
+	to, err = endPeriod(s)
+	return from, to, err
+}
+
+// String formats the statement in canonical form; parsing it gives the
+// same Statement.
+func (st *Statement) String() string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	if st.Star {
+		b.WriteString("*")
+	} else {
+		for i, c := range st.Columns {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quoteIdent(c))
+		}
+	}
+	b.WriteString(" FROM ")
+	if st.Latest {
+		fmt.Fprintf(&b, "latest(%s)", quoteIdent(st.Dataset))
+	} else {
+		b.WriteString(quoteIdent(st.Dataset))
+	}
+	var conds []string
+	switch st.Sel {
+	case SelEqual, SelLike:
+		conds = append(conds, "series_id "+st.Sel+" "+st.SelArgs[0].String())
+	case SelCategory:
+		conds = append(conds, "category = "+st.SelArgs[0].String())
+	case SelIn:
+		xs := make([]string, len(st.SelArgs))
+		for i, x := range st.SelArgs {
+			xs[i] = x.String()
+		}
+		conds = append(conds, "series_id IN ("+strings.Join(xs, ", ")+")")
+	}
+	for _, c := range st.Periods {
+		conds = append(conds, "period "+c.Op+" "+c.X.String())
+	}
+	if len(conds) > 0 {
+		b.WriteString(" WHERE " + strings.Join(conds, " AND "))
+	}
+	if st.Ordered {
+		b.WriteString(" ORDER BY series_id, period")
+	}
+	if st.HasLimit {
+		b.WriteString(" LIMIT " + st.Limit.String())
+	}
+	return b.String()
+}
+
+func (x Operand) String() string {
+	if x.Param > 0 {
+		return "?"
+	}
+	return "'" + strings.ReplaceAll(x.Lit, "'", "''") + "'"
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
