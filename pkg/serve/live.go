@@ -411,23 +411,12 @@ func (d *dataset) due(p CompactPolicy) string {
 // compactLoop compacts every dataset whose delta passes a threshold,
 // checking once a second, until the service closes.
 func (s *Service) compactLoop() {
-	defer close(s.compactDone)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.pollStop:
-			return
-		case <-t.C:
-		}
-		for _, name := range s.names {
-			d := s.datasets[name]
-			if why := d.due(s.compactPolicy); why != "" {
-				s.log.Info("compaction due", "dataset", name, "why", why)
-				if _, err := d.compact(context.Background(), s.log); err != nil {
-					s.log.Error("compaction failed; the delta stays served and logged", "dataset", name, "error", err.Error())
-				}
+	s.everyDataset(time.Second, s.compactDone, func(d *dataset) {
+		if why := d.due(s.compactPolicy); why != "" {
+			s.log.Info("compaction due", "dataset", d.name, "why", why)
+			if _, err := d.compact(context.Background(), s.log); err != nil {
+				s.log.Error("compaction failed; the delta stays served and logged", "dataset", d.name, "error", err.Error())
 			}
 		}
-	}
+	})
 }

@@ -276,3 +276,34 @@ func TestDiscardedDeltaAndWritesAfter(t *testing.T) {
 		t.Fatalf("after restart:\n%s", got)
 	}
 }
+
+// TestCompactionByThreshold: with --compact-rows the server folds the delta
+// by itself once it holds that many rows.
+func TestCompactionByThreshold(t *testing.T) {
+	root := liveRoot(t)
+	srv := startServer(t, Config{Root: root, Compact: CompactPolicy{Rows: 3}})
+	c := dial(t, srv)
+	ctx := context.Background()
+	if _, err := doPut(ctx, c, "LIVE", putRows{"series_id": {"A", "A"}, "period": {"2020-04", "2020-05"}, "value": {4.0, 5.0}}.record(t)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if id := srv.svc.datasets["LIVE"].acquire(); id.ID() != 1 {
+		t.Fatalf("compacted below the threshold: serving %d", id.ID())
+	} else {
+		id.Release()
+	}
+	if _, err := doPut(ctx, c, "LIVE", putRows{"series_id": {"B"}, "period": {"2020-03"}, "value": {12.0}}.record(t)); err != nil {
+		t.Fatal(err)
+	}
+	d := srv.svc.datasets["LIVE"]
+	if !waitFor(10*time.Second, func() bool { v := d.acquire(); defer v.Release(); return v.ID() == 2 }) {
+		t.Fatal("no compaction at 3 delta rows")
+	}
+	if st := d.deltaStatus(); st == nil || st.Compactions != 1 || st.Rows != 0 {
+		t.Fatalf("delta status after the compaction: %+v", st)
+	}
+	if got := rowsOf(t, c, map[string]any{"dataset": "LIVE", "series": []string{"A", "B"}}); !strings.HasSuffix(got, "A 2020-05-01 5\nB 2020-01-01 10\nB 2020-02-01 11\nB 2020-03-01 12") {
+		t.Fatalf("rows after the compaction:\n%s", got)
+	}
+}

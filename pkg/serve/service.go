@@ -223,8 +223,14 @@ func Open(root string, opt Options) (*Service, error) {
 // would have to be on the directory, and network file systems deliver no
 // events at all).
 func (s *Service) poll() {
-	defer close(s.pollDone)
-	t := time.NewTicker(s.reloadInterval)
+	s.everyDataset(s.reloadInterval, s.pollDone, func(d *dataset) { d.reload(false, s.log) })
+}
+
+// everyDataset calls fn for each dataset every interval until Close, then
+// closes done.
+func (s *Service) everyDataset(interval time.Duration, done chan struct{}, fn func(*dataset)) {
+	defer close(done)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -238,7 +244,7 @@ func (s *Service) poll() {
 				return
 			default:
 			}
-			s.datasets[name].reload(false, s.log)
+			fn(s.datasets[name])
 		}
 	}
 }
