@@ -81,18 +81,15 @@ fuzz:
 
 # A short coverage-guided run of the parsers of outside bytes (CI runs it
 # after the seed corpora): Vortex files, tickets, manifests, periods, Arrow
-# IPC footers, WAL segments, Delta deletion vectors, commits and checkpoints.
+# IPC footers, WAL segments, SQL statements, Delta deletion vectors, commits
+# and checkpoints (scripts/fuzz-smoke.sh says how a fuzzer deadline is told
+# apart from a failure).
 SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
-	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/vortexio
-	$(GO) test -run '^$$' -fuzz '^FuzzParseTicket$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/serve
-	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/verify/manifestcheck
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/period
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckFooter$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/arrowfile
-	$(GO) test -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/wal
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDelta$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/lake/roaring
-	$(GO) test -run '^$$' -fuzz '^FuzzParseActions$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/lake/deltalog
-	$(GO) test -run '^$$' -fuzz '^FuzzParseParquetActions$$' -fuzztime $(SMOKE_FUZZTIME) -fuzzminimizetime 5s ./pkg/lake/deltalog
+	GO=$(GO) bash scripts/fuzz-smoke.sh $(SMOKE_FUZZTIME) \
+	  ./pkg/vortexio:FuzzReader ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
+	  ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
+	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions
 
 demo: build venv-demo
 	bash examples/demo.sh

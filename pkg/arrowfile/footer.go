@@ -39,7 +39,7 @@ func CheckFooter(r io.ReaderAt, size int64) error {
 	if _, err := r.ReadAt(buf, size-tail-n); err != nil {
 		return err
 	}
-	return checkFooterBytes(buf)
+	return checkFooterBytes(buf, size-tail-n)
 }
 
 const magic = "ARROW1"
@@ -50,7 +50,9 @@ type fbCheck struct {
 	nodes int // tables visited, bounded by the buffer size
 }
 
-func checkFooterBytes(buf []byte) (err error) {
+// checkFooterBytes checks a footer; body is where the footer starts, so
+// every block (a message and its body) must lie in [len(magic), body).
+func checkFooterBytes(buf []byte, body int64) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed footer: %v", r)
@@ -63,9 +65,22 @@ func checkFooterBytes(buf []byte) (err error) {
 		return err
 	}
 	// Footer: 1 schema, 2 dictionaries [Block], 3 recordBatches [Block].
+	// A Block is {offset int64, metaDataLength int32, pad, bodyLength
+	// int64}: arrow-go allocates what it claims before reading, so a block
+	// reaching past the file would cost a huge allocation, not an error.
 	for _, slot := range []int{2, 3} {
-		if _, _, err := c.vector(root, slot, 24, "footer blocks"); err != nil {
+		start, n, err := c.vector(root, slot, 24, "footer blocks")
+		if err != nil {
 			return err
+		}
+		for i := 0; i < n; i++ {
+			b := buf[start+24*i:]
+			off := int64(binary.LittleEndian.Uint64(b))
+			meta := int64(int32(binary.LittleEndian.Uint32(b[8:])))
+			bodyLen := int64(binary.LittleEndian.Uint64(b[16:]))
+			if off < int64(len(magic)) || meta < 0 || bodyLen < 0 || off > body || meta > body-off || bodyLen > body-off-meta {
+				return fmt.Errorf("footer block %d (offset %d, metadata %d, body %d bytes) lies outside the file's %d bytes of messages", i, off, meta, bodyLen, body)
+			}
 		}
 	}
 	schema, ok, err := c.child(root, 1, "schema")
