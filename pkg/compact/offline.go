@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/live"
@@ -15,9 +16,6 @@ import (
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
-
-// WALDir is the write-ahead log's directory inside a dataset.
-const WALDir = "wal"
 
 // ErrNothing: the dataset has no live writes to fold in.
 var ErrNothing = errors.New("no live writes to compact")
@@ -48,7 +46,10 @@ func Offline(ctx context.Context, dir string, opt Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	w, _, err := live.Open(filepath.Join(dir, WALDir), sc, s.Manifest.WALPosition, baseOnly{base}, live.Options{})
+	// The same replay start as a server's: after the newest compaction in
+	// the lineage (an unreadable lineage replays everything).
+	folded, _ := s.Dataset.FoldedPosition(s.Manifest)
+	w, _, err := live.Open(filepath.Join(dir, dataset.WALDir), sc, folded, baseOnly{base}, live.Options{})
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (a running server compacts with DoAction compact)", err)
 	}
@@ -74,7 +75,7 @@ func Offline(ctx context.Context, dir string, opt Options) (Result, error) {
 // delta rows a lake build made obsolete; the renamed log can still be
 // inspected or moved back.
 func Discard(dir string, now time.Time) (string, error) {
-	p := filepath.Join(dir, WALDir)
+	p := filepath.Join(dir, dataset.WALDir)
 	l, err := wal.Open(p, wal.Options{})
 	if err != nil {
 		return "", fmt.Errorf("%w (stop the server first)", err)

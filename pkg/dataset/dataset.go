@@ -33,6 +33,9 @@ const (
 	ManifestsDir = "manifests"
 	SnapshotsDir = "snapshots"
 	TmpDir       = ".tmp"
+	// WALDir holds the write-ahead log of the dataset's live writes
+	// (docs/FORMAT.md §6).
+	WALDir = "wal"
 )
 
 // ErrNoCurrent means the dataset has no CURRENT pointer yet (nothing was
@@ -460,4 +463,24 @@ func (d *Dir) vintageList() string {
 		return "vintages: " + strings.Join(s, ", ") + "; CURRENT is " + strconv.FormatUint(cur, 10)
 	}
 	return "vintages: " + strings.Join(s, ", ")
+}
+
+// FoldedPosition is the WAL position after which live writes are replayed
+// over the snapshot of manifest m: the position the newest compaction in
+// m's lineage folded in. A compaction records it; a build from the lake
+// records none (0), yet the writes its parent folded in are not delta rows
+// over it (they were served as part of the parent, and the lake's rows
+// replace the parent's), so replaying them would bring back rows no longer
+// served. The parents are walked; a parent manifest that cannot be read
+// (garbage-collected) returns 0 with the error, and the caller replays
+// every record still in the log: nothing acknowledged is lost.
+func (d *Dir) FoldedPosition(m *manifest.Manifest) (uint64, error) {
+	for m.WALPosition == 0 && m.ParentID != 0 {
+		p, err := d.Load(m.ParentID)
+		if err != nil {
+			return 0, fmt.Errorf("snapshot %d: the lineage behind it cannot be read: %w", m.SnapshotID, err)
+		}
+		m = p
+	}
+	return m.WALPosition, nil
 }

@@ -31,14 +31,12 @@ type State struct {
 // Empty is the State of a dataset without live writes.
 func Empty(s *Schema) *State { return &State{schema: s} }
 
-// keysFor returns the key index of the chain, built anew over base (from
-// every run) when base is not the one it was built for.
-func (st *State) keysFor(base Base) *keyIndex {
-	if st.keys != nil && st.keys.base == base {
-		return st.keys
-	}
+// indexRuns builds a key index over base from runs, setting each run's
+// added rows and fresh series. The runs must be the caller's own (copies),
+// never runs that another State shares with readers.
+func indexRuns(base Base, runs []*Run) *keyIndex {
 	k := newKeyIndex(base)
-	for _, r := range st.runs {
+	for _, r := range runs {
 		r.added, r.fresh = k.add(r)
 	}
 	return k
@@ -108,7 +106,12 @@ func (st *State) Apply(ctx context.Context, mem memory.Allocator, w arrow.Record
 		return nil, err
 	}
 	r.pos = pos
-	keys := st.keysFor(base)
+	if st.keys == nil || st.keys.base != base {
+		// Another base than the chain was counted over: count again on
+		// copies of the runs (Rebase), never on runs readers hold.
+		st = st.Rebase(base)
+	}
+	keys := st.keys
 	r.added, r.fresh = keys.add(r)
 	runs := append(slices.Clip(st.runs), r)
 	for k := len(runs); k-st.frozen >= 2 && runs[k-2].Len() <= 2*runs[k-1].Len(); k = len(runs) {
@@ -211,6 +214,6 @@ func (st *State) Rebase(base Base) *State {
 		c := *r
 		out.runs = append(out.runs, &c)
 	}
-	out.keys = out.keysFor(base)
+	out.keys = indexRuns(base, out.runs)
 	return out
 }

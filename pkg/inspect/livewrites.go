@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
@@ -34,9 +35,10 @@ type LiveSegment struct {
 	Problem string `json:"problem"` // "" when it reads to its end
 }
 
-// liveWrites reads dir/wal, or returns nil when there is none.
+// liveWrites reads the dataset's WAL, or returns nil when there is none;
+// folded is where a server's replay over the snapshot would start.
 func liveWrites(dir string, folded uint64) (*LiveWrites, error) {
-	wdir := filepath.Join(dir, "wal")
+	wdir := filepath.Join(dir, dataset.WALDir)
 	if _, err := os.Stat(wdir); err != nil {
 		return nil, nil
 	}

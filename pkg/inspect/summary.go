@@ -103,7 +103,8 @@ func Summarize(dir string, id uint64) (*Summary, error) {
 		s.Attributes = append(s.Attributes, Attribute{Name: a, Type: types[a]})
 	}
 	if s.Current {
-		if s.LiveWrites, err = liveWrites(ds.Dir, m.WALPosition); err != nil {
+		folded, _ := ds.FoldedPosition(m) // an unreadable lineage: every record counts
+		if s.LiveWrites, err = liveWrites(ds.Dir, folded); err != nil {
 			return nil, err
 		}
 	}

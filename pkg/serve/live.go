@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/energyscope/servingsnap/pkg/compact"
+	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -24,7 +25,7 @@ import (
 )
 
 // WALDir is the write-ahead log's directory inside a dataset.
-const WALDir = "wal"
+const WALDir = dsdir.WALDir
 
 // liveTarget is the dataset as its write path sees it (live.Target).
 type liveTarget struct{ d *dataset }
@@ -95,27 +96,14 @@ func (d *dataset) writer(create bool, log *slog.Logger) (*live.Writer, error) {
 	return w, nil
 }
 
-// foldedPosition is the WAL position after which records are replayed
-// over the snapshot m: the position the newest compaction in m's lineage
-// folded in. A compaction records it in its manifest; a build from the lake
-// records none (0), yet the writes its parent folded in are not delta rows
-// over it (a reload dropped them from the delta when that compaction was
-// served, and the lake's rows replace the parent's), so replaying them after
-// a restart would bring back rows the server no longer served before it.
-// The position is found by walking the parents; a parent manifest that
-// cannot be read (garbage-collected) stops the walk with a warning, and
-// every record still in the log is replayed: nothing acknowledged is lost.
+// foldedPosition is dataset.Dir.FoldedPosition, logging a lineage that
+// cannot be read (every record in the log is then replayed).
 func (d *dataset) foldedPosition(m *manifest.Manifest, log *slog.Logger) uint64 {
-	for m.WALPosition == 0 && m.ParentID != 0 {
-		p, err := d.ds.Load(m.ParentID)
-		if err != nil {
-			log.Warn("wal: the snapshot's lineage cannot be read; replaying every record in the log", "dataset", d.name,
-				"snapshot_id", m.SnapshotID, "parent_id", m.ParentID, "error", err.Error())
-			return 0
-		}
-		m = p
+	pos, err := d.ds.FoldedPosition(m)
+	if err != nil {
+		log.Warn("wal: replaying every record in the log", "dataset", d.name, "error", err.Error())
 	}
-	return m.WALPosition
+	return pos
 }
 
 // installBase serves a newly opened snapshot. With live writes, the
