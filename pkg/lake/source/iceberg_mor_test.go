@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -145,4 +146,79 @@ func rowsOf(t *testing.T, rec arrow.RecordBatch) []testiceberg.Row {
 		}
 	}
 	return out
+}
+
+// TestIcebergMissingDeleteFile: a delete file or deletion vector the
+// snapshot names but that is gone is an error naming it, never a read
+// that silently keeps the deleted rows.
+func TestIcebergMissingDeleteFile(t *testing.T) {
+	ctx := context.Background()
+	wh := t.TempDir()
+	tables, err := testiceberg.Write(ctx, wh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		t.Run(tb.Name, func(t *testing.T) {
+			files, err := os.ReadDir(filepath.Join(testiceberg.TableDir(wh, tb.Name), "data"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Merge-on-read deletes add files and rewrite none, so the
+			// files under data/ that the snapshot before the deletes does
+			// not read are delete files.
+			before := filesOf(t, ctx, source.Options{Input: testiceberg.TableDir(wh, tb.Name), SnapshotID: tb.BeforeSnapshotID})
+			var victim string
+			for _, f := range files {
+				if !before[f.Name()] {
+					victim = f.Name()
+					break
+				}
+			}
+			if victim == "" {
+				t.Fatal("no delete file found among the data files")
+			}
+			if err := os.Remove(filepath.Join(testiceberg.TableDir(wh, tb.Name), "data", victim)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = readAllErr(ctx, source.Options{Input: testiceberg.TableDir(wh, tb.Name)})
+			if err == nil || !strings.Contains(err.Error(), victim) {
+				t.Fatalf("read with %s missing: %v; want an error naming it", victim, err)
+			}
+		})
+	}
+}
+
+func filesOf(t *testing.T, ctx context.Context, opt source.Options) map[string]bool {
+	t.Helper()
+	tbl, err := source.Open(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Close()
+	out := map[string]bool{}
+	for _, f := range tbl.Files {
+		out[filepath.Base(f.Name)] = true
+	}
+	return out
+}
+
+func readAllErr(ctx context.Context, opt source.Options) (int, error) {
+	tbl, err := source.Open(ctx, opt)
+	if err != nil {
+		return 0, err
+	}
+	defer tbl.Close()
+	n := 0
+	for _, f := range tbl.Files {
+		recs, err := tbl.Records(ctx, f)
+		if err != nil {
+			return n, err
+		}
+		for _, rec := range recs {
+			n += int(rec.NumRows())
+			rec.Release()
+		}
+	}
+	return n, nil
 }
