@@ -1,6 +1,7 @@
 // Package vortexio reads and writes Vortex columnar files
 // (https://github.com/vortex-data/vortex), interoperable with the reference
-// implementation vortex-data 0.90.
+// implementation vortex-data 0.93 (and files written by 0.90, kept as
+// fixtures in testdata/vortex-data-0.90).
 //
 // Why: the cold tail of every series should sit neither in RAM nor in a
 // large uncompressed file. Vortex files are small (lightweight cascading
@@ -23,7 +24,7 @@
 // input yields ErrCorrupt.
 //
 // Writing: Writer turns Arrow record batches into a file readable by
-// vortex-data 0.90 (edition core2025.06.0 plus fastlanes.delta and
+// vortex-data 0.90 and 0.93 (edition core2025.06.0 plus fastlanes.delta and
 // vortex.masked; WriterOptions.CoreEdition drops those two), choosing per
 // chunk and column the smallest of a few candidate encodings (see encodeVec
 // and encodePrim). Chunks are encoded in parallel. On the 15M-row snapshot

@@ -28,7 +28,7 @@ type WriterOptions struct {
 	Workers int
 	// CoreEdition restricts the file to edition core2025.06.0 (no
 	// fastlanes.delta, no vortex.masked), for readers older than the
-	// vortex-data releases that decode those (0.90 does). Dates sorted
+	// vortex-data releases that decode those (0.90 and 0.93 do). Dates sorted
 	// within series then lose their delta encoding (~4.5 → ~12 bits/row).
 	CoreEdition bool
 }
@@ -44,8 +44,8 @@ type WriterOptions struct {
 // WriterOptions.CoreEdition is set, fastlanes.delta (in no edition) and
 // vortex.masked (core2025.10.0) around a delta of a nullable column.
 // Delta is what brings dates sorted within series from ~12 to ~4.5
-// bits/row, which is why it is on by default: vortex-data 0.90, the
-// reference this package targets, reads it (tests/vortex checks). With
+// bits/row, which is why it is on by default: vortex-data 0.93, the
+// reference this package targets, reads it, as 0.90 did (tests/vortex checks). With
 // CoreEdition every release that knows core2025.06.0 reads the files. No
 // zone maps and no statistics are written: the reference prunes with
 // statistics, so only exact ones would be safe, and leaving them out is
