@@ -25,6 +25,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/shard"
 )
 
 // Duplicate policies.
@@ -61,7 +62,14 @@ type Options struct {
 	// Lock says how to wait for another writer of the dataset (taken once
 	// the rows are sorted, just before writing).
 	Lock dataset.LockOptions
+	// Shard, when Count > 0, keeps only the series of shard Index of Count
+	// (shard.Of). Every row is still read and attribute columns are chosen
+	// over all series, so all shards of one input share one schema.
+	Shard ShardFilter
 }
+
+// ShardFilter selects one shard of a sharded build (Count 0: all rows).
+type ShardFilter = shard.Spec
 
 func (o *Options) defaults() error {
 	if (o.Input == "" && o.Lake.Catalog.URI == "") || o.Out == "" {

@@ -87,7 +87,11 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	o := l.ord
 	n := o.len()
 	w := 0
+	keep := keepRanks(opt.Shard, ids, byID)
 	for j := 0; j < n; j++ {
+		if keep != nil && !keep[o.rank(j)] {
+			continue // another shard's series
+		}
 		if w > 0 && o.key(w-1) == o.key(j) {
 			if opt.OnDuplicate == OnDuplicateError {
 				prev, row := o.row(w-1), o.row(j)
