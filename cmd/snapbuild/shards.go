@@ -8,7 +8,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
@@ -120,4 +122,57 @@ func refuseSharded(dir string) error {
 	}
 	return cli.Exit(fmt.Sprintf("%s is a dataset of %d shards (%s); build it with --shards %d or --shard I/%d",
 		dir, m.Count, shard.MapFile, m.Count, m.Count), 2)
+}
+
+// wholeDataset is the shard map of a sharded dataset directory given as
+// the command's one argument, and its shard directories; nil if the
+// argument is an ordinary dataset.
+func wholeDataset(c *cli.Context) (*shard.Map, []string, error) {
+	if c.NArg() != 1 {
+		return nil, nil, nil // datasetArg says what is wrong
+	}
+	return shard.Whole(c.Args().First())
+}
+
+// shardHistory is one shard in `history --json` of a whole dataset.
+type shardHistory struct {
+	Shard int `json:"shard"`
+	*inspect.History
+}
+
+// wholeHistory is `history` of a sharded dataset: every shard's, in order.
+func wholeHistory(c *cli.Context, m *shard.Map, dirs []string) error {
+	out := struct {
+		Dataset string         `json:"dataset"`
+		Count   int            `json:"count"`
+		Shards  []shardHistory `json:"shards"`
+	}{Dataset: m.Dataset, Count: m.Count}
+	for i, d := range dirs {
+		h, err := inspect.LoadHistory(d)
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", i, err)
+		}
+		out.Shards = append(out.Shards, shardHistory{Shard: i, History: h})
+	}
+	if c.Bool("json") {
+		return printJSON(c, out)
+	}
+	for _, s := range out.Shards {
+		fmt.Fprintf(c.App.Writer, "shard %d/%d (%s):\n", s.Shard, m.Count, s.Dataset)
+		if err := s.WriteText(c.App.Writer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuseWhole stops a command that acts on one lineage (rollback, gc) from
+// being given a whole sharded dataset: each shard has its own snapshot ids.
+func refuseWhole(c *cli.Context) error {
+	m, dirs, err := wholeDataset(c)
+	if err != nil || m == nil {
+		return err
+	}
+	return cliutil.Usagef("%s is a dataset of %d shards, each with its own snapshot ids: %s one shard directory (%s ...)",
+		c.Args().First(), m.Count, c.Command.Name, dirs[0])
 }

@@ -293,11 +293,30 @@ func (s *Service) shardedInfo(ctx context.Context, q *Query, raw []byte, desc *f
 	if err != nil {
 		return nil, nil, err
 	}
+	// Remote shards are asked all at once, so that servers that are down
+	// cost one timeout, not one each.
+	tickets := make([][]byte, len(ps))
+	remote := make([]*flight.FlightInfo, len(ps))
+	remoteErr := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for k, part := range ps {
+		tickets[k] = shardTicket(raw, part)
+		locs := s.shards.cluster.For(sd.name, part.index)
+		if sd.local[part.index] != nil || q.HasShard || len(locs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			remote[k], remoteErr[k] = s.remoteInfo(ctx, locs, tickets[k])
+		}()
+	}
+	wg.Wait()
 	var schema *arrow.Schema
 	total := int64(0)
 	info := &flight.FlightInfo{FlightDescriptor: desc, TotalBytes: -1, Ordered: len(ps) <= 1}
-	for _, part := range ps {
-		ticket := shardTicket(raw, part)
+	for k, part := range ps {
+		ticket := tickets[k]
 		locs := s.shards.cluster.For(sd.name, part.index)
 		meta := endpointMeta{Dataset: sd.name, Shard: part.index, Rows: -1}
 		if d := sd.local[part.index]; d != nil {
@@ -317,7 +336,7 @@ func (s *Service) shardedInfo(ctx context.Context, q *Query, raw []byte, desc *f
 		} else if len(locs) == 0 {
 			return nil, nil, errf(codes.FailedPrecondition, "dataset %q shard %d is not served here and the cluster file names no location for it", sd.name, part.index)
 		} else {
-			ri, err := s.remoteInfo(ctx, locs, ticket)
+			ri, err := remote[k], remoteErr[k]
 			if err != nil && !errors.Is(err, errRemoteDown) {
 				return nil, nil, err
 			}

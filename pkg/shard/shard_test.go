@@ -268,3 +268,21 @@ func FuzzParseCluster(f *testing.F) {
 		}
 	})
 }
+
+func TestWhole(t *testing.T) {
+	root := t.TempDir()
+	if m, dirs, err := Whole(filepath.Join(root, "PET")); m != nil || dirs != nil || err != nil {
+		t.Fatalf("Whole of a plain directory = %v, %v, %v", m, dirs, err)
+	}
+	if _, err := Ensure(filepath.Join(root, "PET"), 2); err != nil {
+		t.Fatal(err)
+	}
+	m, dirs, err := Whole(filepath.Join(root, "PET") + "/")
+	if err != nil || m.Count != 2 || !reflect.DeepEqual(dirs, []string{filepath.Join(root, "PET.shard-0000"), filepath.Join(root, "PET.shard-0001")}) {
+		t.Fatalf("Whole = %v, %v, %v", m, dirs, err)
+	}
+	os.WriteFile(filepath.Join(root, "PET", MapFile), []byte("{}"), 0o644)
+	if _, _, err := Whole(filepath.Join(root, "PET")); err == nil {
+		t.Fatal("Whole of a broken map: no error")
+	}
+}

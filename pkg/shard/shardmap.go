@@ -173,3 +173,23 @@ func Ensure(dir string, n int) (*Map, error) {
 func ShardDir(dir string, i int) string {
 	return filepath.Join(filepath.Dir(dir), DirName(filepath.Base(dir), i))
 }
+
+// Whole reports whether dir is a sharded dataset's directory (it holds a
+// shard map): the map and its shard directories, in index order, or nil
+// and no error for any other directory. The tools that take ROOT/DATASET
+// use it to run over every shard of a whole dataset.
+func Whole(dir string) (*Map, []string, error) {
+	dir = filepath.Clean(dir)
+	m, err := ReadMap(dir)
+	if errors.Is(err, ErrNoMap) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	dirs := make([]string, m.Count)
+	for i := range dirs {
+		dirs[i] = ShardDir(dir, i)
+	}
+	return m, dirs, nil
+}

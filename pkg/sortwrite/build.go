@@ -266,6 +266,9 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		},
 		Lineage: lin,
 	}
+	if opt.Shard.Count > 0 {
+		m.Shard = &manifest.Shard{Index: opt.Shard.Index, Count: opt.Shard.Count, Hash: shard.HashXXH64, OtherShardRows: lay.otherShards}
+	}
 	if len(lay.series) > 0 {
 		m.Stats.FirstPeriod = period.Format(lay.minPeriod)
 		m.Stats.LastPeriod = period.Format(lay.maxPeriod)
