@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -119,7 +120,7 @@ func ParseMap(b []byte) (*Map, error) {
 func ReadMap(dir string) (*Map, error) {
 	p := filepath.Join(dir, MapFile)
 	b, err := os.ReadFile(p)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, fmt.Errorf("%s: %w", p, ErrNoMap)
 	}
 	if err != nil {
