@@ -12,6 +12,7 @@ package shard
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -106,14 +107,6 @@ func ParseList(s string) ([]int, error) {
 			add(i)
 		}
 	}
-	sortInts(out)
+	slices.Sort(out)
 	return out, nil
-}
-
-func sortInts(a []int) {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
 }

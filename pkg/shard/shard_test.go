@@ -286,3 +286,35 @@ func TestWhole(t *testing.T) {
 		t.Fatal("Whole of a broken map: no error")
 	}
 }
+
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{"0/3", "$JOB_COMPLETION_INDEX/4", "9/10", "a/b", "/"} {
+		f.Add(s, "2")
+	}
+	f.Fuzz(func(t *testing.T, s, env string) {
+		sp, err := ParseSpec(s, func(string) string { return env })
+		if err != nil {
+			return
+		}
+		if sp.Count < 1 || sp.Count > MaxShards || sp.Index < 0 || sp.Index >= sp.Count {
+			t.Fatalf("ParseSpec(%q) = %v", s, sp)
+		}
+	})
+}
+
+func FuzzParseList(f *testing.F) {
+	for _, s := range []string{"0", "0,2-4", "3-1", "1,,2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseList(s)
+		if err != nil {
+			return
+		}
+		for i := range l {
+			if l[i] < 0 || l[i] >= MaxShards || i > 0 && l[i] <= l[i-1] {
+				t.Fatalf("ParseList(%q) = %v: not sorted unique indexes", s, l)
+			}
+		}
+	})
+}
