@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -162,13 +163,10 @@ func (sd *shardedDataset) localList() string {
 	return strings.Join(l, ",")
 }
 
-// wholeQuery is the query of a whole dataset (its ticketFor).
+// wholeQuery is the query of a whole dataset (its ticketFor): every
+// series, no period bounds.
 func wholeQuery(name string) *Query {
-	q, err := ParseTicket(ticketFor(name), 0, 0)
-	if err != nil {
-		panic("serve: the whole-dataset ticket does not parse: " + err.Error())
-	}
-	return q
+	return &Query{Dataset: name, HasPrefix: true, From: math.MinInt32, To: math.MaxInt32}
 }
 
 // shardPart is one shard a query touches, with the ids that live there
@@ -215,17 +213,16 @@ func (sd *shardedDataset) parts(q *Query) ([]shardPart, error) {
 
 // shardTicket is the ticket of one part: raw (a valid ticket) with "shard"
 // set and, for an id selector, "series" narrowed to the part's ids.
-func shardTicket(raw []byte, p shardPart) []byte {
+func shardTicket(raw []byte, p shardPart) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		panic("serve: shardTicket of a ticket that parsed: " + err.Error())
+		return nil, invalid("not a JSON object: %s", jsonMsg(err)) // ParseTicket accepted it, so never
 	}
 	fields["shard"], _ = json.Marshal(p.index)
 	if p.series != nil {
 		fields["series"], _ = json.Marshal(p.series)
 	}
-	b, _ := json.Marshal(fields)
-	return b
+	return json.Marshal(fields)
 }
 
 // notServedHere is DoGet's answer for a shard another server holds.
@@ -300,7 +297,9 @@ func (s *Service) shardedInfo(ctx context.Context, q *Query, raw []byte, desc *f
 	remoteErr := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for k, part := range ps {
-		tickets[k] = shardTicket(raw, part)
+		if tickets[k], err = shardTicket(raw, part); err != nil {
+			return nil, nil, err
+		}
 		locs := s.shards.cluster.For(sd.name, part.index)
 		if sd.local[part.index] != nil || q.HasShard || len(locs) == 0 {
 			continue
