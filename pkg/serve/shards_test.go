@@ -295,4 +295,27 @@ func TestShardedOpenErrors(t *testing.T) {
 	if got, want := s.Datasets(), []string{"ALL", "PET.shard-0000", "PET.shard-0001", "PET.shard-0002"}; !slices.Equal(got, want) {
 		t.Errorf("datasets %v, want %v", got, want)
 	}
+	// One server of every shard, no cluster file: endpoints without
+	// locations (read them here), exact counts that add up to the whole.
+	ctx := context.Background()
+	info, err := s.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"PET"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"ALL"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Endpoint) != 3 || info.TotalRecords != all.TotalRecords || info.Ordered {
+		t.Errorf("PET: %d endpoints, %d rows, ordered %v; want 3, %d, false", len(info.Endpoint), info.TotalRecords, info.Ordered, all.TotalRecords)
+	}
+	for _, ep := range info.Endpoint {
+		if len(ep.Location) != 0 {
+			t.Errorf("endpoint %s has locations %v without a cluster file", ep.Ticket.Ticket, ep.Location)
+		}
+	}
+	sc, err := s.GetSchema(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"PET"}})
+	if err != nil || len(sc.Schema) == 0 {
+		t.Errorf("GetSchema of PET: %v", err)
+	}
 }
