@@ -271,7 +271,9 @@ func (s *Service) everyDataset(interval time.Duration, done chan struct{}, fn fu
 // and the metrics. An unknown dataset is a NotFound error.
 func (s *Service) Reload(name string) ([]ReloadResult, error) {
 	names := s.names
-	if name != "" {
+	if sd := s.shards.sharded[name]; sd != nil {
+		names = sd.localNames() // a sharded dataset: the shards held here
+	} else if name != "" {
 		if _, err := s.lookup(name); err != nil {
 			return nil, err
 		}
@@ -310,6 +312,9 @@ func (s *Service) lookup(name string) (*dataset, error) {
 		return nil, errf(codes.InvalidArgument, "%v", err)
 	}
 	d, ok := s.datasets[name]
+	if !ok && s.shards.sharded[name] != nil {
+		return nil, s.wholeNotAllowed(name)
+	}
 	if !ok {
 		return nil, errf(codes.NotFound, "dataset %q not found (serving: %s)", name, strings.Join(s.names, ", "))
 	}

@@ -169,6 +169,25 @@ func wholeQuery(name string) *Query {
 	return &Query{Dataset: name, HasPrefix: true, From: math.MinInt32, To: math.MaxInt32}
 }
 
+// localNames are the dataset names of the shards held here, in order.
+func (sd *shardedDataset) localNames() []string {
+	var out []string
+	for i := 0; i < sd.m.Count; i++ {
+		if d := sd.local[i]; d != nil {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// wholeNotAllowed is the answer to a call that acts on one dataset (DoPut,
+// compact, Flight SQL) naming a sharded dataset as a whole.
+func (s *Service) wholeNotAllowed(name string) error {
+	sd := s.shards.sharded[name]
+	return errf(codes.FailedPrecondition, "dataset %q is split into %d shards: this call takes one shard dataset (%s … %s; series id x lives in shard xxhash64(x) mod %d); queries of the whole go through GetFlightInfo",
+		name, sd.m.Count, shard.DirName(name, 0), shard.DirName(name, sd.m.Count-1), sd.m.Count)
+}
+
 // shardPart is one shard a query touches, with the ids that live there
 // (nil for a prefix, category or whole-dataset selector).
 type shardPart struct {

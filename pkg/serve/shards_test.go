@@ -226,6 +226,23 @@ func TestShardedErrors(t *testing.T) {
 			}
 		})
 	}
+	// Calls on one dataset refuse the whole, naming the shards; reload
+	// reloads the shards held here.
+	stream, err := clients[0].DoAction(ctx, &flight.Action{Type: "compact", Body: []byte("PET")})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "PET.shard-0000 … PET.shard-0002") {
+		t.Errorf("compact of the whole: %v", err)
+	}
+	stream, err = clients[0].DoAction(ctx, &flight.Action{Type: "reload", Body: []byte("PET")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := stream.Recv()
+	if err != nil || !strings.Contains(string(res.Body), `"dataset":"PET.shard-0000"`) || strings.Contains(string(res.Body), "PET.shard-0001") {
+		t.Errorf("reload of the whole on server 0: %v %s", err, res.GetBody())
+	}
 	// A shard-scoped GetFlightInfo is answered from local shards only.
 	_, err = clients[1].GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: ticket(map[string]any{"dataset": "PET", "prefix": "", "shard": 2})})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no location is known") {
