@@ -442,6 +442,12 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if m, dirs, err := whole(dir); err != nil || m != nil {
+				if err != nil {
+					return err
+				}
+				return wholeOnly("diff", m, dirs)
+			}
 			if len(ids) < 1 || len(ids) > 2 {
 				return usageErr("diff: want snapshot ids A [B], got %d arguments", len(ids))
 			}
