@@ -65,11 +65,8 @@ type Options struct {
 	// Shard, when Count > 0, keeps only the series of shard Index of Count
 	// (shard.Of). Every row is still read and attribute columns are chosen
 	// over all series, so all shards of one input share one schema.
-	Shard ShardFilter
+	Shard shard.Spec
 }
-
-// ShardFilter selects one shard of a sharded build (Count 0: all rows).
-type ShardFilter = shard.Spec
 
 func (o *Options) defaults() error {
 	if (o.Input == "" && o.Lake.Catalog.URI == "") || o.Out == "" {
@@ -99,6 +96,9 @@ func (o *Options) defaults() error {
 	}
 	if o.BatchRows < 1 {
 		return fmt.Errorf("batch rows must be positive, got %d", o.BatchRows)
+	}
+	if o.Shard.Count > 0 && (o.Shard.Index < 0 || o.Shard.Index >= o.Shard.Count) {
+		return fmt.Errorf("shard %s: the index must be from 0 to %d", o.Shard, o.Shard.Count-1)
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
