@@ -89,7 +89,8 @@ fuzz-smoke:
 	GO=$(GO) bash scripts/fuzz-smoke.sh $(SMOKE_FUZZTIME) \
 	  ./pkg/vortexio:FuzzReader ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
 	  ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
-	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions
+	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions \
+	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster
 
 demo: build venv-demo
 	bash examples/demo.sh

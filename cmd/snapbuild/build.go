@@ -40,9 +40,15 @@ directory is a folder of Parquet files (hive year=N folders or flat), every
 --if-changed exits with status 3, building nothing, when the table's
 snapshot is the one CURRENT was built from (for cron).
 
+--shards N (or --shard I/N for one of them) builds a sharded dataset: shard
+I is the ordinary dataset directory ROOT/DATASET.shard-000I holding the
+series whose xxhash64(series id) mod N is I, and ROOT/DATASET/SHARDS.json
+names the N shards (docs/FORMAT.md, Shard map).
+
 Examples:
    snapbuild build --input lake/ --out snapshots/PET
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
+   snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
    snapbuild build --input s3://bucket/tables/prices --out snapshots/PET --table-version 12
    snapbuild build --input warehouse/db/prices --out snapshots/PET --snapshot-id 3051729675574597004
    snapbuild build --catalog-uri http://127.0.0.1:8181 --table db.prices --out snapshots/PET --if-changed`,
@@ -69,6 +75,8 @@ Examples:
 			&cli.IntFlag{Name: "batch-rows", Value: datafile.DefaultBatchRows, Usage: "target rows per data record batch (cut at series boundaries)"},
 			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines", DefaultText: "number of CPUs"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
+			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by xxhash64(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)"},
+			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
 			lockTimeoutFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
@@ -94,7 +102,7 @@ Examples:
 			if c.String("input") == "" && c.String("catalog-uri") == "" {
 				return cli.Exit("an --input (or --catalog-uri with --table) is required", 2)
 			}
-			sum, err := sortwrite.Build(c.Context, sortwrite.Options{
+			opt := sortwrite.Options{
 				Input:        c.String("input"),
 				Lake:         lake,
 				IfChanged:    c.Bool("if-changed"),
@@ -107,7 +115,14 @@ Examples:
 				Parallel:     c.Int("parallel"),
 				Tool:         "servingsnap " + version,
 				Lock:         lockOptions(c, c.String("out")),
-			})
+			}
+			if c.IsSet("shards") || c.IsSet("shard") {
+				return buildShards(c, opt)
+			}
+			if err := refuseSharded(opt.Out); err != nil {
+				return err
+			}
+			sum, err := sortwrite.Build(c.Context, opt)
 			if errors.Is(err, sortwrite.ErrUnchanged) {
 				if c.Bool("json") {
 					enc := json.NewEncoder(os.Stdout)

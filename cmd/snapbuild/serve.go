@@ -14,6 +14,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/serve"
+	"github.com/energyscope/servingsnap/pkg/shard"
 )
 
 // serveCommand is "snapbuild serve": the Arrow Flight server (pkg/serve,
@@ -41,10 +42,16 @@ Once listening, one JSON line goes to stdout with the bound addresses (handy
 with port 0); logs go to stderr. SIGTERM or SIGINT stops accepting calls and
 lets running streams finish for --shutdown-timeout.
 
+A sharded dataset (built with build --shards) is served under its own name:
+GetFlightInfo returns one endpoint per shard the query touches, located by
+--cluster; --shards says which shards this server holds (docs/FLIGHT.md,
+Sharded datasets).
+
 Examples:
    snapbuild serve --root snapshots --addr 127.0.0.1:8815
    snapbuild serve --root snapshots --addr 0.0.0.0:8815 --http-addr 127.0.0.1:9815 \
-       --token-file /etc/servingsnap/tokens --tls-cert cert.pem --tls-key key.pem`,
+       --token-file /etc/servingsnap/tokens --tls-cert cert.pem --tls-key key.pem
+   snapbuild serve --root snapshots --addr 0.0.0.0:8815 --shards 1 --cluster cluster.json`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "root", Usage: "directory holding the dataset directories `ROOT`", Required: true},
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8815", Usage: "Flight (gRPC) listen address `HOST:PORT`; port 0 picks a free one"},
@@ -67,6 +74,8 @@ Examples:
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long running streams may finish after SIGTERM"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: `text` or json"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug (every call), info, warn or error"},
+			&cli.StringFlag{Name: "shards", Usage: "serve only shards `LIST` (e.g. 0,2 or 0-3) of every sharded dataset under --root; default: every shard found"},
+			&cli.StringFlag{Name: "cluster", Usage: "JSON `FILE` of where each shard is served: {\"shards\": {\"0\": [\"grpc://host:port\"], ...}}", TakesFile: true},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -108,6 +117,16 @@ Examples:
 			}
 			if cfg.Limits.BatchBytes <= 0 {
 				return cli.Exit("serve: --batch-bytes must be positive", 2)
+			}
+			if c.IsSet("shards") {
+				if cfg.Shards, err = shard.ParseList(c.String("shards")); err != nil {
+					return cli.Exit("serve: --"+err.Error(), 2)
+				}
+			}
+			if f := c.String("cluster"); f != "" {
+				if cfg.Cluster, err = shard.ReadCluster(f); err != nil {
+					return cli.Exit("serve: --cluster: "+err.Error(), 2)
+				}
 			}
 			if f := c.String("token-file"); f != "" {
 				if cfg.Tokens, err = serve.ReadTokenFile(f); err != nil {

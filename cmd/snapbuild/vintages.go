@@ -19,6 +19,9 @@ func datasetArg(c *cli.Context) (*dataset.Dir, error) {
 
 // lockDataset opens the dataset argument and takes its write lock.
 func lockDataset(c *cli.Context) (*dataset.Dir, *dataset.Writer, error) {
+	if err := refuseWhole(c); err != nil {
+		return nil, nil, err
+	}
 	d, err := datasetArg(c)
 	if err != nil {
 		return nil, nil, err
@@ -73,6 +76,12 @@ Example:
    snapbuild history snapshots/PET`,
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
 		Action: func(c *cli.Context) error {
+			if m, dirs, err := wholeDataset(c); err != nil || m != nil {
+				if err != nil {
+					return err
+				}
+				return wholeHistory(c, m, dirs)
+			}
 			d, err := datasetArg(c)
 			if err != nil {
 				return err

@@ -201,6 +201,12 @@ func summaryAction() cli.ActionFunc {
 			}
 			return usageErr("summary takes one ROOT/DATASET, got %q; the commands are summary, series, latest, history and diff", c.Args().Slice())
 		}
+		if m, dirs, err := whole(dir); err != nil || m != nil {
+			if err != nil {
+				return err
+			}
+			return wholeSummary(c, m, dirs)
+		}
 		id, err := snapshotFlag(c)
 		if err != nil {
 			return err
@@ -256,6 +262,14 @@ Examples:
 			}
 			if len(ids) == 0 {
 				return usageErr("series: name at least one series id")
+			}
+			if m, dirs, err := whole(dir); err != nil || m != nil {
+				if err != nil {
+					return err
+				}
+				if dir, err = shardOfIDs("series", m, dirs, ids); err != nil {
+					return err
+				}
 			}
 			format := strings.ToLower(c.String("format"))
 			switch format {
@@ -316,6 +330,17 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if m, dirs, err := whole(dir); err != nil || m != nil {
+				if err != nil {
+					return err
+				}
+				if len(ids) == 0 {
+					return wholeOnly("latest", m, dirs)
+				}
+				if dir, err = shardOfIDs("latest", m, dirs, ids); err != nil {
+					return err
+				}
+			}
 			q := inspect.LatestQuery{
 				IDs:         ids,
 				All:         c.Bool("all"),
@@ -373,6 +398,12 @@ Examples:
 			if err := noSnapshotFlag(c, "history lists every snapshot"); err != nil {
 				return err
 			}
+			if m, dirs, err := whole(dir); err != nil || m != nil {
+				if err != nil {
+					return err
+				}
+				return wholeHistory(c, m, dirs)
+			}
 			h, err := inspect.LoadHistory(dir)
 			if err != nil {
 				return err
@@ -410,6 +441,12 @@ Examples:
 			dir, ids, err := datasetArg(c, "diff")
 			if err != nil {
 				return err
+			}
+			if m, dirs, err := whole(dir); err != nil || m != nil {
+				if err != nil {
+					return err
+				}
+				return wholeOnly("diff", m, dirs)
 			}
 			if len(ids) < 1 || len(ids) > 2 {
 				return usageErr("diff: want snapshot ids A [B], got %d arguments", len(ids))

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
 
@@ -80,6 +81,7 @@ Examples:
    snapverify snapshots/PET --deep
    snapverify snapshots/PET --snapshot 41 --deep --json
    snapverify snapshots/PET --deep --against lake/PET
+   snapverify snapshots/PET --deep            # a sharded PET: every shard, and that each holds only its own series
    snapverify snapshots/PET --json | jq '.findings[] | .file + ": " + .message'`,
 		Flags: []cli.Flag{
 			&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "verify snapshot `N` instead of the one CURRENT names"},
@@ -99,12 +101,19 @@ Examples:
 			case max == 0:
 				max = -1
 			}
-			rep, err := verify.Verify(c.Args().First(), verify.Options{
+			opt := verify.Options{
 				SnapshotID:  c.Uint64("snapshot"),
 				Deep:        c.Bool("deep"),
 				Against:     c.String("against"),
 				MaxFindings: max,
-			})
+			}
+			if m, dirs, err := shard.Whole(c.Args().First()); err != nil || m != nil {
+				if err != nil {
+					return cli.Exit(err.Error(), exitUsage)
+				}
+				return verifyWhole(c, m, dirs, opt)
+			}
+			rep, err := verify.Verify(c.Args().First(), opt)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}

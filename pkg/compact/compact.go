@@ -109,6 +109,10 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 			LakeSnapshotID: parent.Lineage.LakeSnapshotID, Inputs: []manifest.Input{}},
 		WALPosition: walPos,
 	}
+	if sh := parent.Shard; sh != nil {
+		// Still the same shard; its inputs are the parent, not the lake.
+		m.Shard = &manifest.Shard{Index: sh.Index, Count: sh.Count, Hash: sh.Hash}
+	}
 	m.Build.BatchRows = opt.BatchRows
 	if st.series > 0 {
 		m.Stats.FirstPeriod, m.Stats.LastPeriod = period.Format(st.first), period.Format(st.last)

@@ -59,9 +59,24 @@ type Manifest struct {
 	Build         Build   `json:"build"`
 	Lineage       Lineage `json:"lineage"`
 	WALPosition   uint64  `json:"wal_position"`
+	// Shard is set in the manifests of a sharded dataset's shards
+	// (docs/FORMAT.md §Shard map) and absent otherwise, so an unsharded
+	// manifest is written exactly as before.
+	Shard *Shard `json:"shard,omitempty"`
 	// Checksum covers the manifest's own bytes (see Marshal). It is the
 	// last field so that a reader can blank it in place and re-hash.
 	Checksum string `json:"checksum"`
+}
+
+// Shard says which shard of how many a snapshot holds, by which hash of
+// the series id, and how many input rows belonged to the other shards (so
+// that the inputs' rows still add up: rows + duplicates dropped +
+// other_shard_rows).
+type Shard struct {
+	Index          int    `json:"index"`
+	Count          int    `json:"count"`
+	Hash           string `json:"hash"`
+	OtherShardRows int64  `json:"other_shard_rows"`
 }
 
 // Schema lists the columns of the data and index files.
@@ -305,6 +320,9 @@ func (m *Manifest) Validate() error {
 	}
 	if x, _ := m.FileByRole(RoleIndex); x.Rows != m.Stats.Series {
 		return bad("index file has %d rows, stats say %d series", x.Rows, m.Stats.Series)
+	}
+	if sh := m.Shard; sh != nil && (sh.Count < 1 || sh.Index < 0 || sh.Index >= sh.Count || sh.Hash == "" || sh.OtherShardRows < 0) {
+		return bad("shard %d of %d (hash %q, other_shard_rows %d) is not a shard", sh.Index, sh.Count, sh.Hash, sh.OtherShardRows)
 	}
 	return nil
 }

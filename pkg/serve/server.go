@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/energyscope/servingsnap/pkg/shard"
 )
 
 // Config is everything `snapbuild serve` sets.
@@ -44,6 +46,10 @@ type Config struct {
 	// ReadOnly refuses DoPut; Compact is when the server compacts by itself.
 	ReadOnly bool
 	Compact  CompactPolicy
+	// Shards and Cluster: which shards of the sharded datasets this server
+	// holds (nil: all found) and where the others are (see Options).
+	Shards  []int
+	Cluster *shard.Cluster
 }
 
 // gRPC message limits. Requests are tickets, commands and actions, so the
@@ -85,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 	m := NewMetrics()
 	m.setBuildInfo(cfg.Version)
 	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator,
-		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact})
+		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact, Shards: cfg.Shards, Cluster: cfg.Cluster})
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -87,6 +88,8 @@ type Service struct {
 	pollDone       chan struct{} // closed when the poller has ended
 	polling        bool          // the poller was started
 	closeOnce      sync.Once
+
+	shards shardState // sharded datasets (shards.go)
 }
 
 // Options configure Open.
@@ -110,6 +113,11 @@ type Options struct {
 	// Compact is when the server compacts by itself (zero: only the
 	// compact action and `snapbuild compact` do).
 	Compact CompactPolicy
+	// Shards, if not nil, are the shard indexes served of every sharded
+	// dataset under the root (nil: every shard found); Cluster says where
+	// the others are (shards.go).
+	Shards  []int
+	Cluster *shard.Cluster
 }
 
 // Open discovers the datasets under root (each a directory with a valid
@@ -148,10 +156,14 @@ func Open(root string, opt Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
+	skip, err := s.findShardMaps(root, ents, opt)
+	if err != nil {
+		return nil, err
+	}
 	for _, ent := range ents {
 		name := ent.Name()
-		if manifest.ValidateDatasetName(name) != nil {
-			continue // .tmp, hidden files, anything that cannot be a dataset
+		if manifest.ValidateDatasetName(name) != nil || skip[name] {
+			continue // .tmp, hidden files, anything that cannot be a dataset; shard maps and shards not served
 		}
 		dir := filepath.Join(root, name)
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -203,6 +215,10 @@ func Open(root string, opt Options) (*Service, error) {
 			"series", m.Stats.Series, "mapped_bytes", snap.MappedBytes(), "open_ms", float64(time.Since(t0).Microseconds())/1000)
 	}
 	sort.Strings(s.names)
+	if err := s.linkShards(opt); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if m := s.metrics; m != nil {
 		m.Registry.MustRegister(liveCollector{s})
 	}
@@ -255,7 +271,9 @@ func (s *Service) everyDataset(interval time.Duration, done chan struct{}, fn fu
 // and the metrics. An unknown dataset is a NotFound error.
 func (s *Service) Reload(name string) ([]ReloadResult, error) {
 	names := s.names
-	if name != "" {
+	if sd := s.shards.sharded[name]; sd != nil {
+		names = sd.localNames() // a sharded dataset: the shards held here
+	} else if name != "" {
 		if _, err := s.lookup(name); err != nil {
 			return nil, err
 		}
@@ -279,6 +297,7 @@ func (s *Service) Close() {
 		if s.compactDone != nil {
 			<-s.compactDone
 		}
+		s.closeRemotes()
 	})
 	for _, d := range s.datasets {
 		d.close()
@@ -293,6 +312,9 @@ func (s *Service) lookup(name string) (*dataset, error) {
 		return nil, errf(codes.InvalidArgument, "%v", err)
 	}
 	d, ok := s.datasets[name]
+	if !ok && s.shards.sharded[name] != nil {
+		return nil, s.wholeNotAllowed(name)
+	}
 	if !ok {
 		return nil, errf(codes.NotFound, "dataset %q not found (serving: %s)", name, strings.Join(s.names, ", "))
 	}
@@ -352,31 +374,34 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 			return err
 		}
 	}
-	return nil
+	return s.listSharded(stream.Context(), prefix, stream)
 }
 
 // GetFlightInfo describes a dataset (path descriptor [dataset]) or a query
 // (command descriptor holding a ticket): schema, exact record count,
 // and one endpoint whose ticket runs it on this server.
 func (s *Service) GetFlightInfo(ctx context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
-	info, _, err := s.describe(desc)
+	info, _, err := s.describe(ctx, desc)
 	return info, toStatus(err)
 }
 
 // GetSchema is GetFlightInfo's schema alone.
 func (s *Service) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (*flight.SchemaResult, error) {
-	_, sc, err := s.describe(desc)
+	_, sc, err := s.describe(ctx, desc)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &flight.SchemaResult{Schema: flight.SerializeSchema(sc, s.mem)}, nil
 }
 
-func (s *Service) describe(desc *flight.FlightDescriptor) (*flight.FlightInfo, *arrow.Schema, error) {
+func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, *arrow.Schema, error) {
 	switch desc.GetType() {
 	case flight.DescriptorPATH:
 		if len(desc.Path) != 1 {
 			return nil, nil, errf(codes.InvalidArgument, "path descriptor must be [dataset], got %d elements", len(desc.Path))
+		}
+		if s.shards.sharded[desc.Path[0]] != nil {
+			return s.shardedInfo(ctx, wholeQuery(desc.Path[0]), ticketFor(desc.Path[0]), desc)
 		}
 		v, err := s.acquire(desc.Path[0])
 		if err != nil {
@@ -388,6 +413,9 @@ func (s *Service) describe(desc *flight.FlightDescriptor) (*flight.FlightInfo, *
 		q, err := ParseTicket(desc.Cmd, s.limits.MaxTicketBytes, s.limits.MaxSeries)
 		if err != nil {
 			return nil, nil, err
+		}
+		if s.isShardQuery(q) {
+			return s.shardedInfo(ctx, q, desc.Cmd, desc)
 		}
 		v, err := s.acquire(q.Dataset)
 		if err != nil {
@@ -436,6 +464,9 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 	q, err := ParseTicket(t.GetTicket(), s.limits.MaxTicketBytes, s.limits.MaxSeries)
 	if err != nil {
 		return err
+	}
+	if s.isShardQuery(q) {
+		return s.shardedDoGet(q, stream)
 	}
 	v, err := s.acquire(q.Dataset)
 	if err != nil {

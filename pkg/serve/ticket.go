@@ -30,7 +30,8 @@ import (
 //	 "attributes": true,                      optional: add every per-series attribute column
 //	 "latest": true,                          optional: one row per series, its last non-null value
 //	 "limit": 1000,                           optional: at most this many rows (the first, in output order)
-//	 "snapshot": 42}                          optional: refuse (FailedPrecondition) unless snapshot 42 is served
+//	 "snapshot": 42,                          optional: refuse (FailedPrecondition) unless snapshot 42 is served
+//	 "shard": 1}                              sharded datasets: run on shard 1 only (GetFlightInfo's endpoints carry it)
 type Query struct {
 	Dataset string
 
@@ -57,6 +58,10 @@ type Query struct {
 	Snapshot uint64
 	// Limit, if not 0, caps the rows of the answer.
 	Limit int64
+	// Shard, when HasShard, scopes the ticket to one shard of a sharded
+	// dataset (shards.go).
+	Shard    int
+	HasShard bool
 }
 
 // Request is the ticket as the read layer's request.
@@ -110,7 +115,7 @@ func invalid(format string, a ...any) *Error {
 }
 
 // ticketFields lists the accepted keys, in the order messages show them.
-var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest", "limit", "snapshot"}
+var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest", "limit", "snapshot", "shard"}
 
 // ParseTicket decodes a ticket (or a GetFlightInfo command). It is strict:
 // unknown or repeated keys, nulls, wrong types, trailing data, invalid UTF-8
@@ -194,6 +199,12 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 			if ferr == nil && q.Snapshot == 0 {
 				ferr = invalid("field \"snapshot\" must be a positive integer snapshot id, got 0")
 			}
+		case "shard":
+			ferr = decodeField(raw, key, "a shard index (an integer ≥ 0)", &q.Shard)
+			if ferr == nil && q.Shard < 0 {
+				ferr = invalid("field \"shard\" must be a shard index (an integer ≥ 0), got %d", q.Shard)
+			}
+			q.HasShard = true
 		default:
 			return nil, invalid("unknown field %q (known: %s)", truncate(key, 64), strings.Join(ticketFields, ", "))
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/shard"
 )
 
 // Duplicate policies.
@@ -61,6 +62,10 @@ type Options struct {
 	// Lock says how to wait for another writer of the dataset (taken once
 	// the rows are sorted, just before writing).
 	Lock dataset.LockOptions
+	// Shard, when Count > 0, keeps only the series of shard Index of Count
+	// (shard.Of). Every row is still read and attribute columns are chosen
+	// over all series, so all shards of one input share one schema.
+	Shard shard.Spec
 }
 
 func (o *Options) defaults() error {
@@ -91,6 +96,9 @@ func (o *Options) defaults() error {
 	}
 	if o.BatchRows < 1 {
 		return fmt.Errorf("batch rows must be positive, got %d", o.BatchRows)
+	}
+	if o.Shard.Count > 0 && (o.Shard.Index < 0 || o.Shard.Index >= o.Shard.Count) {
+		return fmt.Errorf("shard %s: the index must be from 0 to %d", o.Shard, o.Shard.Count-1)
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
@@ -257,6 +265,9 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 			BatchRows:    opt.BatchRows,
 		},
 		Lineage: lin,
+	}
+	if opt.Shard.Count > 0 {
+		m.Shard = &manifest.Shard{Index: opt.Shard.Index, Count: opt.Shard.Count, Hash: shard.HashXXH64, OtherShardRows: lay.otherShards}
 	}
 	if len(lay.series) > 0 {
 		m.Stats.FirstPeriod = period.Format(lay.minPeriod)

@@ -30,13 +30,16 @@ type span struct {
 // layout is where every row goes: the output order, the series and batch
 // boundaries, and which columns are per-series attributes.
 type layout struct {
-	ord       *order   // output order, duplicates removed
-	series    []span   // in output order; the index row number is the series code
-	batches   [][2]int // [first series, end series) per data batch
-	isAttr    []bool   // per t.others: constant within every series
-	dropped   int64
-	minPeriod int32
-	maxPeriod int32
+	ord     *order   // output order, duplicates removed
+	series  []span   // in output order; the index row number is the series code
+	batches [][2]int // [first series, end series) per data batch
+	isAttr  []bool   // per t.others: constant within every series
+	dropped int64
+	// otherShards counts the rows of series of other shards, left out of
+	// a sharded build.
+	otherShards int64
+	minPeriod   int32
+	maxPeriod   int32
 }
 
 func (l *layout) rows() int { return l.ord.len() }
@@ -87,7 +90,12 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	o := l.ord
 	n := o.len()
 	w := 0
+	keep := keepRanks(opt.Shard, ids, byID)
 	for j := 0; j < n; j++ {
+		if keep != nil && !keep[o.rank(j)] {
+			l.otherShards++
+			continue // another shard's series
+		}
 		if w > 0 && o.key(w-1) == o.key(j) {
 			if opt.OnDuplicate == OnDuplicateError {
 				prev, row := o.row(w-1), o.row(j)

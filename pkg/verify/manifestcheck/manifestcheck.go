@@ -233,8 +233,12 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 		}
 		inRows += in.Rows
 	}
-	if l.Kind != "compaction" && inRows != s.Rows+s.DuplicatesDropped {
-		bad("lineage.inputs", "inputs hold %d rows, but stats say %d rows + %d duplicates dropped", inRows, s.Rows, s.DuplicatesDropped)
+	var other int64 // a shard's inputs also hold the other shards' rows
+	if m.Shard != nil {
+		other = m.Shard.OtherShardRows
+	}
+	if l.Kind != "compaction" && inRows != s.Rows+s.DuplicatesDropped+other {
+		bad("lineage.inputs", "inputs hold %d rows, but stats say %d rows + %d duplicates dropped + %d of other shards", inRows, s.Rows, s.DuplicatesDropped, other)
 	}
 	attrs := map[string]bool{}
 	for i, a := range m.Schema.Attributes {

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/shard"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// TestBuildShards: --shards 3 splits the rows of one lake into three
+// lineages by shard.Of, none lost or repeated; --shard I/N builds one and
+// checks the shard map; the usage errors exit 2.
+func TestBuildShards(t *testing.T) {
+	root := t.TempDir()
+	lake, all := testsnap.Sample(t, root, "ALL", 60, 2, nil)
+	out := filepath.Join(root, "PET")
+	code, stdout, errOut := snapbuild("build", "--input", lake, "--out", out, "--shards", "3", "--json")
+	if code != 0 {
+		t.Fatalf("build --shards 3: exit %d: %s", code, errOut)
+	}
+	var rep shardedSummary
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Count != 3 || len(rep.Shards) != 3 {
+		t.Fatalf("--json: %v %s", err, stdout)
+	}
+	whole, err := snapshot.Open(all, snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	var rows, series int64
+	seen := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		s, err := snapshot.Open(shard.ShardDir(out, i), snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh := s.Manifest.Shard; sh == nil || sh.Index != i || sh.Count != 3 || sh.OtherShardRows != whole.Manifest.Stats.Rows-s.Manifest.Stats.Rows {
+			t.Errorf("shard %d manifest: %+v", i, sh)
+		}
+		if got, want := s.Manifest.Schema.Attributes, whole.Manifest.Schema.Attributes; strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("shard %d attributes %v, the whole's %v", i, got, want)
+		}
+		x := s.Index()
+		for k := 0; k < x.Len(); k++ {
+			id := x.SeriesID(k)
+			if shard.Of(id, 3) != i || seen[id] {
+				t.Errorf("series %q in shard %d (belongs to %d, seen before: %v)", id, i, shard.Of(id, 3), seen[id])
+			}
+			seen[id] = true
+			wc, ok := whole.Lookup(id)
+			if !ok || whole.Index().Entry(wc).RowCount != x.Entry(k).RowCount {
+				t.Errorf("series %q: %d rows in shard %d, not the whole's", id, x.Entry(k).RowCount, i)
+			}
+		}
+		rows += s.Manifest.Stats.Rows
+		series += s.Manifest.Stats.Series
+		s.Close()
+	}
+	if rows != whole.Manifest.Stats.Rows || series != whole.Manifest.Stats.Series {
+		t.Errorf("shards hold %d rows in %d series, the whole %d in %d", rows, series, whole.Manifest.Stats.Rows, whole.Manifest.Stats.Series)
+	}
+
+	// One more vintage of shard 1 alone, the index from the environment.
+	t.Setenv(shard.JobIndexEnv, "1")
+	if code, _, errOut := snapbuild("build", "--input", lake, "--out", out, "--shard", "$JOB_COMPLETION_INDEX/3"); code != 0 {
+		t.Fatalf("--shard $JOB_COMPLETION_INDEX/3: exit %d: %s", code, errOut)
+	}
+	if code, stdout, _ := snapbuild("history", out, "--json"); code != 0 || strings.Count(stdout, `"snapshot_id": 2`) != 1 {
+		t.Errorf("history of the whole: exit %d\n%s", code, stdout)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--out", out, "--shards", "3", "--shard", "0/3"}, 2, "not both"},
+		{[]string{"--out", out, "--shard", "3/3"}, 2, "from 0 to 2"},
+		{[]string{"--out", out, "--shards", "0"}, 2, "from 1 to 9999"},
+		{[]string{"--out", out, "--shards", "4"}, 1, "split into 3 shards, not 4"},
+		{[]string{"--out", out}, 2, "a dataset of 3 shards"},
+		{[]string{"--out", all, "--shards", "2"}, 1, "unsharded dataset"},
+	} {
+		code, _, errOut := snapbuild(append([]string{"build", "--input", lake}, tc.args...)...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("build %v: exit %d %q; want %d with %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+	}
+	if code, _, errOut := snapbuild("rollback", "--to", "1", out); code != 2 || !strings.Contains(errOut, "each with its own snapshot ids") {
+		t.Errorf("rollback of a whole sharded dataset: exit %d %q", code, errOut)
+	}
+}
