@@ -55,16 +55,18 @@ func (k *keyIndex) add(r *Run) (added int64, fresh []int32) {
 			fresh = append(fresh, int32(i))
 		}
 		lo, hi := r.Rows(i)
-		grew := false
+		// Search only the periods of earlier runs (sorted): the ones this
+		// loop appends are unsorted until the end, and a run holds each
+		// period once, so they need no search.
+		older := len(e.periods)
 		for _, p := range ps[lo:hi] {
-			if inDates(e.base, p) || inInts(e.periods, int32(p)) {
+			if inDates(e.base, p) || inInts(e.periods[:older], int32(p)) {
 				continue
 			}
 			added++
 			e.periods = append(e.periods, int32(p))
-			grew = true
 		}
-		if grew {
+		if len(e.periods) > older {
 			slices.Sort(e.periods)
 		}
 	}
