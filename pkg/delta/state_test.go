@@ -99,6 +99,9 @@ func randomWrites(rng *rand.Rand, base *fakeBase, writes, maxRows int) ([][]row,
 		n := 1 + rng.IntN(maxRows)
 		var rows []row
 		given := map[string]bool{}
+		// Some writes are one series' many rows, out of order, with
+		// duplicates: the long-series path of the sort.
+		single := rng.IntN(5) == 0
 		for i := 0; i < n; i++ {
 			// series: base ones (even), new ones (odd), a few hot ones
 			var num int
@@ -107,6 +110,9 @@ func randomWrites(rng *rand.Rand, base *fakeBase, writes, maxRows int) ([][]row,
 				num = rng.IntN(8)
 			default:
 				num = rng.IntN(2 * len(base.ids))
+			}
+			if single {
+				num = 3
 			}
 			id := fmt.Sprintf("s%05d", num)
 			p := int32(10 * rng.IntN(base.nPeriods+5)) // in the base or after it
