@@ -67,7 +67,7 @@ func BenchmarkNewRun(b *testing.B) {
 	ctx := context.Background()
 	cpu0 := cpuTime()
 	for b.Loop() {
-		if _, err := newRun(ctx, memory.DefaultAllocator, s, w, 1); err != nil {
+		if _, _, err := newRun(ctx, memory.DefaultAllocator, s, w, 1, newKeyIndex(base)); err != nil {
 			b.Fatal(err)
 		}
 	}

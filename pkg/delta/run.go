@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -90,32 +89,36 @@ func (r *Run) Given(i int) bool { return r.given[i] }
 // one counting pass (stable: rows of a series keep their input order), then
 // sorts each series' rows by period, stably, so of two rows with one key
 // the later input row comes last.
-func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.RecordBatch, seq uint64) (*Run, error) {
+func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.RecordBatch, seq uint64, keys *keyIndex) (*Run, []*keyEntry, error) {
 	ids := w.Column(0).(*array.String)
 	periods := w.Column(1).(*array.Date32).Date32Values()
 	n := int(w.NumRows())
-	rankOf := make(map[string]int32, min(n, 1<<16))
-	var distinct []string
+	if keys == nil {
+		keys = newKeyIndex(nil)
+	}
+	// A row's series is found once in the key index (a map probe); the
+	// distinct series are then sorted mostly by their base codes.
+	var distinct []*keyEntry
 	rowRank := make([]int32, n)
 	for i := 0; i < n; i++ {
-		id := ids.Value(i)
-		r, ok := rankOf[id]
-		if !ok {
-			r = int32(len(distinct))
-			rankOf[id] = r
-			distinct = append(distinct, id)
+		e := keys.entry(ids.Value(i))
+		if e.stamp != seq || int(e.rank) >= len(distinct) || distinct[e.rank] != e {
+			e.stamp, e.rank = seq, int32(len(distinct))
+			distinct = append(distinct, e)
 		}
-		rowRank[i] = r
+		rowRank[i] = e.rank
 	}
 	d := len(distinct)
 	byID := make([]int32, d)
 	for i := range byID {
 		byID[i] = int32(i)
 	}
-	slices.SortFunc(byID, func(a, b int32) int { return strings.Compare(distinct[a], distinct[b]) })
+	slices.SortFunc(byID, func(a, b int32) int { return compareEntries(distinct[a], distinct[b]) })
 	rank := make([]int32, d)
+	sortedEntries := make([]*keyEntry, d)
 	for r, i := range byID {
 		rank[i] = int32(r)
+		sortedEntries[r] = distinct[i]
 	}
 	// Counting sort by rank: group[r] is where series r's rows start.
 	group := make([]int32, d+1)
@@ -147,7 +150,8 @@ func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Record
 			first = append(first, len(keep)-1 == start)
 		}
 	}
-	return assemble(ctx, mem, s, seq, w, keep, first)
+	r, err := assemble(ctx, mem, s, seq, w, keep, first)
+	return r, sortedEntries, err
 }
 
 // sortByPeriod orders rows by period, keeping the input order of equal

@@ -100,30 +100,78 @@ func (st *State) FrozenPosition() uint64 {
 }
 
 // Apply adds a normalized write with sequence number seq (greater than
-// every earlier one), logged durably through WAL position pos. Adjacent
-// unfrozen runs of similar size are merged, so a State holds O(log n) runs.
+// every earlier one), logged durably through WAL position pos, and merges
+// adjacent unfrozen runs of similar size until none are left, so a State
+// holds O(log n) runs. (The write path appends instead and merges on
+// another goroutine: see Append and MergeCandidate.)
 func (st *State) Apply(ctx context.Context, mem memory.Allocator, w arrow.RecordBatch, seq, pos uint64, base Base) (*State, error) {
-	r, err := newRun(ctx, mem, st.schema, w, seq)
+	st, err := st.Append(ctx, mem, w, seq, pos, base)
 	if err != nil {
 		return nil, err
 	}
-	r.pos = pos
+	for {
+		a, b, ok := st.MergeCandidate()
+		if !ok {
+			return st, nil
+		}
+		m, err := merge(ctx, mem, st.schema, a, b)
+		if err != nil {
+			return nil, err
+		}
+		st, _ = st.Replace(a, b, m)
+	}
+}
+
+// Append adds a normalized write as a run of its own, merging nothing.
+func (st *State) Append(ctx context.Context, mem memory.Allocator, w arrow.RecordBatch, seq, pos uint64, base Base) (*State, error) {
 	if st.keys == nil || st.keys.base != base {
 		// Another base than the chain was counted over: count again on
 		// copies of the runs (Rebase), never on runs readers hold.
 		st = st.Rebase(base)
 	}
 	keys := st.keys
-	r.added, r.fresh = keys.add(r)
-	runs := append(slices.Clip(st.runs), r)
-	for k := len(runs); k-st.frozen >= 2 && runs[k-2].Len() <= 2*runs[k-1].Len(); k = len(runs) {
-		m, err := merge(ctx, mem, st.schema, runs[k-2], runs[k-1])
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs[:k-2], m)
+	r, entries, err := newRun(ctx, mem, st.schema, w, seq, keys)
+	if err != nil {
+		return nil, err
 	}
+	r.pos = pos
+	r.added, r.fresh = keys.addEntries(r, entries)
+	runs := append(slices.Clip(st.runs), r)
 	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
+}
+
+// MergeCandidate returns two adjacent unfrozen runs worth merging: the
+// newest pair whose older run is at most twice the newer's size. Merging
+// such pairs keeps sizes falling geometrically from oldest to newest, so
+// every row is merged O(log n) times and a read visits O(log n) runs.
+func (st *State) MergeCandidate() (a, b *Run, ok bool) {
+	for k := len(st.runs) - 1; k-1 >= st.frozen; k-- {
+		if st.runs[k-1].Len() <= 2*st.runs[k].Len() {
+			return st.runs[k-1], st.runs[k], true
+		}
+	}
+	return nil, nil, false
+}
+
+// Merge folds run b into the older run a (MergeCandidate's pair). It reads
+// only the immutable runs, so it may run without the writer's lock while
+// writes are appended; Replace installs the result.
+func (st *State) Merge(ctx context.Context, mem memory.Allocator, a, b *Run) (*Run, error) {
+	return merge(ctx, mem, st.schema, a, b)
+}
+
+// Replace returns st with the adjacent runs a and b replaced by m, their
+// merge; false if they are no longer adjacent unfrozen runs of st (a
+// compaction froze them, a reload rebased them).
+func (st *State) Replace(a, b, m *Run) (*State, bool) {
+	for k := st.frozen; k+1 < len(st.runs); k++ {
+		if st.runs[k] == a && st.runs[k+1] == b {
+			runs := make([]*Run, 0, len(st.runs)-1)
+			runs = append(append(append(runs, st.runs[:k]...), m), st.runs[k+2:]...)
+			return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: st.keys}, true
+		}
+	}
+	return st, false
 }
 
 // merge folds b (newer) into a. Both are sorted with one row per key, so

@@ -152,14 +152,40 @@ func TestApplyMatchesOracle(t *testing.T) {
 			st := Empty(s)
 			want := map[key]row{}
 			givenAny := map[string]bool{}
+			// Odd seeds append and merge as the write path does: a merge
+			// computed from an older State, installed into a newer one
+			// (or dropped when a freeze made it stale).
+			deferred := seed%2 == 1
+			type pending struct{ a, b, m *Run }
+			var queued []pending
 			for i, rows := range writes {
 				rec := write(s, rows, givens[i])
-				next, err := st.Apply(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
+				var next *State
+				var err error
+				if deferred {
+					next, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
+				} else {
+					next, err = st.Apply(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
+				}
 				rec.Release()
 				if err != nil {
 					t.Fatal(err)
 				}
 				st = next
+				if deferred {
+					for len(queued) > 0 && rng.IntN(2) == 0 {
+						q := queued[0]
+						queued = queued[1:]
+						st, _ = st.Replace(q.a, q.b, q.m)
+					}
+					if a, b, ok := st.MergeCandidate(); ok {
+						m, err := st.Merge(ctx, mem, a, b)
+						if err != nil {
+							t.Fatal(err)
+						}
+						queued = append(queued, pending{a, b, m})
+					}
+				}
 				for _, r := range rows {
 					want[key{r.id, r.period}] = r
 				}
@@ -168,6 +194,26 @@ func TestApplyMatchesOracle(t *testing.T) {
 				}
 				if i == len(writes)/2 {
 					st = st.Freeze() // later writes stay apart from frozen runs
+				}
+			}
+			if deferred {
+				for _, q := range queued {
+					st, _ = st.Replace(q.a, q.b, q.m)
+				}
+				// Merge what is left, as the merger would when idle.
+				for {
+					a, b, ok := st.MergeCandidate()
+					if !ok {
+						break
+					}
+					m, err := st.Merge(ctx, mem, a, b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var replaced bool
+					if st, replaced = st.Replace(a, b, m); !replaced {
+						t.Fatal("a fresh candidate's merge was not installed")
+					}
 				}
 			}
 			checkState(t, st, base, want, givenAny)
