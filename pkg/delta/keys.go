@@ -1,8 +1,10 @@
 package delta
 
 import (
+	"cmp"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -20,9 +22,23 @@ type keyIndex struct {
 }
 
 type keyEntry struct {
+	id      string
 	code    int32          // in the base, -1 if none
 	base    []arrow.Date32 // the base's periods of the series
 	periods []int32        // the delta's, ascending
+	// stamp and rank are newRun's scratch: the sequence number of the
+	// write that last ranked the series, and its rank there.
+	stamp uint64
+	rank  int32
+}
+
+// compareEntries orders series by id: two series of the base by their
+// codes (the base lists ids in order), any other pair by the ids' bytes.
+func compareEntries(a, b *keyEntry) int {
+	if a.code >= 0 && b.code >= 0 {
+		return cmp.Compare(a.code, b.code)
+	}
+	return strings.Compare(a.id, b.id)
 }
 
 func newKeyIndex(base Base) *keyIndex {
@@ -34,7 +50,7 @@ func (k *keyIndex) entry(id string) *keyEntry {
 	if e, ok := k.series[id]; ok {
 		return e
 	}
-	e := &keyEntry{code: -1}
+	e := &keyEntry{id: id, code: -1}
 	if k.base != nil {
 		if c, ok := k.base.Lookup(id); ok {
 			e.code, e.base = int32(c), k.base.Periods(c)
@@ -48,23 +64,36 @@ func (k *keyIndex) entry(id string) *keyEntry {
 // (neither the base nor an earlier write), and the run-local series the
 // base lacks.
 func (k *keyIndex) add(r *Run) (added int64, fresh []int32) {
+	return k.addEntries(r, nil)
+}
+
+// addEntries is add with the run's series' entries at hand (entries[i]
+// for run-local series i), or looked up when entries is nil.
+func (k *keyIndex) addEntries(r *Run, entries []*keyEntry) (added int64, fresh []int32) {
 	ps := r.Periods()
 	for i := 0; i < r.NumSeries(); i++ {
-		e := k.entry(r.SeriesID(i))
+		var e *keyEntry
+		if entries != nil {
+			e = entries[i]
+		} else {
+			e = k.entry(r.SeriesID(i))
+		}
 		if e.code < 0 {
 			fresh = append(fresh, int32(i))
 		}
 		lo, hi := r.Rows(i)
-		grew := false
+		// Search only the periods of earlier runs (sorted): the ones this
+		// loop appends are unsorted until the end, and a run holds each
+		// period once, so they need no search.
+		older := len(e.periods)
 		for _, p := range ps[lo:hi] {
-			if inDates(e.base, p) || inInts(e.periods, int32(p)) {
+			if inDates(e.base, p) || inInts(e.periods[:older], int32(p)) {
 				continue
 			}
 			added++
 			e.periods = append(e.periods, int32(p))
-			grew = true
 		}
-		if grew {
+		if len(e.periods) > older {
 			slices.Sort(e.periods)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -82,69 +81,96 @@ func (r *Run) Given(i int) bool { return r.given[i] }
 
 // newRun builds a run from a normalized write (see Normalize): sorts it by
 // (series id, period) and keeps the later of two rows with one key, so the
-// concatenation of an older and a newer write (or run, see toWrite) merges
-// them with the newer winning.
-func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.RecordBatch, seq uint64) (*Run, error) {
+// concatenation of an older and a newer write merges them with the newer
+// winning.
+//
+// The sort ranks the distinct ids once (hashing a row's id is cheaper than
+// comparing strings at every step of a sort), puts rows in rank order with
+// one counting pass (stable: rows of a series keep their input order), then
+// sorts each series' rows by period, stably, so of two rows with one key
+// the later input row comes last.
+func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.RecordBatch, seq uint64, keys *keyIndex) (*Run, []*keyEntry, error) {
 	ids := w.Column(0).(*array.String)
 	periods := w.Column(1).(*array.Date32).Date32Values()
 	n := int(w.NumRows())
-	// Rank the distinct ids once (hashing a row's id is cheaper than
-	// comparing strings at every step of a sort), then sort integer keys
-	// (rank, period, input row): the row breaks ties, so the sort is stable
-	// without the cost of a stable sort.
-	rankOf := map[string]int32{}
-	var distinct []string
+	if keys == nil {
+		keys = newKeyIndex(nil)
+	}
+	// A row's series is found once in the key index (a map probe); the
+	// distinct series are then sorted mostly by their base codes.
+	var distinct []*keyEntry
 	rowRank := make([]int32, n)
 	for i := 0; i < n; i++ {
-		id := ids.Value(i)
-		r, ok := rankOf[id]
-		if !ok {
-			r = int32(len(distinct))
-			rankOf[id] = r
-			distinct = append(distinct, id)
+		e := keys.entry(ids.Value(i))
+		if e.stamp != seq || int(e.rank) >= len(distinct) || distinct[e.rank] != e {
+			e.stamp, e.rank = seq, int32(len(distinct))
+			distinct = append(distinct, e)
 		}
-		rowRank[i] = r
+		rowRank[i] = e.rank
 	}
-	byID := make([]int32, len(distinct))
+	d := len(distinct)
+	byID := make([]int32, d)
 	for i := range byID {
 		byID[i] = int32(i)
 	}
-	slices.SortFunc(byID, func(a, b int32) int { return strings.Compare(distinct[a], distinct[b]) })
-	rank := make([]uint64, len(distinct))
+	slices.SortFunc(byID, func(a, b int32) int { return compareEntries(distinct[a], distinct[b]) })
+	rank := make([]int32, d)
+	sortedEntries := make([]*keyEntry, d)
 	for r, i := range byID {
-		rank[i] = uint64(r)
+		rank[i] = int32(r)
+		sortedEntries[r] = distinct[i]
 	}
-	type key struct {
-		k   uint64 // rank << 32 | period with its sign bit flipped (orders like the int32)
-		row int32
+	// Counting sort by rank: group[r] is where series r's rows start.
+	group := make([]int32, d+1)
+	for _, r := range rowRank {
+		group[rank[r]+1]++
 	}
-	keys := make([]key, n)
-	for i := range keys {
-		keys[i] = key{rank[rowRank[i]]<<32 | uint64(uint32(periods[i])^0x80000000), int32(i)}
+	for r := 0; r < d; r++ {
+		group[r+1] += group[r]
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(a.k, b.k); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.row, b.row)
-	})
+	next := slices.Clone(group[:d])
 	order := make([]int32, n)
-	for i, k := range keys {
-		order[i] = k.row
+	for i, r := range rowRank {
+		g := rank[r]
+		order[next[g]] = int32(i)
+		next[g]++
 	}
-	// Duplicates are adjacent and in input order: keep the last.
+	// Each series by period, stably; then of equal keys keep the last.
 	keep := order[:0]
-	for i, o := range order {
-		if i+1 < n && ids.Value(int(order[i+1])) == ids.Value(int(o)) && periods[order[i+1]] == periods[o] {
-			continue
+	first := make([]bool, 0, n)
+	for r := 0; r < d; r++ {
+		g := order[group[r]:group[r+1]]
+		sortByPeriod(g, periods)
+		start := len(keep)
+		for k, o := range g {
+			if k+1 < len(g) && periods[g[k+1]] == periods[o] {
+				continue
+			}
+			keep = append(keep, o)
+			first = append(first, len(keep)-1 == start)
 		}
-		keep = append(keep, o)
 	}
-	return assemble(ctx, mem, s, seq, w, keep)
+	r, err := assemble(ctx, mem, s, seq, w, keep, first)
+	return r, sortedEntries, err
 }
 
-// assemble builds a run of rows (in output order) of the normalized write w.
-func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, w arrow.RecordBatch, rows []int32) (_ *Run, err error) {
+// sortByPeriod orders rows by period, keeping the input order of equal
+// periods. Series in one write are mostly a few rows already in order.
+func sortByPeriod(rows []int32, periods []arrow.Date32) {
+	if len(rows) > 32 {
+		slices.SortStableFunc(rows, func(a, b int32) int { return cmp.Compare(periods[a], periods[b]) })
+		return
+	}
+	for i := 1; i < len(rows); i++ {
+		for j := i; j > 0 && periods[rows[j-1]] > periods[rows[j]]; j-- {
+			rows[j-1], rows[j] = rows[j], rows[j-1]
+		}
+	}
+}
+
+// assemble builds a run of rows (in output order) of the normalized write
+// w; first[i] says row i starts a series.
+func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, w arrow.RecordBatch, rows []int32, first []bool) (_ *Run, err error) {
 	n := len(rows)
 	ids := w.Column(0).(*array.String)
 	given := w.Column(int(w.NumCols()) - 1).(*array.Boolean)
@@ -154,12 +180,11 @@ func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, 
 	idb := array.NewStringBuilder(mem)
 	defer idb.Release()
 	for i, k := range rows {
-		id := ids.Value(int(k))
-		if i == 0 || id != ids.Value(int(rows[i-1])) {
+		if first[i] {
 			start = append(start, int32(i))
 			attrRow = append(attrRow, k)
 			gv = append(gv, false)
-			idb.Append(id)
+			idb.Append(ids.Value(int(k)))
 		}
 		last := len(start) - 1
 		if given.Value(int(k)) && !gv[last] {
@@ -205,55 +230,21 @@ func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, 
 		r.attrs = append(r.attrs, v)
 	}
 	r.rec = array.NewRecordBatch(s.Data, cols, int64(n))
-	for _, c := range r.rec.Columns() {
-		for _, b := range c.Data().Buffers() {
-			if b != nil {
-				r.bytes += int64(b.Len())
-			}
-		}
-	}
+	r.bytes = recordBytes(r.rec)
 	return r, nil
 }
 
-// toWrite turns a run back into a normalized write (every row carrying its
-// series id, attributes and given flag), so runs merge through newRun.
-func (r *Run) toWrite(ctx context.Context, mem memory.Allocator, s *Schema) (arrow.RecordBatch, error) {
-	codes := r.rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
-	idx := make([]int32, len(codes))
-	gb := array.NewBooleanBuilder(mem)
-	defer gb.Release()
-	for i, c := range codes {
-		idx[i] = int32(c)
-		gb.Append(r.given[c])
-	}
-	ia := int32s(mem, idx)
-	defer ia.Release()
-	cctx := compute.WithAllocator(ctx, mem)
-	cols := make([]arrow.Array, 0, 2+len(r.attrs)+s.Data.NumFields())
-	defer func() {
-		for _, c := range cols {
-			c.Release()
+// recordBytes is the memory of a record's buffers.
+func recordBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, c := range rec.Columns() {
+		for _, b := range c.Data().Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
 		}
-	}()
-	ids, err := compute.TakeArray(cctx, r.ids, ia)
-	if err != nil {
-		return nil, err
 	}
-	cols = append(cols, ids)
-	for c := datafile.ColumnPeriod; c < s.Data.NumFields(); c++ {
-		a := r.rec.Column(c)
-		a.Retain()
-		cols = append(cols, a)
-	}
-	for _, at := range r.attrs {
-		a, err := compute.TakeArray(cctx, at, ia)
-		if err != nil {
-			return nil, err
-		}
-		cols = append(cols, a)
-	}
-	cols = append(cols, gb.NewArray())
-	return array.NewRecordBatch(s.Write, cols, int64(len(codes))), nil
+	return n
 }
 
 func int32s(mem memory.Allocator, v []int32) arrow.Array {

@@ -72,9 +72,19 @@ type Writer struct {
 	seq   uint64
 	fsync Stats // under mu
 
-	queue chan *write
-	stop  chan struct{}
-	done  chan struct{}
+	queue  chan *write
+	logged chan loggedGroup // from the committer to the applier, in log order
+	merges chan struct{}    // wakes the merger (buffered: one wake-up pending at most)
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// loggedGroup is a commit group the log holds (or failed to append).
+type loggedGroup struct {
+	group []*write
+	pos   wal.Position
+	took  time.Duration
+	err   error
 }
 
 // Stats are the writer's counters (status and metrics).
@@ -114,7 +124,8 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 		return nil, ReplayInfo{}, err
 	}
 	w := &Writer{log: l, schema: s, t: t, opt: opt, mem: memory.DefaultAllocator, st: delta.Empty(s),
-		queue: make(chan *write, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+		queue: make(chan *write, 1024), logged: make(chan loggedGroup, 2), merges: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	info := ReplayInfo{Truncated: l.Truncated()}
 	ctx := context.Background()
 	// Records are applied in chunks of about a million rows, each chunk as
@@ -177,7 +188,11 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	w.mu.Lock()
 	t.Publish(w.st)
 	w.mu.Unlock()
-	go w.commit()
+	applied := make(chan struct{})
+	merged := make(chan struct{})
+	go w.commit(applied, merged)
+	go w.apply(applied)
+	go w.merge(merged)
 	return w, info, nil
 }
 
@@ -245,10 +260,18 @@ func (w *Writer) Put(ctx context.Context, norm arrow.RecordBatch) (Ack, error) {
 	return wr.ack, wr.err
 }
 
-// commit is the committer: it takes every queued write, logs them in one
-// append (one fsync) and applies them in that order.
-func (w *Writer) commit() {
-	defer close(w.done)
+// commit is the committer: it takes every queued write and logs them in
+// one append (one fsync); the applier applies each logged group while the
+// next one is being logged, so the CPU of applying overlaps the fsync.
+// At stop it refuses what is still queued, then waits for the applier and
+// the merger (done closes when all three are finished).
+func (w *Writer) commit(applied, merged chan struct{}) {
+	defer func() {
+		close(w.logged)
+		<-applied
+		<-merged
+		close(w.done)
+	}()
 	for {
 		var group []*write
 		select {
@@ -282,37 +305,97 @@ func (w *Writer) commit() {
 		}
 		t0 := time.Now()
 		pos, err := w.log.Append(context.Background(), payloads...)
-		took := time.Since(t0)
+		w.logged <- loggedGroup{group: group, pos: pos, took: time.Since(t0), err: err}
+	}
+}
+
+// apply applies logged groups in log order, publishes the State and
+// acknowledges. A write is appended to the delta as a run of its own;
+// the merger folds runs together off this path, so no acknowledgement
+// waits for a large merge.
+func (w *Writer) apply(applied chan struct{}) {
+	defer close(applied)
+	for lg := range w.logged {
 		w.mu.Lock()
-		if err == nil {
+		if lg.err == nil {
 			st := w.st
-			for _, wr := range group {
+			for _, wr := range lg.group {
 				w.seq++
 				var aerr error
-				if st, aerr = st.Apply(context.Background(), w.mem, wr.norm, w.seq, pos.Uint64(), w.t.Base()); aerr != nil {
+				if st, aerr = st.Append(context.Background(), w.mem, wr.norm, w.seq, lg.pos.Uint64(), w.t.Base()); aerr != nil {
 					// Logged but not applied: a replay will apply it. The
 					// dataset must not serve a State that lacks an
 					// acknowledged write, so this write fails loudly.
 					wr.err = fmt.Errorf("live: applying a logged write: %w", aerr)
 					w.opt.Logger.Error("logged write not applied; restart replays it", "error", aerr)
 				}
-				wr.ack = Ack{Rows: wr.norm.NumRows(), WALPosition: pos.Uint64()}
+				wr.ack = Ack{Rows: wr.norm.NumRows(), WALPosition: lg.pos.Uint64()}
 				w.fsync.Writes++
 				w.fsync.Rows += wr.norm.NumRows()
 			}
 			w.st = st
 			w.fsync.Groups++
-			w.fsync.FsyncTotal += took
-			w.fsync.FsyncLast = took
-			w.fsync.WALPosition = pos.Uint64()
+			w.fsync.FsyncTotal += lg.took
+			w.fsync.FsyncLast = lg.took
+			w.fsync.WALPosition = lg.pos.Uint64()
 			w.t.Publish(st)
 		}
 		w.mu.Unlock()
-		for _, wr := range group {
-			if err != nil {
-				wr.err = err
+		for _, wr := range lg.group {
+			if lg.err != nil {
+				wr.err = lg.err
 			}
 			close(wr.done)
+		}
+		select {
+		case w.merges <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+// merge is the merger: woken after writes are applied, it merges the
+// State's candidate runs one pair at a time without the lock, installs
+// each result if its runs are still there (a compaction may have frozen
+// them, a reload rebased them), and publishes once it has nothing left.
+func (w *Writer) merge(merged chan struct{}) {
+	defer close(merged)
+	for {
+		select {
+		case <-w.merges:
+		case <-w.stop:
+			return
+		}
+		changed := false
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			w.mu.Lock()
+			st := w.st
+			w.mu.Unlock()
+			a, b, ok := st.MergeCandidate()
+			if !ok {
+				break
+			}
+			m, err := st.Merge(context.Background(), w.mem, a, b)
+			if err != nil {
+				// The runs stay as they are: reads merge more of them.
+				w.opt.Logger.Error("merging delta runs", "error", err)
+				break
+			}
+			w.mu.Lock()
+			if next, ok := w.st.Replace(a, b, m); ok {
+				w.st, changed = next, true
+			}
+			w.mu.Unlock()
+		}
+		if changed {
+			w.mu.Lock()
+			w.t.Publish(w.st)
+			w.mu.Unlock()
 		}
 	}
 }

@@ -1,0 +1,85 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// benchWrites are writes of 10k rows each cycling through the base's
+// series, as the server's DoPut benchmark sends them: revise=true puts a
+// period inside the base's, false one after it.
+func benchWrites(s *Schema, base *fakeBase, writes int, revise bool) []arrow.RecordBatch {
+	out := make([]arrow.RecordBatch, writes)
+	for w := range out {
+		rows := make([]row, 10_000)
+		for i := range rows {
+			j := w*len(rows) + i
+			p := int32(10 * ((j / len(base.ids)) % base.nPeriods))
+			if !revise {
+				p = int32(10 * (base.nPeriods + j/len(base.ids)))
+			}
+			rows[i] = row{id: base.ids[j%len(base.ids)], period: p, value: float64(j), status: "ok"}
+		}
+		out[w] = write(s, rows, nil)
+	}
+	return out
+}
+
+// BenchmarkApply: 150 writes of 10k rows (1.5M rows) applied one by one
+// to an empty State over a 100k-series base, merges included: the write
+// path's CPU cost per row, without the WAL and the transport.
+func BenchmarkApply(b *testing.B) {
+	s := testSchema(b)
+	base := newFakeBase(100_000, 150)
+	for _, revise := range []bool{false, true} {
+		b.Run(fmt.Sprintf("revise=%v", revise), func(b *testing.B) {
+			writes := benchWrites(s, base, 150, revise)
+			ctx := context.Background()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				st := Empty(s)
+				for i, w := range writes {
+					var err error
+					if st, err = st.Apply(ctx, memory.DefaultAllocator, w, uint64(i+1), uint64(i+1), base); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N*150*10_000)/b.Elapsed().Seconds(), "rows/s")
+			// CPU time of the process (GC included) per row: what a loaded
+			// machine's wall clock hides.
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N*150*10_000), "cpu-ns/row")
+		})
+	}
+}
+
+// BenchmarkNewRun: sorting one 10k-row write into a run.
+func BenchmarkNewRun(b *testing.B) {
+	s := testSchema(b)
+	base := newFakeBase(100_000, 150)
+	w := benchWrites(s, base, 1, false)[0]
+	ctx := context.Background()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if _, _, err := newRun(ctx, memory.DefaultAllocator, s, w, 1, newKeyIndex(base)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*10_000)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N*10_000), "cpu-ns/row")
+}
+
+// cpuTime is the process's user and system CPU time in nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}

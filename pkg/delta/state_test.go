@@ -1,0 +1,295 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+)
+
+// fakeBase is a base snapshot of series "s%05d" for even numbers below
+// 2*n, each with periods 0, 10, 20, ... (nPeriods of them).
+type fakeBase struct {
+	ids      []string
+	periods  []arrow.Date32
+	nPeriods int
+}
+
+func newFakeBase(n, nPeriods int) *fakeBase {
+	b := &fakeBase{nPeriods: nPeriods}
+	for i := 0; i < n; i++ {
+		b.ids = append(b.ids, fmt.Sprintf("s%05d", 2*i))
+	}
+	for p := 0; p < nPeriods; p++ {
+		b.periods = append(b.periods, arrow.Date32(10*p))
+	}
+	return b
+}
+
+func (b *fakeBase) Lookup(id string) (int, bool) {
+	i := sort.SearchStrings(b.ids, id)
+	return i, i < len(b.ids) && b.ids[i] == id
+}
+
+func (b *fakeBase) Periods(int) []arrow.Date32 { return b.periods }
+
+// testSchema: value float64, an extra varying string column "status", and
+// one attribute "unit".
+func testSchema(t testing.TB) *Schema {
+	data := datafile.Schema(arrow.PrimitiveTypes.Float64, []arrow.Field{{Name: "status", Type: arrow.BinaryTypes.String, Nullable: true}})
+	s, err := NewSchema(data, []arrow.Field{{Name: "unit", Type: arrow.BinaryTypes.String, Nullable: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type row struct {
+	id     string
+	period int32
+	value  float64
+	status string
+	null   bool // status is null
+}
+
+type key struct {
+	id     string
+	period int32
+}
+
+// write builds a normalized write of rows; attributes given for every row
+// of the series in given.
+func write(s *Schema, rows []row, given map[string]bool) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s.Write)
+	defer b.Release()
+	for _, r := range rows {
+		b.Field(0).(*array.StringBuilder).Append(r.id)
+		b.Field(1).(*array.Date32Builder).Append(arrow.Date32(r.period))
+		b.Field(2).(*array.Float64Builder).Append(r.value)
+		if r.null {
+			b.Field(3).AppendNull()
+		} else {
+			b.Field(3).(*array.StringBuilder).Append(r.status)
+		}
+		if given[r.id] {
+			b.Field(4).(*array.StringBuilder).Append("unit-" + r.id)
+		} else {
+			b.Field(4).AppendNull()
+		}
+		b.Field(5).(*array.BooleanBuilder).Append(given[r.id])
+	}
+	return b.NewRecordBatch()
+}
+
+// randomWrites makes writes of existing series (revisions and appends),
+// new series, and duplicate keys within a write.
+func randomWrites(rng *rand.Rand, base *fakeBase, writes, maxRows int) ([][]row, []map[string]bool) {
+	var out [][]row
+	var givens []map[string]bool
+	v := 0.0
+	for w := 0; w < writes; w++ {
+		n := 1 + rng.IntN(maxRows)
+		var rows []row
+		given := map[string]bool{}
+		// Some writes are one series' many rows, out of order, with
+		// duplicates: the long-series path of the sort.
+		single := rng.IntN(5) == 0
+		for i := 0; i < n; i++ {
+			// series: base ones (even), new ones (odd), a few hot ones
+			var num int
+			switch rng.IntN(4) {
+			case 0:
+				num = rng.IntN(8)
+			default:
+				num = rng.IntN(2 * len(base.ids))
+			}
+			if single {
+				num = 3
+			}
+			id := fmt.Sprintf("s%05d", num)
+			p := int32(10 * rng.IntN(base.nPeriods+5)) // in the base or after it
+			if rng.IntN(3) == 0 {
+				p += int32(rng.IntN(10)) // between base periods
+			}
+			v++
+			r := row{id: id, period: p, value: v, status: fmt.Sprintf("st%d", rng.IntN(3))}
+			if rng.IntN(5) == 0 {
+				r.status, r.null = "", true
+			}
+			rows = append(rows, r)
+			if num%2 == 1 || rng.IntN(3) == 0 {
+				given[id] = true // new series always carry attributes
+			}
+		}
+		out = append(out, rows)
+		givens = append(givens, given)
+	}
+	return out, givens
+}
+
+// TestApplyMatchesOracle: after any sequence of writes, the runs of a
+// State read newest-wins give exactly the last value written per key;
+// every run is sorted with one row per key and consistent offsets; Added
+// counts the keys neither the base nor an earlier write had; fresh lists
+// exactly the series the base lacks; attributes given once stay given.
+func TestApplyMatchesOracle(t *testing.T) {
+	ctx := context.Background()
+	s := testSchema(t)
+	for seed := uint64(1); seed <= 12; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			mem := memory.DefaultAllocator // runs are freed by the GC, not released
+			rng := rand.New(rand.NewPCG(seed, 7))
+			base := newFakeBase(50, 20)
+			writes, givens := randomWrites(rng, base, 5+rng.IntN(60), 1+rng.IntN(300))
+			st := Empty(s)
+			want := map[key]row{}
+			givenAny := map[string]bool{}
+			// Odd seeds append and merge as the write path does: a merge
+			// computed from an older State, installed into a newer one
+			// (or dropped when a freeze made it stale).
+			deferred := seed%2 == 1
+			type pending struct{ a, b, m *Run }
+			var queued []pending
+			for i, rows := range writes {
+				rec := write(s, rows, givens[i])
+				var next *State
+				var err error
+				if deferred {
+					next, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
+				} else {
+					next, err = st.Apply(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
+				}
+				rec.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
+				st = next
+				if deferred {
+					for len(queued) > 0 && rng.IntN(2) == 0 {
+						q := queued[0]
+						queued = queued[1:]
+						st, _ = st.Replace(q.a, q.b, q.m)
+					}
+					if a, b, ok := st.MergeCandidate(); ok {
+						m, err := st.Merge(ctx, mem, a, b)
+						if err != nil {
+							t.Fatal(err)
+						}
+						queued = append(queued, pending{a, b, m})
+					}
+				}
+				for _, r := range rows {
+					want[key{r.id, r.period}] = r
+				}
+				for id := range givens[i] {
+					givenAny[id] = true
+				}
+				if i == len(writes)/2 {
+					st = st.Freeze() // later writes stay apart from frozen runs
+				}
+			}
+			if deferred {
+				for _, q := range queued {
+					st, _ = st.Replace(q.a, q.b, q.m)
+				}
+				// Merge what is left, as the merger would when idle.
+				for {
+					a, b, ok := st.MergeCandidate()
+					if !ok {
+						break
+					}
+					m, err := st.Merge(ctx, mem, a, b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var replaced bool
+					if st, replaced = st.Replace(a, b, m); !replaced {
+						t.Fatal("a fresh candidate's merge was not installed")
+					}
+				}
+			}
+			checkState(t, st, base, want, givenAny)
+			if len(writes) > 8 && len(st.Runs()) >= len(writes) {
+				t.Errorf("%d runs after %d writes: runs are not merged", len(st.Runs()), len(writes))
+			}
+		})
+	}
+}
+
+func checkState(t *testing.T, st *State, base *fakeBase, want map[key]row, givenAny map[string]bool) {
+	t.Helper()
+	got := map[key]row{}
+	gotGiven := map[string]bool{}
+	var added int64
+	for ri, r := range st.Runs() {
+		rec := r.Record()
+		codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
+		ps := r.Periods()
+		vals := rec.Column(datafile.ColumnValue).(*array.Float64).Float64Values()
+		status := rec.Column(3).(*array.String)
+		if r.NumSeries() == 0 || r.start[0] != 0 || int(r.start[r.NumSeries()]) != r.Len() {
+			t.Fatalf("run %d: start %v for %d rows", ri, r.start, r.Len())
+		}
+		for i := 0; i < r.NumSeries(); i++ {
+			if i > 0 && r.SeriesID(i-1) >= r.SeriesID(i) {
+				t.Fatalf("run %d: ids not strictly ascending at %d: %q, %q", ri, i, r.SeriesID(i-1), r.SeriesID(i))
+			}
+			lo, hi := r.Rows(i)
+			if lo >= hi {
+				t.Fatalf("run %d: series %d has no rows", ri, i)
+			}
+			for j := lo; j < hi; j++ {
+				if int(codes[j]) != i {
+					t.Fatalf("run %d row %d: code %d, want %d", ri, j, codes[j], i)
+				}
+				if j > lo && ps[j-1] >= ps[j] {
+					t.Fatalf("run %d series %s: periods not strictly ascending: %d, %d", ri, r.SeriesID(i), ps[j-1], ps[j])
+				}
+				rw := row{id: r.SeriesID(i), period: int32(ps[j]), value: vals[j], null: status.IsNull(j)}
+				if !rw.null {
+					rw.status = status.Value(j)
+				}
+				got[key{rw.id, rw.period}] = rw
+			}
+			if r.Given(i) {
+				gotGiven[r.SeriesID(i)] = true
+				if a := r.Attrs(0).(*array.String); a.IsNull(i) || a.Value(i) != "unit-"+r.SeriesID(i) {
+					t.Fatalf("run %d series %s: attribute %v", ri, r.SeriesID(i), a)
+				}
+			}
+			_, inBase := base.Lookup(r.SeriesID(i))
+			if isFresh := slices.Contains(r.Fresh(), int32(i)); isFresh == inBase {
+				t.Fatalf("run %d series %s: fresh %v, in base %v", ri, r.SeriesID(i), isFresh, inBase)
+			}
+		}
+		added += r.added
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d keys, want %d", len(got), len(want))
+	}
+	var wantAdded int64
+	for k, w := range want {
+		if g := got[k]; g != w {
+			t.Fatalf("key %v: got %+v, want %+v", k, g, w)
+		}
+		if _, ok := base.Lookup(k.id); !ok || k.period%10 != 0 || int(k.period/10) >= base.nPeriods {
+			wantAdded++
+		}
+	}
+	if added != wantAdded || st.Added() != wantAdded {
+		t.Fatalf("added %d (state %d), want %d", added, st.Added(), wantAdded)
+	}
+	for id := range givenAny {
+		if !gotGiven[id] {
+			t.Fatalf("series %s: attributes given by a write, lost", id)
+		}
+	}
+}
