@@ -160,6 +160,9 @@ type CompactResult struct {
 // the new snapshot and the records after its position.
 func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult, error) {
 	res := CompactResult{Dataset: d.name, Result: "nothing"}
+	if d.faultStatus().failing {
+		return res, errFailing
+	}
 	d.liveMu.Lock()
 	w := d.live
 	d.liveMu.Unlock()

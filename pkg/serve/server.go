@@ -119,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	mw := []flight.ServerMiddleware{callMiddleware(m, cfg.Logger)}
+	mw := []flight.ServerMiddleware{callMiddleware(m, cfg.Logger, svc.panicked)}
 	if cfg.Tokens != nil {
 		mw = append(mw, authMiddleware(cfg.Tokens, m))
 	}

@@ -184,6 +184,8 @@ func Open(root string, opt Options) (*Service, error) {
 			d.onSwap = m.snapshotServed
 			d.onReload = func(ok bool, dur time.Duration) { m.reloaded(name, ok, dur) }
 			m.initReload(d)
+			m.initFault(d)
+			d.onFault = func(kind string) { m.faults.WithLabelValues(name, kind).Inc() }
 		}
 		if _, err := d.swap(snap); err != nil {
 			snap.Close()
@@ -223,7 +225,10 @@ func Open(root string, opt Options) (*Service, error) {
 // would have to be on the directory, and network file systems deliver no
 // events at all).
 func (s *Service) poll() {
-	s.everyDataset(s.reloadInterval, s.pollDone, func(d *dataset) { d.reload(false, s.log) })
+	s.everyDataset(s.reloadInterval, s.pollDone, func(d *dataset) {
+		d.checkFiles(s.log)
+		d.reload(false, s.log)
+	})
 }
 
 // everyDataset calls fn for each dataset every interval until Close, then
@@ -244,7 +249,8 @@ func (s *Service) everyDataset(interval time.Duration, done chan struct{}, fn fu
 				return
 			default:
 			}
-			fn(s.datasets[name])
+			d := s.datasets[name]
+			s.safely("dataset "+name, func() { fn(d) })
 		}
 	}
 }
@@ -307,6 +313,10 @@ func (s *Service) acquire(name string) (*view, error) {
 	v := d.acquire()
 	if v == nil {
 		return nil, errf(codes.Unavailable, "dataset %q is closed", name)
+	}
+	if f := d.faultOf(v.ID()); f != nil {
+		v.Release()
+		return nil, failingError(name, f)
 	}
 	return v, nil
 }
@@ -539,6 +549,16 @@ type DatasetStatus struct {
 	LastErrorAt    string `json:"last_error_at"`   // when it failed, "" if never
 	Draining       int64  `json:"draining"`        // replaced snapshots still mapped because readers hold them
 
+	// Faults (docs/OPERATIONS.md "Faults"): damage found in a served
+	// snapshot's files (a memory fault reading them, or a file changed
+	// under the server).
+	Failing       bool   `json:"failing"`                  // the snapshot CURRENT names is damaged; a fallback, or nothing, is served
+	FailingReason string `json:"failing_reason,omitempty"` // what was found, naming the file when known
+	FailingSince  string `json:"failing_since,omitempty"`
+	DamagedID     uint64 `json:"damaged_id,omitempty"`  // the damaged snapshot
+	FallbackID    uint64 `json:"fallback_id,omitempty"` // served instead of it (0: none found; requests are Unavailable)
+	Faults        int64  `json:"faults"`                // damage found since start-up
+
 	// Delta is the live-write state; absent when the dataset took none.
 	Delta *DeltaStatus `json:"delta,omitempty"`
 }
@@ -576,7 +596,9 @@ func (s *Service) Status() Status {
 		}
 		m := v.Manifest
 		rs := d.reloadStatus()
+		fs := d.faultStatus()
 		st.Datasets = append(st.Datasets, DatasetStatus{
+			Failing: fs.failing, FailingReason: fs.reason, DamagedID: fs.damaged, FallbackID: fs.fallback, Faults: fs.faults,
 			Name: name, SnapshotID: v.ID(), ParentID: m.ParentID, Rows: v.r.Info().Rows, Series: v.r.Info().Series,
 			FirstPeriod: m.Stats.FirstPeriod, LastPeriod: m.Stats.LastPeriod, MappedBytes: v.MappedBytes(),
 			Created: m.Created, OpenedAt: v.opened.UTC().Format(time.RFC3339Nano), Readers: v.Refs() - 2,
@@ -585,6 +607,9 @@ func (s *Service) Status() Status {
 			LastErrorAt: ts(rs.lastErrorAt), Draining: d.draining.Load(),
 			Delta: d.deltaStatus(),
 		})
+		if fs.failing {
+			st.Datasets[len(st.Datasets)-1].FailingSince = ts(fs.since)
+		}
 		st.MappedBytes += v.MappedBytes()
 		v.Release()
 	}
