@@ -303,6 +303,7 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 		bld.Release()
 	}
 	defer func() {
+		// error returns hand back what was built, so it is released here
 		if err != nil {
 			ids.Release()
 			for _, a := range values {
@@ -334,7 +335,7 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 		// (gathercheck.go).
 		if _, dict := src.(*array.Dictionary); !span || dict {
 			if err = checkGather(src, sel.list); err != nil {
-				return nil, nil, gatherError(r.shape.attrs[pos].Name, err)
+				return ids, values, gatherError(r.shape.attrs[pos].Name, err)
 			}
 		}
 		if d, ok := src.(*array.Dictionary); ok {
@@ -348,7 +349,7 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 			a, err = take(src)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("attribute %s: %w", r.shape.attrs[pos].Name, err)
+			return ids, values, fmt.Errorf("attribute %s: %w", r.shape.attrs[pos].Name, err)
 		}
 		values = append(values, a)
 	}

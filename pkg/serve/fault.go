@@ -29,6 +29,7 @@ package serve
 // the damaged one held.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,8 +39,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/corrupt"
+	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -47,8 +50,7 @@ import (
 const (
 	faultMemory  = "memory_fault" // a read of a mapping faulted (SIGBUS)
 	faultChanged = "file_changed" // a served file changed size, mtime or inode
-	faultPanic   = "reader_panic" // a reader panicked on the served bytes
-	faultNone    = ""
+	faultCorrupt = "corrupt_read" // a reader found the served bytes damaged (an error marked corrupt)
 )
 
 // faultInfo is the damage found in one of a dataset's snapshots.
@@ -290,6 +292,31 @@ func (s *Service) safely(where string, fn func()) {
 		}
 	}()
 	fn()
+}
+
+// noteCorrupt looks at a request's error on dataset name's snapshot id:
+// one marked corrupt marks the dataset failing; another unexpected one (not
+// the client's, not a limit: an arrow-go error, say, that recovered a fault
+// itself and lost its address) makes it check the served files.
+func (s *Service) noteCorrupt(name string, id uint64, err error) {
+	d, ok := s.datasets[name]
+	if err == nil || !ok {
+		return
+	}
+	if corrupt.Is(err) {
+		go d.markFailing(id, faultCorrupt, err, s.log)
+		return
+	}
+	var e *Error
+	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, query.ErrNotFound) || errors.Is(err, query.ErrInvalid) || errors.Is(err, query.ErrLimit) ||
+		errors.Is(err, query.ErrStale) || errors.Is(err, errShuttingDown) {
+		return
+	}
+	if _, isStatus := status.FromError(err); isStatus && status.Code(err) != codes.Unknown {
+		return // a transport error: the client went away
+	}
+	go d.checkFiles(s.log)
 }
 
 // errFailing refuses compaction of a failing dataset.

@@ -112,7 +112,7 @@ func NewMetrics() *Metrics {
 	}
 	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "servingsnap_faults_total",
-		Help: "Damage found in a served snapshot's files, by dataset and kind (memory_fault: a read of a mapping faulted; file_changed: a served file changed size, mtime or inode).",
+		Help: "Damage found in a served snapshot's files, by dataset and kind (memory_fault: a read of a mapping faulted; file_changed: a served file changed size, mtime or inode; corrupt_read: a query found its bytes damaged).",
 	}, []string{"dataset", "kind"})
 	m.flow = newFlowMetrics()
 	r.MustRegister(m.faults)
@@ -170,7 +170,7 @@ func (m *Metrics) initReload(d *dataset) {
 // initFault makes a dataset's fault series exist at zero and adds
 // servingsnap_dataset_failing, read from its state at scrape time.
 func (m *Metrics) initFault(d *dataset) {
-	for _, k := range []string{faultMemory, faultChanged} {
+	for _, k := range []string{faultMemory, faultChanged, faultCorrupt} {
 		m.faults.WithLabelValues(d.name, k)
 	}
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

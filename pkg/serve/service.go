@@ -45,6 +45,16 @@ type Limits struct {
 	// once (checked, normalized, waiting for the WAL): more waits, up to
 	// 30 s, then is ResourceExhausted.
 	MaxPutBytes int64
+
+	// Flow control for slow clients (flow.go). MaxInFlightBytes is the
+	// budget of bytes all DoGet streams may hold in the transport at once;
+	// a stream that finds it spent waits up to StreamTimeout, then is
+	// ResourceExhausted. StreamTimeout ends a stream whose Send made no
+	// progress that long. LeaseTimeout ends a stream still reading a
+	// snapshot replaced that long ago.
+	MaxInFlightBytes int64
+	StreamTimeout    time.Duration
+	LeaseTimeout     time.Duration
 }
 
 // DefaultLimits are the limits of `snapbuild serve` without flags.
@@ -55,6 +65,10 @@ var DefaultLimits = Limits{
 	BatchBytes:     2 << 20,
 	MaxPutRows:     1 << 20,
 	MaxPutBytes:    256 << 20,
+
+	MaxInFlightBytes: 128 << 20,
+	StreamTimeout:    30 * time.Second,
+	LeaseTimeout:     5 * time.Minute,
 }
 
 // Service implements the Flight service over the datasets of a root
@@ -76,6 +90,8 @@ type Service struct {
 	// must end now: the graceful-shutdown deadline passed.
 	stopping context.Context
 	stopNow  context.CancelCauseFunc
+
+	flow *flowControl // DoGet budget, stalled streams, leases (flow.go)
 
 	readOnly      bool
 	putSem        *semaphore.Weighted // bytes of DoPut batches in flight
@@ -144,6 +160,11 @@ func Open(root string, opt Options) (*Service, error) {
 		putBytes = math.MaxInt64
 	}
 	s.putSem = semaphore.NewWeighted(putBytes)
+	var fm *flowMetrics
+	if s.metrics != nil {
+		fm = &s.metrics.flow
+	}
+	s.flow = newFlowControl(opt.Limits, s.log, fm)
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
@@ -278,6 +299,7 @@ func (s *Service) Reload(name string) ([]ReloadResult, error) {
 // snapshot. Streams still running keep theirs until they end.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
+		s.flow.close()
 		close(s.pollStop)
 		if s.polling {
 			<-s.pollDone
@@ -406,6 +428,7 @@ func (s *Service) describe(desc *flight.FlightDescriptor) (*flight.FlightInfo, *
 		defer v.Release()
 		p, err := s.plan(v, q)
 		if err != nil {
+			s.noteCorrupt(q.Dataset, v.ID(), err)
 			return nil, nil, err
 		}
 		info := &flight.FlightInfo{
@@ -423,15 +446,23 @@ func (s *Service) describe(desc *flight.FlightDescriptor) (*flight.FlightInfo, *
 	}
 }
 
-// countingStream counts what a DoGet sends.
+// countingStream counts what a DoGet sends, and tells the flow watchdog
+// when a Send is in progress (flow.go).
 type countingStream struct {
 	flight.FlightService_DoGetServer
 	bytes int64
+	flow  *streamFlow
 }
 
 func (c *countingStream) Send(d *flight.FlightData) error {
 	c.bytes += int64(len(d.DataHeader) + len(d.DataBody) + len(d.AppMetadata))
-	return c.FlightService_DoGetServer.Send(d)
+	c.flow.sendStart.Store(time.Now().UnixNano())
+	err := c.FlightService_DoGetServer.Send(d)
+	c.flow.sendStart.Store(0)
+	if err != nil && c.flow.cut.Load() {
+		return errf(codes.DeadlineExceeded, "stream ended: %v", c.flow.why.Load())
+	}
+	return err
 }
 
 // DoGet runs a ticket and streams its rows. The snapshot is pinned for the
@@ -454,6 +485,7 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 	defer v.Release()
 	p, err := s.plan(v, q)
 	if err != nil {
+		s.noteCorrupt(q.Dataset, v.ID(), err)
 		return err
 	}
 	return s.stream(v, p, stream)
@@ -462,15 +494,21 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 // stream sends a plan's rows on a DoGet stream (plain tickets and Flight
 // SQL statements alike), with v pinned by the caller.
 func (s *Service) stream(v *view, p *query.Plan, stream flight.FlightService_DoGetServer) error {
-	// The stream ends early when the client goes away or the shutdown
-	// deadline passes: the read layer polls both through one context.
-	ctx := stopContext{Context: stream.Context(), stop: s.stopping}
-	cs := &countingStream{FlightService_DoGetServer: stream}
-	w := flight.NewRecordWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
 	budget := s.limits.BatchBytes
 	if budget <= 0 {
 		budget = DefaultLimits.BatchBytes
 	}
+	fl, err := s.flow.begin(stream.Context(), s.datasets[v.dataset], v, reserveFor(p, budget))
+	if err != nil {
+		return err
+	}
+	defer s.flow.end(fl)
+	// The stream ends early when the client goes away, the shutdown
+	// deadline passes or its lease expires: the read layer polls all three
+	// through one context.
+	ctx := stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
+	cs := &countingStream{FlightService_DoGetServer: stream, flow: fl}
+	w := flight.NewRecordWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
 	st, err := p.Stream(ctx, s.mem, budget, w.Write)
 	if err != nil && ctx.Err() != nil {
 		err = contextError(ctx)
@@ -482,6 +520,7 @@ func (s *Service) stream(v *view, p *query.Plan, stream flight.FlightService_DoG
 		s.metrics.sent(v.dataset, st.Rows, cs.bytes)
 	}
 	if err != nil {
+		s.noteCorrupt(v.dataset, v.ID(), err)
 		return err
 	}
 	s.log.Debug("doget", "dataset", v.dataset, "snapshot_id", v.ID(), "series", p.Series(),
@@ -499,6 +538,7 @@ var errShuttingDown = errors.New("server shutting down")
 type stopContext struct {
 	context.Context
 	stop context.Context
+	flow *streamFlow // nil: no lease
 }
 
 func (c stopContext) Err() error {
@@ -508,6 +548,9 @@ func (c stopContext) Err() error {
 	if c.stop.Err() != nil {
 		return errShuttingDown
 	}
+	if c.flow != nil && c.flow.expired.Load() {
+		return errLeaseExpired
+	}
 	return nil
 }
 
@@ -515,6 +558,14 @@ func (c stopContext) Err() error {
 func contextError(ctx context.Context) error {
 	if errors.Is(ctx.Err(), errShuttingDown) {
 		return errf(codes.Unavailable, "server shutting down")
+	}
+	if errors.Is(ctx.Err(), errLeaseExpired) {
+		sc, _ := ctx.(stopContext)
+		id := uint64(0)
+		if sc.flow != nil {
+			id = sc.flow.v.ID()
+		}
+		return errf(codes.Unavailable, "stream ended: snapshot %d was replaced longer ago than the lease timeout (--lease-timeout); retry to read the snapshot served now", id)
 	}
 	return status.FromContextError(ctx.Err()).Err()
 }
