@@ -88,7 +88,7 @@ SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
 	GO=$(GO) bash scripts/fuzz-smoke.sh $(SMOKE_FUZZTIME) \
 	  ./pkg/vortexio:FuzzReader ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
-	  ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
+	  ./pkg/serve:FuzzServer ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
 	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions
 
 demo: build venv-demo
