@@ -126,7 +126,7 @@ func TestStalledClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	df, _ := m.FileByRole(manifest.RoleData)
-	p := startProc(t, root, 0, helperEnv+"_STREAM_TIMEOUT=3s")
+	p := startProc(t, root, 0, helperEnv+"_STREAM_TIMEOUT=15s")
 	c := dialAddr(t, p.flight)
 	ctx := context.Background()
 	if _, err := get(ctx, c, allOf("BIG")); err != nil { // warm: every page read once
@@ -163,12 +163,12 @@ func TestStalledClients(t *testing.T) {
 	}
 	// every stream has reached the server: either blocked in Send or
 	// waiting for the budget
-	if !waitFor(30*time.Second, func() bool {
+	if !waitFor(60*time.Second, func() bool {
 		return strings.Contains(p.metrics(t), `servingsnap_requests_in_flight{method="DoGet"} 100`)
 	}) {
 		t.Fatal("the 100 streams did not all reach the server")
 	}
-	// sample while they are stalled (before the 3 s stream timeout)
+	// sample while they are stalled (before the 15 s stream timeout)
 	var peak, peakAnon int64
 	for i := 0; i < 10; i++ {
 		tot, anon := rss(t, p.cmd.Process.Pid)
@@ -181,7 +181,7 @@ func TestStalledClients(t *testing.T) {
 		t.Errorf("100 stalled clients: server RSS %d MiB, want < 256 MiB", peak>>20)
 	}
 	// the stream timeout ends them: no reader left, the budget whole
-	if !waitFor(60*time.Second, func() bool {
+	if !waitFor(120*time.Second, func() bool {
 		st := datasetStatus(t, c, "BIG")
 		return st.Readers == 0 && strings.Contains(p.metrics(t), "servingsnap_inflight_bytes 0\n")
 	}) {
