@@ -206,6 +206,10 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 	case err != nil:
 		return d.failed(res, id, fmt.Errorf("read CURRENT: %w", err), 0, log)
 	case same:
+		// CURRENT names the served snapshot, which is not damaged: a
+		// rollback to the fallback (or to any good vintage) ends the
+		// failing state
+		d.clearFailingLocked(log)
 		res.Result = ReloadUnchanged
 		return res
 	case skip:

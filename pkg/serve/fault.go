@@ -108,6 +108,9 @@ func (d *dataset) markFailing(id uint64, kind string, cause error, log *slog.Log
 	d.stMu.Lock()
 	d.fs.failing, d.fs.reason, d.fs.since, d.fs.damaged, d.fs.fallback = true, f.reason, f.at, id, 0
 	d.fs.faults++
+	// the poller re-verifies the damaged id only every failedRetry (a
+	// reload action at once): a damaged file is not re-read every poll
+	d.st.failedID, d.st.retryAt = id, f.at.Add(failedRetry)
 	d.stMu.Unlock()
 	if d.onFault != nil {
 		d.onFault(kind)

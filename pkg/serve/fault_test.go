@@ -204,6 +204,22 @@ func TestFaultTruncatedDataFile(t *testing.T) {
 	if !strings.Contains(m, `servingsnap_faults_total{dataset="A",kind="memory_fault"} 1`) && !strings.Contains(m, `servingsnap_faults_total{dataset="A",kind="file_changed"} 1`) {
 		t.Error("metrics count no fault of A")
 	}
+	// the operator rolls back to the fallback: CURRENT names a good
+	// served snapshot, the failing state ends
+	w, err := dsOpen(t, filepath.Join(root, "A")).LockForWrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Rollback(1, "fault_test", "damaged 2"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := doAction(ctx, c, "reload", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if st := datasetStatus(t, c, "A"); st.Failing || st.SnapshotID != 1 {
+		t.Errorf("after the rollback to 1: %+v", st)
+	}
 	p.alive(t)
 }
 
