@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -472,5 +474,38 @@ func doAction(ctx context.Context, c flight.Client, typ, body string) error {
 		} else if err != nil {
 			return err
 		}
+	}
+}
+
+// TestPutMalformedArrow: a DoPut batch whose dictionary column's string
+// offsets run past its data (well-formed IPC, malformed Arrow) is
+// InvalidArgument naming the column; unchecked, decoding the dictionary
+// in arrow-go's compute goroutine would end the process.
+func TestPutMalformedArrow(t *testing.T) {
+	srv := startServer(t, Config{Root: liveRoot(t), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	c := dial(t, srv)
+	mem := memory.DefaultAllocator
+	sb := array.NewStringBuilder(mem)
+	sb.AppendValues([]string{"u", "v", "w"}, nil)
+	dict := sb.NewStringArray()
+	defer dict.Release()
+	arrow.Int32Traits.CastFromBytes(dict.Data().Buffers()[1].Bytes())[1] = 1 << 30
+	ib := array.NewInt32Builder(mem)
+	ib.AppendValues([]int32{0, 1}, nil)
+	ind := ib.NewInt32Array()
+	defer ind.Release()
+	units := array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}, ind, dict)
+	defer units.Release()
+	base := putRows{"series_id": {"A", "B"}, "period": {"2020-04", "2020-03"}, "value": {4.0, 12.0}}.record(t)
+	defer base.Release()
+	fields := append(base.Schema().Fields(), arrow.Field{Name: "units", Type: units.DataType(), Nullable: true})
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), append(base.Columns(), units), 2)
+	defer rec.Release()
+	_, err := doPut(context.Background(), c, "LIVE", rec)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `column "units"`) {
+		t.Fatalf("DoPut of malformed Arrow: %v, want InvalidArgument naming the column", err)
+	}
+	if r, err := get(context.Background(), c, ticket(map[string]any{"dataset": "LIVE", "prefix": ""})); err != nil || len(r.ids) != 5 {
+		t.Fatalf("after the refused put: %v", err)
 	}
 }
