@@ -3,13 +3,17 @@ package serve
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,7 +130,9 @@ func TestStalledClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	df, _ := m.FileByRole(manifest.RoleData)
-	p := startProc(t, root, 0, helperEnv+"_STREAM_TIMEOUT=15s")
+	// a production build of snapbuild (not this test binary, which may
+	// carry the race detector's shadow memory)
+	p := startBinary(t, root, "--reload-interval", "0", "--stream-timeout", "15s")
 	c := dialAddr(t, p.flight)
 	ctx := context.Background()
 	if _, err := get(ctx, c, allOf("BIG")); err != nil { // warm: every page read once
@@ -193,4 +199,58 @@ func TestStalledClients(t *testing.T) {
 	cancel()
 	wg.Wait()
 	p.alive(t)
+}
+
+// startBinary builds cmd/snapbuild (without the race detector, whatever
+// this test runs with) and runs `snapbuild serve` on root with flags.
+func startBinary(t *testing.T, root string, flags ...string) *serverProc {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go tool is needed to build snapbuild: %v", err)
+	}
+	mod, err := exec.Command(goTool, "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "snapbuild")
+	build := exec.Command(goTool, "build", "-o", bin, "./cmd/snapbuild")
+	build.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	args := append([]string{"serve", "--root", root, "--addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "warn"}, flags...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, exited: make(chan error, 1)}
+	br := bufio.NewReader(out)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("snapbuild serve: %v", err)
+	}
+	var ready struct{ Flight, HTTP string }
+	if err := json.Unmarshal([]byte(line), &ready); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("ready line %q: %v", line, err)
+	}
+	p.flight = strings.TrimPrefix(ready.Flight, "grpc+tcp://")
+	p.http = strings.TrimPrefix(ready.HTTP, "http://")
+	go func() { io.Copy(io.Discard, br); p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(40 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	return p
 }
