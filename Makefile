@@ -22,7 +22,7 @@ FUZZTIME  ?= 10s
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 
-.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke bench bench-quick bench-build clean
+.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke soak bench bench-quick bench-build clean
 
 all: build
 
@@ -88,7 +88,7 @@ SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
 	GO=$(GO) bash scripts/fuzz-smoke.sh $(SMOKE_FUZZTIME) \
 	  ./pkg/vortexio:FuzzReader ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
-	  ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
+	  ./pkg/serve:FuzzServer ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
 	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions \
 	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster
 
@@ -112,3 +112,12 @@ bench-build: build venv-bench
 
 clean:
 	rm -rf $(BIN) $(OUT)
+
+# Soak test (docs/OPERATIONS.md "Soak test"; not in CI): a server process
+# under 8 clients, a flip every 2 s (builds, rollbacks, gc) and clients that
+# stop reading, for SOAK_DURATION (default 10m). It prints one SOAK {json}
+# line: requests ok and failed, the RssAnon slope, fds and mappings against
+# their baseline.
+SOAK_DURATION ?= 10m
+soak:
+	bash scripts/soak.sh $(SOAK_DURATION)

@@ -66,6 +66,9 @@ Examples:
 			&cli.BoolFlag{Name: "read-only", Usage: "refuse DoPut (a WAL found at start-up is still replayed)"},
 			&cli.Int64Flag{Name: "max-put-rows", Value: d.MaxPutRows, Usage: "most rows one DoPut record batch may hold"},
 			&cli.StringFlag{Name: "max-put-bytes", Value: "256MiB", Usage: "most bytes of record batches all DoPuts may hold at once (more wait, then fail)"},
+			&cli.StringFlag{Name: "max-inflight-bytes", Value: "128MiB", Usage: "most bytes all DoGet streams may hold unsent at once; a stream that finds them spent waits up to --stream-timeout, then fails with ResourceExhausted (0: no budget)"},
+			&cli.DurationFlag{Name: "stream-timeout", Value: d.StreamTimeout, Usage: "end a DoGet stream (closing its connection) whose client has read nothing for this long (0: never)"},
+			&cli.DurationFlag{Name: "lease-timeout", Value: d.LeaseTimeout, Usage: "end a DoGet stream still reading a snapshot replaced this long ago, so old vintages are unmapped and gc can delete them (0: never)"},
 			&cli.Int64Flag{Name: "compact-rows", Usage: "compact a dataset when its live delta holds this many rows (0: never by rows)"},
 			&cli.StringFlag{Name: "compact-bytes", Value: "0", Usage: "compact when the delta holds this much memory, e.g. 512MiB (0: never by size)"},
 			&cli.DurationFlag{Name: "compact-age", Usage: "compact when the oldest write not yet folded in is this old, e.g. 1h (0: never by age)"},
@@ -108,6 +111,13 @@ Examples:
 				return cli.Exit("serve: --reload-interval must be ≥ 0", 2)
 			}
 			cfg.Limits.MaxPutRows = c.Int64("max-put-rows")
+			if cfg.Limits.MaxInFlightBytes, err = cliutil.ParseSize(c.String("max-inflight-bytes")); err != nil {
+				return cli.Exit("serve: --max-inflight-bytes: "+err.Error(), 2)
+			}
+			cfg.Limits.StreamTimeout, cfg.Limits.LeaseTimeout = c.Duration("stream-timeout"), c.Duration("lease-timeout")
+			if cfg.Limits.StreamTimeout < 0 || cfg.Limits.LeaseTimeout < 0 {
+				return cli.Exit("serve: --stream-timeout and --lease-timeout must be ≥ 0", 2)
+			}
 			if cfg.Limits.MaxPutBytes, err = cliutil.ParseSize(c.String("max-put-bytes")); err != nil {
 				return cli.Exit("serve: --max-put-bytes: "+err.Error(), 2)
 			}

@@ -394,6 +394,9 @@ func TestDamagedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	df, _ := m.FileByRole(manifest.RoleData)
+	// published files are read-only (0444): a test that damages one in
+	// place makes it writable first, as an operator's tool would have to
+	os.Chmod(filepath.Join(ds, filepath.FromSlash(df.Path)), 0o644)
 	if err := os.Truncate(filepath.Join(ds, filepath.FromSlash(df.Path)), df.Size-10); err != nil {
 		t.Fatal(err)
 	}

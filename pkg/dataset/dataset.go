@@ -358,6 +358,9 @@ func (w *Writer) Publish(staged string, m *manifest.Manifest) error {
 	if err != nil {
 		return err
 	}
+	if err := readOnlyTree(staged); err != nil {
+		return err
+	}
 	if err := fileutil.SyncTree(staged); err != nil {
 		return err
 	}
@@ -390,6 +393,31 @@ func (w *Writer) Publish(staged string, m *manifest.Manifest) error {
 		return err
 	}
 	return w.appendFlipLocked(Flip{Time: m.Created, Action: ActionPublish, From: prev, To: m.SnapshotID, Tool: m.Tool})
+}
+
+// PublishedFileMode is the mode of every published snapshot file: invariant
+// 2 says they never change, and a server maps them, so a write in place (a
+// restore, a cp over one, a partial rsync) would change what it serves or
+// fault its mappings. Read-only files make an operator's tool refuse that
+// (or at least ask) instead of doing it silently.
+const PublishedFileMode os.FileMode = 0o444
+
+// readOnlyTree makes every regular file under dir PublishedFileMode before
+// it is fsynced and renamed into place (chmod is metadata the fsync that
+// follows makes durable).
+func readOnlyTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		if err := os.Chmod(p, PublishedFileMode); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+		return nil
+	})
 }
 
 // SetCurrent flips CURRENT to manifest id (write-temp, fsync, rename,

@@ -303,6 +303,7 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 		bld.Release()
 	}
 	defer func() {
+		// error returns hand back what was built, so it is released here
 		if err != nil {
 			ids.Release()
 			for _, a := range values {
@@ -329,6 +330,14 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 	for _, pos := range attrs {
 		src := r.attrs[pos]
 		var a arrow.Array
+		// A slice is serialised in this goroutine; a gather (and a
+		// dictionary's decoding is one) is not: check it first
+		// (gathercheck.go).
+		if _, dict := src.(*array.Dictionary); !span || dict {
+			if err = checkGather(src, sel.list); err != nil {
+				return ids, values, gatherError(r.shape.attrs[pos].Name, err)
+			}
+		}
 		if d, ok := src.(*array.Dictionary); ok {
 			// Decode: the dictionary's values taken by the selected indices.
 			var ind arrow.Array
@@ -340,7 +349,7 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 			a, err = take(src)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("attribute %s: %w", r.shape.attrs[pos].Name, err)
+			return ids, values, fmt.Errorf("attribute %s: %w", r.shape.attrs[pos].Name, err)
 		}
 		values = append(values, a)
 	}
@@ -348,6 +357,9 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 }
 
 func takeCodes(ctx context.Context, src arrow.Array, codes []int32, mem memory.Allocator) (arrow.Array, error) {
+	if err := checkGather(src, codes); err != nil {
+		return nil, err
+	}
 	idx := int32Array(mem, codes)
 	defer idx.Release()
 	return compute.TakeArray(compute.WithAllocator(ctx, mem), src, idx)

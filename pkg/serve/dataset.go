@@ -54,9 +54,19 @@ type dataset struct {
 
 	draining atomic.Int64 // replaced snapshots whose readers have not all released them
 
-	stMu sync.Mutex // guards st and cs; never held across I/O
+	stMu sync.Mutex // guards st, cs and fs; never held across I/O
 	st   reloadState
 	cs   compactState
+	fs   faultState
+
+	// fault is the live snapshot's damage (fault.go); nil: none.
+	fault atomic.Pointer[faultInfo]
+	// onFault, if set, is told about each damage found (metrics).
+	onFault func(kind string)
+	// mapped is every snapshot of this dataset whose files are mapped
+	// (live and draining): a fault's address is looked up in it.
+	mapMu  sync.Mutex
+	mapped map[*snapshot.Snapshot]struct{}
 }
 
 // reloadState is what status reports about a dataset's reloads.
@@ -140,6 +150,7 @@ func (d *dataset) install(v *view) (*view, error) {
 		return nil, fmt.Errorf("dataset %s is closed", d.name)
 	}
 	old := d.cur.Swap(v)
+	d.trackMapped(v.Snapshot)
 	if d.onSwap != nil {
 		d.onSwap(v)
 	}
@@ -154,6 +165,7 @@ func (d *dataset) install(v *view) (*view, error) {
 
 // drainedHook runs once per view, when its snapshot's files are unmapped.
 func (d *dataset) drainedHook(v *view) {
+	d.untrackMapped(v.Snapshot)
 	if d.cur.Load() != v { // the live view is never "draining"
 		d.draining.Add(-1)
 	}
@@ -181,8 +193,11 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 	d.stMu.Lock()
 	d.st.lastCheck = now
 	d.st.currentID = id
-	skip := err == nil && id != live.ID() && !force && id == d.st.failedID && now.Before(d.st.retryAt)
-	if err == nil && id == live.ID() {
+	// A damaged live snapshot is reopened (verified) like a new id: its
+	// file may have been restored.
+	same := id == live.ID() && d.faultOf(id) == nil
+	skip := err == nil && !same && !force && id == d.st.failedID && now.Before(d.st.retryAt)
+	if err == nil && same {
 		d.st.lastError, d.st.failedID = "", 0 // back on the live snapshot (a rollback)
 	}
 	d.stMu.Unlock()
@@ -190,7 +205,11 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 	switch {
 	case err != nil:
 		return d.failed(res, id, fmt.Errorf("read CURRENT: %w", err), 0, log)
-	case id == live.ID():
+	case same:
+		// CURRENT names the served snapshot, which is not damaged: a
+		// rollback to the fallback (or to any good vintage) ends the
+		// failing state
+		d.clearFailingLocked(log)
 		res.Result = ReloadUnchanged
 		return res
 	case skip:
@@ -221,6 +240,7 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 		return d.failed(res, id, err, time.Since(t0), log)
 	}
 	dur := time.Since(t0)
+	d.clearFailingLocked(log) // what CURRENT names is served and verified
 	d.stMu.Lock()
 	d.st.reloads++
 	d.st.lastReload = time.Now()

@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -119,7 +121,25 @@ func writeMixLake(t testing.TB, dir string) {
 const helperEnv = "SERVINGSNAP_SERVE_HELPER"
 
 func helperServer(root string) int {
-	srv, err := New(Config{Root: root, Addr: "127.0.0.1:0", Limits: DefaultLimits})
+	cfg := Config{Root: root, Addr: "127.0.0.1:0", Limits: DefaultLimits}
+	// the fault suite's knobs (fault_test.go): a reload interval, an HTTP
+	// listener (its address is a second line on stdout)
+	if d, err := time.ParseDuration(os.Getenv(helperEnv + "_RELOAD")); err == nil {
+		cfg.ReloadInterval = d
+	}
+	if os.Getenv(helperEnv+"_HTTP") != "" {
+		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	if d, err := time.ParseDuration(os.Getenv(helperEnv + "_STREAM_TIMEOUT")); err == nil {
+		cfg.Limits.StreamTimeout = d
+	}
+	if d, err := time.ParseDuration(os.Getenv(helperEnv + "_LEASE_TIMEOUT")); err == nil {
+		cfg.Limits.LeaseTimeout = d
+	}
+	if n, err := strconv.ParseInt(os.Getenv(helperEnv+"_INFLIGHT"), 10, 64); err == nil {
+		cfg.Limits.MaxInFlightBytes = n
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -130,6 +150,9 @@ func helperServer(root string) int {
 		cancel()
 	}()
 	fmt.Println(srv.FlightAddr().String())
+	if a := srv.HTTPAddr(); a != nil {
+		fmt.Println(a.String())
+	}
 	if err := srv.Serve(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 
@@ -160,6 +161,9 @@ type CompactResult struct {
 // the new snapshot and the records after its position.
 func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult, error) {
 	res := CompactResult{Dataset: d.name, Result: "nothing"}
+	if d.faultStatus().failing {
+		return res, errFailing
+	}
 	d.liveMu.Lock()
 	w := d.live
 	d.liveMu.Unlock()
@@ -285,6 +289,9 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if lim := s.limits.MaxPutRows; lim > 0 && rec.NumRows() > lim {
 		return errf(codes.ResourceExhausted, "do_put: batch %d has %d rows, limit %d per batch", batch, rec.NumRows(), lim)
 	}
+	if err := validatePut(rec, batch); err != nil {
+		return err
+	}
 	size := recordBytes(rec)
 	if err := s.acquirePut(ctx, size, batch); err != nil {
 		return err
@@ -407,4 +414,48 @@ func (s *Service) compactLoop() {
 			}
 		}
 	})
+}
+
+// validatePut checks a DoPut batch's Arrow structure in full before
+// anything reads it: the delta's normalisation hands columns to arrow-go's
+// compute kernels (decoding dictionaries, casts), which run on goroutines
+// no recover reaches, so a client's string offset past its data or a
+// dictionary index past its dictionary would otherwise end the process.
+// It is InvalidArgument naming the batch and column.
+func validatePut(rec arrow.RecordBatch, batch int) error {
+	for i, col := range rec.Columns() {
+		if err := validateColumn(col); err != nil {
+			return errf(codes.InvalidArgument, "do_put: batch %d column %q: malformed Arrow data: %v", batch, rec.Schema().Field(i).Name, err)
+		}
+	}
+	return nil
+}
+
+func validateColumn(col arrow.Array) (err error) {
+	// arrow-go's own validation can panic on the offsets it checks (on
+	// this goroutine): that is a malformed column too
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	if err := array.ValidateFull(col); err != nil {
+		return err
+	}
+	d, ok := col.(*array.Dictionary)
+	if !ok {
+		return nil
+	}
+	if err := array.ValidateFull(d.Dictionary()); err != nil {
+		return fmt.Errorf("dictionary: %w", err)
+	}
+	n := d.Dictionary().Len()
+	for j := 0; j < d.Len(); j++ {
+		if d.IsValid(j) {
+			if k := d.GetValueIndex(j); k < 0 || k >= n {
+				return fmt.Errorf("row %d: dictionary index %d outside a dictionary of %d values", j, k, n)
+			}
+		}
+	}
+	return nil
 }

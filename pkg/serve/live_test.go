@@ -44,7 +44,7 @@ func liveRoot(t *testing.T) string {
 // and periods, float64 values, string attributes).
 type putRows map[string][]any
 
-func (p putRows) record(t *testing.T) arrow.RecordBatch {
+func (p putRows) record(t testing.TB) arrow.RecordBatch {
 	t.Helper()
 	var fields []arrow.Field
 	var arrs []arrow.Array

@@ -42,6 +42,9 @@ type Metrics struct {
 
 	buildInfo *prometheus.GaugeVec
 	created   *prometheus.GaugeVec
+
+	faults *prometheus.CounterVec
+	flow   flowMetrics
 }
 
 // NewMetrics registers the servingsnap metrics plus the Go and process
@@ -107,6 +110,13 @@ func NewMetrics() *Metrics {
 			Help: "Unix time the served snapshot was built (its manifest's created), by dataset: time() minus it is the age of the data served.",
 		}, []string{"dataset"}),
 	}
+	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "servingsnap_faults_total",
+		Help: "Damage found in a served snapshot's files, by dataset and kind (memory_fault: a read of a mapping faulted; file_changed: a served file changed size, mtime or inode; corrupt_read: a query found its bytes damaged).",
+	}, []string{"dataset", "kind"})
+	m.flow = newFlowMetrics()
+	r.MustRegister(m.faults)
+	m.flow.register(r)
 	r.MustRegister(m.requests, m.latency, m.inflight, m.rows, m.bytes, m.snapshotID, m.mapped,
 		m.dsRows, m.dsSeries, m.authFailed, m.startedUnix,
 		m.reloads, m.reloadFailures, m.reloadDuration, m.lastReload, m.buildInfo, m.created,
@@ -157,6 +167,23 @@ func (m *Metrics) initReload(d *dataset) {
 	)
 }
 
+// initFault makes a dataset's fault series exist at zero and adds
+// servingsnap_dataset_failing, read from its state at scrape time.
+func (m *Metrics) initFault(d *dataset) {
+	for _, k := range []string{faultMemory, faultChanged, faultCorrupt} {
+		m.faults.WithLabelValues(d.name, k)
+	}
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "servingsnap_dataset_failing", ConstLabels: prometheus.Labels{"dataset": d.name},
+		Help: "1 while the snapshot CURRENT names is damaged (a fallback snapshot, or nothing, is served), by dataset; status says why.",
+	}, func() float64 {
+		if d.faultStatus().failing {
+			return 1
+		}
+		return 0
+	}))
+}
+
 func (m *Metrics) reloaded(dataset string, ok bool, dur time.Duration) {
 	if ok {
 		m.reloads.WithLabelValues(dataset, "ok").Inc()
@@ -192,7 +219,7 @@ func (m *Metrics) observe(method string, start time.Time, err error) {
 // callMiddleware counts, times and logs every call (m may be nil). It is
 // the outermost middleware, so refused (unauthenticated) calls are counted
 // and logged too.
-func callMiddleware(m *Metrics, log *slog.Logger) flight.ServerMiddleware {
+func callMiddleware(m *Metrics, log *slog.Logger, onPanic func(where string, r any) error) flight.ServerMiddleware {
 	done := func(ctx context.Context, method string, start time.Time, err error) {
 		if m != nil {
 			m.observe(method, start, err)
@@ -230,7 +257,7 @@ func callMiddleware(m *Metrics, log *slog.Logger) flight.ServerMiddleware {
 			start := time.Now()
 			g := inflight(method)
 			g.Inc()
-			resp, err := recovered(log, method, func() (any, error) { return handler(ctx, req) })
+			resp, err := recovered(log, method, onPanic, func() (any, error) { return handler(ctx, req) })
 			g.Dec()
 			done(ctx, method, start, err)
 			return resp, err
@@ -240,7 +267,7 @@ func callMiddleware(m *Metrics, log *slog.Logger) flight.ServerMiddleware {
 			start := time.Now()
 			g := inflight(method)
 			g.Inc()
-			_, err := recovered(log, method, func() (any, error) { return nil, handler(srv, ss) })
+			_, err := recovered(log, method, onPanic, func() (any, error) { return nil, handler(srv, ss) })
 			g.Dec()
 			done(ss.Context(), method, start, err)
 			return err
@@ -249,12 +276,22 @@ func callMiddleware(m *Metrics, log *slog.Logger) flight.ServerMiddleware {
 }
 
 // recovered runs a handler and turns a panic into an Internal error (logged
-// with its stack) instead of a crash of the whole server.
-func recovered(log *slog.Logger, method string, f func() (any, error)) (resp any, err error) {
+// with its stack) instead of a crash of the whole server. The handler runs
+// with debug.SetPanicOnFault, so a fault reading a mapped file (SIGBUS on
+// a file truncated under the server) is such a panic too; onPanic (nil:
+// none) turns it into the error the client gets and marks the dataset
+// failing (fault.go).
+func recovered(log *slog.Logger, method string, onPanic func(string, any) error, f func() (any, error)) (resp any, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("panic in handler", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			resp, err = nil, status.Errorf(codes.Internal, "internal error in %s: %v", method, r)
+			if onPanic != nil {
+				if e := onPanic(method, r); e != nil {
+					resp, err = nil, toStatus(e)
+				}
+			}
 		}
 	}()
 	return f()

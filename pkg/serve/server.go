@@ -125,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	mw := []flight.ServerMiddleware{callMiddleware(m, cfg.Logger)}
+	mw := []flight.ServerMiddleware{callMiddleware(m, cfg.Logger, svc.panicked)}
 	if cfg.Tokens != nil {
 		mw = append(mw, authMiddleware(cfg.Tokens, m))
 	}
@@ -139,6 +139,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Addr, err)
 	}
 	s.conns = &connTracker{Listener: s.lis, conns: map[net.Conn]struct{}{}}
+	svc.flow.mu.Lock()
+	svc.flow.closeConn = s.conns.closeRemote
+	svc.flow.mu.Unlock()
 	s.flight.InitListener(s.conns)
 	if cfg.HTTPAddr != "" {
 		if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -308,6 +311,23 @@ func (t *connTracker) Accept() (net.Conn, error) {
 	t.conns[tc] = struct{}{}
 	t.mu.Unlock()
 	return tc, nil
+}
+
+// closeRemote closes the connections from remote address addr (a stalled
+// stream's, flow.go); it returns how many it closed.
+func (t *connTracker) closeRemote(addr string) int {
+	t.mu.Lock()
+	var cs []net.Conn
+	for c := range t.conns {
+		if c.RemoteAddr().String() == addr {
+			cs = append(cs, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	return len(cs)
 }
 
 func (t *connTracker) closeAll() int {

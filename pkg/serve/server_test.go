@@ -728,6 +728,7 @@ func TestOpenRefusesBrokenDataset(t *testing.T) {
 	}
 	p := filepath.Join(ds, "snapshots", "000001", "index.arrow")
 	s.Close()
+	os.Chmod(p, 0o644) // published files are 0444
 	if err := os.Truncate(p, 100); err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,16 @@ type Limits struct {
 	// once (checked, normalized, waiting for the WAL): more waits, up to
 	// 30 s, then is ResourceExhausted.
 	MaxPutBytes int64
+
+	// Flow control for slow clients (flow.go). MaxInFlightBytes is the
+	// budget of bytes all DoGet streams may hold in the transport at once;
+	// a stream that finds it spent waits up to StreamTimeout, then is
+	// ResourceExhausted. StreamTimeout ends a stream whose Send made no
+	// progress that long. LeaseTimeout ends a stream still reading a
+	// snapshot replaced that long ago.
+	MaxInFlightBytes int64
+	StreamTimeout    time.Duration
+	LeaseTimeout     time.Duration
 }
 
 // DefaultLimits are the limits of `snapbuild serve` without flags.
@@ -56,6 +66,10 @@ var DefaultLimits = Limits{
 	BatchBytes:     2 << 20,
 	MaxPutRows:     1 << 20,
 	MaxPutBytes:    256 << 20,
+
+	MaxInFlightBytes: 128 << 20,
+	StreamTimeout:    30 * time.Second,
+	LeaseTimeout:     5 * time.Minute,
 }
 
 // Service implements the Flight service over the datasets of a root
@@ -77,6 +91,8 @@ type Service struct {
 	// must end now: the graceful-shutdown deadline passed.
 	stopping context.Context
 	stopNow  context.CancelCauseFunc
+
+	flow *flowControl // DoGet budget, stalled streams, leases (flow.go)
 
 	readOnly      bool
 	putSem        *semaphore.Weighted // bytes of DoPut batches in flight
@@ -152,6 +168,11 @@ func Open(root string, opt Options) (*Service, error) {
 		putBytes = math.MaxInt64
 	}
 	s.putSem = semaphore.NewWeighted(putBytes)
+	var fm *flowMetrics
+	if s.metrics != nil {
+		fm = &s.metrics.flow
+	}
+	s.flow = newFlowControl(opt.Limits, s.log, fm)
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
@@ -196,6 +217,8 @@ func Open(root string, opt Options) (*Service, error) {
 			d.onSwap = m.snapshotServed
 			d.onReload = func(ok bool, dur time.Duration) { m.reloaded(name, ok, dur) }
 			m.initReload(d)
+			m.initFault(d)
+			d.onFault = func(kind string) { m.faults.WithLabelValues(name, kind).Inc() }
 		}
 		if _, err := d.swap(snap); err != nil {
 			snap.Close()
@@ -239,7 +262,10 @@ func Open(root string, opt Options) (*Service, error) {
 // would have to be on the directory, and network file systems deliver no
 // events at all).
 func (s *Service) poll() {
-	s.everyDataset(s.reloadInterval, s.pollDone, func(d *dataset) { d.reload(false, s.log) })
+	s.everyDataset(s.reloadInterval, s.pollDone, func(d *dataset) {
+		d.checkFiles(s.log)
+		d.reload(false, s.log)
+	})
 }
 
 // everyDataset calls fn for each dataset every interval until Close, then
@@ -260,7 +286,8 @@ func (s *Service) everyDataset(interval time.Duration, done chan struct{}, fn fu
 				return
 			default:
 			}
-			fn(s.datasets[name])
+			d := s.datasets[name]
+			s.safely("dataset "+name, func() { fn(d) })
 		}
 	}
 }
@@ -290,6 +317,7 @@ func (s *Service) Reload(name string) ([]ReloadResult, error) {
 // snapshot. Streams still running keep theirs until they end.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
+		s.flow.close()
 		close(s.pollStop)
 		if s.polling {
 			<-s.pollDone
@@ -329,6 +357,10 @@ func (s *Service) acquire(name string) (*view, error) {
 	v := d.acquire()
 	if v == nil {
 		return nil, errf(codes.Unavailable, "dataset %q is closed", name)
+	}
+	if f := d.faultOf(v.ID()); f != nil {
+		v.Release()
+		return nil, failingError(name, f)
 	}
 	return v, nil
 }
@@ -424,6 +456,7 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 		defer v.Release()
 		p, err := s.plan(v, q)
 		if err != nil {
+			s.noteCorrupt(q.Dataset, v.ID(), err)
 			return nil, nil, err
 		}
 		info := &flight.FlightInfo{
@@ -441,15 +474,23 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 	}
 }
 
-// countingStream counts what a DoGet sends.
+// countingStream counts what a DoGet sends, and tells the flow watchdog
+// when a Send is in progress (flow.go).
 type countingStream struct {
 	flight.FlightService_DoGetServer
 	bytes int64
+	flow  *streamFlow
 }
 
 func (c *countingStream) Send(d *flight.FlightData) error {
 	c.bytes += int64(len(d.DataHeader) + len(d.DataBody) + len(d.AppMetadata))
-	return c.FlightService_DoGetServer.Send(d)
+	c.flow.sendStart.Store(time.Now().UnixNano())
+	err := c.FlightService_DoGetServer.Send(d)
+	c.flow.sendStart.Store(0)
+	if err != nil && c.flow.cut.Load() {
+		return errf(codes.DeadlineExceeded, "stream ended: %v", c.flow.why.Load())
+	}
+	return err
 }
 
 // DoGet runs a ticket and streams its rows. The snapshot is pinned for the
@@ -475,6 +516,7 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 	defer v.Release()
 	p, err := s.plan(v, q)
 	if err != nil {
+		s.noteCorrupt(q.Dataset, v.ID(), err)
 		return err
 	}
 	return s.stream(v, p, stream)
@@ -483,15 +525,21 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 // stream sends a plan's rows on a DoGet stream (plain tickets and Flight
 // SQL statements alike), with v pinned by the caller.
 func (s *Service) stream(v *view, p *query.Plan, stream flight.FlightService_DoGetServer) error {
-	// The stream ends early when the client goes away or the shutdown
-	// deadline passes: the read layer polls both through one context.
-	ctx := stopContext{Context: stream.Context(), stop: s.stopping}
-	cs := &countingStream{FlightService_DoGetServer: stream}
-	w := flight.NewRecordWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
 	budget := s.limits.BatchBytes
 	if budget <= 0 {
 		budget = DefaultLimits.BatchBytes
 	}
+	fl, err := s.flow.begin(stream.Context(), s.datasets[v.dataset], v, reserveFor(p, budget))
+	if err != nil {
+		return err
+	}
+	defer s.flow.end(fl)
+	// The stream ends early when the client goes away, the shutdown
+	// deadline passes or its lease expires: the read layer polls all three
+	// through one context.
+	ctx := stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
+	cs := &countingStream{FlightService_DoGetServer: stream, flow: fl}
+	w := flight.NewRecordWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
 	st, err := p.Stream(ctx, s.mem, budget, w.Write)
 	if err != nil && ctx.Err() != nil {
 		err = contextError(ctx)
@@ -503,6 +551,7 @@ func (s *Service) stream(v *view, p *query.Plan, stream flight.FlightService_DoG
 		s.metrics.sent(v.dataset, st.Rows, cs.bytes)
 	}
 	if err != nil {
+		s.noteCorrupt(v.dataset, v.ID(), err)
 		return err
 	}
 	s.log.Debug("doget", "dataset", v.dataset, "snapshot_id", v.ID(), "series", p.Series(),
@@ -520,6 +569,7 @@ var errShuttingDown = errors.New("server shutting down")
 type stopContext struct {
 	context.Context
 	stop context.Context
+	flow *streamFlow // nil: no lease
 }
 
 func (c stopContext) Err() error {
@@ -529,6 +579,9 @@ func (c stopContext) Err() error {
 	if c.stop.Err() != nil {
 		return errShuttingDown
 	}
+	if c.flow != nil && c.flow.expired.Load() {
+		return errLeaseExpired
+	}
 	return nil
 }
 
@@ -536,6 +589,14 @@ func (c stopContext) Err() error {
 func contextError(ctx context.Context) error {
 	if errors.Is(ctx.Err(), errShuttingDown) {
 		return errf(codes.Unavailable, "server shutting down")
+	}
+	if errors.Is(ctx.Err(), errLeaseExpired) {
+		sc, _ := ctx.(stopContext)
+		id := uint64(0)
+		if sc.flow != nil {
+			id = sc.flow.v.ID()
+		}
+		return errf(codes.Unavailable, "stream ended: snapshot %d was replaced longer ago than the lease timeout (--lease-timeout); retry to read the snapshot served now", id)
 	}
 	return status.FromContextError(ctx.Err()).Err()
 }
@@ -569,6 +630,16 @@ type DatasetStatus struct {
 	LastError      string `json:"last_error"`      // the last failed attempt's error; "" once a reload succeeds or CURRENT names the served snapshot again
 	LastErrorAt    string `json:"last_error_at"`   // when it failed, "" if never
 	Draining       int64  `json:"draining"`        // replaced snapshots still mapped because readers hold them
+
+	// Faults (docs/OPERATIONS.md "Faults"): damage found in a served
+	// snapshot's files (a memory fault reading them, or a file changed
+	// under the server).
+	Failing       bool   `json:"failing"`                  // the snapshot CURRENT names is damaged; a fallback, or nothing, is served
+	FailingReason string `json:"failing_reason,omitempty"` // what was found, naming the file when known
+	FailingSince  string `json:"failing_since,omitempty"`
+	DamagedID     uint64 `json:"damaged_id,omitempty"`  // the damaged snapshot
+	FallbackID    uint64 `json:"fallback_id,omitempty"` // served instead of it (0: none found; requests are Unavailable)
+	Faults        int64  `json:"faults"`                // damage found since start-up
 
 	// Delta is the live-write state; absent when the dataset took none.
 	Delta *DeltaStatus `json:"delta,omitempty"`
@@ -607,7 +678,9 @@ func (s *Service) Status() Status {
 		}
 		m := v.Manifest
 		rs := d.reloadStatus()
+		fs := d.faultStatus()
 		st.Datasets = append(st.Datasets, DatasetStatus{
+			Failing: fs.failing, FailingReason: fs.reason, DamagedID: fs.damaged, FallbackID: fs.fallback, Faults: fs.faults,
 			Name: name, SnapshotID: v.ID(), ParentID: m.ParentID, Rows: v.r.Info().Rows, Series: v.r.Info().Series,
 			FirstPeriod: m.Stats.FirstPeriod, LastPeriod: m.Stats.LastPeriod, MappedBytes: v.MappedBytes(),
 			Created: m.Created, OpenedAt: v.opened.UTC().Format(time.RFC3339Nano), Readers: v.Refs() - 2,
@@ -616,6 +689,9 @@ func (s *Service) Status() Status {
 			LastErrorAt: ts(rs.lastErrorAt), Draining: d.draining.Load(),
 			Delta: d.deltaStatus(),
 		})
+		if fs.failing {
+			st.Datasets[len(st.Datasets)-1].FailingSince = ts(fs.since)
+		}
 		st.MappedBytes += v.MappedBytes()
 		v.Release()
 	}

@@ -133,6 +133,9 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 	if !utf8.Valid(b) {
 		return nil, invalid("not valid UTF-8")
 	}
+	if err := checkSurrogates(b); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	tok, err := dec.Token()
 	if err != nil {
@@ -327,3 +330,62 @@ func describeToken(tok any) string {
 }
 
 func truncate(s string, n int) string { return query.Truncate(s, n) }
+
+// checkSurrogates refuses a JSON string escape that is half a UTF-16
+// surrogate pair (\ud800 alone, or a low half first). encoding/json
+// decodes one to U+FFFD without a word, so a series id or a prefix with
+// one would silently become another string; like invalid UTF-8, it is an
+// InvalidArgument naming where it is.
+func checkSurrogates(b []byte) error {
+	inStr := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !inStr {
+			inStr = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = false
+		case '\\':
+			r, ok := hexEscape(b, i)
+			if !ok {
+				i++ // another escape (or a malformed one, which the decoder reports)
+				continue
+			}
+			switch {
+			case r >= 0xd800 && r < 0xdc00:
+				if lo, ok := hexEscape(b, i+6); ok && lo >= 0xdc00 && lo < 0xe000 {
+					i += 11
+					continue
+				}
+				return invalid("lone surrogate \\u%04x at byte %d (a high half with no low half after it): strings must be valid Unicode", r, i)
+			case r >= 0xdc00 && r < 0xe000:
+				return invalid("lone surrogate \\u%04x at byte %d (a low half with no high half before it): strings must be valid Unicode", r, i)
+			}
+			i += 5
+		}
+	}
+	return nil
+}
+
+// hexEscape decodes the \uXXXX escape at b[i:], if there is one.
+func hexEscape(b []byte, i int) (rune, bool) {
+	if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, h := range b[i+2 : i+6] {
+		switch {
+		case h >= '0' && h <= '9':
+			r = r<<4 | rune(h-'0')
+		case h >= 'a' && h <= 'f':
+			r = r<<4 | rune(h-'a'+10)
+		case h >= 'A' && h <= 'F':
+			r = r<<4 | rune(h-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}

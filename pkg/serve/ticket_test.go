@@ -51,6 +51,8 @@ func TestParseTicket(t *testing.T) {
 		{"empty columns", `{"dataset":"PET","series":["A"],"columns":[]}`, want{series: []string{"A"}, columns: []string{}, hasColumns: true}},
 		{"whitespace and unicode ids", " {\n\"dataset\" : \"PET\", \"series\" : [\"GAS.Ü€漢字.M\"]}\n", want{series: []string{"GAS.Ü€漢字.M"}}},
 		{"false flags", `{"dataset":"PET","prefix":"","latest":false,"attributes":false}`, want{prefix: str("")}},
+		{"surrogate pair", `{"dataset":"PET","prefix":"\ud83d\ude00","latest":false}`, want{prefix: str("\U0001F600")}},
+		{"escaped backslash before u", `{"dataset":"PET","prefix":"\\ud800"}`, want{prefix: str(`\ud800`)}},
 	}
 	for _, tc := range ok {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,6 +107,10 @@ func TestParseTicket(t *testing.T) {
 		{"duplicate key", `{"dataset":"PET","series":["A"],"series":["B"]}`, codes.InvalidArgument, `"series" given twice`},
 		{"null field", `{"dataset":"PET","series":null,"prefix":""}`, codes.InvalidArgument, `"series" is null`},
 		{"null element", `{"dataset":"PET","series":["A",null]}`, codes.InvalidArgument, "element 1 is null"},
+		{"lone high surrogate", `{"dataset":"PET","series":["A\ud800"]}`, codes.InvalidArgument, `lone surrogate \ud800 at byte 29`},
+		{"lone low surrogate", `{"dataset":"PET","prefix":"\udc00x"}`, codes.InvalidArgument, `lone surrogate \udc00`},
+		{"high then not low", `{"dataset":"PET","prefix":"\ud800\u0041"}`, codes.InvalidArgument, `lone surrogate \ud800`},
+		{"surrogate in a key", `{"dataset":"PET","prefix":"","\ud800":1}`, codes.InvalidArgument, `lone surrogate`},
 		{"number element", `{"dataset":"PET","series":["A",7]}`, codes.InvalidArgument, "element 1 must be a string, got number"},
 		{"series not array", `{"dataset":"PET","series":"A"}`, codes.InvalidArgument, `"series" must be an array of strings, got string`},
 		{"dataset number", `{"dataset":1,"prefix":""}`, codes.InvalidArgument, `"dataset" must be a string`},
@@ -152,6 +158,7 @@ func FuzzParseTicket(f *testing.F) {
 		`{"dataset":"PET","series":[null]}`,
 		`{"dataset":"PET","prefix":"","start":"2019-W53"}`,
 		`[1,2]`, `{`, `{"a":}`, "\xff", `{"dataset":"PET","prefix":""}x`,
+		`{"dataset":"PET","series":["\ud800"]}`, `{"dataset":"PET","prefix":"\ud83d\ude00"}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -70,6 +70,7 @@ type Snapshot struct {
 	periods [][]arrow.Date32    // each batch's period column (aliases the mapping)
 	idxRec  arrow.RecordBatch
 	idx     *sidecar.Index
+	stamps  []fileStamp // the mapped files' stat at open (fault.go)
 }
 
 // Open opens the snapshot CURRENT names in the dataset directory.
@@ -150,6 +151,7 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 	if err := s.loadIndex(xf); err != nil {
 		return nil, corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
 	}
+	s.stampFiles(df, xf)
 	trackLeaks(s)
 	return s, nil
 }

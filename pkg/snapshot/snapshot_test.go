@@ -161,6 +161,7 @@ func TestOpenRefusesDamage(t *testing.T) {
 	}{
 		{"data truncated", func(t *testing.T, ds string, m *manifest.Manifest) {
 			f, _ := m.FileByRole(manifest.RoleData)
+			os.Chmod(filepath.Join(ds, f.Path), 0o644) // published files are 0444
 			os.Truncate(filepath.Join(ds, f.Path), f.Size-1)
 		}, Options{}, true, manifest.RoleData, nil},
 		{"index byte flipped", func(t *testing.T, ds string, m *manifest.Manifest) {
@@ -245,6 +246,7 @@ func TestOneCorruptSentinel(t *testing.T) {
 
 func flip(t *testing.T, path string, off int64) {
 	t.Helper()
+	os.Chmod(path, 0o644) // published files are 0444
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,326 @@
+package serve
+
+// Faults in one dataset's files must not take the process down
+// (docs/OPERATIONS.md "Faults").
+//
+// A snapshot's files are mapped. If one is truncated or rewritten in place
+// while served (a restore, a cp over it, a partial rsync: published files
+// are 0444, but root ignores that), reading a page past its new end is
+// SIGBUS, and a rewritten page is garbage the reader trusts. So:
+//
+//   - every goroutine that touches mappings runs with
+//     debug.SetPanicOnFault(true) (the gRPC handlers, through the call
+//     middleware; the reload poller; the compaction loop), so a fault is a
+//     panic the middleware recovers, not a crash. The fault's address says
+//     which snapshot's mapping it was in (snapshot.Contains);
+//   - the reload poller stats the served files every poll
+//     (snapshot.FilesChanged), catching most changes before a reader
+//     touches them;
+//   - either way the dataset is marked failing (status, metrics, a log
+//     line) and falls back to a good view: the snapshot CURRENT names if
+//     that is another one and it verifies, else the newest older vintage
+//     whose every file verifies. Without one, its requests fail with
+//     Unavailable naming the damage while the other datasets keep
+//     answering. The poller retries the damaged id (failedRetry), so a
+//     restored file or a new publish ends the failing state by itself.
+//
+// Compaction is refused while a dataset is failing: folding the delta
+// into a fallback (older) base would publish a snapshot without the rows
+// the damaged one held.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/energyscope/servingsnap/pkg/corrupt"
+	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// Fault kinds (the kind label of servingsnap_faults_total).
+const (
+	faultMemory  = "memory_fault" // a read of a mapping faulted (SIGBUS)
+	faultChanged = "file_changed" // a served file changed size, mtime or inode
+	faultCorrupt = "corrupt_read" // a reader found the served bytes damaged (an error marked corrupt)
+)
+
+// faultInfo is the damage found in one of a dataset's snapshots.
+type faultInfo struct {
+	id     uint64 // the damaged snapshot
+	kind   string
+	reason string
+	at     time.Time
+}
+
+// faultState is what status reports about a dataset's damage. Guarded by
+// the dataset's stMu.
+type faultState struct {
+	failing  bool // the snapshot CURRENT names is damaged; a fallback (or nothing) is served
+	reason   string
+	since    time.Time
+	damaged  uint64 // the damaged snapshot's id
+	fallback uint64 // the snapshot served instead (0: none)
+	faults   int64  // damage found since start-up (memory faults, changed files)
+}
+
+// faultOf is the damage of snapshot id when it is the live one, nil
+// otherwise. Requests check it after acquire, so it is one atomic load.
+func (d *dataset) faultOf(id uint64) *faultInfo {
+	if f := d.fault.Load(); f != nil && f.id == id {
+		return f
+	}
+	return nil
+}
+
+// failingError is what a request on a dataset whose live snapshot is
+// damaged gets while no good snapshot could be found.
+func failingError(name string, f *faultInfo) error {
+	return errf(codes.Unavailable, "dataset %q is failing: snapshot %d is damaged (%s); no good snapshot to serve until it is restored or a new one is published", name, f.id, truncate(f.reason, 512))
+}
+
+// markFailing records damage in snapshot id (if it is still served), logs
+// it and switches to a good view if one exists. It returns at once if the
+// damage is already known; the fallback runs under swapMu.
+func (d *dataset) markFailing(id uint64, kind string, cause error, log *slog.Logger) {
+	if d.faultOf(id) != nil {
+		return
+	}
+	v := d.cur.Load()
+	if v == nil || v.ID() != id {
+		return // a replaced snapshot: its readers fail, the live one is fine
+	}
+	f := &faultInfo{id: id, kind: kind, reason: cause.Error(), at: time.Now()}
+	if !d.fault.CompareAndSwap(nil, f) {
+		if old := d.fault.Load(); old != nil && old.id == id {
+			return
+		}
+		d.fault.Store(f)
+	}
+	d.stMu.Lock()
+	d.fs.failing, d.fs.reason, d.fs.since, d.fs.damaged, d.fs.fallback = true, f.reason, f.at, id, 0
+	d.fs.faults++
+	// the poller re-verifies the damaged id only every failedRetry (a
+	// reload action at once): a damaged file is not re-read every poll
+	d.st.failedID, d.st.retryAt = id, f.at.Add(failedRetry)
+	d.stMu.Unlock()
+	if d.onFault != nil {
+		d.onFault(kind)
+	}
+	log.Error("dataset failing: a served snapshot is damaged", "dataset", d.name, "snapshot_id", id,
+		"kind", kind, "error", f.reason)
+	d.fallBack(log)
+}
+
+// fallBack serves the best good snapshot in place of the damaged live
+// one: what CURRENT names (if another id), then the other vintages, newest
+// first; each is opened with every file checksummed. It runs with panics
+// on faults turned into errors, as it reads files that may be damaged too.
+func (d *dataset) fallBack(log *slog.Logger) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	d.swapMu.Lock()
+	defer d.swapMu.Unlock()
+	f := d.fault.Load()
+	live := d.cur.Load()
+	if f == nil || live == nil || live.ID() != f.id || d.closed {
+		return
+	}
+	var cands []uint64
+	if cur, err := d.ds.CurrentID(); err == nil && cur != f.id {
+		cands = append(cands, cur)
+	}
+	ids, _ := d.ds.IDs()
+	slices.Reverse(ids)
+	for _, id := range ids {
+		if id != f.id && !slices.Contains(cands, id) {
+			cands = append(cands, id)
+		}
+	}
+	for _, id := range cands {
+		s, err := openSafely(d.dir, id)
+		if err == nil && s.Manifest.Dataset != d.name {
+			err = fmt.Errorf("manifest %d names dataset %q", id, s.Manifest.Dataset)
+		}
+		var v *view
+		if err == nil {
+			if v, err = newView(d.name, s); err == nil {
+				v.drained = d.drainedHook
+				err = d.installBase(v)
+			}
+		}
+		if err != nil {
+			if s != nil {
+				s.Close()
+			}
+			log.Warn("fallback snapshot not usable", "dataset", d.name, "snapshot_id", id, "error", err.Error())
+			continue
+		}
+		d.stMu.Lock()
+		d.fs.fallback = id
+		d.st.failedID, d.st.retryAt = f.id, time.Now().Add(failedRetry)
+		d.st.lastError, d.st.lastErrorAt = "snapshot "+fmt.Sprint(f.id)+" damaged: "+f.reason, time.Now()
+		d.stMu.Unlock()
+		log.Warn("dataset failing: serving a fallback snapshot", "dataset", d.name, "snapshot_id", id, "damaged_id", f.id)
+		return
+	}
+	log.Error("dataset failing: no good snapshot to serve", "dataset", d.name, "damaged_id", f.id)
+}
+
+// openSafely opens vintage id with every file checksummed, on a goroutine
+// whose faults are panics (snapshot.Open recovers them into corrupt
+// errors).
+func openSafely(dir string, id uint64) (*snapshot.Snapshot, error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return snapshot.OpenID(dir, id, snapshot.Options{VerifyData: true})
+}
+
+// clearFailing ends the failing state: a snapshot that verified is served
+// as what CURRENT names. Requires swapMu held.
+func (d *dataset) clearFailingLocked(log *slog.Logger) {
+	if d.fault.Swap(nil) == nil {
+		return
+	}
+	d.stMu.Lock()
+	was := d.fs
+	d.fs.failing, d.fs.reason, d.fs.fallback = false, "", 0
+	d.stMu.Unlock()
+	log.Info("dataset no longer failing", "dataset", d.name, "damaged_id", was.damaged, "failing_for", time.Since(was.since).Round(time.Millisecond).String())
+}
+
+// checkFiles is the poller's per-dataset check: a served file that
+// changed marks the dataset failing before a reader faults on it.
+func (d *dataset) checkFiles(log *slog.Logger) {
+	v := d.acquire()
+	if v == nil {
+		return
+	}
+	id, err := v.ID(), v.FilesChanged()
+	v.Release()
+	if err != nil {
+		d.markFailing(id, faultChanged, err, log)
+	}
+}
+
+// faultStatus copies the fault state.
+func (d *dataset) faultStatus() faultState {
+	d.stMu.Lock()
+	defer d.stMu.Unlock()
+	return d.fs
+}
+
+// faultAddr is the address of a memory fault, if r (a recovered panic
+// value) is one: with SetPanicOnFault, the runtime panics with a
+// runtime.Error that has an Addr method.
+func faultAddr(r any) (uintptr, bool) {
+	if _, ok := r.(runtime.Error); !ok {
+		return 0, false
+	}
+	a, ok := r.(interface{ Addr() uintptr })
+	if !ok {
+		return 0, false
+	}
+	return a.Addr(), true
+}
+
+// panicked turns a panic recovered in a handler (or a background loop)
+// into the error the caller gets, and marks the dataset whose mapping a
+// memory fault was in as failing. It never panics itself.
+func (s *Service) panicked(where string, r any) error {
+	addr, isFault := faultAddr(r)
+	if !isFault {
+		return nil
+	}
+	for _, name := range s.names {
+		d := s.datasets[name]
+		snap := d.mappedAt(addr)
+		if snap == 0 {
+			continue
+		}
+		err := corrupt.Errorf("dataset %s snapshot %d: memory fault at %#x reading its mapped files in %s (a file truncated or rewritten in place?)", name, snap, addr, where)
+		go d.markFailing(snap, faultMemory, err, s.log)
+		return errf(codes.Internal, "%v", err)
+	}
+	return errf(codes.Internal, "%v", corrupt.Errorf("memory fault at %#x in %s outside any served snapshot", addr, where))
+}
+
+// mappedAt is the id of the dataset's snapshot whose mapping holds addr
+// (0: none). Requires nothing; reads the set of mapped snapshots.
+func (d *dataset) mappedAt(addr uintptr) uint64 {
+	d.mapMu.Lock()
+	defer d.mapMu.Unlock()
+	for s := range d.mapped {
+		if s.Contains(addr) {
+			return s.ID()
+		}
+	}
+	return 0
+}
+
+// trackMapped and untrackMapped keep the set of this dataset's snapshots
+// whose files are mapped (live and draining), for mappedAt.
+func (d *dataset) trackMapped(s *snapshot.Snapshot) {
+	d.mapMu.Lock()
+	if d.mapped == nil {
+		d.mapped = map[*snapshot.Snapshot]struct{}{}
+	}
+	d.mapped[s] = struct{}{}
+	d.mapMu.Unlock()
+}
+
+func (d *dataset) untrackMapped(s *snapshot.Snapshot) {
+	d.mapMu.Lock()
+	delete(d.mapped, s)
+	d.mapMu.Unlock()
+}
+
+// safely runs fn (a background loop's step) with faults as panics and
+// any panic recovered: a damaged file costs that step, not the process.
+func (s *Service) safely(where string, fn func()) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err := s.panicked(where, r)
+			if err == nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+			s.log.Error("recovered in background loop", "where", where, "error", err.Error(), "stack", string(debug.Stack()))
+		}
+	}()
+	fn()
+}
+
+// noteCorrupt looks at a request's error on dataset name's snapshot id:
+// one marked corrupt marks the dataset failing; another unexpected one (not
+// the client's, not a limit: an arrow-go error, say, that recovered a fault
+// itself and lost its address) makes it check the served files.
+func (s *Service) noteCorrupt(name string, id uint64, err error) {
+	d, ok := s.datasets[name]
+	if err == nil || !ok {
+		return
+	}
+	if corrupt.Is(err) {
+		go d.markFailing(id, faultCorrupt, err, s.log)
+		return
+	}
+	var e *Error
+	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, query.ErrNotFound) || errors.Is(err, query.ErrInvalid) || errors.Is(err, query.ErrLimit) ||
+		errors.Is(err, query.ErrStale) || errors.Is(err, errShuttingDown) {
+		return
+	}
+	if _, isStatus := status.FromError(err); isStatus && status.Code(err) != codes.Unknown {
+		return // a transport error: the client went away
+	}
+	go d.checkFiles(s.log)
+}
+
+// errFailing refuses compaction of a failing dataset.
+var errFailing = errors.New("dataset is failing (a served snapshot is damaged); compaction waits until it is restored")
