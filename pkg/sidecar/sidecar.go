@@ -6,7 +6,10 @@
 //
 // The index is itself an Arrow IPC file with a single record batch, so a
 // reader maps it and binary-searches the series_id column in place: opening
-// builds no per-series map.
+// builds no per-series map. Version 2 (what Writer writes) holds no
+// dictionary-encoded column, so arrow-go maps it zero-copy; version 1 files
+// may dictionary-encode string attributes and are read through arrow-go's
+// copying reader (see New).
 package sidecar
 
 import (
@@ -34,6 +37,14 @@ const (
 
 	// FileIndex is the servingsnap.file metadata value of an index file.
 	FileIndex = "index"
+
+	// Version is the index layout Writer writes (the schema's
+	// servingsnap.format_version): no dictionary-encoded column anywhere,
+	// so that the file maps zero-copy. FORMAT.md §4.
+	Version = "2"
+	// VersionV1 is the first layout, still read: string attributes may be
+	// dictionary-encoded, so a reader must load (copy) the file.
+	VersionV1 = "1"
 )
 
 // Positions of the fixed index columns. Every reader and writer of the
@@ -67,7 +78,7 @@ func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
 	fields[ColumnLatestPeriod] = arrow.Field{Name: ColLatestPeriod, Type: arrow.FixedWidthTypes.Date32, Nullable: true}
 	fields[ColumnLatestValue] = arrow.Field{Name: ColLatestValue, Type: valueType, Nullable: true}
 	fields = append(fields, attrs...)
-	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, datafile.Version})
+	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, Version})
 	return arrow.NewSchema(fields, &md)
 }
 
@@ -75,6 +86,7 @@ func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
 // handles to the columns and nothing per series: lookups binary-search the
 // sorted series_id column where it lies (in the mapping, for a mapped file).
 type Index struct {
+	version      string
 	rec          arrow.RecordBatch
 	ids          *array.String
 	rowOffset    []int64
@@ -99,13 +111,22 @@ type Entry struct {
 	LastPeriod  int32
 }
 
-// New wraps an index record batch after checking its schema and the
-// column invariants that are cheap to check without touching every row.
+// New wraps an index record batch after checking its schema and what
+// arrow-go trusts in every column (validate.go): buffer lengths, the
+// offsets of every utf8 column, the indices of every dictionary. A damaged
+// column is an error naming it, so nothing handed out later can make
+// arrow-go slice out of bounds. The pass costs about a nanosecond per
+// series per string column, and reads nothing else of the file.
 // It does not take a reference on rec; the caller keeps rec alive.
 func New(rec arrow.RecordBatch) (*Index, error) {
 	s := rec.Schema()
-	if err := datafile.CheckMeta(s, FileIndex); err != nil {
-		return nil, err
+	md := s.Metadata()
+	if got, _ := md.GetValue(datafile.MetaFile); got != FileIndex {
+		return nil, fmt.Errorf("schema metadata %s=%q, want %q", datafile.MetaFile, got, FileIndex)
+	}
+	version, _ := md.GetValue(datafile.MetaVersion)
+	if version != Version && version != VersionV1 {
+		return nil, fmt.Errorf("index file format version %q is not supported (this build reads %s and %s)", version, VersionV1, Version)
 	}
 	if s.NumFields() < NumFixed {
 		return nil, fmt.Errorf("index has %d columns, want at least %d", s.NumFields(), NumFixed)
@@ -117,12 +138,31 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 			return nil, fmt.Errorf("index column %d is %s %s, want %s %s", i, g.Name, g.Type, w.Name, w.Type)
 		}
 	}
+	if int64(rec.NumRows()) < 0 || rec.NumCols() != int64(s.NumFields()) {
+		return nil, fmt.Errorf("index batch has %d columns for %d fields", rec.NumCols(), s.NumFields())
+	}
+	for i, c := range rec.Columns() {
+		name := s.Field(i).Name
+		if c.DataType().ID() == arrow.DICTIONARY && version != VersionV1 {
+			return nil, fmt.Errorf("index column %q is dictionary-encoded; version %s indexes hold none", name, version)
+		}
+		if int64(c.Len()) != rec.NumRows() {
+			return nil, fmt.Errorf("index column %q has %d rows, the batch %d", name, c.Len(), rec.NumRows())
+		}
+		if err := checkBuffers(c); err != nil {
+			return nil, fmt.Errorf("index column %q: %w", name, err)
+		}
+		if err := checkValues(c); err != nil {
+			return nil, fmt.Errorf("index column %q: %w", name, err)
+		}
+	}
 	for i := 0; i < NumFixed; i++ {
 		if !want.Field(i).Nullable && rec.Column(i).NullN() != 0 {
 			return nil, fmt.Errorf("index column %s has %d nulls", s.Field(i).Name, rec.Column(i).NullN())
 		}
 	}
 	x := &Index{
+		version:      version,
 		rec:          rec,
 		ids:          rec.Column(ColumnSeriesID).(*array.String),
 		rowOffset:    rec.Column(ColumnRowOffset).(*array.Int64).Int64Values(),
@@ -136,6 +176,9 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 	}
 	return x, nil
 }
+
+// Version is the file's layout version (Version or VersionV1).
+func (x *Index) Version() string { return x.version }
 
 // Len is the number of series.
 func (x *Index) Len() int { return x.ids.Len() }
