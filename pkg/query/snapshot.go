@@ -157,26 +157,58 @@ func CategoryMatcher(col arrow.Array, c string) (func(int) bool, error) {
 	return nil, fmt.Errorf("the %s attribute is %s, not a string column", CategoryAttribute, col.DataType())
 }
 
-// categoryHint lists a few categories when the column is a dictionary
-// (cheap: the dictionary is the set of distinct values).
+// categoryHint lists a few categories, in bytewise order: a dictionary's
+// first entries (a version-1 index), or the distinct values of a plain
+// utf8 column (version 2), found in one pass that stops collecting after
+// maxHintValues distinct values. The pass is over a column selectCategory
+// has just scanned anyway, and only on the not-found path.
 func categoryHint(col arrow.Array) string {
-	a, ok := col.(*array.Dictionary)
-	if !ok {
+	var distinct []string
+	more := false
+	switch a := col.(type) {
+	case *array.Dictionary:
+		d, ok := a.Dictionary().(*array.String)
+		if !ok {
+			return ""
+		}
+		for i := 0; i < d.Len(); i++ {
+			distinct = append(distinct, d.Value(i))
+		}
+	case *array.String:
+		seen := map[string]bool{}
+		for i := 0; i < a.Len(); i++ {
+			if a.IsNull(i) || seen[a.Value(i)] {
+				continue
+			}
+			if len(seen) == maxHintValues {
+				more = true
+				break
+			}
+			seen[a.Value(i)] = true
+		}
+		for v := range seen {
+			distinct = append(distinct, v)
+		}
+		slices.Sort(distinct)
+	default:
 		return ""
 	}
-	d, ok := a.Dictionary().(*array.String)
-	if !ok || d.Len() == 0 {
+	if len(distinct) == 0 {
 		return ""
 	}
 	var names []string
-	for i := 0; i < d.Len() && i < 10; i++ {
-		names = append(names, strconv.Quote(d.Value(i)))
+	for i := 0; i < len(distinct) && i < 10; i++ {
+		names = append(names, strconv.Quote(distinct[i]))
 	}
-	if d.Len() > 10 {
+	if len(distinct) > 10 || more {
 		names = append(names, "…")
 	}
 	return "; categories: " + strings.Join(names, ", ")
 }
+
+// maxHintValues bounds the distinct values categoryHint collects from a
+// plain column.
+const maxHintValues = 1024
 
 // Rows is snapshot.Range as a piece of the mapped batch. An index entry
 // pointing outside the data is corruption (snapshot.ErrCorrupt), named
