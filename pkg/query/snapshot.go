@@ -28,7 +28,6 @@ type SnapshotReader struct {
 	info   Info
 	shape  *Shape
 	ids    *array.String // the index's series_id column
-	attrs  []arrow.Array // the index's attribute columns
 	values []arrow.Array // per data batch, the value column
 }
 
@@ -37,20 +36,26 @@ type SnapshotReader struct {
 // answer cannot carry.
 func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error) {
 	x := s.Index()
-	fields, cols := x.Attributes()
+	fields := x.AttributeFields()
 	sh, err := NewShape(dataset, s.ID(), s.Schema(), fields)
 	if err != nil {
 		return nil, err
 	}
 	r := &SnapshotReader{
-		s: s, x: x, shape: sh, ids: x.IDs(), attrs: cols,
+		s: s, x: x, shape: sh, ids: x.IDs(),
 		info: Info{Dataset: dataset, SnapshotID: s.ID(), Series: int64(x.Len()), Rows: s.Manifest.Stats.Rows},
 	}
-	for _, c := range cols {
-		if d, ok := c.(*array.Dictionary); ok {
-			// arrow-go builds a dictionary array's Dictionary() lazily, with
-			// no lock: build it here, before concurrent requests read it.
-			d.Dictionary()
+	// The attribute columns are fetched on use (attr): the index checks
+	// each on its first use, so that opening stays flat in the number of
+	// series. Only a version-1 index holds dictionaries, and it was
+	// checked in full at open, so fetching them here costs nothing.
+	if x.Version() == sidecar.VersionV1 {
+		for pos := range fields {
+			if d, ok := r.attrOrNulls(pos).(*array.Dictionary); ok {
+				// arrow-go builds a dictionary array's Dictionary() lazily, with
+				// no lock: build it here, before concurrent requests read it.
+				d.Dictionary()
+			}
 		}
 	}
 	for i := 0; i < s.NumBatches(); i++ {
@@ -61,6 +66,23 @@ func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error)
 
 // Snapshot is the wrapped snapshot.
 func (r *SnapshotReader) Snapshot() *snapshot.Snapshot { return r.s }
+
+// attr is attribute column pos of the index, checked on its first use: a
+// damaged column is snapshot.ErrCorrupt naming the index file and column.
+func (r *SnapshotReader) attr(pos int) (arrow.Array, error) {
+	a, err := r.x.Attribute(pos)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+	}
+	return a, nil
+}
+
+// attrOrNulls is attribute column pos, or nulls in place of a damaged
+// one, for the callers that have no error to return (Attr).
+func (r *SnapshotReader) attrOrNulls(pos int) arrow.Array {
+	_, cols := r.x.Attributes()
+	return cols[pos]
+}
 
 func (r *SnapshotReader) Info() Info               { return r.info }
 func (r *SnapshotReader) Shape() *Shape            { return r.shape }
@@ -114,7 +136,11 @@ func (r *SnapshotReader) selectCategory(cat string) (Selection, error) {
 	if pos < 0 {
 		return Selection{}, Errorf(ErrInvalid, "dataset %q has no %q attribute; select by series or prefix", r.info.Dataset, CategoryAttribute)
 	}
-	match, err := CategoryMatcher(r.attrs[pos], cat)
+	col, err := r.attr(pos)
+	if err != nil {
+		return Selection{}, err
+	}
+	match, err := CategoryMatcher(col, cat)
 	if err != nil {
 		return Selection{}, Errorf(ErrInvalid, "dataset %q: %v", r.info.Dataset, err)
 	}
@@ -125,7 +151,7 @@ func (r *SnapshotReader) selectCategory(cat string) (Selection, error) {
 		}
 	}
 	if len(list) == 0 {
-		return Selection{}, Errorf(ErrNotFound, "category %q not found in dataset %q (snapshot %d)%s", Truncate(cat, 128), r.info.Dataset, r.info.SnapshotID, categoryHint(r.attrs[pos]))
+		return Selection{}, Errorf(ErrNotFound, "category %q not found in dataset %q (snapshot %d)%s", Truncate(cat, 128), r.info.Dataset, r.info.SnapshotID, categoryHint(col))
 	}
 	return CodeList(list), nil
 }
@@ -277,10 +303,10 @@ func (r *SnapshotReader) Periods(code int) []arrow.Date32 {
 // Attr is where attribute a of series id is held in the index.
 func (r *SnapshotReader) Attr(id string, a int) (arrow.Array, int, bool) {
 	c, ok := r.x.Lookup(id)
-	if !ok || a >= len(r.attrs) {
+	if !ok || a >= len(r.shape.attrs) {
 		return nil, 0, ok
 	}
-	return r.attrs[a], c, true
+	return r.attrOrNulls(a), c, true
 }
 
 // LatestValues gathers the index's latest_value column at codes: a slice
@@ -359,7 +385,10 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 		return compute.TakeArray(compute.WithAllocator(ctx, mem), src, idx)
 	}
 	for _, pos := range attrs {
-		src := r.attrs[pos]
+		src, err := r.attr(pos)
+		if err != nil {
+			return ids, values, err // the deferred cleanup releases them
+		}
 		var a arrow.Array
 		if d, ok := src.(*array.Dictionary); ok {
 			// Decode: the dictionary's values taken by the selected indices.

@@ -16,10 +16,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 )
 
@@ -87,6 +90,8 @@ func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
 // sorted series_id column where it lies (in the mapping, for a mapped file).
 type Index struct {
 	version      string
+	file         string // for the errors of lazy checks; see SetFile
+	attrs        []attrCheck
 	rec          arrow.RecordBatch
 	ids          *array.String
 	rowOffset    []int64
@@ -101,7 +106,9 @@ type Index struct {
 
 // Entry is one series' location and bounds.
 type Entry struct {
-	Code        int // the index row; the data file's series_code
+	Code int // the index row; the data file's series_code
+	// SeriesID aliases the index (mapped since version 2): valid while the
+	// snapshot is held; strings.Clone it to keep it longer.
 	SeriesID    string
 	RowOffset   int64
 	RowCount    int64
@@ -111,13 +118,27 @@ type Entry struct {
 	LastPeriod  int32
 }
 
+// attrCheck is the outcome of one attribute column's check, made once, on
+// first use (Attribute). col is the column, or after a failed check a
+// column of nulls standing in for it (Attributes).
+type attrCheck struct {
+	once sync.Once
+	col  arrow.Array
+	err  error
+}
+
 // New wraps an index record batch after checking its schema and what
-// arrow-go trusts in every column (validate.go): buffer lengths, the
-// offsets of every utf8 column, the indices of every dictionary. A damaged
-// column is an error naming it, so nothing handed out later can make
-// arrow-go slice out of bounds. The pass costs about a nanosecond per
-// series per string column, and reads nothing else of the file.
-// It does not take a reference on rec; the caller keeps rec alive.
+// arrow-go trusts in its columns (validate.go). Every column gets the O(1)
+// checks (types, buffer lengths); the fixed columns, series_id among them,
+// also get the pass over their offsets now, since every lookup and every
+// answer uses them. That pass costs about a nanosecond per series per
+// string column, which at millions of series and several string
+// attributes is most of an open: so each attribute column gets it lazily,
+// once, on first use (Attribute), or all at once with CheckAttributes
+// (snapshot.Open with VerifyData, which reads every byte anyway). A
+// damaged column is an error naming it, never a column handed out that
+// could make arrow-go slice out of bounds. Nothing else of the file is
+// read. New does not take a reference on rec; the caller keeps rec alive.
 func New(rec arrow.RecordBatch) (*Index, error) {
 	s := rec.Schema()
 	md := s.Metadata()
@@ -152,6 +173,9 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		if err := checkBuffers(c); err != nil {
 			return nil, fmt.Errorf("index column %q: %w", name, err)
 		}
+		if i >= NumFixed {
+			continue // checkValues on first use: Attribute
+		}
 		if err := checkValues(c); err != nil {
 			return nil, fmt.Errorf("index column %q: %w", name, err)
 		}
@@ -162,6 +186,7 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		}
 	}
 	x := &Index{
+		attrs:        make([]attrCheck, s.NumFields()-NumFixed),
 		version:      version,
 		rec:          rec,
 		ids:          rec.Column(ColumnSeriesID).(*array.String),
@@ -186,11 +211,15 @@ func (x *Index) Len() int { return x.ids.Len() }
 // Record is the underlying record batch.
 func (x *Index) Record() arrow.RecordBatch { return x.rec }
 
-// IDs is the series_id column, sorted bytewise (aliasing the index).
+// IDs is the series_id column, sorted bytewise (aliasing the index, and
+// so the mapping: valid while the snapshot is held).
 func (x *Index) IDs() *array.String { return x.ids }
 
-// SeriesID returns series i's id. The string aliases the index buffer.
-func (x *Index) SeriesID(i int) string { return x.ids.Value(i) }
+// SeriesID returns a copy of series i's id, safe to keep after the
+// snapshot is released. (Hot paths read IDs() in place instead: since
+// version 2 the index is mapped, so a string aliasing it is valid only
+// while the mapping is, as are Entry's SeriesID and every column.)
+func (x *Index) SeriesID(i int) string { return strings.Clone(x.ids.Value(i)) }
 
 // Lookup finds a series by id: a binary search over the sorted ids.
 // It compares the id bytes where they lie (offsets and data of the utf8
@@ -243,14 +272,70 @@ func (x *Index) Latest(i int) (int32, bool) {
 // LatestValues is the latest_value column.
 func (x *Index) LatestValues() arrow.Array { return x.latestValue }
 
-// Attributes returns the attribute fields and columns.
+// SetFile names the index file in the errors of the lazy checks (the way
+// the caller knows it: a snapshot passes the manifest's path), so that they
+// are corrupt.FileErrors like those of an open. Call it before sharing x.
+func (x *Index) SetFile(path string) { x.file = path }
+
+// AttributeFields returns the attribute fields, in column order. It checks
+// nothing (the schema was checked by New).
+func (x *Index) AttributeFields() []arrow.Field {
+	return x.rec.Schema().Fields()[NumFixed:]
+}
+
+// Attribute returns attribute column i (0 is the first column after the
+// fixed ones) once its offsets or dictionary indices have been checked:
+// the check runs on the first call for that column and its outcome is
+// kept, so later calls cost nothing. A damaged column is an error marked
+// corrupt.ErrCorrupt naming the column (and the file, see SetFile). Safe
+// for concurrent use.
+func (x *Index) Attribute(i int) (arrow.Array, error) {
+	if i < 0 || i >= len(x.attrs) {
+		return nil, fmt.Errorf("attribute %d of %d", i, len(x.attrs))
+	}
+	c := &x.attrs[i]
+	c.once.Do(func() {
+		col := x.rec.Column(NumFixed + i)
+		if err := checkValues(col); err != nil {
+			err = fmt.Errorf("index column %q: %w", x.rec.Schema().Field(NumFixed+i).Name, err)
+			if x.file != "" {
+				c.err = corrupt.InFile(x.file, fmt.Errorf("%s: %w", x.file, err))
+			} else {
+				c.err = corrupt.Mark(err)
+			}
+			c.col = array.MakeArrayOfNull(memory.DefaultAllocator, col.DataType(), col.Len())
+			return
+		}
+		c.col = col
+	})
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.col, nil
+}
+
+// CheckAttributes checks every attribute column not checked yet (see
+// Attribute) and returns the first failure.
+func (x *Index) CheckAttributes() error {
+	for i := range x.attrs {
+		if _, err := x.Attribute(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Attributes returns the attribute fields and columns, each checked (see
+// Attribute; the first call pays for every column not checked yet). A
+// column that fails its check is replaced by one of nulls of its type, so
+// that nothing returned can make arrow-go slice out of bounds; callers
+// that must report the damage call CheckAttributes or Attribute.
 func (x *Index) Attributes() ([]arrow.Field, []arrow.Array) {
-	s := x.rec.Schema()
-	var f []arrow.Field
-	var c []arrow.Array
-	for i := NumFixed; i < s.NumFields(); i++ {
-		f = append(f, s.Field(i))
-		c = append(c, x.rec.Column(i))
+	f := x.AttributeFields()
+	c := make([]arrow.Array, len(x.attrs))
+	for i := range x.attrs {
+		x.Attribute(i)
+		c[i] = x.attrs[i].col
 	}
 	return f, c
 }

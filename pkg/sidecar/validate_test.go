@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 )
 
@@ -46,8 +48,9 @@ func dictOf(indices []int8, valid []bool, dict arrow.Array) arrow.Array {
 	return array.NewDictionaryArray(dt, ind, dict)
 }
 
-// TestNewValidates: New refuses, with an error naming the column, every
-// column arrow-go would slice out of bounds: utf8 offsets that decrease,
+// TestNewValidates: New (fixed columns) or the first Attribute (attribute
+// columns) refuses, with an error naming the column, every column arrow-go
+// would slice out of bounds: utf8 offsets that decrease,
 // start below 0, or run past the values; dictionary indices outside the
 // dictionary (version 1), a dictionary whose own offsets are bad, and any
 // dictionary in a version-2 index. A null row may hold any index.
@@ -108,7 +111,24 @@ func TestNewValidates(t *testing.T) {
 			}
 			rec := withColumn(base, tc.col, a, tc.version)
 			defer rec.Release()
-			_, err := New(rec)
+			x, err := New(rec)
+			if err == nil && tc.col >= NumFixed {
+				// Attribute columns are checked on first use; until then
+				// nothing of them is handed out.
+				_, err = x.Attribute(tc.col - NumFixed)
+				if !errors.Is(err, corrupt.ErrCorrupt) && err != nil {
+					t.Errorf("Attribute: %v is not marked corrupt", err)
+				}
+				if again, _ := x.Attribute(tc.col - NumFixed); (again == nil) != (err != nil) {
+					t.Errorf("a second Attribute disagrees with the first (%v)", err)
+				}
+				if _, cols := x.Attributes(); err != nil && cols[0].NullN() != cols[0].Len() {
+					t.Errorf("Attributes hands out the damaged column (%d nulls of %d)", cols[0].NullN(), cols[0].Len())
+				}
+				if cerr := x.CheckAttributes(); (cerr != nil) != (err != nil) {
+					t.Errorf("CheckAttributes = %v, Attribute = %v", cerr, err)
+				}
+			}
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("New = %v, want it accepted", err)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -67,10 +68,13 @@ func TestIndexIsMapped(t *testing.T) {
 }
 
 // TestOpenRefusesBadIndexColumns: what arrow-go would trust in the index
-// (the offsets of every utf8 column) is checked at open. Each mutant
-// rewrites one offset in place, optionally with every checksum recomputed
-// so that only the structural check can catch it, and must be refused as
-// corruption naming the index file and the column; none may panic.
+// (the offsets of every utf8 column) is checked before anything uses it.
+// Each mutant rewrites one offset in place, optionally with every checksum
+// recomputed so that only the structural check can catch it, and must be
+// refused as corruption naming the index file and the column; none may
+// panic. series_id is checked at open; an attribute column at open with
+// VerifyData, else on its first use (Index.Attribute), which is when a
+// query would hand it to arrow-go.
 func TestOpenRefusesBadIndexColumns(t *testing.T) {
 	type mutant struct {
 		name   string
@@ -99,7 +103,16 @@ func TestOpenRefusesBadIndexColumns(t *testing.T) {
 				ds := sample(t)
 				xf := mutateIndexOffset(t, ds, tc.column, tc.row, tc.value, resum)
 				s, err := Open(ds, Options{VerifyData: resum})
-				if err == nil {
+				if err == nil && tc.column != sidecar.ColSeriesID && !resum {
+					pos := slices.IndexFunc(s.Index().AttributeFields(), func(f arrow.Field) bool { return f.Name == tc.column })
+					_, err = s.Index().Attribute(pos)
+					for i := range s.Index().AttributeFields() {
+						if _, aerr := s.Index().Attribute(i); (aerr != nil) != (i == pos) {
+							t.Errorf("attribute %d: %v", i, aerr)
+						}
+					}
+					s.Close()
+				} else if err == nil {
 					s.Close()
 					t.Fatal("opened an index with a bad offset")
 				}

@@ -10,7 +10,9 @@
 // (one pass over the offsets of its string columns, sidecar.New) and
 // builds nothing per series: lookups binary-search the sorted ids in place.
 // The checksums of both files are read only with Options.VerifyData
-// (snapverify, reloads): docs/ARCHITECTURE.md invariant 3.
+// (snapverify, reloads), and the offsets of the attribute columns are then
+// checked at open too; otherwise each attribute column is checked on its
+// first use (sidecar.Index.Attribute): docs/ARCHITECTURE.md invariant 3.
 //
 // Handles are reference counted so a server can swap snapshots under load:
 // the opener holds one reference; every reader Acquires and Releases its
@@ -50,12 +52,13 @@ var ErrNotFound = errors.New("not found")
 
 // Options tune Open.
 type Options struct {
-	// VerifyData checksums the data file and the index at open: a read of
-	// every byte of both, so it is opt-in. snapverify and reloads turn it
-	// on; a (re)start of a trusted snapshot leaves it off and opens without
-	// reading either file whole: the index is then checked structurally
-	// only (offsets and indices in bounds, sidecar.New). A version-1 index
-	// is loaded (copied) whatever this says, and so always checksummed.
+	// VerifyData checksums the data file and the index at open, and checks
+	// the offsets of every index column: a read of every byte of both, so
+	// it is opt-in. snapverify and reloads turn it on; a (re)start of a
+	// trusted snapshot leaves it off and opens without reading either file
+	// whole: the index is then checked structurally, its attribute columns
+	// on first use (sidecar.New). A version-1 index is loaded (copied)
+	// whatever this says, and so always checksummed and checked in full.
 	VerifyData bool
 }
 
@@ -161,6 +164,15 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 	}
 	if err := s.loadIndex(xf); err != nil {
 		return nil, corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
+	}
+	// The attribute columns' offsets are checked on first use (see
+	// sidecar.New), except where open reads every byte anyway: with
+	// VerifyData, and for a version-1 index, which was copied.
+	s.idx.SetFile(xf.Path)
+	if opt.VerifyData || s.idx.Version() == sidecar.VersionV1 {
+		if err := s.idx.CheckAttributes(); err != nil {
+			return nil, err
+		}
 	}
 	trackLeaks(s)
 	return s, nil
