@@ -121,3 +121,37 @@ func breakOffset(t *testing.T, ds, column string, row int) string {
 	}
 	return xf.Path
 }
+
+// TestDamagedSeriesIDIsAnError: the same for the series_id column, which
+// is checked on first use too: a lookup bounds-checks its probes (no
+// panic), and the first answer, which carries the ids, is a corruption
+// error naming the file and the column.
+func TestDamagedSeriesIDIsAnError(t *testing.T) {
+	_, ds := testsnap.Sample(t, t.TempDir(), "SYN", 120, 5, func(o *sortwrite.Options) { o.BatchRows = 1000 })
+	xf := breakOffset(t, ds, "series_id", 40)
+	s, err := snapshot.Open(ds, snapshot.Options{})
+	if err != nil {
+		t.Fatalf("open: %v (series_id is checked on first use)", err)
+	}
+	defer s.Close()
+	r, err := query.FromSnapshot("SYN", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := query.Request{Select: query.Selector{Kind: query.ByPrefix}, Range: query.AllPeriods}
+	p, err := query.NewPlan(r, &req, query.Limits{})
+	if err == nil {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		_, err = p.Stream(context.Background(), mem, 1<<20, func(arrow.RecordBatch) error { return nil })
+	}
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), `"series_id"`) {
+		t.Fatalf("stream = %v, want ErrCorrupt naming series_id", err)
+	}
+	if f, _ := corrupt.File(err); f != xf {
+		t.Errorf("corrupt.File = %q, want %q", f, xf)
+	}
+	if _, err := snapshot.Open(ds, snapshot.Options{VerifyData: true}); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Errorf("open with VerifyData = %v, want ErrCorrupt at open", err)
+	}
+}

@@ -27,7 +27,6 @@ type SnapshotReader struct {
 	x      *sidecar.Index
 	info   Info
 	shape  *Shape
-	ids    *array.String // the index's series_id column
 	values []arrow.Array // per data batch, the value column
 }
 
@@ -42,7 +41,7 @@ func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error)
 		return nil, err
 	}
 	r := &SnapshotReader{
-		s: s, x: x, shape: sh, ids: x.IDs(),
+		s: s, x: x, shape: sh,
 		info: Info{Dataset: dataset, SnapshotID: s.ID(), Series: int64(x.Len()), Rows: s.Manifest.Stats.Rows},
 	}
 	// The attribute columns are fetched on use (attr): the index checks
@@ -86,7 +85,7 @@ func (r *SnapshotReader) attrOrNulls(pos int) arrow.Array {
 
 func (r *SnapshotReader) Info() Info               { return r.info }
 func (r *SnapshotReader) Shape() *Shape            { return r.shape }
-func (r *SnapshotReader) SeriesID(code int) string { return r.ids.Value(code) }
+func (r *SnapshotReader) SeriesID(code int) string { return r.x.ID(code) }
 
 // Select resolves a selector over the index: a binary search per id, two
 // for a prefix, one pass over the category column for a category.
@@ -343,19 +342,23 @@ func allValid(a arrow.Array, codes []int32) bool {
 // selected series, dictionaries in the index decoded). A contiguous
 // selection slices the index columns without copying.
 func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs []int, mem memory.Allocator) (ids arrow.Array, values []arrow.Array, err error) {
+	all, err := r.x.IDs() // checked on first use, like the attributes
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+	}
 	lo, hi, span := sel.Span()
 	if span {
-		ids = array.NewSlice(r.ids, int64(lo), int64(hi))
+		ids = array.NewSlice(all, int64(lo), int64(hi))
 	} else {
 		bld := array.NewStringBuilder(mem)
 		bytes := 0
 		for _, c := range sel.list {
-			bytes += r.ids.ValueLen(int(c))
+			bytes += all.ValueLen(int(c))
 		}
 		bld.Reserve(len(sel.list))
 		bld.ReserveData(bytes)
 		for _, c := range sel.list {
-			bld.Append(r.ids.Value(int(c)))
+			bld.Append(all.Value(int(c)))
 		}
 		ids = bld.NewArray()
 		bld.Release()

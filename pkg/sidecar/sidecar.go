@@ -92,8 +92,11 @@ type Index struct {
 	version      string
 	file         string // for the errors of lazy checks; see SetFile
 	attrs        []attrCheck
+	idCheck      attrCheck // series_id's offsets pass, on first use (IDs)
 	rec          arrow.RecordBatch
 	ids          *array.String
+	idOffs       []int32 // ids' raw offsets and values, for per-access bounds checks
+	idData       []byte
 	rowOffset    []int64
 	rowCount     []int64
 	batch        []uint32
@@ -129,14 +132,14 @@ type attrCheck struct {
 
 // New wraps an index record batch after checking its schema and what
 // arrow-go trusts in its columns (validate.go). Every column gets the O(1)
-// checks (types, buffer lengths); the fixed columns, series_id among them,
-// also get the pass over their offsets now, since every lookup and every
-// answer uses them. That pass costs about a nanosecond per series per
-// string column, which at millions of series and several string
-// attributes is most of an open: so each attribute column gets it lazily,
-// once, on first use (Attribute), or all at once with CheckAttributes
-// (snapshot.Open with VerifyData, which reads every byte anyway). A
-// damaged column is an error naming it, never a column handed out that
+// checks (types, buffer lengths). The pass over a utf8 column's offsets
+// costs about a nanosecond per series, which at millions of series and
+// several string columns would be most of an open, so each string column
+// gets it once, on first use: series_id when IDs is first called (Lookup,
+// Prefix, SeriesID and Entry bounds-check each id they read instead, so
+// they need no pass), each attribute column when Attribute is; Check runs
+// them all (snapshot.Open with VerifyData, which reads every byte anyway).
+// A damaged column is an error naming it, never a column handed out that
 // could make arrow-go slice out of bounds. Nothing else of the file is
 // read. New does not take a reference on rec; the caller keeps rec alive.
 func New(rec arrow.RecordBatch) (*Index, error) {
@@ -173,8 +176,8 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		if err := checkBuffers(c); err != nil {
 			return nil, fmt.Errorf("index column %q: %w", name, err)
 		}
-		if i >= NumFixed {
-			continue // checkValues on first use: Attribute
+		if i >= NumFixed || i == ColumnSeriesID {
+			continue // checkValues on first use: Attribute, IDs
 		}
 		if err := checkValues(c); err != nil {
 			return nil, fmt.Errorf("index column %q: %w", name, err)
@@ -199,6 +202,13 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		latestPeriod: rec.Column(ColumnLatestPeriod).(*array.Date32),
 		latestValue:  rec.Column(ColumnLatestValue),
 	}
+	if d := x.ids.Data(); d.Len() > 0 {
+		// checkBuffers made sure both buffers are there and long enough.
+		x.idOffs = arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()+1]
+		if b := d.Buffers()[2]; b != nil {
+			x.idData = b.Bytes()
+		}
+	}
 	return x, nil
 }
 
@@ -208,41 +218,83 @@ func (x *Index) Version() string { return x.version }
 // Len is the number of series.
 func (x *Index) Len() int { return x.ids.Len() }
 
+// ID is series i's id, aliasing the index (valid while the snapshot is
+// held), read with its two offsets bounds-checked, so that it needs no
+// pass over the column; "" when they are damaged, which IDs and Check
+// report. Lookup and Prefix read ids this way.
+func (x *Index) ID(i int) string {
+	if i < 0 || i+1 >= len(x.idOffs) {
+		return ""
+	}
+	lo, hi := x.idOffs[i], x.idOffs[i+1]
+	if lo < 0 || hi < lo || int(hi) > len(x.idData) {
+		return ""
+	}
+	return unsafeString(x.idData[lo:hi])
+}
+
+// Check runs every column's first-use check now (IDs, Attribute) and
+// returns the first failure.
+func (x *Index) Check() error {
+	if _, err := x.IDs(); err != nil {
+		return err
+	}
+	return x.CheckAttributes()
+}
+
+// corruptf marks a check's failure as corruption of the index file.
+func (x *Index) corruptf(err error) error {
+	if x.file != "" {
+		return corrupt.InFile(x.file, fmt.Errorf("%s: %w", x.file, err))
+	}
+	return corrupt.Mark(err)
+}
+
 // Record is the underlying record batch.
 func (x *Index) Record() arrow.RecordBatch { return x.rec }
 
 // IDs is the series_id column, sorted bytewise (aliasing the index, and
-// so the mapping: valid while the snapshot is held).
-func (x *Index) IDs() *array.String { return x.ids }
+// so the mapping: valid while the snapshot is held), once its offsets have
+// been checked: on the first call, like Attribute's check.
+func (x *Index) IDs() (*array.String, error) {
+	x.idCheck.once.Do(func() {
+		if err := checkValues(x.ids); err != nil {
+			x.idCheck.err = x.corruptf(fmt.Errorf("index column %q: %w", ColSeriesID, err))
+		}
+	})
+	if x.idCheck.err != nil {
+		return nil, x.idCheck.err
+	}
+	return x.ids, nil
+}
 
 // SeriesID returns a copy of series i's id, safe to keep after the
 // snapshot is released. (Hot paths read IDs() in place instead: since
 // version 2 the index is mapped, so a string aliasing it is valid only
 // while the mapping is, as are Entry's SeriesID and every column.)
-func (x *Index) SeriesID(i int) string { return strings.Clone(x.ids.Value(i)) }
+func (x *Index) SeriesID(i int) string { return strings.Clone(x.ID(i)) }
 
 // Lookup finds a series by id: a binary search over the sorted ids.
 // It compares the id bytes where they lie (offsets and data of the utf8
 // column) rather than through Value, which is most of a lookup's cost.
 func (x *Index) Lookup(id string) (int, bool) {
-	offs, data := x.ids.ValueOffsets(), x.ids.ValueBytes()
 	lo, hi := 0, x.ids.Len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if string(data[offs[m]:offs[m+1]]) < id {
+		if x.ID(m) < id {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	return lo, lo < x.ids.Len() && string(data[offs[lo]:offs[lo+1]]) == id
+	return lo, lo < x.ids.Len() && x.ID(lo) == id
 }
 
 // Prefix returns the code range [lo, hi) of series whose id starts with p.
 func (x *Index) Prefix(p string) (lo, hi int) {
 	n := x.ids.Len()
-	lo = sort.Search(n, func(i int) bool { return x.ids.Value(i) >= p })
-	hi = lo + sort.Search(n-lo, func(j int) bool { return !strings.HasPrefix(x.ids.Value(lo+j), p) })
+	lo = sort.Search(n, func(i int) bool { return x.ID(i) >= p })
+	hi = lo + sort.Search(n-lo, func(j int) bool { return !strings.HasPrefix(x.ID(lo+j), p) })
 	return lo, hi
 }
 
@@ -250,7 +302,7 @@ func (x *Index) Prefix(p string) (lo, hi int) {
 func (x *Index) Entry(i int) Entry {
 	return Entry{
 		Code:        i,
-		SeriesID:    x.ids.Value(i),
+		SeriesID:    x.ID(i),
 		RowOffset:   x.rowOffset[i],
 		RowCount:    x.rowCount[i],
 		Batch:       int(x.batch[i]),
@@ -297,12 +349,7 @@ func (x *Index) Attribute(i int) (arrow.Array, error) {
 	c.once.Do(func() {
 		col := x.rec.Column(NumFixed + i)
 		if err := checkValues(col); err != nil {
-			err = fmt.Errorf("index column %q: %w", x.rec.Schema().Field(NumFixed+i).Name, err)
-			if x.file != "" {
-				c.err = corrupt.InFile(x.file, fmt.Errorf("%s: %w", x.file, err))
-			} else {
-				c.err = corrupt.Mark(err)
-			}
+			c.err = x.corruptf(fmt.Errorf("index column %q: %w", x.rec.Schema().Field(NumFixed+i).Name, err))
 			c.col = array.MakeArrayOfNull(memory.DefaultAllocator, col.DataType(), col.Len())
 			return
 		}

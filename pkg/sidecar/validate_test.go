@@ -48,8 +48,8 @@ func dictOf(indices []int8, valid []bool, dict arrow.Array) arrow.Array {
 	return array.NewDictionaryArray(dt, ind, dict)
 }
 
-// TestNewValidates: New (fixed columns) or the first Attribute (attribute
-// columns) refuses, with an error naming the column, every column arrow-go
+// TestNewValidates: New (O(1) checks) or the first use of the column
+// (IDs, Attribute: the pass over its offsets or indices) refuses, with an error naming the column, every column arrow-go
 // would slice out of bounds: utf8 offsets that decrease,
 // start below 0, or run past the values; dictionary indices outside the
 // dictionary (version 1), a dictionary whose own offsets are bad, and any
@@ -112,6 +112,15 @@ func TestNewValidates(t *testing.T) {
 			rec := withColumn(base, tc.col, a, tc.version)
 			defer rec.Release()
 			x, err := New(rec)
+			if err == nil && tc.col == ColumnSeriesID {
+				// Checked on first use too; lookups bounds-check each probe.
+				x.Lookup("S000003")
+				x.Prefix("S")
+				_ = x.Entry(3).SeriesID
+				if _, err = x.IDs(); err != nil && !errors.Is(err, corrupt.ErrCorrupt) {
+					t.Errorf("IDs: %v is not marked corrupt", err)
+				}
+			}
 			if err == nil && tc.col >= NumFixed {
 				// Attribute columns are checked on first use; until then
 				// nothing of them is handed out.

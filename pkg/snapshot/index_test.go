@@ -72,9 +72,9 @@ func TestIndexIsMapped(t *testing.T) {
 // Each mutant rewrites one offset in place, optionally with every checksum
 // recomputed so that only the structural check can catch it, and must be
 // refused as corruption naming the index file and the column; none may
-// panic. series_id is checked at open; an attribute column at open with
-// VerifyData, else on its first use (Index.Attribute), which is when a
-// query would hand it to arrow-go.
+// panic. Each string column is checked at open with VerifyData, else on
+// its first use (Index.IDs, Index.Attribute), which is when a query would
+// hand it to arrow-go.
 func TestOpenRefusesBadIndexColumns(t *testing.T) {
 	type mutant struct {
 		name   string
@@ -103,13 +103,23 @@ func TestOpenRefusesBadIndexColumns(t *testing.T) {
 				ds := sample(t)
 				xf := mutateIndexOffset(t, ds, tc.column, tc.row, tc.value, resum)
 				s, err := Open(ds, Options{VerifyData: resum})
-				if err == nil && tc.column != sidecar.ColSeriesID && !resum {
-					pos := slices.IndexFunc(s.Index().AttributeFields(), func(f arrow.Field) bool { return f.Name == tc.column })
-					_, err = s.Index().Attribute(pos)
-					for i := range s.Index().AttributeFields() {
-						if _, aerr := s.Index().Attribute(i); (aerr != nil) != (i == pos) {
+				if err == nil && !resum {
+					// Opened: the column is checked on its first use.
+					x := s.Index()
+					pos := slices.IndexFunc(x.AttributeFields(), func(f arrow.Field) bool { return f.Name == tc.column })
+					if tc.column == sidecar.ColSeriesID {
+						x.Lookup("PET.NOPE") // bounds-checked probes: no panic, no pass
+						_, err = x.IDs()
+					} else {
+						_, err = x.Attribute(pos)
+					}
+					for i := range x.AttributeFields() {
+						if _, aerr := x.Attribute(i); (aerr != nil) != (i == pos) {
 							t.Errorf("attribute %d: %v", i, aerr)
 						}
+					}
+					if cerr := x.Check(); cerr == nil {
+						t.Error("Check passes a damaged index")
 					}
 					s.Close()
 				} else if err == nil {

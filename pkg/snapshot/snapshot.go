@@ -165,12 +165,12 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 	if err := s.loadIndex(xf); err != nil {
 		return nil, corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
 	}
-	// The attribute columns' offsets are checked on first use (see
+	// The string columns' offsets are checked on first use (see
 	// sidecar.New), except where open reads every byte anyway: with
 	// VerifyData, and for a version-1 index, which was copied.
 	s.idx.SetFile(xf.Path)
 	if opt.VerifyData || s.idx.Version() == sidecar.VersionV1 {
-		if err := s.idx.CheckAttributes(); err != nil {
+		if err := s.idx.Check(); err != nil {
 			return nil, err
 		}
 	}
