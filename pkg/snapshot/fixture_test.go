@@ -1,9 +1,16 @@
 package snapshot
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/energyscope/servingsnap/pkg/corrupt"
+	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 
 	"github.com/energyscope/servingsnap/pkg/period"
 )
@@ -80,5 +87,53 @@ func checkFixture(t *testing.T, s *Snapshot) {
 	}
 	if got := s.Schema().Field(3).Name; got != "note" {
 		t.Errorf("varying column = %q, want note", got)
+	}
+}
+
+// TestVersionsMustAgree: a manifest's format_version says which index
+// layout to expect; an index of the other version is refused as corrupt
+// (a version-1 index cannot be mapped, a version-2 one must not be taken
+// for version 1), whatever the checksums say.
+func TestVersionsMustAgree(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		claim   int
+	}{
+		{"../../testdata/v1/FIXTURE", 2},
+		{"../../testdata/v2/FIXTURE", 1},
+	} {
+		t.Run(fmt.Sprintf("%s as version %d", filepath.Base(filepath.Dir(tc.fixture)), tc.claim), func(t *testing.T) {
+			ds := filepath.Join(t.TempDir(), "FIXTURE")
+			if err := os.CopyFS(ds, os.DirFS(tc.fixture)); err != nil {
+				t.Fatal(err)
+			}
+			d, err := dataset.Open(ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := d.Current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.FormatVersion = tc.claim
+			b, err := manifest.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ds, dataset.ManifestPath(m.SnapshotID)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, opt := range []Options{{}, {VerifyData: true}} {
+				s, err := Open(ds, opt)
+				if err == nil {
+					s.Close()
+					t.Fatalf("opened a version-%d manifest over the other index version", tc.claim)
+				}
+				xf, _ := m.FileByRole(manifest.RoleIndex)
+				if f, _ := corrupt.File(err); !errors.Is(err, ErrCorrupt) || f != xf.Path {
+					t.Errorf("%v: want ErrCorrupt in %s", err, xf.Path)
+				}
+			}
+		})
 	}
 }
