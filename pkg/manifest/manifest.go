@@ -22,10 +22,15 @@ import (
 )
 
 // Format and Version identify the manifest document; readers refuse other
-// versions rather than guess.
+// versions rather than guess. Version is what writers write; readers accept
+// every version from MinVersion to Version. The document's fields are the
+// same in both; the version says the snapshot's layout: version 2
+// snapshots have a version-2 index (mapped, no dictionaries, FORMAT.md §4),
+// version 1 snapshots a version-1 index.
 const (
-	Format  = "servingsnap.manifest"
-	Version = 1
+	Format     = "servingsnap.manifest"
+	Version    = 2
+	MinVersion = 1
 )
 
 // File roles, tiers and formats written in Manifest.Files.
@@ -241,8 +246,8 @@ func Parse(b []byte) (*Manifest, error) {
 	if head.Format != Format {
 		return nil, corrupt.Errorf("manifest format %q, want %q", head.Format, Format)
 	}
-	if head.FormatVersion != Version {
-		return nil, corrupt.Errorf("manifest format_version %d is not supported (this build reads %d)", head.FormatVersion, Version)
+	if head.FormatVersion < MinVersion || head.FormatVersion > Version {
+		return nil, corrupt.Errorf("manifest format_version %d is not supported (this build reads %d to %d)", head.FormatVersion, MinVersion, Version)
 	}
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -268,8 +273,8 @@ func (m *Manifest) Validate() error {
 	bad := func(format string, a ...any) error {
 		return corrupt.Errorf("manifest %d: "+format, append([]any{m.SnapshotID}, a...)...)
 	}
-	if m.Format != Format || m.FormatVersion != Version {
-		return bad("format %q version %d, want %q version %d", m.Format, m.FormatVersion, Format, Version)
+	if m.Format != Format || m.FormatVersion < MinVersion || m.FormatVersion > Version {
+		return bad("format %q version %d, want %q version %d to %d", m.Format, m.FormatVersion, Format, MinVersion, Version)
 	}
 	if m.SnapshotID == 0 {
 		return bad("snapshot_id must be ≥ 1")

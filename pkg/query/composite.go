@@ -349,11 +349,19 @@ func (c *Composite) Dictionaries(ctx context.Context, sel Selection, attrs []int
 	}
 	ids = idb.NewArray()
 	for _, pos := range attrs {
+		var base arrow.Array
+		if base, err = c.base.attr(pos); err != nil {
+			ids.Release()
+			for _, v := range values {
+				v.Release()
+			}
+			return nil, nil, err
+		}
 		b := array.NewBuilder(mem, c.base.shape.attrs[pos].Field.Type.(*arrow.DictionaryType).ValueType)
 		for k := 0; k < n && err == nil; k++ {
 			code := sel.Code(k)
 			if code < c.nb {
-				err = appendCell(b, c.base.attrs[pos], code)
+				err = appendCell(b, base, code)
 			} else {
 				rc := c.newAttr[code-c.nb]
 				err = appendCell(b, rc.run.Attrs(pos), rc.local)

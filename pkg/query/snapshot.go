@@ -27,8 +27,6 @@ type SnapshotReader struct {
 	x      *sidecar.Index
 	info   Info
 	shape  *Shape
-	ids    *array.String // the index's series_id column
-	attrs  []arrow.Array // the index's attribute columns
 	values []arrow.Array // per data batch, the value column
 }
 
@@ -37,20 +35,26 @@ type SnapshotReader struct {
 // answer cannot carry.
 func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error) {
 	x := s.Index()
-	fields, cols := x.Attributes()
+	fields := x.AttributeFields()
 	sh, err := NewShape(dataset, s.ID(), s.Schema(), fields)
 	if err != nil {
 		return nil, err
 	}
 	r := &SnapshotReader{
-		s: s, x: x, shape: sh, ids: x.IDs(), attrs: cols,
+		s: s, x: x, shape: sh,
 		info: Info{Dataset: dataset, SnapshotID: s.ID(), Series: int64(x.Len()), Rows: s.Manifest.Stats.Rows},
 	}
-	for _, c := range cols {
-		if d, ok := c.(*array.Dictionary); ok {
-			// arrow-go builds a dictionary array's Dictionary() lazily, with
-			// no lock: build it here, before concurrent requests read it.
-			d.Dictionary()
+	// The attribute columns are fetched on use (attr): the index checks
+	// each on its first use, so that opening stays flat in the number of
+	// series. Only a version-1 index holds dictionaries, and it was
+	// checked in full at open, so fetching them here costs nothing.
+	if x.Version() == sidecar.VersionV1 {
+		for pos := range fields {
+			if d, ok := r.attrOrNulls(pos).(*array.Dictionary); ok {
+				// arrow-go builds a dictionary array's Dictionary() lazily, with
+				// no lock: build it here, before concurrent requests read it.
+				d.Dictionary()
+			}
 		}
 	}
 	for i := 0; i < s.NumBatches(); i++ {
@@ -62,9 +66,26 @@ func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error)
 // Snapshot is the wrapped snapshot.
 func (r *SnapshotReader) Snapshot() *snapshot.Snapshot { return r.s }
 
+// attr is attribute column pos of the index, checked on its first use: a
+// damaged column is snapshot.ErrCorrupt naming the index file and column.
+func (r *SnapshotReader) attr(pos int) (arrow.Array, error) {
+	a, err := r.x.Attribute(pos)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+	}
+	return a, nil
+}
+
+// attrOrNulls is attribute column pos, or nulls in place of a damaged
+// one, for the callers that have no error to return (Attr).
+func (r *SnapshotReader) attrOrNulls(pos int) arrow.Array {
+	_, cols := r.x.Attributes()
+	return cols[pos]
+}
+
 func (r *SnapshotReader) Info() Info               { return r.info }
 func (r *SnapshotReader) Shape() *Shape            { return r.shape }
-func (r *SnapshotReader) SeriesID(code int) string { return r.ids.Value(code) }
+func (r *SnapshotReader) SeriesID(code int) string { return r.x.ID(code) }
 
 // Select resolves a selector over the index: a binary search per id, two
 // for a prefix, one pass over the category column for a category.
@@ -114,7 +135,11 @@ func (r *SnapshotReader) selectCategory(cat string) (Selection, error) {
 	if pos < 0 {
 		return Selection{}, Errorf(ErrInvalid, "dataset %q has no %q attribute; select by series or prefix", r.info.Dataset, CategoryAttribute)
 	}
-	match, err := CategoryMatcher(r.attrs[pos], cat)
+	col, err := r.attr(pos)
+	if err != nil {
+		return Selection{}, err
+	}
+	match, err := CategoryMatcher(col, cat)
 	if err != nil {
 		return Selection{}, Errorf(ErrInvalid, "dataset %q: %v", r.info.Dataset, err)
 	}
@@ -125,7 +150,7 @@ func (r *SnapshotReader) selectCategory(cat string) (Selection, error) {
 		}
 	}
 	if len(list) == 0 {
-		return Selection{}, Errorf(ErrNotFound, "category %q not found in dataset %q (snapshot %d)%s", Truncate(cat, 128), r.info.Dataset, r.info.SnapshotID, categoryHint(r.attrs[pos]))
+		return Selection{}, Errorf(ErrNotFound, "category %q not found in dataset %q (snapshot %d)%s", Truncate(cat, 128), r.info.Dataset, r.info.SnapshotID, categoryHint(col))
 	}
 	return CodeList(list), nil
 }
@@ -157,26 +182,58 @@ func CategoryMatcher(col arrow.Array, c string) (func(int) bool, error) {
 	return nil, fmt.Errorf("the %s attribute is %s, not a string column", CategoryAttribute, col.DataType())
 }
 
-// categoryHint lists a few categories when the column is a dictionary
-// (cheap: the dictionary is the set of distinct values).
+// categoryHint lists a few categories, in bytewise order: a dictionary's
+// first entries (a version-1 index), or the distinct values of a plain
+// utf8 column (version 2), found in one pass that stops collecting after
+// maxHintValues distinct values. The pass is over a column selectCategory
+// has just scanned anyway, and only on the not-found path.
 func categoryHint(col arrow.Array) string {
-	a, ok := col.(*array.Dictionary)
-	if !ok {
+	var distinct []string
+	more := false
+	switch a := col.(type) {
+	case *array.Dictionary:
+		d, ok := a.Dictionary().(*array.String)
+		if !ok {
+			return ""
+		}
+		for i := 0; i < d.Len(); i++ {
+			distinct = append(distinct, d.Value(i))
+		}
+	case *array.String:
+		seen := map[string]bool{}
+		for i := 0; i < a.Len(); i++ {
+			if a.IsNull(i) || seen[a.Value(i)] {
+				continue
+			}
+			if len(seen) == maxHintValues {
+				more = true
+				break
+			}
+			seen[a.Value(i)] = true
+		}
+		for v := range seen {
+			distinct = append(distinct, v)
+		}
+		slices.Sort(distinct)
+	default:
 		return ""
 	}
-	d, ok := a.Dictionary().(*array.String)
-	if !ok || d.Len() == 0 {
+	if len(distinct) == 0 {
 		return ""
 	}
 	var names []string
-	for i := 0; i < d.Len() && i < 10; i++ {
-		names = append(names, strconv.Quote(d.Value(i)))
+	for i := 0; i < len(distinct) && i < 10; i++ {
+		names = append(names, strconv.Quote(distinct[i]))
 	}
-	if d.Len() > 10 {
+	if len(distinct) > 10 || more {
 		names = append(names, "…")
 	}
 	return "; categories: " + strings.Join(names, ", ")
 }
+
+// maxHintValues bounds the distinct values categoryHint collects from a
+// plain column.
+const maxHintValues = 1024
 
 // Rows is snapshot.Range as a piece of the mapped batch. An index entry
 // pointing outside the data is corruption (snapshot.ErrCorrupt), named
@@ -245,10 +302,10 @@ func (r *SnapshotReader) Periods(code int) []arrow.Date32 {
 // Attr is where attribute a of series id is held in the index.
 func (r *SnapshotReader) Attr(id string, a int) (arrow.Array, int, bool) {
 	c, ok := r.x.Lookup(id)
-	if !ok || a >= len(r.attrs) {
+	if !ok || a >= len(r.shape.attrs) {
 		return nil, 0, ok
 	}
-	return r.attrs[a], c, true
+	return r.attrOrNulls(a), c, true
 }
 
 // LatestValues gathers the index's latest_value column at codes: a slice
@@ -285,19 +342,23 @@ func allValid(a arrow.Array, codes []int32) bool {
 // selected series, dictionaries in the index decoded). A contiguous
 // selection slices the index columns without copying.
 func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs []int, mem memory.Allocator) (ids arrow.Array, values []arrow.Array, err error) {
+	all, err := r.x.IDs() // checked on first use, like the attributes
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+	}
 	lo, hi, span := sel.Span()
 	if span {
-		ids = array.NewSlice(r.ids, int64(lo), int64(hi))
+		ids = array.NewSlice(all, int64(lo), int64(hi))
 	} else {
 		bld := array.NewStringBuilder(mem)
 		bytes := 0
 		for _, c := range sel.list {
-			bytes += r.ids.ValueLen(int(c))
+			bytes += all.ValueLen(int(c))
 		}
 		bld.Reserve(len(sel.list))
 		bld.ReserveData(bytes)
 		for _, c := range sel.list {
-			bld.Append(r.ids.Value(int(c)))
+			bld.Append(all.Value(int(c)))
 		}
 		ids = bld.NewArray()
 		bld.Release()
@@ -328,7 +389,10 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 		return compute.TakeArray(compute.WithAllocator(ctx, mem), src, idx)
 	}
 	for _, pos := range attrs {
-		src := r.attrs[pos]
+		src, err := r.attr(pos)
+		if err != nil {
+			return ids, values, err // the deferred cleanup releases them
+		}
 		var a arrow.Array
 		// A slice is serialised in this goroutine; a gather (and a
 		// dictionary's decoding is one) is not: check it first

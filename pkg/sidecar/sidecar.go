@@ -6,17 +6,23 @@
 //
 // The index is itself an Arrow IPC file with a single record batch, so a
 // reader maps it and binary-searches the series_id column in place: opening
-// builds no per-series map.
+// builds no per-series map. Version 2 (what Writer writes) holds no
+// dictionary-encoded column, so arrow-go maps it zero-copy; version 1 files
+// may dictionary-encode string attributes and are read through arrow-go's
+// copying reader (see New).
 package sidecar
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 )
 
@@ -34,6 +40,14 @@ const (
 
 	// FileIndex is the servingsnap.file metadata value of an index file.
 	FileIndex = "index"
+
+	// Version is the index layout Writer writes (the schema's
+	// servingsnap.format_version): no dictionary-encoded column anywhere,
+	// so that the file maps zero-copy. FORMAT.md §4.
+	Version = "2"
+	// VersionV1 is the first layout, still read: string attributes may be
+	// dictionary-encoded, so a reader must load (copy) the file.
+	VersionV1 = "1"
 )
 
 // Positions of the fixed index columns. Every reader and writer of the
@@ -67,7 +81,7 @@ func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
 	fields[ColumnLatestPeriod] = arrow.Field{Name: ColLatestPeriod, Type: arrow.FixedWidthTypes.Date32, Nullable: true}
 	fields[ColumnLatestValue] = arrow.Field{Name: ColLatestValue, Type: valueType, Nullable: true}
 	fields = append(fields, attrs...)
-	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, datafile.Version})
+	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, Version})
 	return arrow.NewSchema(fields, &md)
 }
 
@@ -75,8 +89,14 @@ func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
 // handles to the columns and nothing per series: lookups binary-search the
 // sorted series_id column where it lies (in the mapping, for a mapped file).
 type Index struct {
+	version      string
+	file         string // for the errors of lazy checks; see SetFile
+	attrs        []attrCheck
+	idCheck      attrCheck // series_id's offsets pass, on first use (IDs)
 	rec          arrow.RecordBatch
 	ids          *array.String
+	idOffs       []int32 // ids' raw offsets and values, for per-access bounds checks
+	idData       []byte
 	rowOffset    []int64
 	rowCount     []int64
 	batch        []uint32
@@ -89,7 +109,9 @@ type Index struct {
 
 // Entry is one series' location and bounds.
 type Entry struct {
-	Code        int // the index row; the data file's series_code
+	Code int // the index row; the data file's series_code
+	// SeriesID aliases the index (mapped since version 2): valid while the
+	// snapshot is held; strings.Clone it to keep it longer.
 	SeriesID    string
 	RowOffset   int64
 	RowCount    int64
@@ -99,13 +121,36 @@ type Entry struct {
 	LastPeriod  int32
 }
 
-// New wraps an index record batch after checking its schema and the
-// column invariants that are cheap to check without touching every row.
-// It does not take a reference on rec; the caller keeps rec alive.
+// attrCheck is the outcome of one attribute column's check, made once, on
+// first use (Attribute). col is the column, or after a failed check a
+// column of nulls standing in for it (Attributes).
+type attrCheck struct {
+	once sync.Once
+	col  arrow.Array
+	err  error
+}
+
+// New wraps an index record batch after checking its schema and what
+// arrow-go trusts in its columns (validate.go). Every column gets the O(1)
+// checks (types, buffer lengths). The pass over a utf8 column's offsets
+// costs about a nanosecond per series, which at millions of series and
+// several string columns would be most of an open, so each string column
+// gets it once, on first use: series_id when IDs is first called (Lookup,
+// Prefix, SeriesID and Entry bounds-check each id they read instead, so
+// they need no pass), each attribute column when Attribute is; Check runs
+// them all (snapshot.Open with VerifyData, which reads every byte anyway).
+// A damaged column is an error naming it, never a column handed out that
+// could make arrow-go slice out of bounds. Nothing else of the file is
+// read. New does not take a reference on rec; the caller keeps rec alive.
 func New(rec arrow.RecordBatch) (*Index, error) {
 	s := rec.Schema()
-	if err := datafile.CheckMeta(s, FileIndex); err != nil {
-		return nil, err
+	md := s.Metadata()
+	if got, _ := md.GetValue(datafile.MetaFile); got != FileIndex {
+		return nil, fmt.Errorf("schema metadata %s=%q, want %q", datafile.MetaFile, got, FileIndex)
+	}
+	version, _ := md.GetValue(datafile.MetaVersion)
+	if version != Version && version != VersionV1 {
+		return nil, fmt.Errorf("index file format version %q is not supported (this build reads %s and %s)", version, VersionV1, Version)
 	}
 	if s.NumFields() < NumFixed {
 		return nil, fmt.Errorf("index has %d columns, want at least %d", s.NumFields(), NumFixed)
@@ -117,12 +162,35 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 			return nil, fmt.Errorf("index column %d is %s %s, want %s %s", i, g.Name, g.Type, w.Name, w.Type)
 		}
 	}
+	if int64(rec.NumRows()) < 0 || rec.NumCols() != int64(s.NumFields()) {
+		return nil, fmt.Errorf("index batch has %d columns for %d fields", rec.NumCols(), s.NumFields())
+	}
+	for i, c := range rec.Columns() {
+		name := s.Field(i).Name
+		if c.DataType().ID() == arrow.DICTIONARY && version != VersionV1 {
+			return nil, fmt.Errorf("index column %q is dictionary-encoded; version %s indexes hold none", name, version)
+		}
+		if int64(c.Len()) != rec.NumRows() {
+			return nil, fmt.Errorf("index column %q has %d rows, the batch %d", name, c.Len(), rec.NumRows())
+		}
+		if err := checkBuffers(c); err != nil {
+			return nil, fmt.Errorf("index column %q: %w", name, err)
+		}
+		if i >= NumFixed || i == ColumnSeriesID {
+			continue // checkValues on first use: Attribute, IDs
+		}
+		if err := checkValues(c); err != nil {
+			return nil, fmt.Errorf("index column %q: %w", name, err)
+		}
+	}
 	for i := 0; i < NumFixed; i++ {
 		if !want.Field(i).Nullable && rec.Column(i).NullN() != 0 {
 			return nil, fmt.Errorf("index column %s has %d nulls", s.Field(i).Name, rec.Column(i).NullN())
 		}
 	}
 	x := &Index{
+		attrs:        make([]attrCheck, s.NumFields()-NumFixed),
+		version:      version,
 		rec:          rec,
 		ids:          rec.Column(ColumnSeriesID).(*array.String),
 		rowOffset:    rec.Column(ColumnRowOffset).(*array.Int64).Int64Values(),
@@ -134,43 +202,99 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		latestPeriod: rec.Column(ColumnLatestPeriod).(*array.Date32),
 		latestValue:  rec.Column(ColumnLatestValue),
 	}
+	if d := x.ids.Data(); d.Len() > 0 {
+		// checkBuffers made sure both buffers are there and long enough.
+		x.idOffs = arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()+1]
+		if b := d.Buffers()[2]; b != nil {
+			x.idData = b.Bytes()
+		}
+	}
 	return x, nil
 }
+
+// Version is the file's layout version (Version or VersionV1).
+func (x *Index) Version() string { return x.version }
 
 // Len is the number of series.
 func (x *Index) Len() int { return x.ids.Len() }
 
+// ID is series i's id, aliasing the index (valid while the snapshot is
+// held), read with its two offsets bounds-checked, so that it needs no
+// pass over the column; "" when they are damaged, which IDs and Check
+// report. Lookup and Prefix read ids this way.
+func (x *Index) ID(i int) string {
+	if i < 0 || i+1 >= len(x.idOffs) {
+		return ""
+	}
+	lo, hi := x.idOffs[i], x.idOffs[i+1]
+	if lo < 0 || hi < lo || int(hi) > len(x.idData) {
+		return ""
+	}
+	return unsafeString(x.idData[lo:hi])
+}
+
+// Check runs every column's first-use check now (IDs, Attribute) and
+// returns the first failure.
+func (x *Index) Check() error {
+	if _, err := x.IDs(); err != nil {
+		return err
+	}
+	return x.CheckAttributes()
+}
+
+// corruptf marks a check's failure as corruption of the index file.
+func (x *Index) corruptf(err error) error {
+	if x.file != "" {
+		return corrupt.InFile(x.file, fmt.Errorf("%s: %w", x.file, err))
+	}
+	return corrupt.Mark(err)
+}
+
 // Record is the underlying record batch.
 func (x *Index) Record() arrow.RecordBatch { return x.rec }
 
-// IDs is the series_id column, sorted bytewise (aliasing the index).
-func (x *Index) IDs() *array.String { return x.ids }
+// IDs is the series_id column, sorted bytewise (aliasing the index, and
+// so the mapping: valid while the snapshot is held), once its offsets have
+// been checked: on the first call, like Attribute's check.
+func (x *Index) IDs() (*array.String, error) {
+	x.idCheck.once.Do(func() {
+		if err := checkValues(x.ids); err != nil {
+			x.idCheck.err = x.corruptf(fmt.Errorf("index column %q: %w", ColSeriesID, err))
+		}
+	})
+	if x.idCheck.err != nil {
+		return nil, x.idCheck.err
+	}
+	return x.ids, nil
+}
 
-// SeriesID returns series i's id. The string aliases the index buffer.
-func (x *Index) SeriesID(i int) string { return x.ids.Value(i) }
+// SeriesID returns a copy of series i's id, safe to keep after the
+// snapshot is released. (Hot paths read IDs() in place instead: since
+// version 2 the index is mapped, so a string aliasing it is valid only
+// while the mapping is, as are Entry's SeriesID and every column.)
+func (x *Index) SeriesID(i int) string { return strings.Clone(x.ID(i)) }
 
 // Lookup finds a series by id: a binary search over the sorted ids.
 // It compares the id bytes where they lie (offsets and data of the utf8
 // column) rather than through Value, which is most of a lookup's cost.
 func (x *Index) Lookup(id string) (int, bool) {
-	offs, data := x.ids.ValueOffsets(), x.ids.ValueBytes()
 	lo, hi := 0, x.ids.Len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if string(data[offs[m]:offs[m+1]]) < id {
+		if x.ID(m) < id {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	return lo, lo < x.ids.Len() && string(data[offs[lo]:offs[lo+1]]) == id
+	return lo, lo < x.ids.Len() && x.ID(lo) == id
 }
 
 // Prefix returns the code range [lo, hi) of series whose id starts with p.
 func (x *Index) Prefix(p string) (lo, hi int) {
 	n := x.ids.Len()
-	lo = sort.Search(n, func(i int) bool { return x.ids.Value(i) >= p })
-	hi = lo + sort.Search(n-lo, func(j int) bool { return !strings.HasPrefix(x.ids.Value(lo+j), p) })
+	lo = sort.Search(n, func(i int) bool { return x.ID(i) >= p })
+	hi = lo + sort.Search(n-lo, func(j int) bool { return !strings.HasPrefix(x.ID(lo+j), p) })
 	return lo, hi
 }
 
@@ -178,7 +302,7 @@ func (x *Index) Prefix(p string) (lo, hi int) {
 func (x *Index) Entry(i int) Entry {
 	return Entry{
 		Code:        i,
-		SeriesID:    x.ids.Value(i),
+		SeriesID:    x.ID(i),
 		RowOffset:   x.rowOffset[i],
 		RowCount:    x.rowCount[i],
 		Batch:       int(x.batch[i]),
@@ -200,14 +324,65 @@ func (x *Index) Latest(i int) (int32, bool) {
 // LatestValues is the latest_value column.
 func (x *Index) LatestValues() arrow.Array { return x.latestValue }
 
-// Attributes returns the attribute fields and columns.
+// SetFile names the index file in the errors of the lazy checks (the way
+// the caller knows it: a snapshot passes the manifest's path), so that they
+// are corrupt.FileErrors like those of an open. Call it before sharing x.
+func (x *Index) SetFile(path string) { x.file = path }
+
+// AttributeFields returns the attribute fields, in column order. It checks
+// nothing (the schema was checked by New).
+func (x *Index) AttributeFields() []arrow.Field {
+	return x.rec.Schema().Fields()[NumFixed:]
+}
+
+// Attribute returns attribute column i (0 is the first column after the
+// fixed ones) once its offsets or dictionary indices have been checked:
+// the check runs on the first call for that column and its outcome is
+// kept, so later calls cost nothing. A damaged column is an error marked
+// corrupt.ErrCorrupt naming the column (and the file, see SetFile). Safe
+// for concurrent use.
+func (x *Index) Attribute(i int) (arrow.Array, error) {
+	if i < 0 || i >= len(x.attrs) {
+		return nil, fmt.Errorf("attribute %d of %d", i, len(x.attrs))
+	}
+	c := &x.attrs[i]
+	c.once.Do(func() {
+		col := x.rec.Column(NumFixed + i)
+		if err := checkValues(col); err != nil {
+			c.err = x.corruptf(fmt.Errorf("index column %q: %w", x.rec.Schema().Field(NumFixed+i).Name, err))
+			c.col = array.MakeArrayOfNull(memory.DefaultAllocator, col.DataType(), col.Len())
+			return
+		}
+		c.col = col
+	})
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.col, nil
+}
+
+// CheckAttributes checks every attribute column not checked yet (see
+// Attribute) and returns the first failure.
+func (x *Index) CheckAttributes() error {
+	for i := range x.attrs {
+		if _, err := x.Attribute(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Attributes returns the attribute fields and columns, each checked (see
+// Attribute; the first call pays for every column not checked yet). A
+// column that fails its check is replaced by one of nulls of its type, so
+// that nothing returned can make arrow-go slice out of bounds; callers
+// that must report the damage call CheckAttributes or Attribute.
 func (x *Index) Attributes() ([]arrow.Field, []arrow.Array) {
-	s := x.rec.Schema()
-	var f []arrow.Field
-	var c []arrow.Array
-	for i := NumFixed; i < s.NumFields(); i++ {
-		f = append(f, s.Field(i))
-		c = append(c, x.rec.Column(i))
+	f := x.AttributeFields()
+	c := make([]arrow.Array, len(x.attrs))
+	for i := range x.attrs {
+		x.Attribute(i)
+		c[i] = x.attrs[i].col
 	}
 	return f, c
 }

@@ -34,7 +34,7 @@ type Series struct {
 
 // Writer builds an index sidecar one series at a time, in series id
 // order, and writes it at Close as the single record batch the format
-// wants. Values come as (array, row) cells, so a builder passes rows of
+// wants (version 2: no dictionaries). Values come as (array, row) cells, so a builder passes rows of
 // the arrays it gathered and a compaction passes rows of the base index
 // or of delta records, without converting anything per series.
 //
@@ -67,7 +67,8 @@ type Writer struct {
 
 // NewWriter starts an index for a value column of valueType and the given
 // attribute columns. A dictionary-typed attribute is taken as its value
-// type: the writer decides at Close which string columns to encode. The
+// type: the index stores it plain (a version-1 base index, whose string
+// attributes may be dictionaries, compacts into a version-2 one). The
 // file is created at path (which must not exist) only by Close.
 func NewWriter(path string, valueType arrow.DataType, attrs []arrow.Field) (*Writer, error) {
 	w := &Writer{path: path, valueType: valueType, idOffsets: []int32{0}}
@@ -206,9 +207,11 @@ func (w *Writer) checkLocation(s *Series) error {
 	return nil
 }
 
-// Close builds the index record batch, dictionary-encoding each string
-// attribute that gets at least 10% smaller that way, writes it to the path
-// given to NewWriter and returns the file's description and final schema.
+// Close builds the index record batch, writes it to the path given to
+// NewWriter and returns the file's description and final schema. Every
+// column is written plain (string attributes as utf8, never as
+// dictionaries: index version 2, FORMAT.md §4), so readers map the file
+// instead of copying it.
 func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 	if w.err != nil {
 		return arrowfile.Info{}, nil, fmt.Errorf("index %s: an earlier add failed: %w", w.path, w.err)
@@ -230,12 +233,7 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 	cols[ColumnLastPeriod] = fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.lastPeriod))
 	cols[ColumnLatestPeriod] = w.latestP.date32Array()
 	cols[ColumnLatestValue] = w.latestV.array()
-	for i, c := range w.attrCols {
-		if a, dt, ok := c.dictionary(); ok {
-			attrs[i].Type = dt
-			cols = append(cols, a)
-			continue
-		}
+	for _, c := range w.attrCols {
 		cols = append(cols, c.array())
 	}
 	schema := Schema(w.valueType, attrs)
@@ -244,7 +242,7 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 	for _, c := range cols {
 		c.Release()
 	}
-	f, err := arrowfile.Create(w.path, schema, arrowfile.AllowDictionaries)
+	f, err := arrowfile.Create(w.path, schema)
 	if err != nil {
 		return arrowfile.Info{}, nil, err
 	}

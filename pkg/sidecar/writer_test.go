@@ -45,10 +45,11 @@ func strs(mem memory.Allocator, vals ...string) arrow.Array {
 	return b.NewArray()
 }
 
-// readIndex loads the index file at path and wraps it.
+// readIndex maps the index file at path (zero-copy, as a snapshot does:
+// the file holds no dictionaries) and wraps it.
 func readIndex(t *testing.T, path string) *Index {
 	t.Helper()
-	m, err := arrowfile.Load(path)
+	m, err := arrowfile.Map(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestWriterRoundTrip(t *testing.T) {
 
 	ids := []string{"A.1", "A.2", "B", "C.x", "C.y", "D"}
 	n := len(ids)
-	units := strs(mem, "$/bbl", "$/bbl", "<null>", "$/MMBtu", "$/bbl", "$/bbl") // few distinct: dictionary
+	units := strs(mem, "$/bbl", "$/bbl", "<null>", "$/MMBtu", "$/bbl", "$/bbl") // few distinct: still plain
 	defer units.Release()
 	names := strs(mem, "alpha one", "alpha two", "<null>", "gamma", "delta", "epsilon") // distinct: plain
 	defer names.Release()
@@ -147,7 +148,7 @@ func TestWriterRoundTrip(t *testing.T) {
 	if len(fields) != 3 {
 		t.Fatalf("%d attributes, want 3", len(fields))
 	}
-	wantTypes := []string{"dictionary<values=utf8, indices=int8, ordered=false>", "utf8", "int32"}
+	wantTypes := []string{"utf8", "utf8", "int32"}
 	for i, f := range fields {
 		if f.Name != attrs[i].Name || f.Type.String() != wantTypes[i] {
 			t.Errorf("attribute %d is %s %s, want %s %s", i, f.Name, f.Type, attrs[i].Name, wantTypes[i])
@@ -160,22 +161,16 @@ func TestWriterRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	dict := cols[0].(*array.Dictionary).Dictionary().(*array.String)
-	if dict.Len() != 2 || dict.Value(0) != "$/MMBtu" || dict.Value(1) != "$/bbl" {
-		t.Errorf("dictionary %v, want [$/MMBtu $/bbl] (sorted bytewise)", dict)
+	if x.Version() != Version || schema.Metadata().FindKey(datafile.MetaVersion) < 0 {
+		t.Errorf("index version %q, want %q", x.Version(), Version)
 	}
 }
 
-// TestWriterDictionaryRule: a utf8 attribute is dictionary-encoded when
-// that is at most 90% of its plain size, with the narrowest index type.
-func TestWriterDictionaryRule(t *testing.T) {
-	letters := func(n int) []string {
-		v := make([]string, n)
-		for i := range v {
-			v[i] = string(rune('a' + i))
-		}
-		return v
-	}
+// TestWriterWritesNoDictionaries: version 2 stores every string attribute
+// as plain utf8, whatever its cardinality and whether the caller declares
+// it as a dictionary and feeds dictionary-encoded cells (a version-1 base
+// index being compacted): the file must map zero-copy.
+func TestWriterWritesNoDictionaries(t *testing.T) {
 	repeat := func(distinct, times int) []string {
 		var v []string
 		for i := range distinct {
@@ -188,33 +183,44 @@ func TestWriterDictionaryRule(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		vals []string
-		want string // index type, or "" for plain utf8
+		dict bool // declare the field and feed the cells as a dictionary
 	}{
-		{"one series", []string{"same"}, ""},
-		{"two equal", []string{"x", "x"}, "int8"},
-		{"two distinct", []string{"x", "y"}, ""},
-		// 10 one-byte values: plain 4*10+10 = 50 bytes, limit 45;
-		// encoded 5 per distinct value + 10 indices.
-		{"at 90%", append(letters(7), "a", "a", "a"), "int8"},
-		{"over 90%", append(letters(8), "a", "a"), ""},
-		{"nulls count as rows", []string{"<null>", "<null>", "x"}, "int8"},
-		{"128 distinct", repeat(128, 10), "int8"},
-		{"129 distinct", repeat(129, 10), "int16"},
-		{"32769 distinct", repeat(32769, 3), "int32"},
+		{"one series", []string{"same"}, false},
+		{"two equal", []string{"x", "x"}, false},
+		{"nulls", []string{"<null>", "<null>", "x"}, false},
+		{"128 distinct", repeat(128, 10), false},
+		{"from a dictionary", repeat(3, 10), true},
+		{"from a dictionary with nulls", []string{"<null>", "b", "a", "b"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := strs(memory.DefaultAllocator, tc.vals...)
 			defer vals.Release()
-			x := writeIndex(t, []arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String, Nullable: true}}, vals)
-			f, c := x.Attributes()
-			got := ""
-			if dt, ok := f[0].Type.(*arrow.DictionaryType); ok {
-				got = dt.IndexType.String()
-			} else if f[0].Type.ID() != arrow.STRING {
-				t.Fatalf("attribute type %s", f[0].Type)
+			field := arrow.Field{Name: "a", Type: arrow.BinaryTypes.String, Nullable: true}
+			col := vals
+			if tc.dict {
+				dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int16, ValueType: arrow.BinaryTypes.String}
+				field.Type = dt
+				b := array.NewDictionaryBuilder(memory.DefaultAllocator, dt).(*array.BinaryDictionaryBuilder)
+				defer b.Release()
+				for _, v := range tc.vals {
+					if v == "<null>" {
+						b.AppendNull()
+					} else if err := b.AppendString(v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				col = b.NewArray()
+				defer col.Release()
 			}
-			if got != tc.want {
-				t.Errorf("index type %q, want %q", got, tc.want)
+			x := writeIndex(t, []arrow.Field{field}, col)
+			for i, f := range x.Record().Schema().Fields() {
+				if f.Type.ID() == arrow.DICTIONARY {
+					t.Fatalf("column %d (%s) is %s", i, f.Name, f.Type)
+				}
+			}
+			f, c := x.Attributes()
+			if f[0].Type.ID() != arrow.STRING {
+				t.Fatalf("attribute type %s, want utf8", f[0].Type)
 			}
 			for i, v := range tc.vals {
 				g := c[0].GetOneForMarshal(i)

@@ -1,21 +1,61 @@
 package snapshot
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/energyscope/servingsnap/pkg/corrupt"
+	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 
 	"github.com/energyscope/servingsnap/pkg/period"
 )
 
-// TestReadsV1Fixture opens the version-1 snapshot committed under
-// testdata/v1 (written by pkg/sortwrite's TestGoldenV1 -update): every
-// reader must keep opening every published format version.
-func TestReadsV1Fixture(t *testing.T) {
-	s, err := Open("../../testdata/v1/FIXTURE", Options{VerifyData: true})
-	if err != nil {
-		t.Fatal(err)
+// TestReadsFixtures opens the snapshots committed under testdata/vN, one
+// per published format version (v1 was written by the builder before
+// index version 2, v2 by pkg/sortwrite's TestGoldenV2 -update): every
+// reader must keep opening every version, with and without checksums, and
+// see the same series, rows and attributes in each.
+func TestReadsFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		dir     string
+		version int
+		units   string // the units attribute's type: v1 dictionary-encodes it
+	}{
+		{"../../testdata/v1/FIXTURE", 1, "dictionary<values=utf8, indices=int8, ordered=false>"},
+		{"../../testdata/v2/FIXTURE", 2, "utf8"},
+	} {
+		for _, opt := range []Options{{}, {VerifyData: true}} {
+			t.Run(fmt.Sprintf("v%d/verify=%v", tc.version, opt.VerifyData), func(t *testing.T) {
+				s, err := Open(tc.dir, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if s.Manifest.FormatVersion != tc.version {
+					t.Fatalf("format_version %d, want %d", s.Manifest.FormatVersion, tc.version)
+				}
+				checkFixture(t, s)
+				f, c := s.Index().Attributes()
+				if len(f) != 1 || f[0].Name != "units" || f[0].Type.String() != tc.units {
+					t.Fatalf("attributes %v, want units %s", f, tc.units)
+				}
+				for i, want := range []string{"$/MMBtu", "$/bbl", "$/bbl"} {
+					if got := c[0].GetOneForMarshal(i); got != want {
+						t.Errorf("units of series %d = %v, want %s", i, got, want)
+					}
+				}
+			})
+		}
 	}
-	defer s.Close()
+}
+
+func checkFixture(t *testing.T, s *Snapshot) {
+	t.Helper()
 	want := []struct {
 		id     string
 		rows   int64
@@ -47,5 +87,53 @@ func TestReadsV1Fixture(t *testing.T) {
 	}
 	if got := s.Schema().Field(3).Name; got != "note" {
 		t.Errorf("varying column = %q, want note", got)
+	}
+}
+
+// TestVersionsMustAgree: a manifest's format_version says which index
+// layout to expect; an index of the other version is refused as corrupt
+// (a version-1 index cannot be mapped, a version-2 one must not be taken
+// for version 1), whatever the checksums say.
+func TestVersionsMustAgree(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		claim   int
+	}{
+		{"../../testdata/v1/FIXTURE", 2},
+		{"../../testdata/v2/FIXTURE", 1},
+	} {
+		t.Run(fmt.Sprintf("%s as version %d", filepath.Base(filepath.Dir(tc.fixture)), tc.claim), func(t *testing.T) {
+			ds := filepath.Join(t.TempDir(), "FIXTURE")
+			if err := os.CopyFS(ds, os.DirFS(tc.fixture)); err != nil {
+				t.Fatal(err)
+			}
+			d, err := dataset.Open(ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := d.Current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.FormatVersion = tc.claim
+			b, err := manifest.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ds, dataset.ManifestPath(m.SnapshotID)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, opt := range []Options{{}, {VerifyData: true}} {
+				s, err := Open(ds, opt)
+				if err == nil {
+					s.Close()
+					t.Fatalf("opened a version-%d manifest over the other index version", tc.claim)
+				}
+				xf, _ := m.FileByRole(manifest.RoleIndex)
+				if f, _ := corrupt.File(err); !errors.Is(err, ErrCorrupt) || f != xf.Path {
+					t.Errorf("%v: want ErrCorrupt in %s", err, xf.Path)
+				}
+			}
+		})
 	}
 }

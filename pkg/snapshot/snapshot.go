@@ -4,9 +4,15 @@
 // the memory-mapped data file.
 //
 // Opening maps the data file and parses its footer (cost independent of the
-// number of rows), loads the index sidecar (cost proportional to the number
-// of series: a copy and a checksum of a file ~3% the size of the data) and
+// number of rows), maps the index sidecar the same way (format version 2;
+// a version-1 index, which may hold dictionaries, is still loaded and
+// checksummed as before), checks what arrow-go would trust in the index
+// (one pass over the offsets of its string columns, sidecar.New) and
 // builds nothing per series: lookups binary-search the sorted ids in place.
+// The checksums of both files are read only with Options.VerifyData
+// (snapverify, reloads), and the offsets of the attribute columns are then
+// checked at open too; otherwise each attribute column is checked on its
+// first use (sidecar.Index.Attribute): docs/ARCHITECTURE.md invariant 3.
 //
 // Handles are reference counted so a server can swap snapshots under load:
 // the opener holds one reference; every reader Acquires and Releases its
@@ -46,10 +52,13 @@ var ErrNotFound = errors.New("not found")
 
 // Options tune Open.
 type Options struct {
-	// VerifyData checksums the whole data file at open. The index is always
-	// checksummed (it is small); the data file's checksum costs a read of
-	// every byte, so it is opt-in: snapverify and reloads turn it on, a
-	// restart of a trusted snapshot may leave it off and open in O(1).
+	// VerifyData checksums the data file and the index at open, and checks
+	// the offsets of every index column: a read of every byte of both, so
+	// it is opt-in. snapverify and reloads turn it on; a (re)start of a
+	// trusted snapshot leaves it off and opens without reading either file
+	// whole: the index is then checked structurally, its attribute columns
+	// on first use (sidecar.New). A version-1 index is loaded (copied)
+	// whatever this says, and so always checksummed and checked in full.
 	VerifyData bool
 }
 
@@ -131,18 +140,24 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 			return nil, err
 		}
 	}
-	// The index is always checksummed (it is small and parsed in full);
-	// the data file only when asked, as it costs a read of every byte.
-	// Either way the bytes are hashed where they are mapped, before parsing.
-	dataSum := ""
+	// Checksums only when asked, as each costs a read of every byte; the
+	// bytes are then hashed where they are mapped, before parsing. A
+	// version-1 index may hold dictionaries, which arrow-go cannot map: it
+	// is loaded, a copy of every byte anyway, so it is checksummed always.
+	dataSum, indexSum := "", ""
 	if opt.VerifyData {
-		dataSum = df.Checksum
+		dataSum, indexSum = df.Checksum, xf.Checksum
 	}
 	// arrowfile's errors name the file already.
 	if s.data, err = arrowfile.MapVerified(ds.Path(df.Path), dataSum); err != nil {
 		return nil, corrupt.InFile(df.Path, err)
 	}
-	if s.index, err = arrowfile.LoadVerified(ds.Path(xf.Path), xf.Checksum); err != nil {
+	if indexVersion(m) == sidecar.VersionV1 {
+		s.index, err = arrowfile.LoadVerified(ds.Path(xf.Path), xf.Checksum)
+	} else {
+		s.index, err = arrowfile.MapVerified(ds.Path(xf.Path), indexSum)
+	}
+	if err != nil {
 		return nil, corrupt.InFile(xf.Path, err)
 	}
 	if err := s.loadData(df); err != nil {
@@ -152,6 +167,15 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 		return nil, corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
 	}
 	s.stampFiles(df, xf)
+	// The string columns' offsets are checked on first use (see
+	// sidecar.New), except where open reads every byte anyway: with
+	// VerifyData, and for a version-1 index, which was copied.
+	s.idx.SetFile(xf.Path)
+	if opt.VerifyData || s.idx.Version() == sidecar.VersionV1 {
+		if err := s.idx.Check(); err != nil {
+			return nil, err
+		}
+	}
 	trackLeaks(s)
 	return s, nil
 }
@@ -221,6 +245,9 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 	if err != nil {
 		return err
 	}
+	if got, want := x.Version(), indexVersion(s.Manifest); got != want {
+		return fmt.Errorf("index format version %s in a format_version %d snapshot, want %s", got, s.Manifest.FormatVersion, want)
+	}
 	if int64(x.Len()) != f.Rows || int64(x.Len()) != s.Manifest.Stats.Series {
 		return fmt.Errorf("%d series, manifest says %d", x.Len(), f.Rows)
 	}
@@ -229,6 +256,16 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 	}
 	s.idx = x
 	return nil
+}
+
+// indexVersion is the index layout a manifest's format version implies:
+// manifest version 1 snapshots have version-1 indexes, later ones the
+// current layout.
+func indexVersion(m *manifest.Manifest) string {
+	if m.FormatVersion == 1 {
+		return sidecar.VersionV1
+	}
+	return sidecar.Version
 }
 
 func columnsOf(sc *arrow.Schema) []manifest.Column {

@@ -164,10 +164,16 @@ func TestOpenRefusesDamage(t *testing.T) {
 			os.Chmod(filepath.Join(ds, f.Path), 0o644) // published files are 0444
 			os.Truncate(filepath.Join(ds, f.Path), f.Size-1)
 		}, Options{}, true, manifest.RoleData, nil},
-		{"index byte flipped", func(t *testing.T, ds string, m *manifest.Manifest) {
+		// The index is checksummed only when asked (invariant 3); unverified,
+		// its structure is checked (TestOpenRefusesBadIndexColumns).
+		{"index byte flipped, verified", func(t *testing.T, ds string, m *manifest.Manifest) {
 			f, _ := m.FileByRole(manifest.RoleIndex)
 			flip(t, filepath.Join(ds, f.Path), f.Size/2)
-		}, Options{}, true, manifest.RoleIndex, arrowfile.ErrChecksum},
+		}, Options{VerifyData: true}, true, manifest.RoleIndex, arrowfile.ErrChecksum},
+		{"index truncated", func(t *testing.T, ds string, m *manifest.Manifest) {
+			f, _ := m.FileByRole(manifest.RoleIndex)
+			os.Truncate(filepath.Join(ds, f.Path), f.Size-1)
+		}, Options{}, true, manifest.RoleIndex, nil},
 		{"data byte flipped, verified", func(t *testing.T, ds string, m *manifest.Manifest) {
 			f, _ := m.FileByRole(manifest.RoleData)
 			flip(t, filepath.Join(ds, f.Path), f.Size/2)

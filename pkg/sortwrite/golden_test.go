@@ -14,14 +14,16 @@ import (
 	"github.com/energyscope/servingsnap/pkg/dataset"
 )
 
-var update = flag.Bool("update", false, "rewrite the format fixtures under testdata/v1")
+var update = flag.Bool("update", false, "rewrite the format fixtures under testdata/v2")
 
-// fixtureRoot holds the version-1 fixtures: a tiny lake and the snapshot
-// built from it. The reader's tests open the snapshot to prove every later
-// reader still reads version 1 (STYLE.md §1); this test proves the writer
-// still writes exactly version 1. A deliberate format change bumps the
-// version and adds testdata/v2 instead of rewriting v1.
-const fixtureRoot = "../../testdata/v1"
+// fixtureRoot holds the fixtures of the current format version (2: the
+// index holds no dictionaries, FORMAT.md §4): a tiny lake and the snapshot
+// built from it. The reader's tests open it and the version-1 snapshot
+// under testdata/v1 (which no writer rewrites any more) to prove every
+// reader still reads every version (STYLE.md §1); this test proves the
+// writer still writes exactly version 2. A deliberate format change bumps
+// the version and adds testdata/v3 instead of rewriting v2.
+const fixtureRoot = "../../testdata/v2"
 
 func writeFixtureLake(t *testing.T, dir string) {
 	testlake.WriteParquet(t, dir, "year=2019/part-0.parquet", 2,
@@ -47,7 +49,7 @@ func fixtureOptions(lake, out string) Options {
 	}
 }
 
-func TestGoldenV1(t *testing.T) {
+func TestGoldenV2(t *testing.T) {
 	lake := filepath.Join(fixtureRoot, "lake")
 	want := filepath.Join(fixtureRoot, "FIXTURE")
 	if *update {
@@ -75,7 +77,7 @@ func TestGoldenV1(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(a, b) {
-			t.Errorf("%s differs from the version-1 fixture: the writer's output changed. If the format changed on purpose, bump its version and add a testdata/v2 fixture; if not, fix the writer", rel)
+			t.Errorf("%s differs from the version-2 fixture: the writer's output changed. If the format changed on purpose, bump its version and add a testdata/v3 fixture; if not, fix the writer", rel)
 		}
 	}
 }

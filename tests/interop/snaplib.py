@@ -135,7 +135,8 @@ def open_current(dataset_dir: Path) -> Snapshot:
 def open_manifest(dataset_dir: Path, manifest_path: Path) -> Snapshot:
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     assert manifest.get("format") == "servingsnap.manifest", manifest.get("format")
-    assert manifest.get("format_version") == 1, manifest.get("format_version")
+    # FORMAT.md "Versions": builds write 2; 1 is still a valid (older) snapshot
+    assert manifest.get("format_version") in (1, 2), manifest.get("format_version")
     snap = Snapshot(dataset_dir, manifest_path, manifest, None, None)  # type: ignore[arg-type]
     snap.data_path = dataset_dir / snap.file_entry("data")["path"]
     snap.index_path = dataset_dir / snap.file_entry("index")["path"]

@@ -105,7 +105,8 @@ def test_json_report(built):
 def _check_schema(schema: pa.Schema, fixed: list, manifest_cols: list[dict], role: str):
     md = schema.metadata or {}
     assert md.get(b"servingsnap.file") == role.encode()
-    assert md.get(b"servingsnap.format_version") == b"1"
+    # FORMAT.md "Versions": data.arrow is still version 1, index.arrow version 2
+    assert md.get(b"servingsnap.format_version") == (b"1" if role == "data" else b"2")
     assert len(schema) >= len(fixed), f"{role}: {schema.names} lacks fixed columns"
     for (name, typ, nullable), field in zip(fixed, schema):
         assert (field.name, field.type, field.nullable) == (name, typ, nullable), f"{role}.{name}"
@@ -121,14 +122,9 @@ def _check_schema(schema: pa.Schema, fixed: list, manifest_cols: list[dict], rol
     if role == "data":
         assert not dicts, f"data: dictionary-encoded fields {dicts} (FORMAT.md §3: no dictionaries)"
     else:
-        # FORMAT.md §4: only string attribute columns may be dictionaries, with
-        # a sorted dictionary and a signed integer index.
-        fixed_names = {name for name, _, _ in fixed}
-        for f in schema:
-            if pa.types.is_dictionary(f.type):
-                assert f.name not in fixed_names, f"index: key column {f.name} is a dictionary"
-                assert pa.types.is_string(f.type.value_type), f
-                assert f.type.index_type in (pa.int8(), pa.int16(), pa.int32()), f
+        # FORMAT.md §4: a version-2 index holds no dictionaries (it is mapped;
+        # version 1 allowed string attribute columns as dictionaries)
+        assert not dicts, f"index: dictionary-encoded fields {dicts} (FORMAT.md §4, version 2)"
 
 
 def test_schemas(built):
