@@ -89,4 +89,3 @@ func writeSeriesAligned(tb testing.TB, rec arrow.RecordBatch, bounds []int64, ta
 	}
 	return buf.Bytes()
 }
-
