@@ -123,29 +123,34 @@ func BenchmarkTierSizes(b *testing.B) {
 		hot = append(hot, s.rec.NewSlice(s.lo+cold[i], s.hi))
 		hotRows += s.hi - s.lo - cold[i]
 	}
-	hotSize := arrowSize(b, sc, hot)
+	// The hot file is written as the builder would: few large batches,
+	// not one per series.
+	hotSize := arrowSize(b, sc, []arrow.RecordBatch{concatRows(b, sc, hot)})
 	dir := b.TempDir()
-	var info Info
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		w, err := Create(filepath.Join(dir, FileName), sc, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for k, s := range spans {
-			if _, err := w.Add(s.rec, s.lo, s.lo+cold[k]); err != nil {
-				b.Fatal(err)
+	for _, chunk := range []int{1024, 2048, 4096, 8192} {
+		b.Run(fmt.Sprintf("chunk=%d", chunk), func(b *testing.B) {
+			var info Info
+			for i := 0; i < b.N; i++ {
+				w, err := Create(filepath.Join(dir, FileName), sc, Options{ChunkRows: chunk})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for k, s := range spans {
+					if _, err := w.Add(s.rec, s.lo, s.lo+cold[k]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if info, err = w.Close(); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		if info, err = w.Close(); err != nil {
-			b.Fatal(err)
-		}
+			b.ReportMetric(float64(allHot)/(1<<20), "allhot_MiB")
+			b.ReportMetric(float64(hotSize)/(1<<20), "hot_MiB")
+			b.ReportMetric(float64(info.Size)/(1<<20), "cold_MiB")
+			b.ReportMetric(float64(hotSize+info.Size)/float64(allHot)*100, "tiered_%_of_allhot")
+			b.ReportMetric(float64(hotRows)/float64(hotRows+info.Rows)*100, "hot_%_rows")
+		})
 	}
-	b.ReportMetric(float64(allHot)/(1<<20), "allhot_MiB")
-	b.ReportMetric(float64(hotSize)/(1<<20), "hot_MiB")
-	b.ReportMetric(float64(info.Size)/(1<<20), "cold_MiB")
-	b.ReportMetric(float64(hotSize+info.Size)/float64(allHot)*100, "tiered_%_of_allhot")
-	b.ReportMetric(float64(hotRows)/float64(hotRows+info.Rows)*100, "hot_%_rows")
 }
 
 // BenchmarkTierRead is a one-series read of its cold rows (all columns)
@@ -154,9 +159,15 @@ func BenchmarkTierRead(b *testing.B) {
 	batches := benchTable(b)
 	sc := batches[0].Schema()
 	spans := seriesSpans(batches)
+	for _, chunk := range []int{1024, 2048, 4096, 8192} {
+		benchTierRead(b, sc, spans, chunk)
+	}
+}
+
+func benchTierRead(b *testing.B, sc *arrow.Schema, spans []span, chunk int) {
 	pol := Policy{HotRows: 1}
 	path := filepath.Join(b.TempDir(), FileName)
-	w, err := Create(path, sc, Options{})
+	w, err := Create(path, sc, Options{ChunkRows: chunk})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -188,7 +199,7 @@ func BenchmarkTierRead(b *testing.B) {
 				f.Series(l)
 			}
 		}
-		b.Run(fmt.Sprintf("cached=%v", cached), func(b *testing.B) {
+		b.Run(fmt.Sprintf("chunk=%d/cached=%v", chunk, cached), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(3, 4))
 			rows := int64(0)
 			b.ReportAllocs()
@@ -204,4 +215,24 @@ func BenchmarkTierRead(b *testing.B) {
 		})
 		f.Close()
 	}
+}
+
+func concatRows(b *testing.B, sc *arrow.Schema, parts []arrow.RecordBatch) arrow.RecordBatch {
+	cols := make([]arrow.Array, sc.NumFields())
+	var n int64
+	for _, p := range parts {
+		n += p.NumRows()
+	}
+	for i := range cols {
+		arrs := make([]arrow.Array, len(parts))
+		for k, p := range parts {
+			arrs[k] = p.Column(i)
+		}
+		c, err := array.Concatenate(arrs, memory.DefaultAllocator)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(sc, cols, n)
 }
