@@ -15,9 +15,15 @@
 //
 // The package owns the file's layout (this comment, docs/FORMAT.md) and
 // both its Writer and its reader (File), and the policy that says which
-// rows of a series are cold (Policy). Where each series' cold rows lie is
-// recorded by the builder in the index (Location); this package does not
-// know the index.
+// rows of a series are cold (Policy). Where each series' cold rows lie
+// (Location) is for the index to record; this package does not know the
+// index.
+//
+// Not wired yet (docs/FORMAT.md §8): the builder's tier split (write each
+// series' cold prefix here and only its hot rows to data.arrow), the index
+// columns cold_start/cold_rows/cold_first_period/cold_last_period, the
+// manifest role, and the read layer's dispatch (a series' pieces: the
+// decoded cold piece from File.Rows, then the hot slice).
 package coldfile
 
 import (
