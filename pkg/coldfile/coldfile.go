@@ -49,10 +49,13 @@ const FileName = "cold.vortex"
 // DefaultChunkRows is the rows a chunk holds before it is cut at the next
 // series boundary. It trades size against the cost of a one-series read
 // (BenchmarkTierSizes, BenchmarkTierRead on a 3M-row generated snapshot,
-// 10% hot window: cold file 12.2 / 9.7 / 8.4 / 7.8 MiB at 1024 / 2048 /
-// 4096 / 8192, a one-series decode ~0.45 / 0.35 / 0.45 / 1.0 of the
-// 8192 time): 4096 keeps hot + cold under 30% of the all-hot file.
-const DefaultChunkRows = 4096
+// 10% hot window, one run at load ~7 on 2 cores: cold file 12.2 / 9.7 /
+// 8.4 / 7.8 MiB at 1024 / 2048 / 4096 / 8192 rows, hot + cold 36 / 31 /
+// 28 / 27% of the all-hot file; an uncached one-series decode ~230 / 205 /
+// 600 / 530 µs). 2048 is where the read is fast (what cutting at series
+// boundaries is for) at a size close to 4096's; the cache makes repeats
+// ~2 µs whatever the chunk.
+const DefaultChunkRows = 2048
 
 // maxChunkRows bounds a chunk when one series alone is longer than the
 // target: vortexio closes a chunk every that many rows on its own.
