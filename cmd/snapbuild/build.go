@@ -14,6 +14,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/export"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
@@ -74,6 +75,8 @@ Examples:
 			&cli.StringFlag{Name: "on-duplicate", Value: "error", Usage: "what to do with two rows of one (series, period): `error` or last (keep the later input's row)"},
 			&cli.IntFlag{Name: "batch-rows", Value: datafile.DefaultBatchRows, Usage: "target rows per data record batch (cut at series boundaries)"},
 			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines", DefaultText: "number of CPUs"},
+			&cli.BoolFlag{Name: "portable", Usage: "also write portable.parquet: every row with its series id and attributes, for DuckDB, Spark, Trino or polars (see publish-copy)"},
+			&cli.Int64Flag{Name: "portable-row-group-rows", Value: export.PortableRowGroupRows, Usage: "with --portable: target rows per Parquet row group (cut at the next series boundary)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
 			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by xxhash64(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
@@ -102,7 +105,16 @@ Examples:
 			if c.String("input") == "" && c.String("catalog-uri") == "" {
 				return cli.Exit("an --input (or --catalog-uri with --table) is required", 2)
 			}
+			var extra []sortwrite.ExtraFile
+			if c.Bool("portable") {
+				n := c.Int64("portable-row-group-rows")
+				if n < 1 {
+					return cliutil.Usagef("--portable-row-group-rows %d: want a positive number of rows", n)
+				}
+				extra = append(extra, export.PortableStep(export.PortableOptions{RowGroupRows: n}))
+			}
 			opt := sortwrite.Options{
+				Extra:        extra,
 				Input:        c.String("input"),
 				Lake:         lake,
 				IfChanged:    c.Bool("if-changed"),
@@ -160,8 +172,12 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 	}
 	fmt.Fprintf(w, "  index/data  %.2f%%\n", 100*s.IndexDataRatio)
 	p := s.Phases
-	fmt.Fprintf(w, "  time        %.2fs (scan %.2fs, read %.2fs, sort %.2fs, write %.2fs, publish %.2fs)\n",
-		s.Seconds, p.Scan, p.Read, p.Sort, p.Write, p.Publish)
+	extra := ""
+	if p.Extra > 0 {
+		extra = fmt.Sprintf(", extra files %.2fs", p.Extra)
+	}
+	fmt.Fprintf(w, "  time        %.2fs (scan %.2fs, read %.2fs, sort %.2fs, write %.2fs%s, publish %.2fs)\n",
+		s.Seconds, p.Scan, p.Read, p.Sort, p.Write, extra, p.Publish)
 }
 
 // The one number format for people (docs/CLI.md, Conventions).

@@ -47,6 +47,7 @@ vintage), 2 usage error or a missing operand. --json prints one JSON document
 			rollbackCommand(),
 			gcCommand(),
 			exportCommand(),
+			publishCopyCommand(),
 			convertCommand(),
 			compactCommand(),
 		},

@@ -37,10 +37,15 @@ const (
 const (
 	RoleData  = "data"
 	RoleIndex = "index"
+	// RolePortable is the optional portable copy (portable.parquet): every
+	// row with its series id and attributes, for engines that read Parquet
+	// on their own. At most one; no reader of the snapshot needs it.
+	RolePortable = "portable"
 
 	TierHot = "hot"
 
 	FormatArrowIPCFile = "arrow-ipc-file"
+	FormatParquet      = "parquet"
 )
 
 // ErrCorrupt marks a manifest or pointer that parses badly or breaks the
@@ -301,14 +306,17 @@ func (m *Manifest) Validate() error {
 			return bad("files[%d]: %s listed twice", i, f.Path)
 		}
 		seen[f.Path] = true
+		want := FormatArrowIPCFile
 		switch f.Role {
 		case RoleData, RoleIndex:
+		case RolePortable:
+			want = FormatParquet
 		default:
 			return bad("files[%d]: unknown role %q", i, f.Role)
 		}
 		roles[f.Role]++
-		if f.Format != FormatArrowIPCFile {
-			return bad("files[%d]: unknown format %q", i, f.Format)
+		if f.Format != want {
+			return bad("files[%d]: %s file has format %q, want %q", i, f.Role, f.Format, want)
 		}
 		if f.Size < 0 || f.Rows < 0 || f.Batches < 0 {
 			return bad("files[%d]: negative size, rows or batches", i)
@@ -319,6 +327,12 @@ func (m *Manifest) Validate() error {
 	}
 	if roles[RoleData] != 1 || roles[RoleIndex] != 1 {
 		return bad("want exactly one data and one index file, have %d and %d", roles[RoleData], roles[RoleIndex])
+	}
+	if roles[RolePortable] > 1 {
+		return bad("want at most one portable file, have %d", roles[RolePortable])
+	}
+	if p, ok := m.FileByRole(RolePortable); ok && p.Rows != m.Stats.Rows {
+		return bad("portable file has %d rows, stats say %d", p.Rows, m.Stats.Rows)
 	}
 	if d, _ := m.FileByRole(RoleData); d.Rows != m.Stats.Rows {
 		return bad("data file has %d rows, stats say %d", d.Rows, m.Stats.Rows)

@@ -91,3 +91,54 @@ func TestV1FixtureReadsWithoutLakeLineage(t *testing.T) {
 		t.Fatalf("round trip: %+v", m2.Lineage)
 	}
 }
+
+// TestPortableRole: a manifest may list one portable copy, in Parquet,
+// holding the snapshot's rows; a second one, another format or another
+// row count is refused.
+func TestPortableRole(t *testing.T) {
+	sum := "xxh64:0123456789abcdef"
+	portable := File{Path: "snapshots/000002/portable.parquet", Role: RolePortable, Format: FormatParquet, Size: 70, Rows: 10, Batches: 1, Checksum: sum}
+	for _, tc := range []struct {
+		name string
+		edit func(m *Manifest)
+		ok   bool
+	}{
+		{"none", func(m *Manifest) {}, true},
+		{"one", func(m *Manifest) { m.Files = append(m.Files, portable) }, true},
+		{"two", func(m *Manifest) {
+			p2 := portable
+			p2.Path = "snapshots/000002/portable2.parquet"
+			m.Files = append(m.Files, portable, p2)
+		}, false},
+		{"arrow format", func(m *Manifest) {
+			p := portable
+			p.Format = FormatArrowIPCFile
+			m.Files = append(m.Files, p)
+		}, false},
+		{"parquet data file", func(m *Manifest) { m.Files[0].Format = FormatParquet }, false},
+		{"rows differ", func(m *Manifest) {
+			p := portable
+			p.Rows = 9
+			m.Files = append(m.Files, p)
+		}, false},
+	} {
+		m := valid()
+		tc.edit(m)
+		b, err := Marshal(m)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("%s: Marshal = %v", tc.name, err)
+				continue
+			}
+			if got, err := Parse(b); err != nil {
+				t.Errorf("%s: Parse = %v", tc.name, err)
+			} else if _, has := got.FileByRole(RolePortable); has != (len(got.Files) == 3) {
+				t.Errorf("%s: FileByRole(portable) = %v", tc.name, has)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Marshal = %v, want ErrCorrupt", tc.name, err)
+		}
+	}
+}

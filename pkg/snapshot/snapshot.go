@@ -133,11 +133,26 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 			s.closeFiles()
 		}
 	}()
+	if err := s.openFiles(opt); err != nil {
+		return nil, err
+	}
+	df, _ := m.FileByRole(manifest.RoleData)
+	xf, _ := m.FileByRole(manifest.RoleIndex)
+	s.stampFiles(df, xf)
+	trackLeaks(s)
+	return s, nil
+}
+
+// openFiles maps and checks the data file and the index the manifest
+// names: the part of opening after the lease and the manifest, shared by
+// published (openID) and staged (OpenStaged) snapshots.
+func (s *Snapshot) openFiles(opt Options) (err error) {
+	ds, m := s.Dataset, s.Manifest
 	df, _ := m.FileByRole(manifest.RoleData)
 	xf, _ := m.FileByRole(manifest.RoleIndex)
 	for _, f := range []manifest.File{df, xf} {
 		if err := checkSize(ds, f); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// Checksums only when asked, as each costs a read of every byte; the
@@ -150,7 +165,7 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 	}
 	// arrowfile's errors name the file already.
 	if s.data, err = arrowfile.MapVerified(ds.Path(df.Path), dataSum); err != nil {
-		return nil, corrupt.InFile(df.Path, err)
+		return corrupt.InFile(df.Path, err)
 	}
 	if indexVersion(m) == sidecar.VersionV1 {
 		s.index, err = arrowfile.LoadVerified(ds.Path(xf.Path), xf.Checksum)
@@ -158,26 +173,24 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 		s.index, err = arrowfile.MapVerified(ds.Path(xf.Path), indexSum)
 	}
 	if err != nil {
-		return nil, corrupt.InFile(xf.Path, err)
+		return corrupt.InFile(xf.Path, err)
 	}
 	if err := s.loadData(df); err != nil {
-		return nil, corrupt.InFile(df.Path, fmt.Errorf("%s: %w", df.Path, err))
+		return corrupt.InFile(df.Path, fmt.Errorf("%s: %w", df.Path, err))
 	}
 	if err := s.loadIndex(xf); err != nil {
-		return nil, corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
+		return corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
 	}
-	s.stampFiles(df, xf)
 	// The string columns' offsets are checked on first use (see
 	// sidecar.New), except where open reads every byte anyway: with
 	// VerifyData, and for a version-1 index, which was copied.
 	s.idx.SetFile(xf.Path)
 	if opt.VerifyData || s.idx.Version() == sidecar.VersionV1 {
 		if err := s.idx.Check(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	trackLeaks(s)
-	return s, nil
+	return nil
 }
 
 // checkSize compares a file's size with the manifest's record.

@@ -66,7 +66,18 @@ type Options struct {
 	// (shard.Of). Every row is still read and attribute columns are chosen
 	// over all series, so all shards of one input share one schema.
 	Shard shard.Spec
+	// Extra write more files into the staged snapshot once its data and
+	// index are written, before it is published: the portable copy
+	// (export.StagedPortable, for --portable). Each gets the manifest as
+	// it will be published but for the files, whose paths are relative to
+	// the staging directory, and returns the entry of the file it wrote.
+	// They are steps rather than options because they read the snapshot
+	// back through the read side, which the builder does not import.
+	Extra []ExtraFile
 }
+
+// ExtraFile writes one more file of a staged snapshot (see Options.Extra).
+type ExtraFile func(ctx context.Context, staged string, m *manifest.Manifest) (manifest.File, error)
 
 func (o *Options) defaults() error {
 	if (o.Input == "" && o.Lake.Catalog.URI == "") || o.Out == "" {
@@ -155,6 +166,9 @@ type Phases struct {
 	Sort    float64 `json:"sort"`    // rank ids, radix sort, duplicates, series bounds
 	Write   float64 `json:"write"`   // gather and write data and index files
 	Publish float64 `json:"publish"` // fsync, rename, manifest, CURRENT
+	// Extra is the time Options.Extra took (the portable copy); counted
+	// here, not in Write.
+	Extra float64 `json:"extra,omitempty"`
 }
 
 // Build reads the lake at opt.Input and publishes a new snapshot of the
@@ -277,6 +291,19 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	for i, in := range t.inputs {
 		m.Lineage.Inputs = append(m.Lineage.Inputs, manifest.Input{Path: in.Rel, Size: in.Size, Rows: in.Rows, Checksum: sums[i]})
 		sum.InputBytes += in.Size
+	}
+	if len(opt.Extra) > 0 {
+		for _, step := range opt.Extra {
+			m.Files = files
+			f, err := step(ctx, staged, m)
+			if err != nil {
+				os.RemoveAll(staged)
+				return nil, err
+			}
+			files = append(files, f)
+		}
+		m.Files = nil
+		phase(&sum.Phases.Extra)
 	}
 	snapRel := dataset.SnapshotPath(id)
 	for _, f := range files {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -165,7 +167,19 @@ func TestAgainstCatchesSilentValueChange(t *testing.T) {
 	}))
 	writeArrow(t, ds, f.data, sc, recs)
 
+	// The portable copy is an independent copy of the rows: deep reads it
+	// back and sees the change. Without it, only --against can.
 	deep, err := Verify(ds, Options{Deep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deep.Findings) != 1 || deep.Findings[0].Check != CheckPortable || !strings.Contains(deep.Findings[0].Message, "column value") {
+		t.Fatalf("want one portable finding on the value:%s", findings(deep))
+	}
+	editManifest(t, ds, func(m *manifest.Manifest) {
+		m.Files = slices.DeleteFunc(m.Files, func(f manifest.File) bool { return f.Role == manifest.RolePortable })
+	})
+	deep, err = Verify(ds, Options{Deep: true})
 	if err != nil {
 		t.Fatal(err)
 	}

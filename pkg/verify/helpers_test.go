@@ -16,6 +16,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/export"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
@@ -29,6 +30,7 @@ type fixture struct {
 	m      *manifest.Manifest
 	data   string // manifest-relative paths
 	index  string
+	port   string // the portable copy (the fixture is built with --portable)
 	man    string
 	donor  string // donor dataset directory
 	donorM *manifest.Manifest
@@ -59,11 +61,16 @@ func getFixture(t testing.TB) *fixture {
 		fixRoot = root
 		f := &fixture{root: root}
 		small := func(o *sortwrite.Options) { o.BatchRows = 5000 }
-		f.lake, f.ds = testsnap.Sample(t, filepath.Join(root, "a"), "SYN", 200, 3, small)
+		withPortable := func(o *sortwrite.Options) {
+			small(o)
+			o.Extra = append(o.Extra, export.PortableStep(export.PortableOptions{RowGroupRows: 4000}))
+		}
+		f.lake, f.ds = testsnap.Sample(t, filepath.Join(root, "a"), "SYN", 200, 3, withPortable)
 		f.m = loadManifest(t, f.ds, 0)
 		d, _ := f.m.FileByRole(manifest.RoleData)
 		x, _ := f.m.FileByRole(manifest.RoleIndex)
-		f.data, f.index, f.man = d.Path, x.Path, dataset.ManifestPath(f.m.SnapshotID)
+		p, _ := f.m.FileByRole(manifest.RolePortable)
+		f.data, f.index, f.port, f.man = d.Path, x.Path, p.Path, dataset.ManifestPath(f.m.SnapshotID)
 
 		// The donor: another lake, built twice so its CURRENT is 2.
 		lake2, ds2 := testsnap.Sample(t, filepath.Join(root, "b"), "SYN", 120, 11, small)

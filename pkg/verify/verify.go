@@ -61,6 +61,10 @@ const (
 	CheckIndex      = "index"       // index rows agree with the data
 	CheckBatches    = "batches"     // batches cut at series boundaries, within batch_rows
 	CheckTypes      = "types"       // value column type = latest_value type
+	// CheckPortable: portable.parquet starts and ends with the Parquet
+	// magic (fast); its rows equal the snapshot's, row groups in series
+	// order (deep).
+	CheckPortable = "portable"
 
 	// Lake comparison.
 	CheckAgainst = "against"
@@ -222,6 +226,9 @@ func (v *verifier) run() error {
 	v.checkOpened()
 	if v.opt.Deep && !v.full() {
 		v.deep()
+	}
+	if !v.full() {
+		v.checkPortable()
 	}
 	if v.opt.Against != "" {
 		if v.full() {

@@ -126,8 +126,8 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 		if f.Role == manifest.RoleData && f.Tier != manifest.TierHot {
 			bad(loc+".tier", "data file tier %q, want %q", f.Tier, manifest.TierHot)
 		}
-		if f.Role == manifest.RoleIndex && f.Tier != "" {
-			bad(loc+".tier", "index file tier %q, want \"\"", f.Tier)
+		if (f.Role == manifest.RoleIndex || f.Role == manifest.RolePortable) && f.Tier != "" {
+			bad(loc+".tier", "%s file tier %q, want \"\"", f.Role, f.Tier)
 		}
 		if f.Role == manifest.RoleIndex && f.Batches != 1 {
 			bad(loc+".batches", "index file has %d batches, the format says exactly 1", f.Batches)
