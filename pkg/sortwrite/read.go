@@ -147,10 +147,7 @@ func (t *table) unitColumns(ctx context.Context, u unit, need []int) (col func(x
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s row group %d: %w", in.Rel, u.group, err)
 	}
-	var first int64
-	for _, n := range in.rawRows[:u.group] {
-		first += n
-	}
+	first := in.rawFirst[u.group]
 	raw := in.rawRows[u.group]
 	if tbl.NumRows() != raw {
 		tbl.Release()
