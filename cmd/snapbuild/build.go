@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/internal/progressui"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
@@ -69,6 +70,8 @@ Examples:
 			&cli.IntFlag{Name: "batch-rows", Value: datafile.DefaultBatchRows, Usage: "target rows per data record batch (cut at series boundaries)"},
 			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines", DefaultText: "number of CPUs"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
+			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
+			progressui.Flag(),
 			lockTimeoutFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
@@ -94,6 +97,16 @@ Examples:
 			if c.String("input") == "" && c.String("catalog-uri") == "" {
 				return cli.Exit("an --input (or --catalog-uri with --table) is required", 2)
 			}
+			var memory int64
+			if m := c.String("memory"); m != "" {
+				if memory, err = cliutil.ParseSize(m); err != nil || memory <= 0 {
+					return cli.Exit(fmt.Sprintf("--memory %q: want a positive size such as 512MiB or 6GiB", m), 2)
+				}
+			}
+			rep, stop, err := progressui.Start(c.String("progress"), os.Stderr, "build")
+			if err != nil {
+				return err
+			}
 			sum, err := sortwrite.Build(c.Context, sortwrite.Options{
 				Input:        c.String("input"),
 				Lake:         lake,
@@ -107,7 +120,10 @@ Examples:
 				Parallel:     c.Int("parallel"),
 				Tool:         "servingsnap " + version,
 				Lock:         lockOptions(c, c.String("out")),
+				MemoryLimit:  memory,
+				Progress:     rep,
 			})
+			stop()
 			if errors.Is(err, sortwrite.ErrUnchanged) {
 				if c.Bool("json") {
 					enc := json.NewEncoder(os.Stdout)
@@ -147,6 +163,12 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 	p := s.Phases
 	fmt.Fprintf(w, "  time        %.2fs (scan %.2fs, read %.2fs, sort %.2fs, write %.2fs, publish %.2fs)\n",
 		s.Seconds, p.Scan, p.Read, p.Sort, p.Write, p.Publish)
+	if s.External {
+		fmt.Fprintf(w, "  memory      external sort under %s: %s runs, %s spilled, peak RSS %s\n",
+			humanBytes(s.MemoryBudget), count(s.Runs), humanBytes(s.SpillBytes), humanBytes(s.PeakRSS))
+	} else {
+		fmt.Fprintf(w, "  memory      in memory (budget %s), peak RSS %s\n", humanBytes(s.MemoryBudget), humanBytes(s.PeakRSS))
+	}
 }
 
 // The one number format for people (docs/CLI.md, Conventions).

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/energyscope/servingsnap/pkg/lakegen"
@@ -55,18 +54,3 @@ func BenchmarkBuild(b *testing.B) {
 // resetPeakRSS clears the kernel's high-water mark of this process's RSS
 // (Linux: writing 5 to clear_refs), so the peak measured is the build's.
 func resetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// peakRSS is VmHWM from /proc/self/status, in bytes (0 if unknown).
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
