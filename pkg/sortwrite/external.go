@@ -133,10 +133,34 @@ type external struct {
 	isAttr []bool
 }
 
-// runRows is how many rows one run holds under the budget.
+// runRows is how many rows one run holds under the budget, after the
+// merge's data batch (batchCost) is set aside.
 func (e *external) runRows() int {
-	n := int64(float64(e.budget)*runShare) / perRowRun(e.t)
-	return int(max(n, 1024))
+	n := (int64(float64(e.budget)*runShare) - e.batchCost()) / perRowRun(e.t)
+	return int(max(n, minRunRows))
+}
+
+// minRunRows keeps the number of runs (open files, read buffers) sane
+// when the budget is tiny; such a build may then exceed its budget.
+const minRunRows = 4 << 10
+
+// batchCost is what one data batch of the merge holds: its records, the
+// columns decoded from them and the arrays gathered for the writer.
+// It is the floor of a build's memory whatever the budget (about 70 MiB
+// for 1M-row batches of a lakegen lake).
+func (e *external) batchCost() int64 {
+	arrays := int64(4 + 4) // series code, period
+	for _, s := range e.t.allStores()[1:] {
+		arrays += int64(s.recordWidth())
+	}
+	return int64(e.opt.BatchRows) * (int64(recordSize(e.t)) + 2*arrays)
+}
+
+// readBuffer is the merge's read buffer per run: 1 MiB, less when many
+// runs would make the buffers a tenth of the budget.
+func (e *external) readBuffer() int {
+	b := e.budget / 10 / int64(max(len(e.runs), 1))
+	return int(min(max(b, 64<<10), spillBuffer))
 }
 
 // buildExternal runs the external sort and writes data and index into
@@ -521,7 +545,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 		if err != nil {
 			return nil, fmt.Errorf("spill: %w", err)
 		}
-		r := &runReader{f: f, br: bufio.NewReaderSize(f, spillBuffer), rec: make([]byte, size), name: p}
+		r := &runReader{f: f, br: bufio.NewReaderSize(f, e.readBuffer()), rec: make([]byte, size), name: p}
 		ok, err := r.next(rank)
 		if err != nil {
 			f.Close()

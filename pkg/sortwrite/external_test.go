@@ -169,6 +169,9 @@ func TestExternalEdgeCases(t *testing.T) {
 				if merr.Error() != eerr.Error() {
 					t.Errorf("errors differ:\n%v\n%v", merr, eerr)
 				}
+				if left, _ := os.ReadDir(filepath.Join(ext, dataset.TmpDir)); len(left) != 0 {
+					t.Errorf("a failed build left %v in the staging area", left)
+				}
 				return
 			}
 			if merr != nil || eerr != nil {
@@ -206,7 +209,7 @@ func TestExternalRowGroupOverBudget(t *testing.T) {
 func TestExternalPeakRSS(t *testing.T) {
 	if lake := os.Getenv("SORTWRITE_RSS_CHILD_LAKE"); lake != "" {
 		limit, _ := strconv.ParseInt(os.Getenv("SORTWRITE_RSS_CHILD_LIMIT"), 10, 64)
-		s, err := Build(context.Background(), Options{Input: lake, Out: os.Getenv("SORTWRITE_RSS_CHILD_OUT"), MemoryLimit: limit})
+		s, err := Build(context.Background(), Options{Input: lake, Out: os.Getenv("SORTWRITE_RSS_CHILD_OUT"), MemoryLimit: limit, BatchRows: 1 << 16})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -232,9 +235,37 @@ func TestExternalPeakRSS(t *testing.T) {
 		return ru.Maxrss << 10
 	}
 	mem := peak("MEM", 0)
-	ext := peak("EXT", 24<<20)
+	ext := peak("EXT", 48<<20)
 	sameSnapshot(t, filepath.Join(root, "MEM"), filepath.Join(root, "EXT"))
 	if ext >= mem {
 		t.Errorf("external peak %d MiB is not below the in-memory peak %d MiB", ext>>20, mem>>20)
+	}
+}
+
+// TestExternalStaleSpillRemoved: spill files a crashed build left in the
+// staging area are removed by the next build.
+func TestExternalStaleSpillRemoved(t *testing.T) {
+	root := t.TempDir()
+	lake := filepath.Join(root, "lake")
+	if _, err := lakegen.Generate(context.Background(), lakegen.Options{Out: lake, Series: 200, Seed: 1, RowGroupRows: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	ds := filepath.Join(root, "DS")
+	stale := filepath.Join(ds, dataset.TmpDir, "build-123", "run-000000.spill")
+	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := build(t, lake, ds, func(o *Options) { o.MemoryLimit = 256 << 10 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.External {
+		t.Fatal("want an external build")
+	}
+	if left, _ := os.ReadDir(filepath.Join(ds, dataset.TmpDir)); len(left) != 0 {
+		t.Errorf("staging area holds %v after the build", left)
 	}
 }
