@@ -103,7 +103,7 @@ Examples:
 					return cli.Exit(fmt.Sprintf("--memory %q: want a positive size such as 512MiB or 6GiB", m), 2)
 				}
 			}
-			rep, stop, err := progressui.Start(c.String("progress"), os.Stderr, "build")
+			rep, stop, err := progressui.Start(c.String("progress"), c.App.ErrWriter, "build")
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/internal/progressui"
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
 
@@ -87,6 +88,7 @@ Examples:
 			&cli.StringFlag{Name: "against", Aliases: []string{"a"}, Usage: "also compare the rows with the input Parquet lake `INPUT`"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (fields: docs/CLI.md)"},
 			&cli.IntFlag{Name: "max-findings", Value: verify.DefaultMaxFindings, Usage: "stop after `N` findings (0: no limit)"},
+			progressui.Flag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -99,12 +101,18 @@ Examples:
 			case max == 0:
 				max = -1
 			}
+			prog, stop, err := progressui.Start(c.String("progress"), c.App.ErrWriter, "verify")
+			if err != nil {
+				return err
+			}
 			rep, err := verify.Verify(c.Args().First(), verify.Options{
 				SnapshotID:  c.Uint64("snapshot"),
 				Deep:        c.Bool("deep"),
 				Against:     c.String("against"),
 				MaxFindings: max,
+				Progress:    prog,
 			})
+			stop()
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}

@@ -41,7 +41,7 @@ func Flag() cli.Flag {
 // Start returns the reporter for mode (the --progress value) writing to
 // w (stderr), and a stop function to call when the work ends, before
 // printing the result. An unknown mode is a usage error.
-func Start(mode string, w *os.File, task string) (progress.Reporter, func(), error) {
+func Start(mode string, w io.Writer, task string) (progress.Reporter, func(), error) {
 	switch mode {
 	case "", ModeAuto:
 		if !isTerminal(w) {
@@ -58,8 +58,13 @@ func Start(mode string, w *os.File, task string) (progress.Reporter, func(), err
 	return nil, nil, cliutil.Usagef("--progress %q: want auto, bar, json or none", mode)
 }
 
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f *os.File) bool {
+// isTerminal reports whether w is a file that is a character device (a
+// terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
@@ -71,7 +76,9 @@ type bars struct {
 }
 
 func newBars(w io.Writer) (progress.Reporter, func(), error) {
-	b := &bars{p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))}
+	// Auto refresh even when w is not a terminal (--progress=bar into a
+	// file or a pipe): mpb otherwise draws nothing there.
+	b := &bars{p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())}
 	return b, b.stop, nil
 }
 
