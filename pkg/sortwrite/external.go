@@ -168,10 +168,12 @@ func (e *external) readBuffer() int {
 func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, staged, spillDir string, sums []string, rep progress.Reporter) (*extResult, error) {
 	// A soft limit makes the collector work harder near the budget instead
 	// of letting garbage double the heap.
-	old := debug.SetMemoryLimit(budget * 9 / 10)
+	// (Not below what a batch needs: a limit under the live heap would
+	// make the collector run without pause.)
+	e := &external{t: t, opt: opt, dir: spillDir, budget: budget}
+	old := debug.SetMemoryLimit(max(budget*9/10, 2*e.batchCost()+64<<20))
 	defer debug.SetMemoryLimit(old)
 
-	e := &external{t: t, opt: opt, dir: spillDir, budget: budget}
 	e.isAttr = make([]bool, len(t.others))
 	for i, st := range t.others {
 		e.isAttr[i] = true
@@ -195,6 +197,9 @@ func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, st
 func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Reporter) error {
 	t := e.t
 	limit := e.runRows()
+	// A row group is read whole: one over the entire budget is refused;
+	// one over the run size (a tiny budget) makes the runs that long.
+	most := max(e.budget/perRowRun(t), 1)
 	var inBytes int64
 	for _, in := range t.inputs {
 		inBytes += in.Size
@@ -205,10 +210,11 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 	for fi, in := range t.inputs {
 		r := in.FirstRow
 		for g, n := range in.GroupRows {
-			if n > int64(limit) {
-				return fmt.Errorf("%s row group %d holds %d rows, more than one sort run of %d rows fits in the memory budget of %d MiB; raise --memory or rewrite the file with smaller row groups",
-					in.Rel, g, n, limit, e.budget>>20)
+			if n > most {
+				return fmt.Errorf("%s row group %d holds %d rows, more than the memory budget of %d MiB can sort at once (%d rows); raise --memory or rewrite the file with smaller row groups",
+					in.Rel, g, n, e.budget>>20, most)
 			}
+			limit = max(limit, int(n))
 			units = append(units, unit{in: in, fileIdx: fi, group: g, firstRow: r, rows: n})
 			r += n
 		}
