@@ -269,13 +269,20 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 			return fail(err)
 		}
 		byID = e.rankNew(byID)
-		e.trackAttrs(rt)
+		// The attribute check reads the run in input order and the sort
+		// only reads the key columns: they run side by side.
+		attrsDone := make(chan struct{})
+		go func() {
+			defer close(attrsDone)
+			e.trackAttrs(rt)
+		}()
 		rank := make([]uint32, len(t.series.dict.values))
 		for r, c := range byID {
 			rank[c] = uint32(r)
 		}
 		keys, scratch = resizeSlice(keys, rt.rows), resizeSlice(scratch, rt.rows)
 		o := sortRowsInto(rank, rt.series.codes, rt.periods, keys, scratch)
+		<-attrsDone
 		if err := e.writeRun(rt, o); err != nil {
 			return fail(err)
 		}
@@ -426,36 +433,54 @@ func (e *external) writeRun(rt *table, o *order) (err error) {
 			err = fmt.Errorf("spill %s: %w", path, cerr)
 		}
 	}()
-	bw := bufio.NewWriterSize(f, spillBuffer)
 	stores := rt.allStores()[1:]
-	rec := make([]byte, recordSize(rt))
+	size := recordSize(rt)
 	le := binary.LittleEndian
-	for j := 0; j < o.len(); j++ {
-		r := int(o.row(j))
-		le.PutUint32(rec[0:], uint32(rt.base+r))
-		le.PutUint32(rec[4:], rt.series.codes[r])
-		le.PutUint32(rec[8:], uint32(rt.periods[r]))
-		p := spillHeader
-		for _, s := range stores {
-			switch s.kind {
-			case kindString:
-				le.PutUint32(rec[p:], s.codes[r])
-				p += 4
-			case kindFixed, kindBool:
-				w := s.width
-				rec[p] = s.valid[r]
-				copy(rec[p+1:p+1+w], s.data[r*w:(r+1)*w])
-				p += 1 + w
+	// encode packs sorted positions [lo, hi) into buf. Encoding is a
+	// gather at random rows of the run; two chunks are encoded at once
+	// (one per core), then written in order.
+	encode := func(buf []byte, lo, hi int) {
+		for j := lo; j < hi; j++ {
+			rec := buf[(j-lo)*size : (j-lo+1)*size]
+			r := int(o.row(j))
+			le.PutUint32(rec[0:], uint32(rt.base+r))
+			le.PutUint32(rec[4:], rt.series.codes[r])
+			le.PutUint32(rec[8:], uint32(rt.periods[r]))
+			p := spillHeader
+			for _, s := range stores {
+				switch s.kind {
+				case kindString:
+					le.PutUint32(rec[p:], s.codes[r])
+					p += 4
+				case kindFixed, kindBool:
+					w := s.width
+					rec[p] = s.valid[r]
+					copy(rec[p+1:p+1+w], s.data[r*w:(r+1)*w])
+					p += 1 + w
+				}
 			}
 		}
-		if _, err := bw.Write(rec); err != nil {
+	}
+	const chunk = 32 << 10
+	n := o.len()
+	bufA, bufB := make([]byte, chunk*size), make([]byte, chunk*size)
+	for lo := 0; lo < n; lo += 2 * chunk {
+		midA, hiB := min(lo+chunk, n), min(lo+2*chunk, n)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			encode(bufB, midA, hiB)
+		}()
+		encode(bufA, lo, midA)
+		<-done
+		if _, err := f.Write(bufA[:(midA-lo)*size]); err != nil {
+			return fmt.Errorf("spill %s: %w", path, err)
+		}
+		if _, err := f.Write(bufB[:(hiB-midA)*size]); err != nil {
 			return fmt.Errorf("spill %s: %w", path, err)
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("spill %s: %w", path, err)
-	}
-	e.bytes += int64(o.len()) * int64(len(rec))
+	e.bytes += int64(n) * int64(size)
 	return nil
 }
 
