@@ -54,6 +54,8 @@ PROFILES = {
     "large": dict(series=100000, runs=3, build_runs=3, scaling=[1000, 10000, 100000, 1000000], warmup=100,
                   queries={"one": 4000, "range": 4000, "batch100": 1000, "latest1000": 1000},
                   time_cap=120, descr="the default profile plus a 1M-series (~150M rows) scaling point"),
+    # Its own runner (bench/snapbench/seed.py); --fraction scales it down.
+    "seed": dict(descr="2.82M series (~420M rows) built with --memory 6GiB, then served (bench/snapbench/seed.py)"),
 }
 SECTIONS = ["serve", "build", "sizes", "scaling"]
 
@@ -79,6 +81,7 @@ def parse_args():
     ap.add_argument("--gobaseline", help="a prebuilt bench/gobaseline binary")
     ap.add_argument("--timeout", type=float, default=900, help="seconds a server may take to answer its first query")
     ap.add_argument("--tag", help="result file name suffix (default: the profile)")
+    ap.add_argument("--fraction", type=float, default=1.0, help="seed profile only: run at this fraction of its size")
     a = ap.parse_args()
     a.sections = [s.strip() for s in a.sections.split(",") if s.strip()]
     bad = set(a.sections) - set(SECTIONS)
@@ -290,6 +293,8 @@ def scaling_section(a, prof, snapbuild, gobaseline, work, logs, R, main_info):
 
 def main():
     a = parse_args()
+    if a.profile == "seed":
+        return seed_profile(a)
     prof = dict(PROFILES[a.profile])
     if a.series:
         prof["series"] = a.series
@@ -382,6 +387,18 @@ def main():
     print()
     print(report.headline(R))
     return status
+
+
+def seed_profile(a):
+    """The seed profile has its own runner: gen, build under --memory, serve (no peers)."""
+    from snapbench import seed
+    procs.install_signal_handlers()
+    try:
+        seed.run(pathlib.Path(a.bin).resolve(), pathlib.Path(a.work).resolve(), pathlib.Path(a.out).resolve(),
+                 a.fraction, machine(a.go), loadavg, log, timeout=a.timeout)
+    finally:
+        procs.kill_all()
+    return 0
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/internal/progressui"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/export"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
@@ -80,6 +81,8 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
 			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by xxhash64(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
+			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
+			progressui.Flag(),
 			lockTimeoutFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
@@ -105,6 +108,12 @@ Examples:
 			if c.String("input") == "" && c.String("catalog-uri") == "" {
 				return cli.Exit("an --input (or --catalog-uri with --table) is required", 2)
 			}
+			var memory int64
+			if m := c.String("memory"); m != "" {
+				if memory, err = cliutil.ParseSize(m); err != nil || memory <= 0 {
+					return cli.Exit(fmt.Sprintf("--memory %q: want a positive size such as 512MiB or 6GiB", m), 2)
+				}
+			}
 			var extra []sortwrite.ExtraFile
 			if c.Bool("portable") {
 				n := c.Int64("portable-row-group-rows")
@@ -127,6 +136,7 @@ Examples:
 				Parallel:     c.Int("parallel"),
 				Tool:         "servingsnap " + version,
 				Lock:         lockOptions(c, c.String("out")),
+				MemoryLimit:  memory,
 			}
 			if c.IsSet("shards") || c.IsSet("shard") {
 				return buildShards(c, opt)
@@ -134,7 +144,13 @@ Examples:
 			if err := refuseSharded(opt.Out); err != nil {
 				return err
 			}
+			rep, stop, err := progressui.Start(c.String("progress"), c.App.ErrWriter, "build")
+			if err != nil {
+				return err
+			}
+			opt.Progress = rep
 			sum, err := sortwrite.Build(c.Context, opt)
+			stop()
 			if errors.Is(err, sortwrite.ErrUnchanged) {
 				if c.Bool("json") {
 					enc := json.NewEncoder(os.Stdout)
@@ -178,6 +194,12 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 	}
 	fmt.Fprintf(w, "  time        %.2fs (scan %.2fs, read %.2fs, sort %.2fs, write %.2fs%s, publish %.2fs)\n",
 		s.Seconds, p.Scan, p.Read, p.Sort, p.Write, extra, p.Publish)
+	if s.External {
+		fmt.Fprintf(w, "  memory      external sort under %s: %s runs, %s spilled, peak RSS %s\n",
+			humanBytes(s.MemoryBudget), count(s.Runs), humanBytes(s.SpillBytes), humanBytes(s.PeakRSS))
+	} else {
+		fmt.Fprintf(w, "  memory      in memory (budget %s), peak RSS %s\n", humanBytes(s.MemoryBudget), humanBytes(s.PeakRSS))
+	}
 }
 
 // The one number format for people (docs/CLI.md, Conventions).

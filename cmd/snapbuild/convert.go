@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/internal/progressui"
 	"github.com/energyscope/servingsnap/pkg/convert"
 )
 
@@ -26,12 +27,18 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "overwrite", Usage: "replace OUT if it exists"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+			progressui.Flag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
 				return cliutil.Usagef("convert takes two arguments: IN OUT (see snapbuild convert --help)")
 			}
-			st, err := convert.Convert(c.Context, c.Args().Get(0), c.Args().Get(1), c.Bool("overwrite"))
+			rep, stop, err := progressui.Start(c.String("progress"), c.App.ErrWriter, "convert")
+			if err != nil {
+				return err
+			}
+			st, err := convert.ConvertWith(c.Context, c.Args().Get(0), c.Args().Get(1), c.Bool("overwrite"), rep)
+			stop()
 			if err != nil {
 				return err
 			}

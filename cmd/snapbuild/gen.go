@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/energyscope/servingsnap/internal/progressui"
 	"github.com/energyscope/servingsnap/pkg/lakegen"
 )
 
@@ -42,20 +43,23 @@ Examples:
 			&cli.StringFlag{Name: "eia", Usage: "write the real EIA lake from the CSVs in `DIR` (e.g. data/eia-prices) instead", TakesFile: true},
 			&cli.BoolFlag{Name: "overwrite", Usage: "write into a non-empty --out, replacing the year=YYYY directories it writes"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON: out, files, row_groups, rows, series, bytes, seconds"},
+			progressui.Flag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("gen: unexpected arguments %q", c.Args().Slice()), 2)
 			}
 			out := c.String("out")
+			rep, stop, err := progressui.Start(c.String("progress"), c.App.ErrWriter, "gen")
+			if err != nil {
+				return err
+			}
 			start := time.Now()
-			var (
-				sum lakegen.Summary
-				err error
-			)
+			var sum lakegen.Summary
 			if dir := c.String("eia"); dir != "" {
 				for _, f := range []string{"series", "from-year", "to-year", "seed", "row-group-rows", "files-per-year"} {
 					if c.IsSet(f) {
+						stop()
 						return cli.Exit(fmt.Sprintf("gen: --%s does not apply to --eia", f), 2)
 					}
 				}
@@ -73,8 +77,10 @@ Examples:
 					FilesPerYear: c.Int("files-per-year"),
 					PeriodAsDate: c.Bool("period-as-date"),
 					Overwrite:    c.Bool("overwrite"),
+					Progress:     rep,
 				})
 			}
+			stop()
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/internal/progressui"
 	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
@@ -89,6 +90,7 @@ Examples:
 			&cli.StringFlag{Name: "against", Aliases: []string{"a"}, Usage: "also compare the rows with the input Parquet lake `INPUT`"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (fields: docs/CLI.md)"},
 			&cli.IntFlag{Name: "max-findings", Value: verify.DefaultMaxFindings, Usage: "stop after `N` findings (0: no limit)"},
+			progressui.Flag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -113,7 +115,13 @@ Examples:
 				}
 				return verifyWhole(c, m, dirs, opt)
 			}
+			prog, stop, err := progressui.Start(c.String("progress"), c.App.ErrWriter, "verify")
+			if err != nil {
+				return err
+			}
+			opt.Progress = prog
 			rep, err := verify.Verify(c.Args().First(), opt)
+			stop()
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}

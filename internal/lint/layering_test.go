@@ -29,7 +29,7 @@ var layers = []struct {
 	name string
 	pkgs []string
 }{
-	{"base utilities", []string{"pkg/corrupt", "pkg/fileutil", "pkg/period", "internal/cliutil"}},
+	{"base utilities", []string{"pkg/corrupt", "pkg/fileutil", "pkg/period", "pkg/progress", "internal/cliutil"}},
 	// pkg/lake/... are the lake inputs: where files live (objstore), the
 	// table formats read over it (roaring < deltalog, iceberg), and source,
 	// which resolves an input into one table snapshot for the builder.
@@ -57,7 +57,9 @@ var layers = []struct {
 	// benchmark harness; like the commands, nothing imports it.
 	// internal/fakes3 is a test server program (S3 on loopback) the
 	// interop suite starts; like the commands, nothing imports it.
-	{"commands", []string{"cmd/...", "bench/...", "internal/fakes3"}},
+	// internal/progressui draws pkg/progress on a terminal (mpb) for the
+	// commands; only they link the terminal library.
+	{"commands", []string{"cmd/...", "bench/...", "internal/fakes3", "internal/progressui"}},
 }
 
 // testHelpers write lakes and snapshots for tests. They may import any

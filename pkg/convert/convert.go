@@ -29,6 +29,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/vortexio"
+
+	"github.com/energyscope/servingsnap/pkg/progress"
 )
 
 // Format is a table file format, named by its extension.
@@ -84,7 +86,14 @@ type sink interface {
 // Convert streams in to out. out is written under a temporary name and
 // renamed into place only when complete; an existing out is refused unless
 // overwrite is set.
-func Convert(ctx context.Context, in, out string, overwrite bool) (_ *Stats, err error) {
+func Convert(ctx context.Context, in, out string, overwrite bool) (*Stats, error) {
+	return ConvertWith(ctx, in, out, overwrite, nil)
+}
+
+// ConvertWith is Convert reporting rows converted to rep (nil: none). The
+// row total is known for Parquet input (its footer); otherwise the bar
+// counts rows without a total.
+func ConvertWith(ctx context.Context, in, out string, overwrite bool, rep progress.Reporter) (_ *Stats, err error) {
 	// The Parquet and IPC readers can panic on malformed input; that is a
 	// bad input file, reported as such (the deferred cleanup below still
 	// removes the temporary output).
@@ -117,6 +126,12 @@ func Convert(ctx context.Context, in, out string, overwrite bool) (_ *Stats, err
 	}
 	defer o.Abort()
 	st := &Stats{From: from, To: o.Format}
+	var total int64
+	if ps, ok := src.(*parquetSource); ok {
+		total = ps.pf.NumRows()
+	}
+	ph := progress.Or(rep).Phase("convert", total, 0)
+	defer ph.Done()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -131,6 +146,7 @@ func Convert(ctx context.Context, in, out string, overwrite bool) (_ *Stats, err
 		err = o.Write(rec)
 		st.Rows += rec.NumRows()
 		st.Batches++
+		ph.Add(rec.NumRows(), 0)
 		rec.Release()
 		if err != nil {
 			return nil, err

@@ -14,6 +14,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/energyscope/servingsnap/pkg/progress"
 )
 
 // Defaults applied to zero Options fields.
@@ -51,6 +53,8 @@ type Options struct {
 	// Workers bounds the files written concurrently (0: GOMAXPROCS). The
 	// output does not depend on it.
 	Workers int
+	// Progress receives rows written, row group by row group (nil: none).
+	Progress progress.Reporter
 }
 
 // Summary describes what Generate or GenerateEIA wrote.
@@ -254,15 +258,21 @@ func Generate(ctx context.Context, opt Options) (Summary, error) {
 		}
 	}
 	stats := make([]fileStat, len(tasks))
+	var planned int64
+	for _, t := range tasks {
+		planned += t.rows
+	}
+	ph := progress.Or(opt.Progress).Phase("write", planned, 0)
+	defer ph.Done()
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(opt.Workers)
 	for k, t := range tasks {
 		eg.Go(func() error {
 			var err error
 			if opt.PeriodAsDate {
-				stats[k], err = writeTask[rowDate](ectx, g, t)
+				stats[k], err = writeTask[rowDate](ectx, g, t, ph)
 			} else {
-				stats[k], err = writeTask[rowText](ectx, g, t)
+				stats[k], err = writeTask[rowText](ectx, g, t, ph)
 			}
 			return err
 		})
@@ -415,7 +425,7 @@ func (p *parquetFile[T]) abort() { p.f.Close() }
 
 // writeTask generates and writes one file: the active series of t's range,
 // whole series per row group, rows shuffled inside each group.
-func writeTask[T any, P rowPtr[T]](ctx context.Context, g *generator, t *fileTask) (fileStat, error) {
+func writeTask[T any, P rowPtr[T]](ctx context.Context, g *generator, t *fileTask, ph progress.Phase) (fileStat, error) {
 	pf, err := createParquet[T](t.tmp)
 	if err != nil {
 		return fileStat{}, err
@@ -448,6 +458,7 @@ func writeTask[T any, P rowPtr[T]](ctx context.Context, g *generator, t *fileTas
 		shuffler.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
 		group++
 		err := pf.writeGroup(rows)
+		ph.Add(int64(len(rows)), 0)
 		rows = rows[:0]
 		return err
 	}

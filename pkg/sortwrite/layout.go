@@ -17,6 +17,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/progress"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
@@ -223,7 +224,7 @@ func sameAsFirst[T comparable](vals []T, series []uint32, firstRow []uint32) boo
 type schemas struct{ data, index *arrow.Schema }
 
 // write writes data.arrow and index.arrow into dir and describes them.
-func (t *table) write(dir string, l *layout, opt Options) ([]manifest.File, schemas, error) {
+func (t *table) write(dir string, l *layout, opt Options, ph progress.Phase) ([]manifest.File, schemas, error) {
 	var extra, attrs []arrow.Field
 	var extraStores, attrStores []*store
 	for i, st := range t.others {
@@ -241,7 +242,7 @@ func (t *table) write(dir string, l *layout, opt Options) ([]manifest.File, sche
 		return nil, sc, err
 	}
 	defer dw.Abort()
-	if err := t.writeData(dw, l, sc.data, extraStores); err != nil {
+	if err := t.writeData(dw, l, sc.data, extraStores, ph); err != nil {
 		return nil, sc, err
 	}
 	dinfo, err := dw.Close()
@@ -340,7 +341,7 @@ func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 // k+1 overlaps with writing batch k: the gather is random access into the
 // input columns, the write is a check and a copy into the page cache, and
 // the two together would otherwise leave a core idle.
-func (t *table) writeData(dw *datafile.Writer, l *layout, schema *arrow.Schema, extra []*store) error {
+func (t *table) writeData(dw *datafile.Writer, l *layout, schema *arrow.Schema, extra []*store, ph progress.Phase) error {
 	recs := make(chan arrow.RecordBatch, 1)
 	done := make(chan struct{})
 	var gatherErr error
@@ -367,6 +368,7 @@ func (t *table) writeData(dw *datafile.Writer, l *layout, schema *arrow.Schema, 
 			if werr != nil {
 				close(done)
 			}
+			ph.Add(rec.NumRows(), 0)
 		}
 		rec.Release()
 	}

@@ -89,6 +89,14 @@ func (o *order) truncate(n int) {
 
 // sortRows orders rows by (rank of their series code, period).
 func sortRows(rank []uint32, codes []uint32, periods []int32) *order {
+	return sortRowsInto(rank, codes, periods, nil, nil)
+}
+
+// sortRowsInto is sortRows with the packed keys and the radix scratch in
+// the given buffers when they are long enough (the external sort reuses
+// them run after run). Rows already in order (an input written sorted by
+// key) are detected in the pass that packs the keys and not sorted again.
+func sortRowsInto(rank []uint32, codes []uint32, periods []int32, keys, scratch []uint64) *order {
 	n := len(codes)
 	if n == 0 {
 		return &order{perm: []uint32{}}
@@ -107,12 +115,18 @@ func sortRows(rank []uint32, codes []uint32, periods []int32) *order {
 	if pbits+rbits+ibits > 64 {
 		return sortCompare(rank, codes, periods)
 	}
-	keys := make([]uint64, n)
+	keys = resizeSlice(keys, n)
+	sorted := true
 	for i := range keys {
 		k := uint64(rank[codes[i]])<<pbits | uint64(int64(periods[i])-int64(minP))
 		keys[i] = k<<ibits | uint64(i)
+		if i > 0 && keys[i] < keys[i-1] {
+			sorted = false
+		}
 	}
-	radixSort(keys, ibits, ibits+pbits+rbits)
+	if !sorted {
+		radixSortWith(keys, resizeSlice(scratch, n), ibits, ibits+pbits+rbits)
+	}
 	return &order{keys: keys, ibits: ibits, pbits: pbits, minP: minP}
 }
 
@@ -123,10 +137,18 @@ const radixDigit = 11
 // radixSort sorts keys stably by bits [lo, hi), least significant digit
 // first, ping-ponging with one scratch buffer.
 func radixSort(keys []uint64, lo, hi uint) {
+	radixSortWith(keys, nil, lo, hi)
+}
+
+// radixSortWith is radixSort using tmp (len(keys) long, or nil) as scratch.
+func radixSortWith(keys, tmp []uint64, lo, hi uint) {
 	if hi <= lo || len(keys) < 2 {
 		return
 	}
-	tmp := make([]uint64, len(keys))
+	if len(tmp) < len(keys) {
+		tmp = make([]uint64, len(keys))
+	}
+	tmp = tmp[:len(keys)]
 	src, dst := keys, tmp
 	var count [1 << radixDigit]int
 	for shift := lo; shift < hi; shift += radixDigit {

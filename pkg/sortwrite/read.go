@@ -15,6 +15,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/progress"
 )
 
 var errTooManyValues = errors.New("more than 4294967294 distinct values")
@@ -22,9 +23,15 @@ var errTooManyValues = errors.New("more than 4294967294 distinct values")
 // table is the whole input, column by column, in input order (file order,
 // then row order). Row i of every store is the same input row.
 type table struct {
-	inputs  []*input
-	unified *Unified
-	rows    int
+	inputs   []*input
+	unified  *Unified
+	rows     int
+	budget   int64 // memory budget (Options.MemoryLimit resolved)
+	external bool  // the in-memory estimate exceeds the budget
+
+	// base is the global row of the stores' first row: 0 for the whole
+	// input, the run's first row for a run of the external sort.
+	base int
 
 	periodCol string
 
@@ -64,7 +71,13 @@ type unit struct {
 // workers. Each worker writes a disjoint row range of the preallocated
 // stores, so only dictionary interning takes a lock. Input checksums are
 // computed alongside.
-func (t *table) readAll(ctx context.Context, parallel int, sums []string) error {
+func (t *table) readAll(ctx context.Context, parallel int, sums []string, rep progress.Reporter) error {
+	var inBytes int64
+	for _, in := range t.inputs {
+		inBytes += in.Size
+	}
+	ph := rep.Phase("read", int64(t.rows), inBytes)
+	defer ph.Done()
 	var units []unit
 	for fi, in := range t.inputs {
 		r := in.FirstRow
@@ -76,29 +89,40 @@ func (t *table) readAll(ctx context.Context, parallel int, sums []string) error 
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
 	for i, in := range t.inputs {
-		g.Go(func() error {
-			sum, size, err := in.checksum(ctx)
-			if err != nil {
-				return fmt.Errorf("checksum %s: %w", in.Rel, err)
-			}
-			if size != in.Size {
-				if in.tbl.Kind == source.KindParquet {
-					return fmt.Errorf("%s changed while being read (size %d, then %d)", in.Rel, in.Size, size)
-				}
-				return fmt.Errorf("%s is %d bytes, but the table's log says %d: the file is not the one the table names", in.Rel, size, in.Size)
-			}
-			sums[i] = sum
-			return nil
+		g.Go(func() (err error) {
+			sums[i], err = in.verifiedChecksum(ctx)
+			return err
 		})
 	}
 	for _, u := range units {
-		g.Go(func() error { return t.readUnit(ctx, u) })
+		g.Go(func() error {
+			if err := t.readUnit(ctx, u); err != nil {
+				return err
+			}
+			ph.Add(u.rows, u.in.Size*u.rows/max(u.in.Rows, 1))
+			return nil
+		})
 	}
 	err := g.Wait()
 	for _, in := range t.inputs {
 		in.release()
 	}
 	return err
+}
+
+// verifiedChecksum hashes the input and checks its size is the one listed.
+func (in *input) verifiedChecksum(ctx context.Context) (string, error) {
+	sum, size, err := in.checksum(ctx)
+	if err != nil {
+		return "", fmt.Errorf("checksum %s: %w", in.Rel, err)
+	}
+	if size != in.Size {
+		if in.tbl.Kind == source.KindParquet {
+			return "", fmt.Errorf("%s changed while being read (size %d, then %d)", in.Rel, in.Size, size)
+		}
+		return "", fmt.Errorf("%s is %d bytes, but the table's log says %d: the file is not the one the table names", in.Rel, size, in.Size)
+	}
+	return sum, nil
 }
 
 // unitColumns reads the columns of one unit: col(x) returns the chunks of
@@ -147,10 +171,7 @@ func (t *table) unitColumns(ctx context.Context, u unit, need []int) (col func(x
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s row group %d: %w", in.Rel, u.group, err)
 	}
-	var first int64
-	for _, n := range in.rawRows[:u.group] {
-		first += n
-	}
+	first := in.rawFirst[u.group]
 	raw := in.rawRows[u.group]
 	if tbl.NumRows() != raw {
 		tbl.Release()
@@ -238,7 +259,7 @@ func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 		return err
 	}
 	defer release()
-	lo, hi := int(u.firstRow), int(u.firstRow+u.rows)
+	lo, hi := int(u.firstRow)-t.base, int(u.firstRow+u.rows)-t.base
 
 	// Period: required in every file.
 	if pField < 0 {
@@ -252,7 +273,7 @@ func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 		if err := period.Column(chunk, t.periods[off:off+chunk.Len()]); err != nil {
 			var re *period.RowError
 			if errors.As(err, &re) {
-				return fmt.Errorf("%s: column %q: period %q: %v", t.location(int64(off+re.Row)), t.periodName(), re.Value, re.Err)
+				return fmt.Errorf("%s: column %q: period %q: %v", t.location(int64(t.base+off+re.Row)), t.periodName(), re.Value, re.Err)
 			}
 			return fmt.Errorf("%s row group %d: column %q: %w", u.in.Rel, u.group, t.periodName(), err)
 		}
@@ -285,7 +306,7 @@ func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 	// A null series id cannot be placed in any series.
 	for r := lo; r < hi; r++ {
 		if t.series.codes[r] == nullCode {
-			return fmt.Errorf("%s: column %q: series id is null", t.location(int64(r)), t.series.col.Name)
+			return fmt.Errorf("%s: column %q: series id is null", t.location(int64(t.base+r)), t.series.col.Name)
 		}
 	}
 	return nil

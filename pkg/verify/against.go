@@ -22,6 +22,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/lake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
+
+	"github.com/energyscope/servingsnap/pkg/progress"
 )
 
 // seriesHash is an order-independent digest of a series' rows: the number
@@ -134,14 +136,21 @@ func (v *verifier) against() error {
 		parallel = runtime.GOMAXPROCS(0)
 	}
 	res := make([]*fileRows, len(files))
+	var inBytes int64
+	for _, f := range files {
+		inBytes += f.size
+	}
+	ph := progress.Or(v.opt.Progress).Phase("read lake", 0, inBytes)
+	defer ph.Done()
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(parallel)
 	for i, f := range files {
 		g.Go(func() error {
-			r, err := readLakeFile(ctx, f, cols, keep)
+			r, err := readLakeFile(ctx, f, cols, keep, ph)
 			if err != nil {
 				return fmt.Errorf("%w: input %s: %v", ErrCannotVerify, f.rel, err)
 			}
+			ph.Add(0, f.size)
 			res[i] = r
 			return nil
 		})
@@ -377,7 +386,7 @@ func discoverLake(dir string) ([]lakeFile, error) {
 }
 
 // readLakeFile reads the key columns of one Parquet file.
-func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, keep bool) (_ *fileRows, err error) {
+func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, keep bool, ph progress.Phase) (_ *fileRows, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed Parquet file: %v", r)
@@ -494,6 +503,7 @@ func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, keep bool)
 			}
 		}
 		out.rows += int64(n)
+		ph.Add(int64(n), 0)
 	}
 	if err := rr.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err

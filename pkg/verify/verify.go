@@ -40,6 +40,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
+
+	"github.com/energyscope/servingsnap/pkg/progress"
 )
 
 // Check names, as they appear in Finding.Check and docs/CLI.md.
@@ -89,6 +91,9 @@ type Options struct {
 	// Parallel bounds the input files read at once by Against (0:
 	// GOMAXPROCS).
 	Parallel int
+	// Progress receives the rows and bytes of the input lake re-read by
+	// Against (nil: none).
+	Progress progress.Reporter
 }
 
 // Finding is one problem: which check found it, in which file (relative

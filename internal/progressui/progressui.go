@@ -1,0 +1,153 @@
+// Package progressui picks and draws the progress of a command's long
+// phases (pkg/progress): bars on a terminal (github.com/vbauerster/mpb/v8),
+// one JSON line per update with --progress=json (for cron logs), nothing
+// otherwise. The phases only see the progress.Reporter interface, so only
+// the commands link the terminal library.
+package progressui
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/pkg/progress"
+)
+
+// Modes of --progress.
+const (
+	ModeAuto = "auto" // bars when stderr is a terminal, else nothing
+	ModeBar  = "bar"  // bars even when stderr is not a terminal
+	ModeJSON = "json" // one JSON line per update on stderr
+	ModeNone = "none" // nothing
+)
+
+// JSONInterval is the least time between two JSON lines of one phase.
+const JSONInterval = time.Second
+
+// Flag is the --progress flag every long-running command takes.
+func Flag() cli.Flag {
+	return &cli.StringFlag{Name: "progress", Value: ModeAuto,
+		Usage: "progress on stderr: `MODE` auto (bars on a terminal, else nothing), bar, json (one line per update) or none"}
+}
+
+// Start returns the reporter for mode (the --progress value) writing to
+// w (stderr), and a stop function to call when the work ends, before
+// printing the result. An unknown mode is a usage error.
+func Start(mode string, w io.Writer, task string) (progress.Reporter, func(), error) {
+	switch mode {
+	case "", ModeAuto:
+		if !isTerminal(w) {
+			return progress.Nop, func() {}, nil
+		}
+		return newBars(w)
+	case ModeBar:
+		return newBars(w)
+	case ModeJSON:
+		return progress.JSON(w, task, JSONInterval), func() {}, nil
+	case ModeNone:
+		return progress.Nop, func() {}, nil
+	}
+	return nil, nil, cliutil.Usagef("--progress %q: want auto, bar, json or none", mode)
+}
+
+// isTerminal reports whether w is a file that is a character device (a
+// terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+type bars struct {
+	p    *mpb.Progress
+	mu   sync.Mutex
+	open []*bar
+}
+
+func newBars(w io.Writer) (progress.Reporter, func(), error) {
+	// Auto refresh even when w is not a terminal (--progress=bar into a
+	// file or a pipe): mpb otherwise draws nothing there.
+	b := &bars{p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())}
+	return b, b.stop, nil
+}
+
+// stop completes every bar still open and waits for the last render.
+func (b *bars) stop() {
+	b.mu.Lock()
+	open := b.open
+	b.open = nil
+	b.mu.Unlock()
+	for _, x := range open {
+		x.Done()
+	}
+	b.p.Wait()
+}
+
+// Phase adds a bar counting rows (bytes when the row total is unknown),
+// with the other measure, the elapsed time and an ETA beside it.
+func (b *bars) Phase(name string, rows, bytes int64) progress.Phase {
+	x := &bar{rowsTotal: rows, bytesTotal: bytes, byRows: rows > 0 || bytes <= 0}
+	total := rows
+	if !x.byRows {
+		total = bytes
+	}
+	counts := decor.Any(func(decor.Statistics) string {
+		r, by := x.rows.Load(), x.bytes.Load()
+		s := cliutil.Count(r) + " rows"
+		if x.rowsTotal > 0 {
+			s += " of " + cliutil.Count(x.rowsTotal)
+		}
+		if by > 0 || x.bytesTotal > 0 {
+			s += ", " + cliutil.Bytes(by)
+			if x.bytesTotal > 0 {
+				s += " of " + cliutil.Bytes(x.bytesTotal)
+			}
+		}
+		return s
+	})
+	x.b = b.p.AddBar(max(total, 0),
+		mpb.PrependDecorators(decor.Name(fmt.Sprintf("%-20s", name)), decor.Percentage(decor.WCSyncSpace)),
+		mpb.AppendDecorators(counts, decor.Name("  "), decor.Elapsed(decor.ET_STYLE_GO),
+			decor.OnComplete(decor.Name(" ETA "), ""), decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), "")),
+	)
+	b.mu.Lock()
+	b.open = append(b.open, x)
+	b.mu.Unlock()
+	return x
+}
+
+type bar struct {
+	b                     *mpb.Bar
+	rows, bytes           atomic.Int64
+	rowsTotal, bytesTotal int64
+	byRows                bool
+	done                  atomic.Bool
+}
+
+func (x *bar) Add(rows, bytes int64) {
+	x.rows.Add(rows)
+	x.bytes.Add(bytes)
+	if x.byRows {
+		x.b.IncrInt64(rows)
+	} else {
+		x.b.IncrInt64(bytes)
+	}
+}
+
+func (x *bar) Done() {
+	if x.done.Swap(true) {
+		return
+	}
+	x.b.SetTotal(-1, true) // complete at the current count
+}

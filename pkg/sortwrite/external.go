@@ -1,0 +1,921 @@
+package sortwrite
+
+import (
+	"bufio"
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/progress"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
+)
+
+// The external sort: used when the in-memory build would not fit the
+// memory budget (Options.MemoryLimit).
+//
+//  1. Runs. Consecutive row groups are read, as by the in-memory build,
+//     into column stores sized to the budget (a run). The run is sorted by
+//     (series id, period) with the same radix sort, ranking series by the
+//     ids seen so far (string order is all a run needs), and written to the
+//     spill directory as fixed-size packed records (spillRecord). The
+//     dictionaries stay in memory across runs, so a string column is four
+//     bytes a row on disk; per-series state (the first value of every
+//     candidate attribute) is kept beside them.
+//  2. Merge. The runs are merged k-way by (final series rank, period, input
+//     row): the input row keeps --on-duplicate=last's "later input row wins"
+//     exactly as the in-memory stable sort does. Duplicates are dropped or
+//     refused, series and batches are cut by the in-memory rules, and the
+//     batches stream into datafile.Writer; the index then streams into
+//     sidecar.Writer from per-series state.
+//
+// Both paths therefore write the same bytes for the same input (a test
+// compares them). A run that is already sorted (inputs written in key
+// order) skips the sort: the check costs one pass over its keys.
+
+// memory shares of the budget: the run's columns and sort keys get
+// runShare; the rest covers dictionaries and per-series state, decoded
+// Parquet row groups in flight, the merge's read buffers, the batch being
+// written, and the garbage collector's headroom.
+const runShare = 0.45
+
+// spillBuffer is the read (merge) and write (runs) buffer per spill file.
+const spillBuffer = 1 << 20
+
+// perRowRun is the bytes a row costs in a run: the stores, the period, the
+// packed key and its radix scratch.
+func perRowRun(t *table) int64 {
+	n := int64(4 + 4 + 8 + 8) // series code, period, key, scratch
+	for _, s := range t.allStores()[1:] {
+		n += int64(s.recordWidth())
+	}
+	return n
+}
+
+// allStores is the series store, the value store, then the others.
+func (t *table) allStores() []*store {
+	return append([]*store{t.series, t.value}, t.others...)
+}
+
+// recordWidth is the bytes one row of the store takes in a spill record.
+func (s *store) recordWidth() int {
+	switch s.kind {
+	case kindString:
+		return 4
+	case kindFixed, kindBool:
+		return 1 + s.width
+	}
+	return 0
+}
+
+// resize makes the store hold n rows, reusing its arrays when they are big
+// enough (runs reuse one allocation).
+func (s *store) resize(n int) {
+	switch s.kind {
+	case kindString:
+		s.codes = resizeSlice(s.codes, n)
+	case kindFixed, kindBool:
+		s.data = resizeSlice(s.data, n*s.width)
+		s.valid = resizeSlice(s.valid, n)
+	}
+}
+
+func resizeSlice[T any](v []T, n int) []T {
+	if cap(v) >= n {
+		return v[:n]
+	}
+	return make([]T, n)
+}
+
+// like returns an empty store of the same column sharing s's dictionary.
+func (s *store) like() *store {
+	return &store{col: s.col, kind: s.kind, width: s.width, dict: s.dict}
+}
+
+// extResult is what the external build hands back to Build.
+type extResult struct {
+	built
+	runs       int
+	spilled    int64
+	runSeconds float64 // reading and sorting the runs
+}
+
+// external is the state of one external build.
+type external struct {
+	t      *table
+	opt    Options
+	dir    string // spill directory
+	budget int64
+
+	runs  []string // spill files, in run order
+	bytes int64    // bytes spilled
+
+	// Per series code: whether a row was seen, and the first value of each
+	// other column (firsts[i] mirrors t.others[i], indexed by series code).
+	seen   []bool
+	firsts []*store
+	isAttr []bool
+}
+
+// runRows is how many rows one run holds under the budget, after the
+// merge's data batch (batchCost) is set aside.
+func (e *external) runRows() int {
+	n := (int64(float64(e.budget)*runShare) - e.batchCost()) / perRowRun(e.t)
+	return int(max(n, minRunRows))
+}
+
+// minRunRows keeps the number of runs (open files, read buffers) sane
+// when the budget is tiny; such a build may then exceed its budget.
+const minRunRows = 4 << 10
+
+// batchCost is what one data batch of the merge holds: its records, the
+// columns decoded from them and the arrays gathered for the writer.
+// It is the floor of a build's memory whatever the budget (about 70 MiB
+// for 1M-row batches of a lakegen lake).
+func (e *external) batchCost() int64 {
+	arrays := int64(4 + 4) // series code, period
+	for _, s := range e.t.allStores()[1:] {
+		arrays += int64(s.recordWidth())
+	}
+	return int64(e.opt.BatchRows) * (int64(recordSize(e.t)) + 2*arrays)
+}
+
+// readBuffer is the merge's read buffer per run: 1 MiB, less when many
+// runs would make the buffers a tenth of the budget.
+func (e *external) readBuffer() int {
+	b := e.budget / 10 / int64(max(len(e.runs), 1))
+	return int(min(max(b, 64<<10), spillBuffer))
+}
+
+// buildExternal runs the external sort and writes data and index into
+// staged, spilling into spillDir. sums receives the input checksums.
+func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, staged, spillDir string, sums []string, rep progress.Reporter) (*extResult, error) {
+	// A soft limit makes the collector work harder near the budget instead
+	// of letting garbage double the heap.
+	// (Not below what a batch needs: a limit under the live heap would
+	// make the collector run without pause.)
+	e := &external{t: t, opt: opt, dir: spillDir, budget: budget}
+	old := debug.SetMemoryLimit(max(budget*9/10, 2*e.batchCost()+64<<20))
+	defer debug.SetMemoryLimit(old)
+
+	e.isAttr = make([]bool, len(t.others))
+	for i, st := range t.others {
+		e.isAttr[i] = true
+		e.firsts = append(e.firsts, st.like())
+	}
+	start := time.Now()
+	if err := e.spillRuns(ctx, sums, rep); err != nil {
+		return nil, err
+	}
+	runSeconds := time.Since(start).Seconds()
+	res, err := e.merge(ctx, staged, rep)
+	if err != nil {
+		return nil, err
+	}
+	res.runSeconds = runSeconds
+	res.runs, res.spilled = len(e.runs), e.bytes
+	return res, nil
+}
+
+// spillRuns reads the input run by run, sorting and spilling each.
+func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Reporter) error {
+	t := e.t
+	limit := e.runRows()
+	// A row group is read whole: one over the entire budget is refused;
+	// one over the run size (a tiny budget) makes the runs that long.
+	most := max(e.budget/perRowRun(t), 1)
+	var inBytes int64
+	for _, in := range t.inputs {
+		inBytes += in.Size
+	}
+	ph := rep.Phase("read and sort runs", int64(t.rows), inBytes)
+	defer ph.Done()
+	var units []unit
+	for fi, in := range t.inputs {
+		r := in.FirstRow
+		for g, n := range in.GroupRows {
+			if n > most {
+				return fmt.Errorf("%s row group %d holds %d rows, more than the memory budget of %d MiB can sort at once (%d rows); raise --memory or rewrite the file with smaller row groups",
+					in.Rel, g, n, e.budget>>20, most)
+			}
+			limit = max(limit, int(n))
+			units = append(units, unit{in: in, fileIdx: fi, group: g, firstRow: r, rows: n})
+			r += n
+		}
+	}
+	defer func() {
+		for _, in := range t.inputs {
+			in.release()
+		}
+	}()
+	// Checksums run beside the runs, one file at a time.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cg, cctx := errgroup.WithContext(cctx)
+	cg.Go(func() (err error) {
+		for i, in := range t.inputs {
+			if sums[i], err = in.verifiedChecksum(cctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	fail := func(err error) error {
+		cancel()
+		cg.Wait()
+		return err
+	}
+
+	rt := &table{inputs: t.inputs, unified: t.unified, periodCol: t.periodCol,
+		series: t.series.like(), value: t.value.like()}
+	for _, s := range t.others {
+		rt.others = append(rt.others, s.like())
+	}
+	var keys, scratch []uint64
+	var byID []uint32 // series codes seen so far, in id order
+	for lo := 0; lo < len(units); {
+		hi, rows := lo, int64(0)
+		for hi < len(units) && (hi == lo || rows+units[hi].rows <= int64(limit)) {
+			rows += units[hi].rows
+			hi++
+		}
+		rt.base, rt.rows = int(units[lo].firstRow), int(rows)
+		for _, s := range rt.allStores() {
+			s.resize(rt.rows)
+		}
+		rt.periods = resizeSlice(rt.periods, rt.rows)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(max(e.opt.Parallel, 1))
+		for _, u := range units[lo:hi] {
+			g.Go(func() error { return rt.readUnit(gctx, u) })
+		}
+		if err := g.Wait(); err != nil {
+			return fail(err)
+		}
+		byID = e.rankNew(byID)
+		// The attribute check reads the run in input order and the sort
+		// only reads the key columns: they run side by side.
+		attrsDone := make(chan struct{})
+		go func() {
+			defer close(attrsDone)
+			e.trackAttrs(rt)
+		}()
+		rank := make([]uint32, len(t.series.dict.values))
+		for r, c := range byID {
+			rank[c] = uint32(r)
+		}
+		keys, scratch = resizeSlice(keys, rt.rows), resizeSlice(scratch, rt.rows)
+		o := sortRowsInto(rank, rt.series.codes, rt.periods, keys, scratch)
+		<-attrsDone
+		if err := e.writeRun(rt, o); err != nil {
+			return fail(err)
+		}
+		var b int64
+		for _, u := range units[lo:hi] {
+			b += u.in.Size * u.rows / max(u.in.Rows, 1)
+		}
+		ph.Add(rows, b)
+		lo = hi
+	}
+	return cg.Wait()
+}
+
+// rankNew sorts the codes first seen in the last run into byID (the codes
+// seen before stay in order; the new ones are sorted and merged in).
+func (e *external) rankNew(byID []uint32) []uint32 {
+	ids := e.t.series.dict.values
+	n := len(byID)
+	if len(ids) == n {
+		return byID
+	}
+	fresh := make([]uint32, 0, len(ids)-n)
+	for c := n; c < len(ids); c++ {
+		fresh = append(fresh, uint32(c))
+	}
+	cmp := func(a, b uint32) int { return strings.Compare(ids[a], ids[b]) }
+	slices.SortFunc(fresh, cmp)
+	out := make([]uint32, 0, len(ids))
+	i, j := 0, 0
+	for i < len(byID) && j < len(fresh) {
+		if cmp(byID[i], fresh[j]) < 0 {
+			out = append(out, byID[i])
+			i++
+		} else {
+			out = append(out, fresh[j])
+			j++
+		}
+	}
+	out = append(out, byID[i:]...)
+	return append(out, fresh[j:]...)
+}
+
+// trackAttrs compares every row of the run with its series' first value in
+// each column still taken for an attribute (constantPerSeries, one run at
+// a time): any row stands for the series when all are equal.
+func (e *external) trackAttrs(rt *table) {
+	n := len(e.t.series.dict.values)
+	for len(e.seen) < n {
+		e.seen = append(e.seen, false)
+	}
+	for i, f := range e.firsts {
+		if e.isAttr[i] {
+			f.grow(n)
+		}
+	}
+	codes := rt.series.codes
+	for r, c := range codes {
+		if !e.seen[c] {
+			e.seen[c] = true
+			for i, st := range rt.others {
+				if e.isAttr[i] {
+					e.firsts[i].copyRow(int(c), st, r)
+				}
+			}
+			continue
+		}
+		for i, st := range rt.others {
+			if e.isAttr[i] && !e.firsts[i].sameRow(int(c), st, r) {
+				e.isAttr[i] = false
+				e.firsts[i].resize(0)
+			}
+		}
+	}
+}
+
+// grow extends the store to n rows (new rows null).
+func (s *store) grow(n int) {
+	switch s.kind {
+	case kindString:
+		for len(s.codes) < n {
+			s.codes = append(s.codes, nullCode)
+		}
+	case kindFixed, kindBool:
+		if len(s.valid) < n {
+			s.valid = append(s.valid, make([]byte, n-len(s.valid))...)
+			s.data = append(s.data, make([]byte, n*s.width-len(s.data))...)
+		}
+	}
+}
+
+// copyRow sets row i of s to row j of src (same column).
+func (s *store) copyRow(i int, src *store, j int) {
+	switch s.kind {
+	case kindString:
+		s.codes[i] = src.codes[j]
+	case kindFixed, kindBool:
+		w := s.width
+		s.valid[i] = src.valid[j]
+		copy(s.data[i*w:(i+1)*w], src.data[j*w:(j+1)*w])
+	}
+}
+
+// sameRow reports whether row i of s equals row j of src (nulls equal).
+func (s *store) sameRow(i int, src *store, j int) bool {
+	switch s.kind {
+	case kindString:
+		return s.codes[i] == src.codes[j]
+	case kindFixed, kindBool:
+		if s.valid[i] != src.valid[j] {
+			return false
+		}
+		w := s.width
+		return string(s.data[i*w:(i+1)*w]) == string(src.data[j*w:(j+1)*w])
+	}
+	return true
+}
+
+// A spill record is one row, fixed size, little-endian:
+//
+//	input row  uint32   global input row (tie-break, error locations)
+//	series     uint32   series dictionary code
+//	period     int32    date32 days
+//	then per store after the series store (value, then the others):
+//	  string   uint32   dictionary code (nullCode for null)
+//	  fixed    1 byte valid (0/1), then the value's width bytes
+//	  bool     1 byte valid, 1 byte value
+//	  null     nothing
+const spillHeader = 12
+
+func recordSize(t *table) int {
+	n := spillHeader
+	for _, s := range t.allStores()[1:] {
+		n += s.recordWidth()
+	}
+	return n
+}
+
+// writeRun writes the sorted run rt to the next spill file.
+func (e *external) writeRun(rt *table, o *order) (err error) {
+	path := filepath.Join(e.dir, fmt.Sprintf("run-%06d.spill", len(e.runs)))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("spill: %w", err)
+	}
+	e.runs = append(e.runs, path)
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("spill %s: %w", path, cerr)
+		}
+	}()
+	stores := rt.allStores()[1:]
+	size := recordSize(rt)
+	le := binary.LittleEndian
+	// encode packs sorted positions [lo, hi) into buf. Encoding is a
+	// gather at random rows of the run; two chunks are encoded at once
+	// (one per core), then written in order.
+	encode := func(buf []byte, lo, hi int) {
+		for j := lo; j < hi; j++ {
+			rec := buf[(j-lo)*size : (j-lo+1)*size]
+			r := int(o.row(j))
+			le.PutUint32(rec[0:], uint32(rt.base+r))
+			le.PutUint32(rec[4:], rt.series.codes[r])
+			le.PutUint32(rec[8:], uint32(rt.periods[r]))
+			p := spillHeader
+			for _, s := range stores {
+				switch s.kind {
+				case kindString:
+					le.PutUint32(rec[p:], s.codes[r])
+					p += 4
+				case kindFixed, kindBool:
+					w := s.width
+					rec[p] = s.valid[r]
+					copy(rec[p+1:p+1+w], s.data[r*w:(r+1)*w])
+					p += 1 + w
+				}
+			}
+		}
+	}
+	const chunk = 32 << 10
+	n := o.len()
+	bufA, bufB := make([]byte, chunk*size), make([]byte, chunk*size)
+	for lo := 0; lo < n; lo += 2 * chunk {
+		midA, hiB := min(lo+chunk, n), min(lo+2*chunk, n)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			encode(bufB, midA, hiB)
+		}()
+		encode(bufA, lo, midA)
+		<-done
+		if _, err := f.Write(bufA[:(midA-lo)*size]); err != nil {
+			return fmt.Errorf("spill %s: %w", path, err)
+		}
+		if _, err := f.Write(bufB[:(hiB-midA)*size]); err != nil {
+			return fmt.Errorf("spill %s: %w", path, err)
+		}
+	}
+	e.bytes += int64(n) * int64(size)
+	return nil
+}
+
+// runReader reads one spill file's records in order.
+type runReader struct {
+	f    *os.File
+	br   *bufio.Reader
+	rec  []byte
+	key  uint64 // final rank << 32 | period (ordered as unsigned)
+	row  uint32
+	name string
+}
+
+func (r *runReader) next(rank []uint32) (bool, error) {
+	if _, err := io.ReadFull(r.br, r.rec); err != nil {
+		if err == io.EOF {
+			return false, nil
+		}
+		return false, fmt.Errorf("spill %s: %w", r.name, err)
+	}
+	le := binary.LittleEndian
+	r.row = le.Uint32(r.rec[0:])
+	code := le.Uint32(r.rec[4:])
+	if int(code) >= len(rank) {
+		return false, fmt.Errorf("spill %s: series code %d out of range", r.name, code)
+	}
+	r.key = uint64(rank[code])<<32 | uint64(le.Uint32(r.rec[8:])^1<<31)
+	return true, nil
+}
+
+// runHeap orders the runs' current records by (key, input row).
+type runHeap []*runReader
+
+func (h runHeap) Len() int { return len(h) }
+func (h runHeap) Less(i, j int) bool {
+	if h[i].key != h[j].key {
+		return h[i].key < h[j].key
+	}
+	return h[i].row < h[j].row
+}
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)   { *h = append(*h, x.(*runReader)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// merge merges the runs into data.arrow and index.arrow in staged.
+func (e *external) merge(ctx context.Context, staged string, rep progress.Reporter) (*extResult, error) {
+	ph := rep.Phase("merge and write", int64(e.t.rows), e.bytes)
+	defer ph.Done()
+	t := e.t
+	ids := t.series.dict.values
+	nSeries := len(ids)
+	byID := make([]uint32, nSeries)
+	for i := range byID {
+		byID[i] = uint32(i)
+	}
+	slices.SortFunc(byID, func(a, b uint32) int { return strings.Compare(ids[a], ids[b]) })
+	rank := make([]uint32, nSeries)
+	for r, c := range byID {
+		rank[c] = uint32(r)
+	}
+
+	res := &extResult{}
+	var extra, attrs []arrow.Field
+	var extraIdx, attrIdx []int // positions in t.others
+	for i, st := range t.others {
+		f := arrow.Field{Name: st.col.Name, Type: st.col.Type, Nullable: true}
+		if e.isAttr[i] {
+			attrs, attrIdx = append(attrs, f), append(attrIdx, i)
+			res.attrs = append(res.attrs, st.col.Name)
+		} else {
+			extra, extraIdx = append(extra, f), append(extraIdx, i)
+		}
+	}
+	if res.attrs == nil {
+		res.attrs = []string{}
+	}
+	res.schemas.data = datafile.Schema(t.value.col.Type, extra)
+
+	h := make(runHeap, 0, len(e.runs))
+	defer func() {
+		for _, r := range h {
+			r.f.Close()
+		}
+	}()
+	size := recordSize(t)
+	for _, p := range e.runs {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("spill: %w", err)
+		}
+		r := &runReader{f: f, br: bufio.NewReaderSize(f, e.readBuffer()), rec: make([]byte, size), name: p}
+		ok, err := r.next(rank)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if !ok {
+			f.Close()
+			continue
+		}
+		h = append(h, r)
+	}
+	heap.Init(&h)
+
+	dw, err := datafile.Create(filepath.Join(staged, "data.arrow"), res.schemas.data)
+	if err != nil {
+		return nil, err
+	}
+	defer dw.Abort()
+
+	// Per series (by rank): the latest non-null value and its period.
+	latest := t.value.like()
+	latest.grow(nSeries)
+	latestP := make([]int32, nSeries)
+
+	b := &batcher{e: e, size: size, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows}
+	b.out = make(chan arrow.RecordBatch, 1)
+	wg, wctx := errgroup.WithContext(ctx)
+	wg.Go(func() error {
+		for rec := range b.out {
+			err := dw.Write(rec)
+			rec.Release()
+			if err != nil {
+				for r := range b.out {
+					r.Release()
+				}
+				return err
+			}
+		}
+		return nil
+	})
+
+	le := binary.LittleEndian
+	var (
+		pend     = make([]byte, size)
+		pendKey  uint64
+		pendRow  uint32
+		havePend bool
+		curRank  = uint32(noRow)
+		first    = true
+	)
+	emit := func() error {
+		rk := uint32(pendKey >> 32)
+		p := int32(le.Uint32(pend[8:]))
+		if rk != curRank {
+			if err := b.endSeries(wctx); err != nil {
+				return err
+			}
+			curRank = rk
+		}
+		if first || p < res.minP {
+			res.minP = p
+		}
+		if first || p > res.maxP {
+			res.maxP = p
+		}
+		first = false
+		// The value column is numeric (scan checks): valid byte, then data.
+		if pend[spillHeader] == 1 {
+			latest.valid[rk] = 1
+			w := latest.width
+			copy(latest.data[int(rk)*w:(int(rk)+1)*w], pend[spillHeader+1:spillHeader+1+w])
+			latestP[rk] = p
+		}
+		b.add(pend)
+		res.rows++
+		return nil
+	}
+	var mergeErr error
+	nrec := 0
+	for len(h) > 0 {
+		r := h[0]
+		if havePend && pendKey == r.key {
+			if e.opt.OnDuplicate == OnDuplicateError {
+				code := le.Uint32(r.rec[4:])
+				mergeErr = fmt.Errorf("duplicate key (%s %q, %s %s): %s and %s; pass --on-duplicate=last to keep the later row",
+					e.opt.SeriesColumn, ids[code], e.opt.PeriodColumn, period.Format(int32(le.Uint32(r.rec[8:]))),
+					t.location(int64(pendRow)), t.location(int64(r.row)))
+				break
+			}
+			res.dropped++
+		} else if havePend {
+			if mergeErr = emit(); mergeErr != nil {
+				break
+			}
+		}
+		copy(pend, r.rec)
+		pendKey, pendRow, havePend = r.key, r.row, true
+		ok, err := r.next(rank)
+		if err != nil {
+			mergeErr = err
+			break
+		}
+		if ok {
+			heap.Fix(&h, 0)
+		} else {
+			r.f.Close()
+			heap.Pop(&h)
+		}
+		if nrec++; nrec&(1<<16-1) == 0 {
+			ph.Add(1<<16, int64(1<<16*size))
+			if err := ctx.Err(); err != nil {
+				mergeErr = err
+				break
+			}
+		}
+	}
+	if mergeErr == nil && havePend {
+		mergeErr = emit()
+	}
+	if mergeErr == nil {
+		mergeErr = b.endSeries(wctx)
+	}
+	if mergeErr == nil {
+		mergeErr = b.flush(wctx, b.n)
+	}
+	close(b.out)
+	if err := errors.Join(mergeErr, wg.Wait()); err != nil {
+		return nil, err
+	}
+	dinfo, err := dw.Close()
+	if err != nil {
+		return nil, err
+	}
+	res.series = int64(nSeries)
+	xinfo, err := e.writeIndex(filepath.Join(staged, "index.arrow"), dw.Locations(), byID, latest, latestP, attrs, attrIdx, &res.schemas)
+	if err != nil {
+		return nil, err
+	}
+	res.files = []manifest.File{
+		{Path: "data.arrow", Role: manifest.RoleData, Tier: manifest.TierHot, Format: manifest.FormatArrowIPCFile,
+			Size: dinfo.Size, Rows: dinfo.Rows, Batches: dinfo.Batches, Checksum: dinfo.Checksum},
+		{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
+			Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum},
+	}
+	return res, nil
+}
+
+// batcher collects merged records into data batches, cut between series
+// by the in-memory rule: a series goes to the next batch when the batch
+// already holds rows and the series would take it over the limit.
+type batcher struct {
+	e        *external
+	size     int
+	extraIdx []int
+	schema   *arrow.Schema
+	limit    int
+	out      chan arrow.RecordBatch
+
+	buf         []byte // records of the batch being built
+	n           int    // records in buf
+	seriesStart int    // first record of the current series
+	series      uint32 // series codes written so far (= rank of the next series)
+	codes       []uint32
+
+	// reused per batch
+	value  *store
+	others []*store
+}
+
+func (b *batcher) add(rec []byte) {
+	b.buf = append(b.buf, rec...)
+	b.n++
+}
+
+// endSeries closes the series whose records are buf[seriesStart:n).
+func (b *batcher) endSeries(ctx context.Context) error {
+	n := b.n - b.seriesStart
+	if n == 0 {
+		return nil
+	}
+	if b.seriesStart > 0 && b.n > b.limit {
+		if err := b.flush(ctx, b.seriesStart); err != nil {
+			return err
+		}
+	}
+	for range n {
+		b.codes = append(b.codes, b.series)
+	}
+	b.series++
+	b.seriesStart = b.n
+	return nil
+}
+
+// flush turns the first k records into a batch and sends it.
+func (b *batcher) flush(ctx context.Context, k int) error {
+	if k == 0 {
+		return nil
+	}
+	t := b.e.t
+	if b.value == nil {
+		b.value = t.value.like()
+		for _, i := range b.extraIdx {
+			b.others = append(b.others, t.others[i].like())
+		}
+	}
+	stores := append([]*store{b.value}, b.others...)
+	for _, s := range stores {
+		s.resize(k)
+	}
+	periods := make([]int32, k)
+	rows := make([]uint32, k)
+	le := binary.LittleEndian
+	// Field offsets of value and the extra columns inside a record.
+	offs := make([]int, 0, len(stores))
+	p := spillHeader
+	offs = append(offs, p)
+	p += t.value.recordWidth()
+	oi := 0
+	for i, st := range t.others {
+		if oi < len(b.extraIdx) && b.extraIdx[oi] == i {
+			offs = append(offs, p)
+			oi++
+		}
+		p += st.recordWidth()
+	}
+	for j := 0; j < k; j++ {
+		rec := b.buf[j*b.size : (j+1)*b.size]
+		periods[j] = int32(le.Uint32(rec[8:]))
+		rows[j] = uint32(j)
+		for si, s := range stores {
+			o := offs[si]
+			switch s.kind {
+			case kindString:
+				s.codes[j] = le.Uint32(rec[o:])
+			case kindFixed, kindBool:
+				w := s.width
+				s.valid[j] = rec[o]
+				copy(s.data[j*w:(j+1)*w], rec[o+1:o+1+w])
+			}
+		}
+	}
+	cols := make([]arrow.Array, datafile.NumFixed, datafile.NumFixed+len(b.others))
+	cols[datafile.ColumnSeriesCode] = uint32Array(slices.Clone(b.codes[:k]))
+	cols[datafile.ColumnPeriod] = date32Array(periods)
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	var err error
+	if cols[datafile.ColumnValue], err = b.value.gather(rows); err != nil {
+		release()
+		return err
+	}
+	for _, s := range b.others {
+		a, err := s.gather(rows)
+		if err != nil {
+			release()
+			return err
+		}
+		cols = append(cols, a)
+	}
+	rec := array.NewRecordBatch(b.schema, cols, int64(k))
+	release()
+	select {
+	case b.out <- rec:
+	case <-ctx.Done():
+		rec.Release()
+		return ctx.Err()
+	}
+	// Keep the records after k (the current series) at the front.
+	rest := copy(b.buf, b.buf[k*b.size:b.n*b.size])
+	b.buf = b.buf[:rest]
+	b.codes = append(b.codes[:0], b.codes[k:]...)
+	b.n -= k
+	b.seriesStart -= k
+	return nil
+}
+
+// writeIndex writes index.arrow: series in rank order, the latest values
+// kept during the merge, attributes from the per-series first values.
+func (e *external) writeIndex(path string, locs []datafile.Location, byID []uint32, latest *store, latestP []int32,
+	attrs []arrow.Field, attrIdx []int, sc *schemas) (arrowfile.Info, error) {
+	t := e.t
+	n := len(byID)
+	if len(locs) != n {
+		return arrowfile.Info{}, fmt.Errorf("the data file has %d series, the index %d", len(locs), n)
+	}
+	xw, err := sidecar.NewWriter(path, t.value.col.Type, attrs)
+	if err != nil {
+		return arrowfile.Info{}, err
+	}
+	xw.Reserve(n)
+	identity := make([]uint32, n)
+	for i := range identity {
+		identity[i] = uint32(i)
+	}
+	var cols []arrow.Array
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	la, err := latest.gather(identity)
+	if err != nil {
+		return arrowfile.Info{}, err
+	}
+	cols = append(cols, la)
+	for _, i := range attrIdx {
+		a, err := e.firsts[i].gather(byID)
+		if err != nil {
+			return arrowfile.Info{}, err
+		}
+		cols = append(cols, a)
+	}
+	attrCols := cols[1:]
+	ids := t.series.dict.values
+	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
+	for i := range n {
+		s.ID, s.Location = ids[byID[i]], locs[i]
+		s.HasLatest = !latest.isNull(i)
+		s.LatestPeriod = 0
+		if s.HasLatest {
+			s.LatestPeriod = latestP[i]
+		}
+		s.LatestValue = sidecar.Cell{Array: la, Row: i}
+		for k, a := range attrCols {
+			s.Attrs[k] = sidecar.Cell{Array: a, Row: i}
+		}
+		if err := xw.Add(&s); err != nil {
+			return arrowfile.Info{}, err
+		}
+	}
+	info, schema, err := xw.Close()
+	if err != nil {
+		return arrowfile.Info{}, err
+	}
+	sc.index = schema
+	return info, nil
+}
