@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -40,9 +41,18 @@ directory is a folder of Parquet files (hive year=N folders or flat), every
 --if-changed exits with status 3, building nothing, when the table's
 snapshot is the one CURRENT was built from (for cron).
 
+Publishing safety: an input of no rows is refused unless --allow-empty;
+a snapshot whose series or rows fall below (1-RATIO) or rise above
+1/(1-RATIO) times CURRENT's is refused (--max-change, default 0.5: half to
+twice; 0 disables). --no-publish writes the snapshot completely but leaves
+CURRENT alone: check it with snapverify --snapshot N, then make it live
+with snapbuild publish ROOT/DATASET --id N. SIGINT or SIGTERM stops a build
+at any phase: what it staged is removed, nothing is published, exit 1.
+
 Examples:
    snapbuild build --input lake/ --out snapshots/PET
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
+   snapbuild build --input lake/ --out snapshots/PET --no-publish --json
    snapbuild build --input s3://bucket/tables/prices --out snapshots/PET --table-version 12
    snapbuild build --input warehouse/db/prices --out snapshots/PET --snapshot-id 3051729675574597004
    snapbuild build --catalog-uri http://127.0.0.1:8181 --table db.prices --out snapshots/PET --if-changed`,
@@ -69,6 +79,9 @@ Examples:
 			&cli.IntFlag{Name: "batch-rows", Value: datafile.DefaultBatchRows, Usage: "target rows per data record batch (cut at series boundaries)"},
 			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines", DefaultText: "number of CPUs"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
+			&cli.BoolFlag{Name: "allow-empty", Usage: "publish an empty snapshot when the input holds no rows (refused otherwise)"},
+			&cli.Float64Flag{Name: "max-change", Value: sortwrite.DefaultMaxChange, Usage: "refuse a snapshot whose series or rows fall below (1-`RATIO`) or rise above 1/(1-RATIO) times CURRENT's; 0 disables"},
+			&cli.BoolFlag{Name: "no-publish", Usage: "write the snapshot but do not flip CURRENT (then: snapverify --snapshot N, snapbuild publish --id N)"},
 			lockTimeoutFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
@@ -94,7 +107,12 @@ Examples:
 			if c.String("input") == "" && c.String("catalog-uri") == "" {
 				return cli.Exit("an --input (or --catalog-uri with --table) is required", 2)
 			}
-			sum, err := sortwrite.Build(c.Context, sortwrite.Options{
+			if r := c.Float64("max-change"); r < 0 || r >= 1 {
+				return cliutil.Usagef("--max-change %g: want a ratio in [0, 1) (0.5 allows half to twice CURRENT's series and rows; 0 disables the check)", r)
+			}
+			ctx, stop := interruptible(c.Context)
+			defer stop()
+			sum, err := sortwrite.Build(ctx, sortwrite.Options{
 				Input:        c.String("input"),
 				Lake:         lake,
 				IfChanged:    c.Bool("if-changed"),
@@ -107,6 +125,9 @@ Examples:
 				Parallel:     c.Int("parallel"),
 				Tool:         "servingsnap " + version,
 				Lock:         lockOptions(c, c.String("out")),
+				AllowEmpty:   c.Bool("allow-empty"),
+				MaxChange:    c.Float64("max-change"),
+				NoPublish:    c.Bool("no-publish"),
 			})
 			if errors.Is(err, sortwrite.ErrUnchanged) {
 				if c.Bool("json") {
@@ -136,6 +157,9 @@ Examples:
 
 func printSummary(w io.Writer, s *sortwrite.Summary) {
 	fmt.Fprintf(w, "snapshot %d of %s (parent %d): %s\n", s.SnapshotID, s.Dataset, s.ParentID, s.Manifest)
+	if !s.Published {
+		fmt.Fprintf(w, "  NOT published (--no-publish): CURRENT still names %d; check it with snapverify --snapshot %d, then snapbuild publish %s --id %d\n", s.ParentID, s.SnapshotID, filepath.Dir(filepath.Dir(s.Manifest)), s.SnapshotID)
+	}
 	fmt.Fprintf(w, "  rows        %s in %s series (%s duplicates dropped)\n", count(s.Rows), count(s.Series), count(s.DuplicatesDropped))
 	fmt.Fprintf(w, "  inputs      %s files, %s\n", count(s.Inputs), humanBytes(s.InputBytes))
 	fmt.Fprintf(w, "  data cols   %s\n", strings.Join(s.DataColumns, ", "))

@@ -61,6 +61,23 @@ type Options struct {
 	// Lock says how to wait for another writer of the dataset (taken once
 	// the rows are sorted, just before writing).
 	Lock dataset.LockOptions
+
+	// AllowEmpty lets an input of no rows become a (empty) snapshot;
+	// without it Build refuses one with ErrEmpty.
+	AllowEmpty bool
+	// MaxChange bounds how far the new snapshot's series and row counts
+	// may move from CURRENT's, as a ratio in [0, 1): see checkChange.
+	// 0 (the zero value) disables the check; the CLI's default is
+	// DefaultMaxChange. Beyond it Build returns ErrImplausible.
+	MaxChange float64
+	// NoPublish writes the snapshot completely (files fsynced, manifest
+	// written: a vintage) but does not flip CURRENT; `snapbuild publish`
+	// (dataset.Writer.PublishInstalled) does that after verification.
+	NoPublish bool
+
+	// onPhase, when set (tests), is called as each phase begins: "scan",
+	// "read", "sort", "write", "publish".
+	onPhase func(phase string)
 }
 
 func (o *Options) defaults() error {
@@ -95,6 +112,12 @@ func (o *Options) defaults() error {
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
 	}
+	if err := checkMaxChange(o.MaxChange); err != nil {
+		return err
+	}
+	if o.onPhase == nil {
+		o.onPhase = func(string) {}
+	}
 	if o.Tool == "" {
 		o.Tool = "servingsnap dev"
 	}
@@ -127,6 +150,10 @@ type Summary struct {
 	// Unchanged is true when --if-changed skipped the build: the table's
 	// snapshot is the one snapshot SnapshotID (CURRENT) was built from.
 	Unchanged bool `json:"unchanged"`
+	// Published is true when CURRENT now names the snapshot; false after
+	// --no-publish (the snapshot is a vintage waiting for `snapbuild
+	// publish`) or when nothing was built.
+	Published bool `json:"published"`
 }
 
 // ErrUnchanged is returned by Build with IfChanged when the lake table's
@@ -150,7 +177,10 @@ type Phases struct {
 }
 
 // Build reads the lake at opt.Input and publishes a new snapshot of the
-// dataset at opt.Out. On error nothing becomes visible.
+// dataset at opt.Out (with NoPublish: installs it as a vintage CURRENT does
+// not name). On error nothing becomes visible. Build stops at the next
+// row group, batch or phase once ctx is done (SIGINT, SIGTERM), removes
+// what it staged and returns an error wrapping ctx's.
 func Build(ctx context.Context, opt Options) (*Summary, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
@@ -189,27 +219,42 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		}
 	}
 
+	opt.onPhase("scan")
 	t, err := scan(ctx, opt, tbl)
 	if err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	if err := checkEmpty(int64(t.rows), len(t.inputs), tbl.Location, opt); err != nil {
 		return nil, err
 	}
 	phase(&sum.Phases.Scan)
 
+	opt.onPhase("read")
 	sums := make([]string, len(t.inputs))
 	if err := t.readAll(ctx, opt.Parallel, sums); err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	if err := t.checkSeriesIDs(); err != nil {
 		return nil, err
 	}
 	phase(&sum.Phases.Read)
 
+	opt.onPhase("sort")
+	if err := ctx.Err(); err != nil {
+		return nil, interrupted(ctx, err)
+	}
 	lay, err := t.layout(ctx, opt)
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
-		return nil, err
+		return nil, interrupted(ctx, err)
 	}
 	phase(&sum.Phases.Sort)
 
 	w, err := ds.LockForWriteWith(ctx, opt.Lock)
 	if err != nil {
-		return nil, err
+		return nil, interrupted(ctx, err)
 	}
 	defer w.Close()
 	id, err := w.NextID()
@@ -217,19 +262,29 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		return nil, err
 	}
 	var parent uint64
+	var prev *manifest.Manifest
 	if cur, err := ds.CurrentID(); err == nil {
 		parent = cur
+		prev, _ = ds.Load(cur) // unreadable: nothing to compare with
 	}
+	if err := checkChange(prev, int64(lay.rows()), int64(len(lay.series)), opt); err != nil {
+		return nil, err
+	}
+	opt.onPhase("write")
 	staged, err := w.Stage()
 	if err != nil {
 		return nil, err
 	}
-	files, schemas, err := t.write(staged, lay, opt)
+	files, schemas, err := t.write(ctx, staged, lay, opt)
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		os.RemoveAll(staged)
-		return nil, err
+		return nil, interrupted(ctx, err)
 	}
 	phase(&sum.Phases.Write)
+	opt.onPhase("publish")
 
 	m := &manifest.Manifest{
 		Format:        manifest.Format,
@@ -273,10 +328,21 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		m.Files = append(m.Files, f)
 		sum.Files = append(sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Size: f.Size})
 	}
-	if err := w.Publish(staged, m); err != nil {
+	if err := ctx.Err(); err != nil {
+		os.RemoveAll(staged)
+		return nil, interrupted(ctx, err)
+	}
+	// From here the publish runs to its end: it takes milliseconds, and
+	// each of its steps leaves the dataset consistent anyway.
+	publish := w.Publish
+	if opt.NoPublish {
+		publish = w.Install
+	}
+	if err := publish(staged, m); err != nil {
 		os.RemoveAll(staged)
 		return nil, err
 	}
+	sum.Published = !opt.NoPublish
 	phase(&sum.Phases.Publish)
 
 	sum.SnapshotID, sum.ParentID = id, parent
@@ -295,6 +361,21 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+// ErrInterrupted is returned (wrapping the context's error) when Build
+// stopped because its context was done: nothing was published and what it
+// staged was removed.
+var ErrInterrupted = errors.New("build interrupted")
+
+// interrupted marks err as an interruption when ctx is done: an error a
+// reader returned because its context was cancelled says more about the
+// signal than about the file it was reading.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%w): nothing published, staging removed", ErrInterrupted, context.Cause(ctx))
 }
 
 func columnsOf(s *arrow.Schema) []manifest.Column {
