@@ -13,9 +13,9 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
-	"github.com/energyscope/servingsnap/pkg/sortwrite"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
 func TestPristine(t *testing.T) {
