@@ -62,6 +62,10 @@ type Options struct {
 	// the rows are sorted, just before writing).
 	Lock dataset.LockOptions
 
+	// MixedPeriodTypes accepts a period column that is integer in some
+	// files and text or a date in others (refused by default as a type
+	// conflict: see Unify).
+	MixedPeriodTypes bool
 	// AllowEmpty lets an input of no rows become a (empty) snapshot;
 	// without it Build refuses one with ErrEmpty.
 	AllowEmpty bool
@@ -410,7 +414,11 @@ func scan(ctx context.Context, opt Options, tbl *source.Table) (*table, error) {
 	if rows >= noRow {
 		return nil, fmt.Errorf("input holds %d rows; one snapshot holds at most %d (build shards)", rows, uint32(noRow-1))
 	}
-	u, err := Unify(schemas, map[string]bool{opt.PeriodColumn: true})
+	unify := Unify
+	if opt.MixedPeriodTypes {
+		unify = UnifyMixedPeriods
+	}
+	u, err := unify(schemas, map[string]bool{opt.PeriodColumn: true})
 	if err != nil {
 		return nil, err
 	}

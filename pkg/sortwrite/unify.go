@@ -56,6 +56,17 @@ func (u *Unified) Index(name string) int {
 // conflict. A column of Arrow's null type (all-null in that file) takes any
 // other file's type.
 func Unify(files []FileSchema, periodLike map[string]bool) (*Unified, error) {
+	return unify(files, periodLike, false)
+}
+
+// UnifyMixedPeriods is Unify with the kinds of the periodLike columns
+// free to mix (build --mixed-period-types): each file's periods are read
+// as FORMAT.md §5 says for its own type, integers as their digits.
+func UnifyMixedPeriods(files []FileSchema, periodLike map[string]bool) (*Unified, error) {
+	return unify(files, periodLike, true)
+}
+
+func unify(files []FileSchema, periodLike map[string]bool, mixPeriods bool) (*Unified, error) {
 	u := &Unified{}
 	pos := map[string]int{}
 	folded := map[string]int{} // lower-cased name -> column
@@ -96,8 +107,8 @@ func Unify(files []FileSchema, periodLike map[string]bool) (*Unified, error) {
 			case c.Type.ID() == arrow.NULL:
 				c.Type, c.From = nt, f.Path
 			case periodLike[fld.Name]:
-				if !periodTypesMix(c.Type, nt) {
-					return nil, fmt.Errorf("column %q has type %s (%s) in %s but %s (%s) in %s: integer periods cannot mix with other kinds across files",
+				if !mixPeriods && !periodTypesMix(c.Type, nt) {
+					return nil, fmt.Errorf("column %q has type %s (%s) in %s but %s (%s) in %s: integer periods cannot mix with other kinds across files (--mixed-period-types accepts it)",
 						fld.Name, c.Type, PeriodKind(c.Type), c.From, nt, PeriodKind(nt), f.Path)
 				}
 			case arrow.TypeEqual(c.Type, nt):

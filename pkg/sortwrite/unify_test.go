@@ -63,6 +63,9 @@ func TestUnify(t *testing.T) {
 		{"period null takes any kind", []FileSchema{
 			{"a", fields("period", arrow.Null)}, {"b", fields("period", i64)}, {"c", fields("period", arrow.Null)},
 		}, "period:int64:0,0,0"},
+		{"period kinds mix when asked", []FileSchema{
+			{"a", fields("period", utf8)}, {"b", fields("period", i64)}, {"c", fields("period", date)},
+		}, "mixed:period:utf8:0,0,0"},
 		{"case collision in one file", []FileSchema{
 			{"a", fields("value", f64, "Value", f64)},
 		}, `!columns "value" and "Value" differ only in case (both in a)`},
@@ -81,7 +84,11 @@ func TestUnify(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			u, err := Unify(tc.files, map[string]bool{"period": true})
+			unify, want := Unify, tc.want
+			if w, ok := strings.CutPrefix(want, "mixed:"); ok {
+				unify, tc.want = UnifyMixedPeriods, w
+			}
+			u, err := unify(tc.files, map[string]bool{"period": true})
 			if strings.HasPrefix(tc.want, "!") {
 				if err == nil || !strings.Contains(err.Error(), tc.want[1:]) {
 					t.Fatalf("err = %v, want %q", err, tc.want[1:])
