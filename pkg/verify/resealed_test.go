@@ -112,7 +112,7 @@ func resealedMutants(t *testing.T, path string, file []byte) []mutant {
 		}
 	}
 	rng := rand.New(rand.NewPCG(15, 2))
-	for i := 0; i < 150; i++ {
+	for i := 0; i < 100; i++ {
 		off := rng.IntN(len(file))
 		ms = append(ms, mutant{desc: fmt.Sprintf("byte %d ^= x", off), off: off, val: []byte{file[off] ^ byte(1+rng.IntN(255))}, class: "byte"})
 	}
