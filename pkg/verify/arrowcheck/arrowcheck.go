@@ -59,8 +59,8 @@ func Data(d arrow.ArrayData) error {
 	if d.NullN() > 0 && (bufs[0] == nil || bufs[0].Len() == 0) && d.NullN() != n {
 		return fmt.Errorf("%d nulls but no validity bitmap", d.NullN())
 	}
-	if n == 0 {
-		return nil
+	if end == 0 {
+		return nil // nothing to read (an offset past the buffers is checked below, even with no values)
 	}
 	valid := func(i int) bool {
 		v := bufs[0]
