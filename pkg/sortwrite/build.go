@@ -66,7 +66,7 @@ type Options struct {
 	// files and text or a date in others (refused by default as a type
 	// conflict: see Unify).
 	MixedPeriodTypes bool
-	// AllowEmpty lets an input of no rows become a (empty) snapshot;
+	// AllowEmpty lets an input of no rows become an (empty) snapshot;
 	// without it Build refuses one with ErrEmpty.
 	AllowEmpty bool
 	// MaxChange bounds how far the new snapshot's series and row counts

@@ -17,6 +17,7 @@ package arrowcheck
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -93,6 +94,14 @@ func Data(d arrow.ArrayData) error {
 		}
 		b := bufs[1].Bytes()
 		size := int64(dict.Len())
+		if idx, ok := int32s(b, off, n); ok && dt.IndexType.ID() == arrow.INT32 && d.NullN() == 0 {
+			for i, x := range idx {
+				if x < 0 || int64(x) >= size {
+					return fmt.Errorf("row %d: dictionary index %d outside the dictionary of %d values", i, x, size)
+				}
+			}
+			return nil
+		}
 		for i := off; i < end; i++ {
 			if !valid(i) {
 				continue
@@ -150,6 +159,16 @@ func offsets(bufs []*memory.Buffer, off, n int, width int) error {
 	if len(ob) < (off+n+1)*width {
 		return fmt.Errorf("offsets buffer of %d bytes for %d values", len(ob), n)
 	}
+	var vals []byte
+	if bufs[2] != nil {
+		vals = bufs[2].Bytes()
+	}
+	size := int64(len(vals))
+	if width == 4 {
+		if o32, ok := int32s(ob, off, n+1); ok {
+			return offsets32(o32, size)
+		}
+	}
 	at := func(i int) int64 {
 		p := ob[(off+i)*width:]
 		if width == 4 {
@@ -157,11 +176,6 @@ func offsets(bufs []*memory.Buffer, off, n int, width int) error {
 		}
 		return int64(binary.LittleEndian.Uint64(p))
 	}
-	var vals []byte
-	if bufs[2] != nil {
-		vals = bufs[2].Bytes()
-	}
-	size := int64(len(vals))
 	prev := at(0)
 	if prev < 0 || prev > size {
 		return fmt.Errorf("row 0: offset %d outside the value buffer of %d bytes", prev, size)
@@ -187,4 +201,42 @@ func NoData(d arrow.ArrayData) bool {
 	}
 	x, ok := d.(*array.Data)
 	return ok && x == nil
+}
+
+// int32s views b[off*4:(off+n)*4] as int32s when the platform is
+// little-endian and the bytes are aligned (Arrow buffers are), so the hot
+// loop of offsets32 reads plain integers.
+func int32s(b []byte, off, n int) ([]int32, bool) {
+	if !littleEndian || len(b) < (off+n)*4 {
+		return nil, false
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b[off*4:]))
+	if uintptr(p)%4 != 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*int32)(p), n), true
+}
+
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// offsets32 is the loop of offsets over decoded int32 offsets.
+func offsets32(os []int32, size int64) error {
+	prev := os[0]
+	if prev < 0 || int64(prev) > size {
+		return fmt.Errorf("row 0: offset %d outside the value buffer of %d bytes", prev, size)
+	}
+	lim := int32(min(size, 1<<31-1))
+	for i, cur := range os[1:] {
+		if cur < prev || cur > lim {
+			if cur < prev {
+				return fmt.Errorf("row %d: offsets decrease (%d after %d)", i, cur, prev)
+			}
+			return fmt.Errorf("row %d: offset %d outside the value buffer of %d bytes", i, cur, size)
+		}
+		prev = cur
+	}
+	return nil
 }
