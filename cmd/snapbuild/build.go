@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -47,10 +48,19 @@ I is the ordinary dataset directory ROOT/DATASET.shard-000I holding the
 series whose xxhash64(series id) mod N is I, and ROOT/DATASET/SHARDS.json
 names the N shards (docs/FORMAT.md, Shard map).
 
+Publishing safety: an input of no rows is refused unless --allow-empty;
+a snapshot whose series or rows fall below (1-RATIO) or rise above
+1/(1-RATIO) times CURRENT's is refused (--max-change, default 0.5: half to
+twice; 0 disables). --no-publish writes the snapshot completely but leaves
+CURRENT alone: check it with snapverify --snapshot N, then make it live
+with snapbuild publish ROOT/DATASET --id N. SIGINT or SIGTERM stops a build
+at any phase: what it staged is removed, nothing is published, exit 1.
+
 Examples:
    snapbuild build --input lake/ --out snapshots/PET
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
    snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
+   snapbuild build --input lake/ --out snapshots/PET --no-publish --json
    snapbuild build --input s3://bucket/tables/prices --out snapshots/PET --table-version 12
    snapbuild build --input warehouse/db/prices --out snapshots/PET --snapshot-id 3051729675574597004
    snapbuild build --catalog-uri http://127.0.0.1:8181 --table db.prices --out snapshots/PET --if-changed`,
@@ -83,6 +93,10 @@ Examples:
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
 			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
 			progressui.Flag(),
+			&cli.BoolFlag{Name: "mixed-period-types", Usage: "accept a period column that is integer in some files and text or a date in others (a type conflict otherwise)"},
+			&cli.BoolFlag{Name: "allow-empty", Usage: "publish an empty snapshot when the input holds no rows (refused otherwise)"},
+			&cli.Float64Flag{Name: "max-change", Value: sortwrite.DefaultMaxChange, Usage: "refuse a snapshot whose series or rows fall below (1-`RATIO`) or rise above 1/(1-RATIO) times CURRENT's; 0 disables"},
+			&cli.BoolFlag{Name: "no-publish", Usage: "write the snapshot but do not flip CURRENT (then: snapverify --snapshot N, snapbuild publish --id N)"},
 			lockTimeoutFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
@@ -114,6 +128,9 @@ Examples:
 					return cli.Exit(fmt.Sprintf("--memory %q: want a positive size such as 512MiB or 6GiB", m), 2)
 				}
 			}
+			if r := c.Float64("max-change"); r < 0 || r >= 1 {
+				return cliutil.Usagef("--max-change %g: want a ratio in [0, 1) (0.5 allows half to twice CURRENT's series and rows; 0 disables the check)", r)
+			}
 			var extra []sortwrite.ExtraFile
 			if c.Bool("portable") {
 				n := c.Int64("portable-row-group-rows")
@@ -123,23 +140,29 @@ Examples:
 				extra = append(extra, export.PortableStep(export.PortableOptions{RowGroupRows: n}))
 			}
 			opt := sortwrite.Options{
-				Extra:        extra,
-				Input:        c.String("input"),
-				Lake:         lake,
-				IfChanged:    c.Bool("if-changed"),
-				Out:          c.String("out"),
-				SeriesColumn: c.String("series-column"),
-				PeriodColumn: c.String("period-column"),
-				ValueColumn:  c.String("value-column"),
-				OnDuplicate:  c.String("on-duplicate"),
-				BatchRows:    c.Int("batch-rows"),
-				Parallel:     c.Int("parallel"),
-				Tool:         "servingsnap " + version,
-				Lock:         lockOptions(c, c.String("out")),
-				MemoryLimit:  memory,
+				Extra:            extra,
+				Input:            c.String("input"),
+				Lake:             lake,
+				IfChanged:        c.Bool("if-changed"),
+				Out:              c.String("out"),
+				SeriesColumn:     c.String("series-column"),
+				PeriodColumn:     c.String("period-column"),
+				ValueColumn:      c.String("value-column"),
+				OnDuplicate:      c.String("on-duplicate"),
+				BatchRows:        c.Int("batch-rows"),
+				Parallel:         c.Int("parallel"),
+				Tool:             "servingsnap " + version,
+				Lock:             lockOptions(c, c.String("out")),
+				MemoryLimit:      memory,
+				AllowEmpty:       c.Bool("allow-empty"),
+				MixedPeriodTypes: c.Bool("mixed-period-types"),
+				MaxChange:        c.Float64("max-change"),
+				NoPublish:        c.Bool("no-publish"),
 			}
+			ctx, stopSignals := interruptible(c.Context)
+			defer stopSignals()
 			if c.IsSet("shards") || c.IsSet("shard") {
-				return buildShards(c, opt)
+				return buildShards(ctx, c, opt)
 			}
 			if err := refuseSharded(opt.Out); err != nil {
 				return err
@@ -149,7 +172,7 @@ Examples:
 				return err
 			}
 			opt.Progress = rep
-			sum, err := sortwrite.Build(c.Context, opt)
+			sum, err := sortwrite.Build(ctx, opt)
 			stop()
 			if errors.Is(err, sortwrite.ErrUnchanged) {
 				if c.Bool("json") {
@@ -179,6 +202,9 @@ Examples:
 
 func printSummary(w io.Writer, s *sortwrite.Summary) {
 	fmt.Fprintf(w, "snapshot %d of %s (parent %d): %s\n", s.SnapshotID, s.Dataset, s.ParentID, s.Manifest)
+	if !s.Published {
+		fmt.Fprintf(w, "  NOT published (--no-publish): CURRENT still names %d; check it with snapverify --snapshot %d, then snapbuild publish %s --id %d\n", s.ParentID, s.SnapshotID, filepath.Dir(filepath.Dir(s.Manifest)), s.SnapshotID)
+	}
 	fmt.Fprintf(w, "  rows        %s in %s series (%s duplicates dropped)\n", count(s.Rows), count(s.Series), count(s.DuplicatesDropped))
 	fmt.Fprintf(w, "  inputs      %s files, %s\n", count(s.Inputs), humanBytes(s.InputBytes))
 	fmt.Fprintf(w, "  data cols   %s\n", strings.Join(s.DataColumns, ", "))

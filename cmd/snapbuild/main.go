@@ -1,6 +1,6 @@
 // Command snapbuild cooks serving snapshots from lake tables and runs the
-// tools around them: gen (sample lakes), build, serve, history, rollback,
-// gc and convert.
+// tools around them: gen (sample lakes), build, publish, serve, history,
+// rollback, gc and convert.
 //
 // The main function only wires flags to packages; the logic lives in pkg/.
 package main
@@ -42,6 +42,7 @@ vintage), 2 usage error or a missing operand. --json prints one JSON document
 		Commands: []*cli.Command{
 			genCommand(),
 			buildCommand(),
+			publishCommand(),
 			serveCommand(),
 			historyCommand(),
 			rollbackCommand(),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -34,7 +35,7 @@ type shardBuildSummary struct {
 // reading the whole input) or `build --shard I/N` (one). The shard map is
 // written first (or checked, if an earlier job wrote it), so a dataset
 // directory never holds shards of two different splits.
-func buildShards(c *cli.Context, opt sortwrite.Options) error {
+func buildShards(ctx context.Context, c *cli.Context, opt sortwrite.Options) error {
 	if c.IsSet("shards") && c.IsSet("shard") {
 		return cli.Exit("give --shards N (all shards) or --shard I/N (one), not both", 2)
 	}
@@ -69,7 +70,7 @@ func buildShards(c *cli.Context, opt sortwrite.Options) error {
 		o.Out = shard.ShardDir(out, s.Index)
 		o.Shard = s
 		o.Lock = lockOptions(c, o.Out)
-		sum, err := sortwrite.Build(c.Context, o)
+		sum, err := sortwrite.Build(ctx, o)
 		switch {
 		case errors.Is(err, sortwrite.ErrUnchanged):
 			unchanged++

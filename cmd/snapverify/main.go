@@ -60,8 +60,10 @@ Checks:
                    supported version and follows docs/FORMAT.md; every file exists
                    with the recorded size and checksum (the data file included);
                    Arrow footers, schemas, batch and row counts agree with the
-                   manifest (snapshot.Open with data verification); attributes and
-                   period statistics agree with the index.
+                   manifest (snapshot.Open with data verification); every Arrow
+                   buffer, string offset and dictionary index of the index and
+                   data batches in bounds (before any value is read); attributes
+                   and period statistics agree with the index.
    --deep          also reads every row: sorted by (series, period) without
                    repeats, series_code valid and contiguous, every index row
                    (offsets, batch, bounds, latest value) equal to the data,
@@ -69,13 +71,14 @@ Checks:
                    boundaries and within build.batch_rows, statistics equal.
    --against DIR   also re-reads the input Parquet lake with the manifest's
                    build options and proves the snapshot holds exactly its rows
-                   (row count and a per-series, order-independent hash), naming
-                   series missing, extra or different.
+                   (row count and a per-series, order-independent hash) and the
+                   index's attribute values, naming series missing, extra or
+                   different.
 
 Exit status: 0 intact, 1 corruption or mismatch found, 2 usage or I/O error
 (no such dataset directory, unreadable root, unknown --snapshot, unreadable
 input lake). A missing or dangling CURRENT, or a missing snapshot file, is
-corruption (1). Completion: snapverify completion bash|zsh|fish.
+corruption (1); so is any malformed file: snapverify never panics on one. Completion: snapverify completion bash|zsh|fish.
 
 Examples:
    snapverify snapshots/PET

@@ -354,6 +354,20 @@ func (w *Writer) Stage() (string, error) {
 // write the manifest atomically, then flip CURRENT. m.SnapshotID must be
 // NextID's answer, and m.Files paths must point into SnapshotPath(id).
 func (w *Writer) Publish(staged string, m *manifest.Manifest) error {
+	if err := w.Install(staged, m); err != nil {
+		return err
+	}
+	_, err := w.flipLocked(m.SnapshotID, m.Created, m.Tool)
+	return err
+}
+
+// Install does all of Publish but the flip of CURRENT: the snapshot is
+// complete, fsynced and named by its manifest (a vintage), but no reader
+// follows CURRENT to it until PublishInstalled flips it. This is
+// `snapbuild build --no-publish`: verify the vintage, then publish it.
+// A crash after Install leaves a vintage nobody serves; the next writer
+// keeps it (its manifest names it).
+func (w *Writer) Install(staged string, m *manifest.Manifest) error {
 	body, err := manifest.Marshal(m)
 	if err != nil {
 		return err
@@ -382,17 +396,47 @@ func (w *Writer) Publish(staged string, m *manifest.Manifest) error {
 	if err := os.WriteFile(w.d.Path(LeasePath(m.SnapshotID)), nil, 0o644); err != nil {
 		return err
 	}
-	if err := fileutil.WriteFileAtomic(w.d.Path(ManifestPath(m.SnapshotID)), body, 0o644); err != nil {
-		return err
+	return fileutil.WriteFileAtomic(w.d.Path(ManifestPath(m.SnapshotID)), body, 0o644)
+}
+
+// ErrNotNewer is returned by PublishInstalled for a vintage older than
+// the one CURRENT names: moving CURRENT back is a rollback, which says so
+// in HISTORY and takes a reason.
+var ErrNotNewer = errors.New("not newer than CURRENT")
+
+// PublishInstalled flips CURRENT to vintage id, which Install wrote (or
+// any vintage newer than CURRENT), and records a publish in HISTORY. It
+// returns the id CURRENT named before (0 if none). A vintage that is
+// already CURRENT is left as it is (from == id); one older than CURRENT is
+// refused with ErrNotNewer.
+func (w *Writer) PublishInstalled(id uint64, tool string) (from uint64, err error) {
+	if err := w.d.CheckVintage(id); err != nil {
+		return 0, fmt.Errorf("publish: %w", err)
 	}
+	cur, err := w.d.CurrentID()
+	if err != nil && !errors.Is(err, ErrNoCurrent) {
+		cur = 0 // a damaged CURRENT is replaced
+	}
+	switch {
+	case cur == id:
+		return cur, nil
+	case cur > id:
+		return cur, fmt.Errorf("publish snapshot %d of %s: CURRENT is %d: %w (use rollback --to %d to go back)", id, w.d.Name, cur, ErrNotNewer, id)
+	}
+	return w.flipLocked(id, "", tool)
+}
+
+// flipLocked points CURRENT at id and appends the publish to HISTORY.
+// Requires the write lock.
+func (w *Writer) flipLocked(id uint64, when, tool string) (uint64, error) {
 	prev, err := w.d.CurrentID()
 	if err != nil && !errors.Is(err, ErrNoCurrent) {
 		prev = 0 // a damaged CURRENT is replaced; the log says from 0
 	}
-	if err := w.SetCurrent(m.SnapshotID); err != nil {
-		return err
+	if err := w.SetCurrent(id); err != nil {
+		return prev, err
 	}
-	return w.appendFlipLocked(Flip{Time: m.Created, Action: ActionPublish, From: prev, To: m.SnapshotID, Tool: m.Tool})
+	return prev, w.appendFlipLocked(Flip{Time: when, Action: ActionPublish, From: prev, To: id, Tool: tool})
 }
 
 // PublishedFileMode is the mode of every published snapshot file: invariant

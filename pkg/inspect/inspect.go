@@ -79,7 +79,8 @@ func haveIDs(ds *dataset.Dir) string {
 
 // Open opens vintage id of the dataset at dir, or the snapshot CURRENT
 // names when id is 0. The data file is not checksummed (snapverify does
-// that); the index is.
+// that); the index is, and its buffers are proven safe to read
+// (openChecked).
 func Open(dir string, id uint64) (*snapshot.Snapshot, error) {
 	ds, err := Dataset(dir)
 	if err != nil {
@@ -89,7 +90,7 @@ func Open(dir string, id uint64) (*snapshot.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return snapshot.OpenID(ds.Dir, id, snapshot.Options{})
+	return openChecked(ds.Dir, id)
 }
 
 // currentID is what CURRENT names, 0 if it is absent or unreadable.

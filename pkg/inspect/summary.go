@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
 // Summary describes one snapshot: its manifest, plus what opening its files
@@ -108,7 +107,7 @@ func Summarize(dir string, id uint64) (*Summary, error) {
 			return nil, err
 		}
 	}
-	snap, err := snapshot.OpenID(ds.Dir, id, snapshot.Options{})
+	snap, err := openChecked(ds.Dir, id)
 	if err != nil {
 		s.Error = err.Error()
 		return s, nil

@@ -22,7 +22,9 @@ type File struct {
 
 // List returns the Parquet files below dir, sorted with NaturalLess.
 // Hidden files and folders ("." and "_" prefixes: _SUCCESS, .crc,
-// _delta_log) are skipped; a symlinked dir is followed.
+// _delta_log) are skipped; a symlinked dir is followed. A .parquet name
+// that is not a regular file (a named pipe, socket or device) is an
+// error: opening one would block or never end.
 func List(dir string) ([]File, error) {
 	dir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -50,7 +52,10 @@ func List(dir string) ([]File, error) {
 		if d.IsDir() || !IsParquet(name) {
 			return nil
 		}
-		info, err := d.Info()
+		if err := CheckRegular(p); err != nil {
+			return err
+		}
+		info, err := os.Stat(p)
 		if err != nil {
 			return err
 		}

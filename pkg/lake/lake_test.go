@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -37,5 +39,25 @@ func TestList(t *testing.T) {
 	}
 	if _, err := List(t.TempDir()); err == nil {
 		t.Fatal("an empty lake listed fine")
+	}
+}
+
+// TestListRefusesNonRegular: a .parquet name that is a named pipe is an
+// error naming it, not a hang (opening a FIFO blocks until a writer comes).
+func TestListRefusesNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.parquet"), []byte("x"), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(dir, "b.parquet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := List(dir)
+	if err == nil || !strings.Contains(err.Error(), "b.parquet: not a regular file (a named pipe)") {
+		t.Fatalf("List = %v", err)
+	}
+	if err := CheckRegular(filepath.Join(dir, "a.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRegular("/dev/null"); err == nil || !strings.Contains(err.Error(), "a character device") {
+		t.Fatalf("CheckRegular(/dev/null) = %v", err)
 	}
 }

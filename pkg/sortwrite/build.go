@@ -79,6 +79,27 @@ type Options struct {
 	// They are steps rather than options because they read the snapshot
 	// back through the read side, which the builder does not import.
 	Extra []ExtraFile
+
+	// MixedPeriodTypes accepts a period column that is integer in some
+	// files and text or a date in others (refused by default as a type
+	// conflict: see Unify).
+	MixedPeriodTypes bool
+	// AllowEmpty lets an input of no rows become an (empty) snapshot;
+	// without it Build refuses one with ErrEmpty.
+	AllowEmpty bool
+	// MaxChange bounds how far the new snapshot's series and row counts
+	// may move from CURRENT's, as a ratio in [0, 1): see checkChange.
+	// 0 (the zero value) disables the check; the CLI's default is
+	// DefaultMaxChange. Beyond it Build returns ErrImplausible.
+	MaxChange float64
+	// NoPublish writes the snapshot completely (files fsynced, manifest
+	// written: a vintage) but does not flip CURRENT; `snapbuild publish`
+	// (dataset.Writer.PublishInstalled) does that after verification.
+	NoPublish bool
+
+	// onPhase, when set (tests), is called as each phase begins: "scan",
+	// "read", "sort", "write", "publish".
+	onPhase func(phase string)
 }
 
 // ExtraFile writes one more file of a staged snapshot (see Options.Extra).
@@ -118,6 +139,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
+	}
+	if err := checkMaxChange(o.MaxChange); err != nil {
+		return err
+	}
+	if o.onPhase == nil {
+		o.onPhase = func(string) {}
 	}
 	if o.Tool == "" {
 		o.Tool = "servingsnap dev"
@@ -159,6 +186,10 @@ type Summary struct {
 	Runs         int   `json:"runs"`
 	SpillBytes   int64 `json:"spill_bytes"`
 	PeakRSS      int64 `json:"peak_rss"`
+	// Published is true when CURRENT now names the snapshot; false after
+	// --no-publish (the snapshot is a vintage waiting for `snapbuild
+	// publish`) or when nothing was built.
+	Published bool `json:"published"`
 }
 
 // ErrUnchanged is returned by Build with IfChanged when the lake table's
@@ -185,7 +216,10 @@ type Phases struct {
 }
 
 // Build reads the lake at opt.Input and publishes a new snapshot of the
-// dataset at opt.Out. On error nothing becomes visible.
+// dataset at opt.Out (with NoPublish: installs it as a vintage CURRENT does
+// not name). On error nothing becomes visible. Build stops at the next
+// row group, batch or phase once ctx is done (SIGINT, SIGTERM), removes
+// what it staged and returns an error wrapping ctx's.
 func Build(ctx context.Context, opt Options) (*Summary, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
@@ -225,10 +259,14 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 
 	rep := progress.Or(opt.Progress)
+	opt.onPhase("scan")
 	ph := rep.Phase("scan", 0, 0)
 	t, err := scan(ctx, opt, tbl)
 	ph.Done()
 	if err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	if err := checkEmpty(int64(t.rows), len(t.inputs), tbl.Location, opt); err != nil {
 		return nil, err
 	}
 	phase(&sum.Phases.Scan)
@@ -246,17 +284,19 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		staged  string
 		id      uint64
 		parent  uint64
+		prev    *manifest.Manifest
 		sums    = make([]string, len(t.inputs))
 		prepare = func() error { // lock, next id, staging directory
 			var err error
 			if w, err = ds.LockForWriteWith(ctx, opt.Lock); err != nil {
-				return err
+				return interrupted(ctx, err)
 			}
 			if id, err = w.NextID(); err != nil {
 				return err
 			}
 			if cur, err := ds.CurrentID(); err == nil {
 				parent = cur
+				prev, _ = ds.Load(cur) // unreadable: nothing to compare with
 			}
 			staged, err = w.Stage()
 			return err
@@ -271,6 +311,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		// The spill files live in a second staging directory: removed
 		// when the build ends either way, and by the next writer's lock
 		// (which clears the staging area) after a crash.
+		opt.onPhase("read")
 		if err := prepare(); err != nil {
 			return nil, err
 		}
@@ -280,9 +321,18 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		}
 		res, err := t.buildExternal(ctx, opt, t.budget, staged, spill, sums, rep)
 		os.RemoveAll(spill)
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err == nil {
+			err = t.checkSeriesIDs()
+		}
+		if err == nil {
+			err = checkChange(prev, res.rows, res.series, opt)
+		}
 		if err != nil {
 			os.RemoveAll(staged)
-			return nil, err
+			return nil, interrupted(ctx, err)
 		}
 		var total float64
 		phase(&total)
@@ -291,16 +341,27 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		sum.Runs, sum.SpillBytes = res.runs, res.spilled
 		b = &res.built
 	} else {
+		opt.onPhase("read")
 		if err := t.readAll(ctx, opt.Parallel, sums, rep); err != nil {
+			return nil, interrupted(ctx, err)
+		}
+		if err := t.checkSeriesIDs(); err != nil {
 			return nil, err
 		}
 		phase(&sum.Phases.Read)
 
+		opt.onPhase("sort")
+		if err := ctx.Err(); err != nil {
+			return nil, interrupted(ctx, err)
+		}
 		ph = rep.Phase("sort", int64(t.rows), 0)
 		lay, err := t.layout(ctx, opt)
 		ph.Done()
+		if err == nil {
+			err = ctx.Err()
+		}
 		if err != nil {
-			return nil, err
+			return nil, interrupted(ctx, err)
 		}
 		phase(&sum.Phases.Sort)
 		if err := prepare(); err != nil {
@@ -309,12 +370,20 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 			}
 			return nil, err
 		}
-		ph = rep.Phase("write", int64(lay.rows()), 0)
-		files, schemas, err := t.write(staged, lay, opt, ph)
-		ph.Done()
-		if err != nil {
+		if err := checkChange(prev, int64(lay.rows()), int64(len(lay.series)), opt); err != nil {
 			os.RemoveAll(staged)
 			return nil, err
+		}
+		opt.onPhase("write")
+		ph = rep.Phase("write", int64(lay.rows()), 0)
+		files, schemas, err := t.write(ctx, staged, lay, opt, ph)
+		ph.Done()
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			os.RemoveAll(staged)
+			return nil, interrupted(ctx, err)
 		}
 		b = &built{files: files, schemas: schemas, attrs: lay.attrNames(t), rows: int64(lay.rows()),
 			series: int64(len(lay.series)), dropped: lay.dropped, minP: lay.minPeriod, maxP: lay.maxPeriod,
@@ -322,6 +391,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		phase(&sum.Phases.Write)
 	}
 	files, schemas := b.files, b.schemas
+	opt.onPhase("publish")
 
 	m := &manifest.Manifest{
 		Format:        manifest.Format,
@@ -381,13 +451,24 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		m.Files = append(m.Files, f)
 		sum.Files = append(sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Size: f.Size})
 	}
+	if err := ctx.Err(); err != nil {
+		os.RemoveAll(staged)
+		return nil, interrupted(ctx, err)
+	}
+	// From here the publish runs to its end: it takes milliseconds, and
+	// each of its steps leaves the dataset consistent anyway.
+	publish := w.Publish
+	if opt.NoPublish {
+		publish = w.Install
+	}
 	ph = rep.Phase("publish", 0, 0)
-	err = w.Publish(staged, m)
+	err = publish(staged, m)
 	ph.Done()
 	if err != nil {
 		os.RemoveAll(staged)
 		return nil, err
 	}
+	sum.Published = !opt.NoPublish
 	phase(&sum.Phases.Publish)
 
 	sum.SnapshotID, sum.ParentID = id, parent
@@ -439,6 +520,21 @@ func peakRSS() int64 {
 	return 0
 }
 
+// ErrInterrupted is returned (wrapping the context's error) when Build
+// stopped because its context was done: nothing was published and what it
+// staged was removed.
+var ErrInterrupted = errors.New("build interrupted")
+
+// interrupted marks err as an interruption when ctx is done: an error a
+// reader returned because its context was cancelled says more about the
+// signal than about the file it was reading.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%w): nothing published, staging removed", ErrInterrupted, context.Cause(ctx))
+}
+
 func columnsOf(s *arrow.Schema) []manifest.Column {
 	var cs []manifest.Column
 	for _, f := range s.Fields() {
@@ -471,7 +567,11 @@ func scan(ctx context.Context, opt Options, tbl *source.Table) (*table, error) {
 	if rows >= noRow {
 		return nil, fmt.Errorf("input holds %d rows; one snapshot holds at most %d", rows, uint32(noRow-1))
 	}
-	u, err := Unify(schemas, map[string]bool{opt.PeriodColumn: true})
+	unify := Unify
+	if opt.MixedPeriodTypes {
+		unify = UnifyMixedPeriods
+	}
+	u, err := unify(schemas, map[string]bool{opt.PeriodColumn: true})
 	if err != nil {
 		return nil, err
 	}

@@ -224,7 +224,7 @@ func sameAsFirst[T comparable](vals []T, series []uint32, firstRow []uint32) boo
 type schemas struct{ data, index *arrow.Schema }
 
 // write writes data.arrow and index.arrow into dir and describes them.
-func (t *table) write(dir string, l *layout, opt Options, ph progress.Phase) ([]manifest.File, schemas, error) {
+func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, ph progress.Phase) ([]manifest.File, schemas, error) {
 	var extra, attrs []arrow.Field
 	var extraStores, attrStores []*store
 	for i, st := range t.others {
@@ -242,7 +242,7 @@ func (t *table) write(dir string, l *layout, opt Options, ph progress.Phase) ([]
 		return nil, sc, err
 	}
 	defer dw.Abort()
-	if err := t.writeData(dw, l, sc.data, extraStores, ph); err != nil {
+	if err := t.writeData(ctx, dw, l, sc.data, extraStores, ph); err != nil {
 		return nil, sc, err
 	}
 	dinfo, err := dw.Close()
@@ -341,7 +341,7 @@ func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 // k+1 overlaps with writing batch k: the gather is random access into the
 // input columns, the write is a check and a copy into the page cache, and
 // the two together would otherwise leave a core idle.
-func (t *table) writeData(dw *datafile.Writer, l *layout, schema *arrow.Schema, extra []*store, ph progress.Phase) error {
+func (t *table) writeData(ctx context.Context, dw *datafile.Writer, l *layout, schema *arrow.Schema, extra []*store, ph progress.Phase) error {
 	recs := make(chan arrow.RecordBatch, 1)
 	done := make(chan struct{})
 	var gatherErr error
@@ -364,7 +364,9 @@ func (t *table) writeData(dw *datafile.Writer, l *layout, schema *arrow.Schema, 
 	var werr error
 	for rec := range recs {
 		if werr == nil {
-			werr = dw.Write(rec)
+			if werr = ctx.Err(); werr == nil {
+				werr = dw.Write(rec)
+			}
 			if werr != nil {
 				close(done)
 			}

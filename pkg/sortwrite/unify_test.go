@@ -42,9 +42,36 @@ func TestUnify(t *testing.T) {
 		{"null type takes the other", []FileSchema{
 			{"a", fields("x", arrow.Null)}, {"b", fields("x", i64)},
 		}, "x:int64:0,0"},
-		{"period may differ", []FileSchema{
+		{"period flavours may differ", []FileSchema{
+			{"a", fields("period", utf8)}, {"b", fields("period", dictS)}, {"c", fields("period", arrow.BinaryTypes.LargeString)},
+		}, "period:utf8:0,0,0"},
+		{"period dates and timestamps mix", []FileSchema{
+			{"a", fields("period", date)}, {"b", fields("period", &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"})},
+		}, "period:date32:0,0"},
+		{"period integer widths mix", []FileSchema{
+			{"a", fields("period", arrow.PrimitiveTypes.Int32)}, {"b", fields("period", i64)},
+		}, "period:int32:0,0"},
+		{"period text and integer conflict", []FileSchema{
+			{"a", fields("period", utf8)}, {"b", fields("period", i64)},
+		}, `!column "period" has type utf8 (text) in a but int64 (integer) in b`},
+		{"period text and date mix", []FileSchema{
 			{"a", fields("period", utf8)}, {"b", fields("period", date)},
 		}, "period:utf8:0,0"},
+		{"period date and integer conflict", []FileSchema{
+			{"a", fields("period", date)}, {"b", fields("period", arrow.PrimitiveTypes.Uint32)},
+		}, `!column "period" has type date32 (date) in a but uint32 (integer) in b`},
+		{"period null takes any kind", []FileSchema{
+			{"a", fields("period", arrow.Null)}, {"b", fields("period", i64)}, {"c", fields("period", arrow.Null)},
+		}, "period:int64:0,0,0"},
+		{"period kinds mix when asked", []FileSchema{
+			{"a", fields("period", utf8)}, {"b", fields("period", i64)}, {"c", fields("period", date)},
+		}, "mixed:period:utf8:0,0,0"},
+		{"case collision in one file", []FileSchema{
+			{"a", fields("value", f64, "Value", f64)},
+		}, `!columns "value" and "Value" differ only in case (both in a)`},
+		{"case collision across files", []FileSchema{
+			{"a", fields("units", utf8)}, {"b", fields("UNITS", utf8)},
+		}, `!columns "units" and "UNITS" differ only in case (in a and b)`},
 		{"conflict names both files", []FileSchema{
 			{"y=1/a.parquet", fields("v", f64)}, {"y=2/b.parquet", fields("v", i64)},
 		}, `!column "v" has type float64 in y=1/a.parquet but int64 in y=2/b.parquet`},
@@ -57,7 +84,11 @@ func TestUnify(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			u, err := Unify(tc.files, map[string]bool{"period": true})
+			unify, want := Unify, tc.want
+			if w, ok := strings.CutPrefix(want, "mixed:"); ok {
+				unify, tc.want = UnifyMixedPeriods, w
+			}
+			u, err := unify(tc.files, map[string]bool{"period": true})
 			if strings.HasPrefix(tc.want, "!") {
 				if err == nil || !strings.Contains(err.Error(), tc.want[1:]) {
 					t.Fatalf("err = %v, want %q", err, tc.want[1:])

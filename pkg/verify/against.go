@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -117,6 +118,9 @@ type fileRows struct {
 	sid, per  []int32
 	h         []uint64
 	valueType arrow.DataType // nil: no value column, or an all-null one
+	// attrs[k] hashes the attribute values (Manifest.Schema.Attributes,
+	// in order) of local series k's first row in the file.
+	attrs []uint64
 }
 
 // against re-reads the input lake and compares it with the snapshot series
@@ -127,6 +131,7 @@ func (v *verifier) against() error {
 	b := v.m.Build
 	cols := buildColumns{series: or(b.SeriesColumn, "series_id"), period: or(b.PeriodColumn, "period"), value: or(b.ValueColumn, "value")}
 	keep := b.OnDuplicate == "last"
+	attrNames := v.m.Schema.Attributes
 	files, err := discoverLake(v.opt.Against)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCannotVerify, err)
@@ -146,7 +151,7 @@ func (v *verifier) against() error {
 	g.SetLimit(parallel)
 	for i, f := range files {
 		g.Go(func() error {
-			r, err := readLakeFile(ctx, f, cols, keep, ph)
+			r, err := readLakeFile(ctx, f, cols, attrNames, keep, ph)
 			if err != nil {
 				return fmt.Errorf("%w: input %s: %v", ErrCannotVerify, f.rel, err)
 			}
@@ -176,6 +181,7 @@ func (v *verifier) against() error {
 	index := map[string]int32{}
 	var ids []string
 	var hashes []seriesHash
+	var attrs []uint64 // per input series: its attributes in the first file that has it
 	intern := func(id string) int32 {
 		k, ok := index[id]
 		if !ok {
@@ -183,8 +189,16 @@ func (v *verifier) against() error {
 			index[id] = k
 			ids = append(ids, id)
 			hashes = append(hashes, seriesHash{})
+			attrs = append(attrs, 0)
 		}
 		return k
+	}
+	for _, r := range res {
+		for k, id := range r.ids {
+			if _, seen := index[id]; !seen {
+				attrs[intern(id)] = r.attrs[k]
+			}
+		}
 	}
 	var rawRows int64
 	if !keep {
@@ -283,6 +297,18 @@ func (v *verifier) against() error {
 			return nil
 		}
 	}
+	// Attributes: each series' values in the index against its input
+	// rows' (constant within a series, or the builder would not have made
+	// them attributes). Hashed alike on both sides (attrHasher).
+	xf, _ := v.m.FileByRole(manifest.RoleIndex)
+	fields, xcols := x.Attributes()
+	var snapAttr *attrHasher
+	if len(fields) == len(attrNames) {
+		if snapAttr, err = newAttrHasher(xcols); err != nil {
+			v.add(CheckAgainst, xf.Path, "", "attributes: %v", err)
+			snapAttr = nil
+		}
+	}
 	matched := make([]bool, len(ids))
 	for c := 0; c < n; c++ {
 		id := x.SeriesID(c)
@@ -295,6 +321,11 @@ func (v *verifier) against() error {
 			continue
 		}
 		matched[k] = true
+		if snapAttr != nil && snapAttr.hash(c) != attrs[k] {
+			if !v.add(CheckAgainst, xf.Path, v.seriesLoc(c), "series' attributes differ from the input's: the index has %s", snapAttr.describe(fields, c)) {
+				return nil
+			}
+		}
 		want := hashes[k]
 		switch {
 		case got.rows != want.rows:
@@ -386,7 +417,7 @@ func discoverLake(dir string) ([]lakeFile, error) {
 }
 
 // readLakeFile reads the key columns of one Parquet file.
-func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, keep bool, ph progress.Phase) (_ *fileRows, err error) {
+func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, attrNames []string, keep bool, ph progress.Phase) (_ *fileRows, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed Parquet file: %v", r)
@@ -425,6 +456,11 @@ func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, keep bool,
 		return nil, fmt.Errorf("no period column %q", cols.period)
 	}
 	want := []int{si, pi}
+	for _, a := range attrNames {
+		if ai := idx(a); ai >= 0 {
+			want = append(want, ai)
+		}
+	}
 	if vi >= 0 {
 		want = append(want, vi)
 		if t := sc.Field(vi).Type; t.ID() != arrow.NULL {
@@ -471,6 +507,14 @@ func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, keep bool,
 			}
 			return nil, fmt.Errorf("column %q: %w", cols.period, err)
 		}
+		attrCols := make([]arrow.Array, len(attrNames)) // nil: not in this file, null
+		for j, a := range attrNames {
+			attrCols[j] = col(a)
+		}
+		ah, err := newAttrHasher(attrCols)
+		if err != nil {
+			return nil, err
+		}
 		var vb valueBytes
 		if va != nil {
 			if vb, err = newValueBytes(va); err != nil {
@@ -488,6 +532,7 @@ func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, keep bool,
 				id = strings.Clone(id)
 				local[id] = k
 				out.ids = append(out.ids, id)
+				out.attrs = append(out.attrs, ah.hash(i))
 				if !keep {
 					out.hashes = append(out.hashes, seriesHash{})
 				}
@@ -532,4 +577,115 @@ func stringsOf(a arrow.Array) (func(int) string, error) {
 		return func(i int) string { return dict(s.GetValueIndex(i)) }, nil
 	}
 	return nil, fmt.Errorf("type %s is not a string", a.DataType())
+}
+
+// attrHasher hashes one row's attribute values, so that the index's value
+// of a series and its input rows' compare in one number: per attribute a
+// null flag, then the value (a string's length and bytes, whatever its
+// Arrow flavour; a boolean as one byte; fixed-width values as their
+// little-endian bytes). A nil column is all nulls (a file without it).
+type attrHasher struct {
+	src  []arrow.Array
+	cols []func(i int, d *xxhash.Digest)
+	buf  [8]byte
+}
+
+func newAttrHasher(cols []arrow.Array) (*attrHasher, error) {
+	h := &attrHasher{src: cols}
+	for _, c := range cols {
+		f, err := h.column(c)
+		if err != nil {
+			return nil, err
+		}
+		h.cols = append(h.cols, f)
+	}
+	return h, nil
+}
+
+var (
+	nullByte  = []byte{0}
+	validByte = []byte{1}
+)
+
+func (h *attrHasher) column(a arrow.Array) (func(int, *xxhash.Digest), error) {
+	if a == nil || a.DataType().ID() == arrow.NULL {
+		return func(_ int, d *xxhash.Digest) { d.Write(nullByte) }, nil
+	}
+	str := func(get func(int) string) func(int, *xxhash.Digest) {
+		return func(i int, d *xxhash.Digest) {
+			if a.IsNull(i) {
+				d.Write(nullByte)
+				return
+			}
+			v := get(i)
+			d.Write(validByte)
+			binary.LittleEndian.PutUint64(h.buf[:], uint64(len(v)))
+			d.Write(h.buf[:])
+			d.WriteString(v)
+		}
+	}
+	switch c := a.(type) {
+	case *array.String, *array.LargeString, *array.StringView, *array.Dictionary:
+		get, err := stringsOf(a)
+		if err != nil {
+			return nil, err
+		}
+		return str(get), nil
+	case *array.Binary:
+		return str(func(i int) string { return string(c.Value(i)) }), nil
+	case *array.LargeBinary:
+		return str(func(i int) string { return string(c.Value(i)) }), nil
+	case *array.BinaryView:
+		return str(func(i int) string { return string(c.Value(i)) }), nil
+	case *array.Boolean:
+		return func(i int, d *xxhash.Digest) {
+			switch {
+			case c.IsNull(i):
+				d.Write(nullByte)
+			case c.Value(i):
+				d.Write([]byte{1, 1})
+			default:
+				d.Write([]byte{1, 0})
+			}
+		}, nil
+	}
+	vb, err := newValueBytes(a)
+	if err != nil {
+		return nil, fmt.Errorf("attribute type %s", a.DataType())
+	}
+	return func(i int, d *xxhash.Digest) {
+		val, ok := vb.at(i)
+		if !ok {
+			d.Write(nullByte)
+			return
+		}
+		d.Write(validByte)
+		d.Write(val)
+	}, nil
+}
+
+// hash returns the digest of row i's attributes.
+func (h *attrHasher) hash(i int) uint64 {
+	d := xxhash.New()
+	for _, f := range h.cols {
+		f(i, d)
+	}
+	return d.Sum64()
+}
+
+// describe renders row i's attributes for a finding, values shortened.
+func (h *attrHasher) describe(fields []arrow.Field, i int) string {
+	var parts []string
+	for j, a := range h.src {
+		v := "null"
+		if a != nil && a.IsValid(i) {
+			v = a.ValueStr(i)
+			if len(v) > 40 {
+				v = v[:40] + "…"
+			}
+			v = strconv.Quote(v)
+		}
+		parts = append(parts, fields[j].Name+"="+v)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -34,6 +34,7 @@ func (v *verifier) deep() {
 	n := x.Len()
 	df, _ := v.m.FileByRole(manifest.RoleData)
 	xf, _ := v.m.FileByRole(manifest.RoleIndex)
+	v.at = df.Path
 	defer func() {
 		if r := recover(); r != nil {
 			v.add(CheckArrow, df.Path, "", "reading the snapshot failed: %v", r)

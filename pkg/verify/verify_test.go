@@ -15,6 +15,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
 func TestPristine(t *testing.T) {
@@ -142,7 +143,7 @@ func TestEmptyDataset(t *testing.T) {
 		testlake.Col{Name: "period", Vals: []any{}, Typ: arrow.FixedWidthTypes.Date32},
 		testlake.Col{Name: "value", Vals: []any{}, Typ: arrow.PrimitiveTypes.Float64})
 	ds := filepath.Join(root, "EMPTY")
-	testsnap.Build(t, lake, ds, nil)
+	testsnap.Build(t, lake, ds, func(o *sortwrite.Options) { o.AllowEmpty = true })
 	rep, err := Verify(ds, Options{Deep: true, Against: lake})
 	if err != nil {
 		t.Fatal(err)

@@ -85,7 +85,8 @@ def nasty_built(snapbuild, tmp_path_factory) -> Built:
     lake = d / "lake"
     facts = lakes.write_nasty_lake(lake)
     ds = d / "root" / "nasty"
-    report = snaplib.build(snapbuild, lake, ds, "--batch-rows", SMALL_BATCH_ROWS)
+    # One file per period form: integer files among text and date ones.
+    report = snaplib.build(snapbuild, lake, ds, "--batch-rows", SMALL_BATCH_ROWS, "--mixed-period-types")
     return Built("nasty", lake, ds, report, SMALL_BATCH_ROWS, facts)
 
 

@@ -158,7 +158,7 @@ def test_empty_input(snapbuild, tmp_path):
                       {"series_id": [], "period": [], "value": []},
                       {"series_id": pa.string(), "period": pa.string(), "value": pa.float64()})
     ds = tmp_path / "root" / "empty"
-    r = snaplib.build(snapbuild, lake, ds)
+    r = snaplib.build(snapbuild, lake, ds, "--allow-empty")
     assert (r["rows"], r["series"]) == (0, 0)
     snap = snaplib.open_current(ds)
     assert snap.data_reader().num_record_batches == 0

@@ -99,8 +99,21 @@ type File struct {
 	iceTask   int // index into the Iceberg file tasks
 }
 
-// Open resolves the input.
+// Open resolves the input. Every local data file of the result is a
+// regular file (see lake.CheckRegular).
 func Open(ctx context.Context, opt Options) (*Table, error) {
+	t, err := open(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRegular(t); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func open(ctx context.Context, opt Options) (*Table, error) {
 	if opt.Catalog.URI != "" {
 		if opt.Input != "" {
 			return nil, usagef("--input and --catalog-uri exclude each other (the catalog names the table with --table)")
