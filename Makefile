@@ -82,12 +82,13 @@ fuzz:
 # A short coverage-guided run of the parsers of outside bytes (CI runs it
 # after the seed corpora): Vortex files, tickets, manifests, periods, Arrow
 # IPC footers, WAL segments, SQL statements, Delta deletion vectors, commits
-# and checkpoints (scripts/fuzz-smoke.sh says how a fuzzer deadline is told
-# apart from a failure).
+# and checkpoints, and the Vortex writer (write → read → equal)
+# (scripts/fuzz-smoke.sh says how a fuzzer deadline is told apart from a
+# failure).
 SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
 	GO=$(GO) bash scripts/fuzz-smoke.sh $(SMOKE_FUZZTIME) \
-	  ./pkg/vortexio:FuzzReader ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
+	  ./pkg/vortexio:FuzzReader ./pkg/vortexio:FuzzWriterRoundTrip ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
 	  ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
 	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions
 
