@@ -22,7 +22,7 @@ FUZZTIME  ?= 10s
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 
-.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke bench bench-quick bench-build clean
+.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke bench bench-quick bench-build bench-report clean
 
 all: build
 
@@ -96,10 +96,22 @@ demo: build venv-demo
 	bash examples/demo.sh
 
 # Serving benchmark (bench/README.md): start-up, memory, latency, build, sizes and scaling of
-# snapbuild serve against rebuild-at-start baselines, in one run. PROFILE=quick|default|large.
+# snapbuild serve against servers that build their state at start, PROFILE=quick|default|large,
+# BENCH_INVOCATIONS times (results DATE-PROFILE, DATE-PROFILE-2, ...: the spread across
+# invocations); then `make bench-report` puts the figures into the docs.
 PROFILE ?= default
+BENCH_INVOCATIONS ?= 2
 bench: build venv-bench
-	$(VPY) bench/harness.py --profile $(PROFILE) --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+	@for i in $$(seq 1 $(BENCH_INVOCATIONS)); do \
+	  tag=$(PROFILE); [ $$i -gt 1 ] && tag=$(PROFILE)-$$i; \
+	  echo "== invocation $$i of $(BENCH_INVOCATIONS): bench/results/*-$$tag.*"; \
+	  $(VPY) bench/harness.py --profile $(PROFILE) --tag $$tag --bin $(BIN)/snapbuild --go $(GO) --out bench/results || exit 1; \
+	done
+
+# Rewrite every <!-- bench:NAME --> region of README.md, bench/README.md and docs/*.md from the
+# committed bench/results/*.json (bench/report.py; standard library only).
+bench-report:
+	$(PYTHON) bench/report.py --profile $(PROFILE)
 
 # CI smoke test of the harness: every section on a 2k-series lake; results in out/bench.
 bench-quick: build venv-bench
