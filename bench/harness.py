@@ -165,7 +165,7 @@ def make_servers(snapbuild, gobaseline, root, lake):
         client.Server("ours", "servingsnap (map + read index)",
                       lambda port: [str(snapbuild), "serve", "--root", str(root), "--addr", f"127.0.0.1:{port}"],
                       [str(p) for p in files_ours.values()]),
-        client.Server("go", "Go rebuild (arrow-go)",
+        client.Server("go", "Go rebuild (sortwrite.Rebuild)",
                       lambda port: [str(gobaseline), "--lake", str(lake), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
                       pq),
         client.Server("py", "Python rebuild (Polars)",

@@ -115,7 +115,7 @@ def serve_tables(S, plots):
          row("start-up to first series, warm (s)", lambda k: S["startup_warm"][k])]
     if cold:
         L.append(row("start-up to first series, cold (s)", lambda k: S["startup_cold"][k]))
-    L += [row("… of which the server reports, from its process start (s)", lambda k: S["reported_ms"][k], 1000.0),
+    L += [row("… of which the server reports (peers: from process start; servingsnap: from main, after Go init) (s)", lambda k: S["reported_ms"][k], 1000.0),
           row("RssAnon after start-up (MiB)", mem("mem_start", "RssAnon"), 2**20),
           row("RssFile after start-up (MiB)", mem("mem_start", "RssFile"), 2**20),
           row("peak RSS during start-up, VmHWM (MiB)", mem("mem_start", "VmHWM"), 2**20),
