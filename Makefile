@@ -22,7 +22,7 @@ FUZZTIME  ?= 10s
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 
-.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke bench bench-quick bench-build bench-report clean
+.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke bench bench-quick bench-build bench-report bench-report-check clean
 
 all: build
 
@@ -61,7 +61,7 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
-test: vet test-go test-interop
+test: vet test-go test-interop bench-report-check
 
 # -tags invariants: snapshot handles garbage-collected unreleased panic.
 test-go:
@@ -112,6 +112,10 @@ bench: build venv-bench
 # committed bench/results/*.json (bench/report.py; standard library only).
 bench-report:
 	$(PYTHON) bench/report.py --profile $(PROFILE)
+
+# CI: fail when a quoted figure is not what the committed runs generate.
+bench-report-check:
+	$(PYTHON) bench/report.py --profile default --check
 
 # CI smoke test of the harness: every section on a 2k-series lake; results in out/bench.
 bench-quick: build venv-bench
