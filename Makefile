@@ -22,7 +22,7 @@ FUZZTIME  ?= 10s
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 
-.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke soak bench bench-quick bench-build clean
+.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke soak bench bench-quick bench-build bench-report bench-report-check clean
 
 all: build
 
@@ -61,7 +61,7 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
-test: vet test-go test-interop
+test: vet test-go test-interop bench-report-check
 
 # -tags invariants: snapshot handles garbage-collected unreleased panic.
 test-go:
@@ -82,24 +82,41 @@ fuzz:
 # A short coverage-guided run of the parsers of outside bytes (CI runs it
 # after the seed corpora): Vortex files, tickets, manifests, periods, Arrow
 # IPC footers, WAL segments, SQL statements, Delta deletion vectors, commits
-# and checkpoints (scripts/fuzz-smoke.sh says how a fuzzer deadline is told
-# apart from a failure).
+# and checkpoints, and the Vortex writer (write → read → equal)
+# (scripts/fuzz-smoke.sh says how a fuzzer deadline is told apart from a
+# failure).
 SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
 	GO=$(GO) bash scripts/fuzz-smoke.sh $(SMOKE_FUZZTIME) \
-	  ./pkg/vortexio:FuzzReader ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
+	  ./pkg/vortexio:FuzzReader ./pkg/vortexio:FuzzWriterRoundTrip ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
 	  ./pkg/serve:FuzzServer ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
 	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions \
-	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster
+	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster ./pkg/verify/arrowcheck:FuzzData
 
 demo: build venv-demo
 	bash examples/demo.sh
 
 # Serving benchmark (bench/README.md): start-up, memory, latency, build, sizes and scaling of
-# snapbuild serve against rebuild-at-start baselines, in one run. PROFILE=quick|default|large.
+# snapbuild serve against servers that build their state at start, PROFILE=quick|default|large,
+# BENCH_INVOCATIONS times (results DATE-PROFILE, DATE-PROFILE-2, ...: the spread across
+# invocations); then `make bench-report` puts the figures into the docs.
 PROFILE ?= default
+BENCH_INVOCATIONS ?= 2
 bench: build venv-bench
-	$(VPY) bench/harness.py --profile $(PROFILE) --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+	@for i in $$(seq 1 $(BENCH_INVOCATIONS)); do \
+	  tag=$(PROFILE); [ $$i -gt 1 ] && tag=$(PROFILE)-$$i; \
+	  echo "== invocation $$i of $(BENCH_INVOCATIONS): bench/results/*-$$tag.*"; \
+	  $(VPY) bench/harness.py --profile $(PROFILE) --tag $$tag --bin $(BIN)/snapbuild --go $(GO) --out bench/results || exit 1; \
+	done
+
+# Rewrite every <!-- bench:NAME --> region of README.md, bench/README.md and docs/*.md from the
+# committed bench/results/*.json (bench/report.py; standard library only).
+bench-report:
+	$(PYTHON) bench/report.py --profile $(PROFILE)
+
+# CI: fail when a quoted figure is not what the committed runs generate.
+bench-report-check:
+	$(PYTHON) bench/report.py --profile default --check
 
 # CI smoke test of the harness: every section on a 2k-series lake; results in out/bench.
 bench-quick: build venv-bench

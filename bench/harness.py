@@ -6,13 +6,15 @@ Generates (or reuses, under bench/work/lakes) a lake, builds a snapshot and, in 
 invocation, measures:
 
   1. start-up to the first answered series (process start -> a pyarrow.flight client has
-     its first series), warm and cold page cache: `snapbuild serve` against two rebuild-at-
-     start baselines answering the same tickets: a Python/Polars pyarrow.flight server
-     (bench/pybaseline.py, what the old server did) and a Go/arrow-go one (bench/gobaseline,
-     to separate language from design);
+     its first series), warm and cold page cache: `snapbuild serve` against three peers
+     that build their state at start and answer the same tickets: a Go rebuild made of the
+     builder's own read and radix sort (bench/gobaseline), a Python/Polars rebuild
+     (bench/pybaseline.py, what the old server did) and a DuckDB table sorted in memory
+     (bench/duckbaseline.py);
   2. resident memory (RssAnon, RssFile from /proc/PID/status) after start-up and after the
-     query workloads;
-  3. query latency p50/p99 through one pyarrow.flight client: one series, one series with a
+     query workloads, cold and warm;
+  3. query latency p50/p99 through one pyarrow.flight client, cold (every server's input
+     files evicted before its start, no warm-up) and warm: one series, one series with a
      period range, a 100-series batch, latest values of 1000 series;
   4. build: `snapbuild build` against DuckDB COPY (... ORDER BY series_id, period) TO parquet;
   5. sizes: input Parquet, data file, index sidecar, and the same index as JSON;
@@ -44,16 +46,19 @@ from snapbench import buildcmp, client, lakes, procs, report, sizes  # noqa: E40
 DATASET = "bench"
 
 # Query counts per workload: the memory "after queries" reading follows all of them.
+# time_cap bounds each workload's loop (seconds) per server and pass: a server slower than
+# count/time_cap queries a second answers a prefix of the same ticket list (the report says
+# how many). A table other helpers may extend with profiles of their own.
 PROFILES = {
     "quick": dict(series=2000, runs=1, build_runs=1, scaling=[500, 2000], warmup=20,
-                  queries={"one": 1000, "range": 1000, "batch100": 200, "latest1000": 200},
-                  time_cap=60, descr="smoke test: 2k series, one repetition, every section (CI)"),
+                  queries={"one": 300, "range": 300, "batch100": 50, "latest1000": 50},
+                  time_cap=5, descr="smoke test: 2k series, one repetition, every section (CI)"),
     "default": dict(series=100000, runs=3, build_runs=3, scaling=[1000, 10000, 100000], warmup=100,
                     queries={"one": 4000, "range": 4000, "batch100": 1000, "latest1000": 1000},
-                    time_cap=120, descr="100k series (~15M rows), three repetitions"),
+                    time_cap=30, descr="100k series (~15M rows), three repetitions"),
     "large": dict(series=100000, runs=3, build_runs=3, scaling=[1000, 10000, 100000, 1000000], warmup=100,
                   queries={"one": 4000, "range": 4000, "batch100": 1000, "latest1000": 1000},
-                  time_cap=120, descr="the default profile plus a 1M-series (~150M rows) scaling point"),
+                  time_cap=30, descr="the default profile plus a 1M-series (~150M rows) scaling point"),
     # Its own runner (bench/snapbench/seed.py); --fraction scales it down.
     "seed": dict(descr="2.82M series (~420M rows) built with --memory 6GiB, then served (bench/snapbench/seed.py)"),
 }
@@ -163,27 +168,44 @@ def make_servers(snapbuild, gobaseline, root, lake):
         client.Server("ours", "servingsnap (map + read index)",
                       lambda port: [str(snapbuild), "serve", "--root", str(root), "--addr", f"127.0.0.1:{port}"],
                       [str(p) for p in files_ours.values()]),
-        client.Server("go", "Go rebuild (arrow-go)",
+        client.Server("go", "Go rebuild (sortwrite.Rebuild)",
                       lambda port: [str(gobaseline), "--lake", str(lake), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
                       pq),
         client.Server("py", "Python rebuild (Polars)",
                       lambda port: [sys.executable, str(HERE / "pybaseline.py"), "--lake", str(lake),
                                     "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
                       pq),
+        client.Server("duck", "DuckDB table (sorted at start)",
+                      lambda port: [sys.executable, str(HERE / "duckbaseline.py"), "--lake", str(lake),
+                                    "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
+                      pq),
     ]
 
 
 def serve_section(a, prof, servers, ids, years, logs, R):
-    """Sections 1-3: start-up (cold, warm), memory, latency; R['serve'] is filled in place."""
+    """Sections 1-3: start-up, memory and latency, each cold and warm; R['serve'] is filled in place.
+
+    Per repetition and server, a cold pass then a warm pass, each its own process:
+    - cold: every input file of every server is evicted from the page cache first
+      (posix_fadvise DONTNEED), the server starts, and the latency workloads run at once,
+      with no warm-up, so servingsnap's first queries fault its mapped pages in from disk;
+    - warm: the server's own input files are read into the page cache first, the check
+      tickets are compared across servers, warm-up queries run, then the same workloads.
+    """
     keys = [s.key for s in servers]
+    modes = ["warm"] if a.no_cold else ["cold", "warm"]
+    per = lambda: {k: [] for k in keys}  # noqa: E731
     S = R["serve"] = {
-        "labels": {s.key: s.label for s in servers},
-        "startup_warm": {k: [] for k in keys}, "startup_cold": {k: [] for k in keys},
-        "reported_ms": {k: [] for k in keys}, "mem_start": {k: [] for k in keys}, "mem_after": {k: [] for k in keys},
-        "queries": {k: [] for k in keys}, "latency": {k: {w: [] for w, _ in client.WORKLOADS} for k in keys},
+        "labels": {s.key: s.label for s in servers}, "modes": modes,
+        "startup_warm": per(), "startup_cold": per(), "reported_ms": per(), "reported_ms_cold": per(),
+        "mem_start": per(), "mem_after": per(), "mem_start_cold": per(), "mem_after_cold": per(),
+        "queries": per(),
+        "latency": {k: {w: [] for w, _ in client.WORKLOADS} for k in keys},
+        "latency_cold": {k: {w: [] for w, _ in client.WORKLOADS} for k in keys},
         "agree": [], "mismatches": [], "query_counts": prof["queries"], "warmup": prof["warmup"],
     }
     pooled = {k: {w: [] for w, _ in client.WORKLOADS} for k in keys}
+    every_file = sorted({f for s in servers for f in s.files})
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
     checks = client.check_tickets(DATASET, ids, years, seed=7)
     for rep in range(a.runs):
@@ -194,38 +216,41 @@ def serve_section(a, prof, servers, ids, years, logs, R):
         order = servers[rep % len(servers):] + servers[:rep % len(servers)]  # rotate: no fixed order bias
         digests = {}
         for s in order:
-            lp = logs / f"{s.key}-rep{rep + 1}.log"
-            if not a.no_cold:
-                procs.evict(s.files)
-                p, secs, _ = client.start(s, procs.free_port(), first, lp, a.timeout)
-                procs.stop(p)
-                S["startup_cold"][s.key].append(secs)
-                log(f"  rep {rep + 1} {s.key}: cold start {secs:.3f}s")
-            procs.warm(s.files)
-            port = procs.free_port()
-            p, secs, _ = client.start(s, port, first, lp, a.timeout)
-            try:
-                S["startup_warm"][s.key].append(secs)
-                S["reported_ms"][s.key].append(client.reported_startup_ms(lp))
-                S["mem_start"][s.key].append(procs.proc_status(p.pid))
-                loc = f"grpc+tcp://127.0.0.1:{port}"
-                digests[s.key] = client.answers(loc, checks)
-                client.latencies(loc, warmups, prof["time_cap"])
-                n = 0
-                for w, _ in client.WORKLOADS:
-                    lat, rows = client.latencies(loc, tickets[w], prof["time_cap"])
-                    n += len(lat)
-                    pooled[s.key][w].append(lat)
-                    S["latency"][s.key][w].append(report.summarize(lat, rows))
-                S["queries"][s.key].append(n)
-                S["mem_after"][s.key].append(procs.proc_status(p.pid))
-            finally:
-                procs.stop(p)
-            m0, m1 = S["mem_start"][s.key][-1], S["mem_after"][s.key][-1]
-            lat1 = S["latency"][s.key]["one"][-1]
-            log(f"  rep {rep + 1} {s.key}: warm start {secs:.3f}s, anon {m0['RssAnon'] / 2**20:.0f} -> "
-                f"{m1['RssAnon'] / 2**20:.0f} MiB, file {m0['RssFile'] / 2**20:.0f} -> {m1['RssFile'] / 2**20:.0f} MiB, "
-                f"one-series p50 {lat1['p50'] / 1e3:.2f} ms, {n} queries")
+            for mode in modes:
+                lp = logs / f"{s.key}-rep{rep + 1}-{mode}.log"
+                if mode == "cold":
+                    procs.evict(every_file)
+                else:
+                    procs.warm(s.files)
+                port = procs.free_port()
+                p, secs, _ = client.start(s, port, first, lp, a.timeout)
+                sfx = "" if mode == "warm" else "_cold"
+                lat_key = "latency" if mode == "warm" else "latency_cold"
+                try:
+                    S[f"startup_{mode}"][s.key].append(secs)
+                    S["reported_ms" + sfx][s.key].append(client.reported_startup_ms(lp))
+                    S["mem_start" + sfx][s.key].append(procs.proc_status(p.pid))
+                    loc = f"grpc+tcp://127.0.0.1:{port}"
+                    if mode == "warm":
+                        digests[s.key] = client.answers(loc, checks)
+                        client.latencies(loc, warmups, prof["time_cap"])
+                    n = 0
+                    for w, _ in client.WORKLOADS:
+                        lat, rows = client.latencies(loc, tickets[w], prof["time_cap"])
+                        n += len(lat)
+                        if mode == "warm":
+                            pooled[s.key][w].append(lat)
+                        S[lat_key][s.key][w].append(report.summarize(lat, rows))
+                    if mode == "warm":
+                        S["queries"][s.key].append(n)
+                    S["mem_after" + sfx][s.key].append(procs.proc_status(p.pid))
+                finally:
+                    procs.stop(p)
+                m0, m1 = S["mem_start" + sfx][s.key][-1], S["mem_after" + sfx][s.key][-1]
+                lat1 = S[lat_key][s.key]["one"][-1]
+                log(f"  rep {rep + 1} {s.key} {mode}: start {secs:.3f}s, anon {m0['RssAnon'] / 2**20:.0f} -> "
+                    f"{m1['RssAnon'] / 2**20:.0f} MiB, file {m0['RssFile'] / 2**20:.0f} -> {m1['RssFile'] / 2**20:.0f} MiB, "
+                    f"one-series p50 {lat1['p50'] / 1e3:.2f} ms, {n} queries")
         ref = digests["ours"]
         ok = True
         for k, d in digests.items():

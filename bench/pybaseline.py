@@ -1,33 +1,35 @@
 """The Python rebuild-at-start baseline of the benchmark harness (bench/harness.py).
 
 A small pyarrow.flight server that does at every start what the server servingsnap replaces
-did, with Polars: read every year partition of the lake, parse the periods to dates,
-sort by (series_id, period), dictionary-encode the strings, build series_id -> row range
-with each series' date bounds and latest value, and then answer DoGet tickets (the JSON of
-docs/FLIGHT.md: "series" | "prefix" | "category", "start"/"end", "columns", "latest") with
-slice()s of the sorted table.
+did, with Polars, as lean as that design allows: read every year partition of the lake,
+parse the distinct periods to dates, take the per-series attributes into the index first
+(one value per series) so the sort moves only series_id, period and value, sort by
+(series_id, period) with series_id as a Categorical, build series_id -> row range with each
+series' latest value, and then answer DoGet tickets (the JSON of docs/FLIGHT.md: "series" |
+"prefix" | "category", "start"/"end", "columns", "latest") with zero-copy slices of the
+sorted columns (Polars hands the sorted frame to Arrow without a copy when it is one chunk).
 
     python bench/pybaseline.py --lake LAKE --dataset NAME --addr 127.0.0.1:PORT
 
 Once the index is built it binds the address and prints one JSON line
-{"event": "listening", "flight": ..., "startup_ms": ...} to stdout.
+{"event": "listening", "flight": ..., "startup_ms": ...} to stdout; startup_ms counts from
+the process's start (interpreter and imports included).
 """
-import time
+import argparse
+import bisect
+import json
+import pathlib
+import sys
 
-T0 = time.perf_counter()  # as early as possible: imports are part of the start-up
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.flight as fl
 
-import argparse  # noqa: E402
-import bisect  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.flight as fl  # noqa: E402
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from peerlib import announce, day  # noqa: E402
 
 ATTRS = ["units", "frequency", "name", "category"]
-EPOCH = np.datetime64("1970-01-01", "D")
 
 
 def parse_periods(col: pl.Expr) -> pl.Expr:
@@ -55,9 +57,12 @@ class Dataset:
             if u["date"].null_count():
                 raise SystemExit(f"pybaseline: unparseable period in {u.filter(pl.col('date').is_null()).head(3)}")
             df = df.with_columns(pl.col("period").replace_strict(u["period"], u["date"]))
-        strings = [c for c, t in df.schema.items() if t == pl.String]
-        df = df.with_columns([pl.col(c).cast(pl.Categorical) for c in strings])  # dictionary-encode
-        df = df.sort(["series_id", "period"])  # categoricals sort lexically
+        # Attributes go into the index before the sort: one value per series, not per row.
+        attrs = [a for a in ATTRS if a in df.columns]
+        per_series = (df.lazy().group_by("series_id").agg([pl.col(a).first() for a in attrs])
+                      .sort("series_id").collect())
+        df = df.select(pl.col("series_id").cast(pl.Categorical), "period", "value")
+        df = df.sort(["series_id", "period"]).rechunk()  # categoricals sort lexically; rechunk is a no-op on one chunk
         idx = (
             df.lazy()
             .with_row_index("row")
@@ -65,11 +70,8 @@ class Dataset:
             .agg(
                 offset=pl.col("row").first(),
                 count=pl.len(),
-                first_period=pl.col("period").first(),
-                last_period=pl.col("period").last(),
                 latest_period=pl.col("period").filter(pl.col("value").is_not_null()).last(),
                 latest_value=pl.col("value").drop_nulls().last(),
-                **{a: pl.col(a).first() for a in ATTRS if a in df.columns},
             )
             .collect()
         )
@@ -80,9 +82,12 @@ class Dataset:
         self.latest_ok = idx["latest_value"].is_not_null().to_numpy()
         self.latest_period = idx["latest_period"].cast(pl.Int32).fill_null(0).to_numpy()
         self.latest_value = idx["latest_value"].fill_null(0.0).to_numpy()
-        self.category = idx["category"].cast(pl.String).to_list() if "category" in idx.columns else None
-        self.table = df.to_arrow().combine_chunks()
+        assert per_series["series_id"].to_list() == self.ids, "index and attributes disagree on the series order"
+        self.category = per_series["category"].to_list() if "category" in attrs else None
+        self.table = df.to_arrow()
         del df
+        if any(self.table.column(c).num_chunks != 1 for c in ("period", "value")):
+            self.table = self.table.combine_chunks()  # only if Polars left several chunks
         self.period_arr = self.table.column("period").chunk(0)
         self.period_np = self.period_arr.cast(pa.int32()).to_numpy()
         self.value_arr = self.table.column("value").chunk(0)
@@ -102,7 +107,8 @@ class Dataset:
                 codes.append(c)
             return codes
         if "category" in q:
-            return [c for c, v in enumerate(self.category) if v == q["category"]]  # exact, as snapbuild serve
+            cat = q["category"].rstrip("/")  # the category or below it, as snapbuild serve
+            return [c for c, v in enumerate(self.category) if v == cat or (v or "").startswith(cat + "/")]
         try:
             return sorted({self.by_id[s] for s in q["series"]})
         except KeyError as e:
@@ -154,25 +160,6 @@ class Dataset:
         return pa.Table.from_arrays(cols, schema=schema)
 
 
-def day(s: str, end: bool) -> int:
-    """A ticket period bound as date32 days: the first day of the period, or its last for end."""
-    n = len(s)
-    y = int(s[:4])
-    if n == 4:
-        d = (np.datetime64(f"{y + 1}-01-01") - 1) if end else np.datetime64(f"{y}-01-01")
-    elif "Q" in s.upper():
-        q = int(s[-1])
-        first = np.datetime64(f"{y}-{(q - 1) * 3 + 1:02d}", "M")
-        d = (first + 3).astype("datetime64[D]") - 1 if end else first.astype("datetime64[D]")
-    elif n in (6, 7):
-        m = int(s[-2:])
-        first = np.datetime64(f"{y}-{m:02d}", "M")
-        d = (first + 1).astype("datetime64[D]") - 1 if end else first.astype("datetime64[D]")
-    else:
-        d = np.datetime64(s if n == 10 else f"{s[:4]}-{s[4:6]}-{s[6:8]}", "D")
-    return int((d - EPOCH).astype(int))
-
-
 class Server(fl.FlightServerBase):
     def __init__(self, location, ds: Dataset):
         super().__init__(location)
@@ -198,9 +185,7 @@ def main():
     a = ap.parse_args()
     ds = Dataset(a.lake, a.dataset)
     server = Server(f"grpc+tcp://{a.addr}", ds)
-    print(json.dumps({"event": "listening", "flight": f"grpc+tcp://{a.addr}",
-                      "startup_ms": round((time.perf_counter() - T0) * 1000, 3),
-                      "rows": ds.rows, "series": len(ds.ids)}), flush=True)
+    announce(a.addr, ds.rows, len(ds.ids))
     server.serve()
 
 

@@ -102,6 +102,10 @@ func (c *fbCheck) schema(t flatbuffers.Table) error {
 	return err
 }
 
+// maxTypeTag is the last value of the format's Type union (LargeListView
+// in Schema.fbs); arrow-go panics on a tag past it.
+const maxTypeTag = 26
+
 // maxDepth bounds field nesting (arrow-go recurses once per level).
 const maxDepth = 64
 
@@ -112,6 +116,9 @@ func (c *fbCheck) field(t flatbuffers.Table, depth int) error {
 	// Field: 0 name, 3 type (union table), 4 dictionary, 5 children, 6 custom_metadata.
 	if err := c.str(t, 0, "field name"); err != nil {
 		return err
+	}
+	if tt := c.u8(t, 2); tt > maxTypeTag {
+		return fmt.Errorf("field type tag %d is not an Arrow type (0–%d)", tt, maxTypeTag)
 	}
 	if typ, ok, err := c.child(t, 3, "field type"); err != nil {
 		return err
@@ -158,6 +165,18 @@ func (c *fbCheck) table(pos int, what string) (flatbuffers.Table, error) {
 	vlen := int(flatbuffers.GetVOffsetT(c.buf[vt:]))
 	if vlen < 4 || vt+vlen > len(c.buf) {
 		return flatbuffers.Table{}, fmt.Errorf("%s: vtable outside the footer", what)
+	}
+	// The table's inline object (its scalars and offsets) must lie in the
+	// buffer and every field the vtable names inside that object: arrow-go
+	// reads scalars such as an Int's bit width without a bounds check.
+	size := int(flatbuffers.GetVOffsetT(c.buf[vt+2:]))
+	if size < 4 || at+size > len(c.buf) {
+		return flatbuffers.Table{}, fmt.Errorf("%s: table of %d bytes outside the footer", what, size)
+	}
+	for e := vt + 4; e+2 <= vt+vlen; e += 2 {
+		if o := int(flatbuffers.GetVOffsetT(c.buf[e:])); o != 0 && (o < 4 || o >= size) {
+			return flatbuffers.Table{}, fmt.Errorf("%s: field at %d outside its %d-byte table", what, o, size)
+		}
 	}
 	if c.nodes++; c.nodes > len(c.buf) {
 		return flatbuffers.Table{}, fmt.Errorf("%s: too many tables", what)

@@ -36,13 +36,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
-	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
-// expected computes a query's answer straight from the snapshot files,
-// without the server's planning code: scan every series, filter periods
-// row by row.
+// expected computes a query's answer from the lake the dataset was built
+// from, without the builder, the snapshot reader or the server's planning
+// code (oracle_test.go): scan every row, filter by series and period, take
+// the last non-null value for latest.
 type expRow struct {
 	id     string
 	period int32
@@ -52,82 +52,64 @@ type expRow struct {
 
 func expected(t *testing.T, dir string, q map[string]any) []expRow {
 	t.Helper()
-	s, err := snapshot.Open(dir, snapshot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	from, to := int32(math.MinInt32), int32(math.MaxInt32)
+	var err error
 	if v, ok := q["start"]; ok {
-		from = day(t, v.(string))
-	}
-	if v, ok := q["end"]; ok {
-		to, _ = period.End(v.(string))
-	}
-	x := s.Index()
-	attrs, acols := x.Attributes()
-	attrVal := func(name string, code int) any {
-		for i, f := range attrs {
-			if f.Name == name {
-				return value(acols[i], code)
-			}
-		}
-		t.Fatalf("no attribute %s", name)
-		return nil
-	}
-	var out []expRow
-	for code := 0; code < x.Len(); code++ {
-		id := strings.Clone(x.SeriesID(code))
-		switch {
-		case q["series"] != nil:
-			found := false
-			for _, want := range q["series"].([]string) {
-				found = found || want == id
-			}
-			if !found {
-				continue
-			}
-		case q["prefix"] != nil:
-			if !strings.HasPrefix(id, q["prefix"].(string)) {
-				continue
-			}
-		case q["category"] != nil:
-			if c, _ := attrVal("category", code).(string); !inCategory(c, q["category"].(string)) {
-				continue
-			}
-		}
-		rec, err := s.Rows(code, math.MinInt32, math.MaxInt32)
-		if err != nil {
+		if from, _, err = oraclePeriod(v.(string)); err != nil {
 			t.Fatal(err)
 		}
-		var rows []expRow
-		sc := rec.Schema()
-		for i := 0; i < int(rec.NumRows()); i++ {
-			p := int32(rec.Column(1).(*array.Date32).Value(i))
-			if p < from || p > to {
-				continue
-			}
-			r := expRow{id: id, period: p, value: value(rec.Column(2), i), extra: map[string]any{}}
-			for c := 3; c < int(rec.NumCols()); c++ {
-				r.extra[sc.Field(c).Name] = value(rec.Column(c), i)
-			}
-			for _, f := range attrs {
-				r.extra[f.Name] = attrVal(f.Name, code)
-			}
-			rows = append(rows, r)
+	}
+	if v, ok := q["end"]; ok {
+		if _, to, err = oraclePeriod(v.(string)); err != nil {
+			t.Fatal(err)
 		}
-		rec.Release()
+	}
+	keep := func(r lakeRow) bool {
+		switch {
+		case q["series"] != nil:
+			for _, want := range q["series"].([]string) {
+				if want == r.id {
+					return true
+				}
+			}
+			return false
+		case q["prefix"] != nil:
+			return strings.HasPrefix(r.id, q["prefix"].(string))
+		case q["category"] != nil:
+			c, _ := r.cols["category"].(string)
+			return inCategory(c, q["category"].(string))
+		}
+		return true
+	}
+	var out []expRow
+	rows := readLake(t, lakeOf(t, dir))
+	for i := 0; i < len(rows); {
+		j := i
+		for j < len(rows) && rows[j].id == rows[i].id {
+			j++
+		}
+		if !keep(rows[i]) {
+			i = j
+			continue
+		}
+		var series []expRow
+		for _, r := range rows[i:j] {
+			if r.period >= from && r.period <= to {
+				series = append(series, expRow{id: r.id, period: r.period, value: r.value, extra: r.cols})
+			}
+		}
 		if q["latest"] == true {
 			var last []expRow
-			for i := len(rows) - 1; i >= 0; i-- {
-				if rows[i].value != nil {
-					last = rows[i : i+1]
+			for k := len(series) - 1; k >= 0; k-- {
+				if series[k].value != nil {
+					last = series[k : k+1]
 					break
 				}
 			}
-			rows = last
+			series = last
 		}
-		out = append(out, rows...)
+		out = append(out, series...)
+		i = j
 	}
 	return out
 }

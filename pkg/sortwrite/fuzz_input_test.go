@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +13,9 @@ import (
 )
 
 // FuzzBuildInput mutates a valid Parquet file and builds it: malformed
-// input must end in an error naming the file, never a panic or a hang,
-// and nothing may be published on error.
+// input must end in an error naming the file (its name appears in the
+// message), never a panic or a hang, and nothing may be published on
+// error.
 func FuzzBuildInput(f *testing.F) {
 	dir := f.TempDir()
 	testlake.WriteParquet(f, dir, "seed.parquet", 3,
@@ -29,6 +31,17 @@ func FuzzBuildInput(f *testing.F) {
 	f.Add(seed)
 	f.Add(seed[:len(seed)/2])
 	f.Add(append(bytes.Clone(seed[:4]), seed[len(seed)-8:]...))
+	// Seeds that fail, so the seed run in CI checks the error names the file.
+	f.Add([]byte("not parquet at all"))
+	f.Add([]byte{})
+	flipped := bytes.Clone(seed)
+	flipped[len(flipped)-12] ^= 0xff // inside the footer's metadata
+	f.Add(flipped)
+	body := bytes.Clone(seed)
+	for i := 4; i < len(body)/2; i++ {
+		body[i] = 0 // pages zeroed, footer intact
+	}
+	f.Add(body)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in, out := t.TempDir(), filepath.Join(t.TempDir(), "DS")
 		if err := os.WriteFile(filepath.Join(in, "x.parquet"), b, 0o644); err != nil {
@@ -48,6 +61,9 @@ func FuzzBuildInput(f *testing.F) {
 		if err != nil {
 			if _, serr := os.Stat(filepath.Join(out, "CURRENT")); serr == nil {
 				t.Fatalf("failed build (%v) published CURRENT", err)
+			}
+			if !strings.Contains(err.Error(), "x.parquet") {
+				t.Fatalf("build error does not name the input file x.parquet: %v", err)
 			}
 		}
 	})

@@ -3,7 +3,6 @@ package vortexio
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -71,7 +70,11 @@ func TestReadRanges(t *testing.T) {
 }
 
 // TestFixtureEncodingsCovered logs which encodings the fixtures exercise and
-// fails if a tier-1 encoding that the fixtures are meant to cover is missing.
+// fails if a tier-1 encoding that the fixtures are meant to cover is
+// missing. The few that the reference writer does not emit for any fixture
+// are listed in notInFixtures with the reason and where else they are
+// exercised; an exclusion that a fixture does cover fails too, so the list
+// cannot go stale.
 func TestFixtureEncodingsCovered(t *testing.T) {
 	all := map[string]int{}
 	for _, name := range fixtureNames(t) {
@@ -94,13 +97,25 @@ func TestFixtureEncodingsCovered(t *testing.T) {
 	}
 	sort.Strings(ks)
 	t.Logf("encodings in fixtures: %s", strings.Join(ks, " "))
-	if os.Getenv("VORTEX_COVERAGE_STRICT") != "" {
-		for _, e := range tier1 {
-			if all[e] == 0 {
-				t.Errorf("no fixture exercises %s", e)
-			}
+	for _, e := range tier1 {
+		why, excluded := notInFixtures[e]
+		switch {
+		case all[e] == 0 && !excluded:
+			t.Errorf("no fixture exercises %s", e)
+		case all[e] > 0 && excluded:
+			t.Errorf("%s is now in the fixtures: drop its exclusion (%s)", e, why)
 		}
 	}
+}
+
+// notInFixtures are tier-1 encodings that vortex-data 0.90 (the reference
+// that writes the fixtures) emits for none of them, with the reason.
+var notInFixtures = map[string]string{
+	"vortex.struct": "the reference stores struct columns as a vortex.struct layout with one flat child per field, " +
+		"never a struct array inside a flat segment (enc_struct holds bit-packing and bool), and so does our " +
+		"writer; struct columns are read back through the layout by FuzzWriterRoundTrip and TestReadFixtures",
+	"fastlanes.rle": "for enc_rle the reference picks vortex.sequence and bit-packing; no file here holds " +
+		"fastlanes.rle, so its decoder is checked by no fixture",
 }
 
 var tier1 = []string{"vortex.primitive", "vortex.bool", "vortex.varbinview", "vortex.struct", "vortex.ext",

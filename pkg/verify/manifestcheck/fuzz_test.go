@@ -7,8 +7,34 @@ import (
 	"testing"
 
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
+
+// reseal recomputes a mutated manifest's self-checksum the way Marshal
+// does (xxHash64 of the bytes with the checksum's value blanked), so that
+// the mutant reaches the parser's field rules instead of failing the
+// checksum comparison first. It finds the value independently of
+// manifest.Parse (the last `"checksum": "` key, as Marshal writes it last
+// among the top-level fields) and returns nil when there is none to reseal.
+func reseal(b []byte) []byte {
+	key := []byte(`"checksum": "`)
+	i := bytes.LastIndex(b, key)
+	if i < 0 {
+		return nil
+	}
+	v := i + len(key)
+	end := bytes.IndexByte(b[v:], '"')
+	if end < 0 {
+		return nil
+	}
+	blank := append(bytes.Clone(b[:v]), b[v+end:]...)
+	h := fileutil.NewHash()
+	h.Write(blank)
+	sum := fileutil.FormatChecksum(h)
+	out := append(bytes.Clone(b[:v]), sum...)
+	return append(out, b[v+end:]...)
+}
 
 // sampleManifest is a valid manifest as sortwrite writes one.
 func sampleManifest() *manifest.Manifest {
@@ -34,7 +60,11 @@ func sampleManifest() *manifest.Manifest {
 // FuzzParseManifest: manifest.Parse and dataset.ParseCurrent never panic;
 // what Parse accepts, Marshal renders and Parse reads back unchanged; what
 // ParseCurrent accepts is exactly the canonical pointer; the verifier's own
-// manifest rules never panic on what Parse accepts.
+// manifest rules never panic on what Parse accepts. Every input is tried
+// twice: as it is (the checksum must refuse a changed manifest) and
+// resealed (its checksum recomputed), so mutants reach the field rules and
+// the accepting path; a resealed manifest that Parse refuses must be
+// refused for a reason other than its checksum.
 func FuzzParseManifest(f *testing.F) {
 	good, err := manifest.Marshal(sampleManifest())
 	if err != nil {
@@ -53,6 +83,17 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte("{}"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkManifestBytes(t, b, false)
+		if r := reseal(b); r != nil && !bytes.Equal(r, b) {
+			checkManifestBytes(t, r, true)
+		}
+	})
+}
+
+// checkManifestBytes runs the fuzz properties on one input; resealed says
+// its checksum was recomputed, so a checksum mismatch would be a bug.
+func checkManifestBytes(t *testing.T, b []byte, resealed bool) {
+	{
 		if id, err := dataset.ParseCurrent(b); err == nil {
 			if want := dataset.ManifestPath(id) + "\n"; string(b) != want {
 				t.Fatalf("ParseCurrent(%q) = %d, whose pointer is %q", b, id, want)
@@ -65,6 +106,9 @@ func FuzzParseManifest(f *testing.F) {
 		if err != nil {
 			if !errors.Is(err, manifest.ErrCorrupt) {
 				t.Fatalf("Parse error is not ErrCorrupt: %v", err)
+			}
+			if resealed && bytes.Contains([]byte(err.Error()), []byte("does not match its checksum")) {
+				t.Fatalf("a resealed manifest fails its checksum: %v", err)
 			}
 			return
 		}
@@ -89,5 +133,30 @@ func FuzzParseManifest(f *testing.F) {
 			// remove missing-field problems, never add any.
 			t.Fatalf("Marshal output breaks more rules than its input: %v", ps)
 		}
-	})
+	}
+}
+
+// TestResealReachesParser: without resealing, an edited manifest fails its
+// checksum; resealed, it parses with the edit, so the fuzz target's
+// mutants do reach the field rules.
+func TestResealReachesParser(t *testing.T) {
+	good, err := manifest.Marshal(sampleManifest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := bytes.Replace(good, []byte("servingsnap v0.1.0"), []byte("servingsnap v0.2.0"), 1)
+	if _, err := manifest.Parse(edited); err == nil {
+		t.Fatal("an edited manifest passes its checksum")
+	}
+	m, err := manifest.Parse(reseal(edited))
+	if err != nil {
+		t.Fatalf("resealed manifest refused: %v", err)
+	}
+	if m.Tool != "servingsnap v0.2.0" {
+		t.Fatalf("tool %q after reseal", m.Tool)
+	}
+	bad := bytes.Replace(good, []byte(`"rows": 10,`), []byte(`"rows": -10,`), 1)
+	if _, err := manifest.Parse(reseal(bad)); err == nil || bytes.Contains([]byte(err.Error()), []byte("checksum")) {
+		t.Fatalf("resealed manifest with negative rows: %v, want a field-rule error", err)
+	}
 }

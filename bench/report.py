@@ -1,0 +1,296 @@
+"""Rewrite the benchmark figures of README.md, bench/README.md and docs/*.md from the committed runs.
+
+    python bench/report.py [--results bench/results] [--profile default] [--check]
+
+Every figure the documentation quotes lives between markers
+
+    <!-- bench:NAME -->
+    ... generated, do not edit ...
+    <!-- /bench -->
+
+and is regenerated here from bench/results/*.json (what bench/harness.py writes), so no figure
+can drift from its run: each table row links the run(s) it comes from. NAME is one of:
+
+  serve    servers side by side: start-up, memory, latency (cold and warm), median (min–max)
+           over the repetitions of the newest run, and the second invocation's median when the
+           newest date has two runs of the profile
+  ratios   ours / peer of the newest run next to the oldest committed run of the profile
+  build    snapbuild build against DuckDB's sort-and-write, from the newest run with a build
+  sizes    data file, index sidecar and the same index as JSON, from the newest run with sizes
+  runs     the list of runs these figures come from
+
+--check exits 1 (rewriting nothing) when a file is not what the runs generate.
+Standard library only.
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import statistics
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+ORDER = ["ours", "go", "py", "duck"]
+SHORT = {"ours": "servingsnap", "go": "Go rebuild", "py": "Python rebuild (Polars)", "duck": "DuckDB table"}
+REGION = re.compile(r"(<!-- bench:(\w+) -->\n)(.*?)(<!-- /bench -->)", re.S)
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def g3(x):
+    if x is None:
+        return "–"
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def spread(xs, scale=1.0):
+    """median (min–max) of one run's repetitions."""
+    xs = [x / scale for x in xs if x is not None]
+    if not xs:
+        return "–"
+    return g3(med(xs)) if len(xs) == 1 else f"{g3(med(xs))} ({g3(min(xs))}–{g3(max(xs))})"
+
+
+def ratio(a, b):
+    a, b = med(a or []), med(b or [])
+    if a is None or not b:
+        return "–"
+    r = a / b
+    if r < 0.5:
+        n = 1 / r
+        return f"1/{n:,.0f}" if n >= 10 else f"1/{n:.1f}"
+    return f"{r:.2f}"
+
+
+class Run:
+    def __init__(self, path):
+        self.path = path
+        self.R = json.loads(path.read_text())
+        self.meta = self.R["meta"]
+        self.md = path.with_suffix(".md")
+
+    @property
+    def date(self):
+        return self.meta["date"]
+
+    def link(self, here):
+        rel = os.path.relpath(self.md, here.parent)
+        return f"[{self.md.stem}]({rel})"
+
+    # ---- what a figure reads ----
+
+    def serve(self):
+        return self.R.get("serve") or {}
+
+    def startup(self, k, mode="warm"):
+        return self.serve().get(f"startup_{mode}", {}).get(k, [])
+
+    def mem(self, k, which, field):
+        return [x[field] for x in self.serve().get(which, {}).get(k, [])]
+
+    def lat(self, k, w, p, mode="warm"):
+        key = "latency" if mode == "warm" else "latency_cold"
+        return [x[p] for x in self.serve().get(key, {}).get(k, {}).get(w, [])]
+
+    def keys(self):
+        return [k for k in ORDER if k in self.serve().get("labels", {})]
+
+
+def load_runs(results, profile):
+    runs = []
+    for p in sorted(pathlib.Path(results).glob("*.json")):
+        try:
+            r = Run(p)
+        except (ValueError, KeyError):
+            continue
+        if r.meta.get("profile") == profile and not r.R.get("error") and r.md.exists():
+            runs.append(r)
+    runs.sort(key=lambda r: (r.date, r.path.name))
+    return runs
+
+
+# ---- regions ----
+
+SERVE_ROWS = [
+    # label, getter(run, key) -> list, scale
+    ("start-up to first answered query, warm (s)", lambda r, k: r.startup(k, "warm"), 1),
+    ("start-up to first answered query, cold (s)", lambda r, k: r.startup(k, "cold"), 1),
+    ("private memory (RssAnon) after start-up (MiB)", lambda r, k: r.mem(k, "mem_start", "RssAnon"), 2**20),
+    ("peak RSS during start-up, VmHWM (MiB)", lambda r, k: r.mem(k, "mem_start", "VmHWM"), 2**20),
+    ("RssAnon after the queries, warm (MiB)", lambda r, k: r.mem(k, "mem_after", "RssAnon"), 2**20),
+    ("RssFile after the queries, cold / warm (MiB)", None, 2**20),
+    ("one series, p50 warm (ms)", lambda r, k: r.lat(k, "one", "p50"), 1e3),
+    ("one series, p99 warm (ms)", lambda r, k: r.lat(k, "one", "p99"), 1e3),
+    ("one series, p50 cold (ms)", lambda r, k: r.lat(k, "one", "p50", "cold"), 1e3),
+    ("one series, p99 cold (ms)", lambda r, k: r.lat(k, "one", "p99", "cold"), 1e3),
+    ("100-series batch, p50 warm (ms)", lambda r, k: r.lat(k, "batch100", "p50"), 1e3),
+    ("latest values of 1000 series, p50 warm (ms)", lambda r, k: r.lat(k, "latest1000", "p50"), 1e3),
+]
+
+
+def region_serve(runs, here):
+    newest = [r for r in runs if r.date == runs[-1].date and r.serve()]
+    if not newest:
+        return None
+    r0 = newest[0]
+    keys = r0.keys()
+    second = newest[1] if len(newest) > 1 else None
+    links = " and ".join(r.link(here) for r in newest[:2])
+    L = ["| | " + " | ".join(SHORT[k] for k in keys) + " | run |", "|---" * (len(keys) + 2) + "|"]
+    for label, get, scale in SERVE_ROWS:
+        cells = []
+        for k in keys:
+            if get is None:  # RssFile cold / warm
+                c = spread(r0.mem(k, "mem_after_cold", "RssFile"), scale) + " / " + spread(r0.mem(k, "mem_after", "RssFile"), scale)
+            else:
+                xs = get(r0, k)
+                if not xs:
+                    c = "–"
+                else:
+                    c = spread(xs, scale)
+                    if second is not None and get(second, k):
+                        c += f"; 2nd: {g3(med(get(second, k)) / scale)}"
+            cells.append(c)
+        if all(c.startswith("–") for c in cells):
+            continue
+        L.append(f"| {label} | " + " | ".join(cells) + f" | {links} |")
+    reps = r0.meta.get("runs")
+    inv = "two invocations (the second's median after `2nd:`)" if second is not None else "one invocation"
+    L += ["", f"Median (min–max) over {reps} repetitions, {inv}; {r0.R['lake']['rows']:,} rows, "
+          f"{r0.R['lake']['series']:,} series, {r0.meta['machine'].get('cores')} cores, load average "
+          f"{' '.join(r0.meta.get('loadavg_start') or [])} at the start."]
+    return "\n".join(L)
+
+
+RATIO_ROWS = [
+    ("start-up, warm", lambda r, k: r.startup(k, "warm")),
+    ("start-up, cold", lambda r, k: r.startup(k, "cold")),
+    ("RssAnon after start-up", lambda r, k: r.mem(k, "mem_start", "RssAnon")),
+    ("peak RSS during start-up", lambda r, k: r.mem(k, "mem_start", "VmHWM")),
+    ("one series p50, warm", lambda r, k: r.lat(k, "one", "p50")),
+    ("latest values of 1000 series p50, warm", lambda r, k: r.lat(k, "latest1000", "p50")),
+]
+
+
+def region_ratios(runs, here):
+    served = [r for r in runs if r.serve()]
+    if not served:
+        return None
+    old = served[0]
+    new = [r for r in served if r.date == served[-1].date][0]  # the newest date's first invocation
+    peers = [k for k in ORDER[1:] if k in old.keys() or k in new.keys()]
+    cols = []
+    for k in peers:
+        if old is not new and k in old.keys():
+            cols.append((k, old))
+        if k in new.keys():
+            cols.append((k, new))
+    L = ["| ours / peer | " + " | ".join(f"{SHORT[k]}, {r.date}" for k, r in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for label, get in RATIO_ROWS:
+        cells = [ratio(get(r, "ours"), get(r, k)) for k, r in cols]
+        if all(c == "–" for c in cells):
+            continue
+        L.append(f"| {label} | " + " | ".join(cells) + " |")
+    L += ["", "Runs: " + ", ".join(r.link(here) for r in ([old, new] if old is not new else [new])) +
+          ". Below 1 favours servingsnap; `1/N` is N times less."]
+    return "\n".join(L)
+
+
+def region_build(runs, here):
+    rs = [r for r in runs if r.R.get("build")]
+    if not rs:
+        return None
+    r = rs[-1]
+    B = r.R["build"]
+    o_t, p_t = [x["seconds"] for x in B["ours"]], [x["seconds"] for x in B["duckdb"]]
+    o_m, p_m = [x["peak_rss"] for x in B["ours"]], [x["peak_rss"] for x in B["duckdb"]]
+    ln = r.link(here)
+    return "\n".join([
+        "| | snapbuild build | DuckDB `COPY (SELECT * … ORDER BY series_id, period) TO parquet` | ours / peer | run |",
+        "|---|---|---|---|---|",
+        f"| wall time (s) | {spread(o_t)} | {spread(p_t)} | {ratio(o_t, p_t)} | {ln} |",
+        f"| peak RSS (GiB) | {spread(o_m, 2**30)} | {spread(p_m, 2**30)} | {ratio(o_m, p_m)} | {ln} |",
+        f"| output (MiB) | data {B['data_bytes'] / 2**20:.1f} + index {B['index_bytes'] / 2**20:.1f}, uncompressed Arrow "
+        f"| {B['duckdb'][-1]['bytes'] / 2**20:.1f}, compressed Parquet of every column | | {ln} |",
+        "",
+        f"{len(o_t)} alternating runs each, median (min–max), in the same invocation (`make bench`, section 4). "
+        "DuckDB sorts every input column and writes them as compressed Parquet; it neither normalises periods "
+        "nor builds an index.",
+    ])
+
+
+def region_sizes(runs, here):
+    rs = [r for r in runs if r.R.get("sizes")]
+    if not rs:
+        return None
+    r = rs[-1]
+    Z = r.R["sizes"]
+    return (f"Index sidecar {Z['index_bytes'] / 2**20:.1f} MiB ({Z['index_bytes'] / Z['data_bytes'] * 100:.1f}% of the "
+            f"{Z['data_bytes'] / 2**20:.1f} MiB data file) against {Z['json_bytes'] / 2**20:.1f} MiB for the same index as "
+            f"JSON; loading it takes {Z['load_index_arrow_s'] * 1e3:.1f} ms against {Z['load_index_json_s'] * 1e3:.0f} ms "
+            f"for `json.load` ({r.link(here)}).")
+
+
+def region_runs(runs, here):
+    return "\n".join(f"- {r.link(here)}: {r.meta.get('profile')} profile, {r.meta.get('runs')} repetitions, commit "
+                     f"{r.meta['machine'].get('commit')}, load average {' '.join(r.meta.get('loadavg_start') or [])} "
+                     f"→ {' '.join(r.meta.get('loadavg_end') or [])}" for r in runs)
+
+
+REGIONS = {"serve": region_serve, "ratios": region_ratios, "build": region_build, "sizes": region_sizes,
+           "runs": region_runs}
+
+
+def rewrite(path, runs):
+    text = path.read_text()
+
+    def sub(m):
+        name = m.group(2)
+        if name not in REGIONS:
+            raise SystemExit(f"{path}: unknown region bench:{name} (known: {', '.join(REGIONS)})")
+        body = REGIONS[name](runs, path)
+        if body is None:
+            body = "*(no committed run has this figure)*"
+        return f"{m.group(1)}{body}\n{m.group(4)}"
+
+    return text, REGION.sub(sub, text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", default=str(HERE / "results"))
+    ap.add_argument("--profile", default="default")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a file differs from what the runs generate")
+    a = ap.parse_args()
+    runs = load_runs(a.results, a.profile)
+    if not runs:
+        sys.exit(f"bench/report.py: no complete {a.profile} run (json + md) in {a.results}")
+    files = [REPO / "README.md", HERE / "README.md"] + sorted((REPO / "docs").glob("*.md"))
+    stale = []
+    for f in files:
+        if not f.exists():
+            continue
+        old, new = rewrite(f, runs)
+        if old == new:
+            continue
+        stale.append(f)
+        if not a.check:
+            f.write_text(new)
+            print(f"rewrote {os.path.relpath(f, REPO)}")
+    if a.check and stale:
+        print("out of date (run `make bench-report`): " + ", ".join(os.path.relpath(f, REPO) for f in stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
