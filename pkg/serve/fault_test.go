@@ -419,10 +419,12 @@ func TestFaultBadIndexOffsetAtQuery(t *testing.T) {
 	p.alive(t)
 }
 
-// TestBadIndexOffsetInMemory: the same damage made to the served index in
-// memory after open, whatever open checks: the query with attributes is
-// an error marked corrupt, in this process (a panic in arrow-go's compute
-// goroutine would end the test binary).
+// TestBadIndexOffsetInMemory: the same damage made to the served index
+// after open, whatever open checks: the file is rewritten in place under
+// the server, and since a version-2 index is mapped shared, the served
+// bytes change with it. The query with attributes is then an error marked
+// corrupt, in this process (a panic in arrow-go's compute goroutine would
+// end the test binary).
 func TestBadIndexOffsetInMemory(t *testing.T) {
 	root := faultRoot(t, 1)
 	srv := startServer(t, Config{Root: root, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
@@ -431,20 +433,47 @@ func TestBadIndexOffsetInMemory(t *testing.T) {
 	v := d.acquire()
 	fields, cols := v.Index().Attributes()
 	ids := []string{v.Index().Entry(3).SeriesID, v.Index().Entry(40).SeriesID}
-	hit := false
+	var offsets []byte // a plain string attribute's offsets, as mapped
 	for i, f := range fields {
-		if f.Type.ID() != arrow.STRING {
-			continue
+		if f.Type.ID() == arrow.STRING {
+			b := cols[i].Data().Buffers()[1].Bytes()
+			at := cols[i].Data().Offset() * 4
+			offsets = bytes.Clone(b[at : at+42*4])
+			break
 		}
-		offs := arrow.Int32Traits.CastFromBytes(cols[i].Data().Buffers()[1].Bytes())
-		offs[cols[i].Data().Offset()+41] = 0x7fffff00
-		hit = true
 	}
 	v.Release()
-	if !hit {
+	if offsets == nil {
 		t.Fatalf("no plain string attribute in %v", fields)
 	}
-	_, err := get(context.Background(), c, ticket(map[string]any{"dataset": "A", "series": ids, "attributes": true}))
+	// Find those offsets in the index file and overwrite entry 41 in place.
+	m, err := dsOpen(t, filepath.Join(root, "A")).Load(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xf, _ := m.FileByRole(manifest.RoleIndex)
+	path := filepath.Join(root, "A", filepath.FromSlash(xf.Path))
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := bytes.Index(raw, offsets)
+	if pos < 0 || bytes.Index(raw[pos+1:], offsets) >= 0 {
+		t.Fatalf("the attribute's offsets are not found once in %s", path)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte{0x00, 0xff, 0xff, 0x7f} // 0x7fffff00, little-endian
+	if _, err := f.WriteAt(bad, int64(pos+41*4)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = get(context.Background(), c, ticket(map[string]any{"dataset": "A", "series": ids, "attributes": true}))
 	if err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("query over a bad offset: %v, want a corrupt error", err)
 	}
