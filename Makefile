@@ -32,7 +32,7 @@ build:
 # Copy the binaries to $(DESTDIR)$(PREFIX)/bin (make install PREFIX=$$HOME/.local needs no root).
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(BIN)/snapbuild $(BIN)/snapinspect $(BIN)/snapverify $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN)/snapbuild $(BIN)/snapserve $(BIN)/snapinspect $(BIN)/snapverify $(DESTDIR)$(PREFIX)/bin/
 
 PIP       := $(VPY) -m pip install --disable-pip-version-check --progress-bar off
 

@@ -166,7 +166,7 @@ def make_servers(snapbuild, gobaseline, root, lake):
     pq = lakes.parquet_files(lake)
     return [
         client.Server("ours", "servingsnap (map + read index)",
-                      lambda port: [str(snapbuild), "serve", "--root", str(root), "--addr", f"127.0.0.1:{port}"],
+                      lambda port: client.servingsnap_cmd(snapbuild) + ["--root", str(root), "--addr", f"127.0.0.1:{port}"],
                       [str(p) for p in files_ours.values()]),
         client.Server("go", "Go rebuild (sortwrite.Rebuild)",
                       lambda port: [str(gobaseline), "--lake", str(lake), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],

@@ -5,6 +5,7 @@ the same ticket bytes go to each of them, in the same order.
 """
 import hashlib
 import json
+import pathlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -178,3 +179,10 @@ def latencies(loc, tickets, time_cap):
     finally:
         c.close()
     return lat[:n], rows
+
+
+def servingsnap_cmd(snapbuild):
+    """servingsnap's server command: snapserve beside snapbuild (the same server, in the
+    binary that links no lake readers, so its start-up is the design's), else snapbuild serve."""
+    snapserve = pathlib.Path(snapbuild).with_name("snapserve")
+    return [str(snapserve)] if snapserve.exists() else [str(snapbuild), "serve"]

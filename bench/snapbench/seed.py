@@ -72,7 +72,7 @@ def run(snapbuild, work, out, fraction, machine, loadavg, log, timeout=900, quer
     files, _ = lakes.snapshot_files(root / DATASET)
     ids, years, _ = lakes.index_summary(files["index"])
     srv = client.Server("ours", "servingsnap",
-                        lambda port: [str(snapbuild), "serve", "--root", str(root), "--addr", f"127.0.0.1:{port}"],
+                        lambda port: client.servingsnap_cmd(snapbuild) + ["--root", str(root), "--addr", f"127.0.0.1:{port}"],
                         [str(p) for p in files.values()])
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
     procs.warm(srv.files)

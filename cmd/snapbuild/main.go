@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/internal/servecmd"
 
 	"github.com/urfave/cli/v2"
 )
@@ -43,7 +44,7 @@ vintage), 2 usage error or a missing operand. --json prints one JSON document
 			genCommand(),
 			buildCommand(),
 			publishCommand(),
-			serveCommand(),
+			servecmd.Command(version),
 			historyCommand(),
 			rollbackCommand(),
 			gcCommand(),

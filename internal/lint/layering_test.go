@@ -59,7 +59,7 @@ var layers = []struct {
 	// interop suite starts; like the commands, nothing imports it.
 	// internal/progressui draws pkg/progress on a terminal (mpb) for the
 	// commands; only they link the terminal library.
-	{"commands", []string{"cmd/...", "bench/...", "internal/fakes3", "internal/progressui"}},
+	{"commands", []string{"cmd/...", "bench/...", "internal/fakes3", "internal/servecmd", "internal/progressui"}},
 }
 
 // testHelpers write lakes and snapshots for tests. They may import any

@@ -10,7 +10,8 @@ import (
 )
 
 // TestOpsExamples checks what examples/ops promises operators (issue 17):
-// every ExecStart of `snapbuild serve` in a unit, active or in a comment,
+// every ExecStart of the server (`snapserve`, or `snapbuild serve`) in a
+// unit, active or in a comment,
 // binds loopback unless it configures TLS; TimeoutStopSec leaves the
 // server's --shutdown-timeout (plus the few seconds it takes to end stuck
 // streams) to running streams; nightly.sh writes nothing into the served
@@ -25,9 +26,9 @@ func TestOpsExamples(t *testing.T) {
 	unit := string(b)
 	// Join continued lines (comment continuations included).
 	joined := regexp.MustCompile(`\\\n#?\s*`).ReplaceAllString(unit, " ")
-	serves := regexp.MustCompile(`(?m)^#?\s*ExecStart=(\S*snapbuild serve .*)$`).FindAllStringSubmatch(joined, -1)
+	serves := regexp.MustCompile(`(?m)^#?\s*ExecStart=(\S*(?:snapserve|snapbuild serve) .*)$`).FindAllStringSubmatch(joined, -1)
 	if len(serves) == 0 {
-		t.Fatal("servingsnap-serve.service runs no snapbuild serve")
+		t.Fatal("servingsnap-serve.service runs no server (snapserve or snapbuild serve)")
 	}
 	stopTimeout := time.Duration(0)
 	if m := regexp.MustCompile(`(?m)^TimeoutStopSec=(\d+)$`).FindStringSubmatch(unit); m != nil {
