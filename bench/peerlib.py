@@ -46,3 +46,38 @@ def since_process_start_ms() -> float:
 def announce(addr: str, rows: int, series: int) -> None:
     print(json.dumps({"event": "listening", "flight": f"grpc+tcp://{addr}",
                       "startup_ms": since_process_start_ms(), "rows": rows, "series": series}), flush=True)
+
+
+def serve(doc: str, make_dataset, default_addr: str) -> None:
+    """The peers' command line and Flight server: --lake, --dataset, --addr; the dataset
+    is built (make_dataset(lake, name): its rows, ids, schema and query(ticket) -> table),
+    announced, then served: ListFlights and DoGet of the same JSON tickets as servingsnap."""
+    import argparse
+
+    import pyarrow.flight as fl
+
+    class Server(fl.FlightServerBase):
+        def __init__(self, location, ds):
+            super().__init__(location)
+            self.ds = ds
+
+        def list_flights(self, context, criteria):
+            ds = self.ds
+            yield fl.FlightInfo(ds.schema, fl.FlightDescriptor.for_path(ds.name), [], ds.rows, -1)
+
+        def do_get(self, context, ticket):
+            try:
+                q = json.loads(ticket.ticket)
+            except ValueError as e:
+                raise fl.FlightServerError(f"ticket: {e}") from None
+            return fl.RecordBatchStream(self.ds.query(q))
+
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--lake", required=True)
+    ap.add_argument("--dataset", default="bench")
+    ap.add_argument("--addr", default=default_addr)
+    a = ap.parse_args()
+    ds = make_dataset(a.lake, a.dataset)
+    server = Server(f"grpc+tcp://{a.addr}", ds)
+    announce(a.addr, ds.rows, len(ds.ids))
+    server.serve()

@@ -15,9 +15,7 @@ Once the index is built it binds the address and prints one JSON line
 {"event": "listening", "flight": ..., "startup_ms": ...} to stdout; startup_ms counts from
 the process's start (interpreter and imports included).
 """
-import argparse
 import bisect
-import json
 import pathlib
 import sys
 
@@ -27,7 +25,7 @@ import pyarrow as pa
 import pyarrow.flight as fl
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from peerlib import announce, day  # noqa: E402
+from peerlib import day, serve  # noqa: E402
 
 ATTRS = ["units", "frequency", "name", "category"]
 
@@ -160,33 +158,8 @@ class Dataset:
         return pa.Table.from_arrays(cols, schema=schema)
 
 
-class Server(fl.FlightServerBase):
-    def __init__(self, location, ds: Dataset):
-        super().__init__(location)
-        self.ds = ds
-
-    def list_flights(self, context, criteria):
-        ds = self.ds
-        yield fl.FlightInfo(ds.schema, fl.FlightDescriptor.for_path(ds.name), [], ds.rows, -1)
-
-    def do_get(self, context, ticket):
-        try:
-            q = json.loads(ticket.ticket)
-        except ValueError as e:
-            raise fl.FlightServerError(f"ticket: {e}") from None
-        return fl.RecordBatchStream(self.ds.query(q))
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lake", required=True)
-    ap.add_argument("--dataset", default="bench")
-    ap.add_argument("--addr", default="127.0.0.1:8817")
-    a = ap.parse_args()
-    ds = Dataset(a.lake, a.dataset)
-    server = Server(f"grpc+tcp://{a.addr}", ds)
-    announce(a.addr, ds.rows, len(ds.ids))
-    server.serve()
+    serve(__doc__, Dataset, "127.0.0.1:8817")
 
 
 if __name__ == "__main__":

@@ -135,36 +135,16 @@ func wholeDataset(c *cli.Context) (*shard.Map, []string, error) {
 	return shard.Whole(c.Args().First())
 }
 
-// shardHistory is one shard in `history --json` of a whole dataset.
-type shardHistory struct {
-	Shard int `json:"shard"`
-	*inspect.History
-}
-
 // wholeHistory is `history` of a sharded dataset: every shard's, in order.
 func wholeHistory(c *cli.Context, m *shard.Map, dirs []string) error {
-	out := struct {
-		Dataset string         `json:"dataset"`
-		Count   int            `json:"count"`
-		Shards  []shardHistory `json:"shards"`
-	}{Dataset: m.Dataset, Count: m.Count}
-	for i, d := range dirs {
-		h, err := inspect.LoadHistory(d)
-		if err != nil {
-			return fmt.Errorf("shard %d: %w", i, err)
-		}
-		out.Shards = append(out.Shards, shardHistory{Shard: i, History: h})
+	out, err := inspect.LoadWholeHistory(m.Dataset, m.Count, dirs)
+	if err != nil {
+		return err
 	}
 	if c.Bool("json") {
 		return printJSON(c, out)
 	}
-	for _, s := range out.Shards {
-		fmt.Fprintf(c.App.Writer, "shard %d/%d (%s):\n", s.Shard, m.Count, s.Dataset)
-		if err := s.WriteText(c.App.Writer); err != nil {
-			return err
-		}
-	}
-	return nil
+	return out.WriteText(c.App.Writer)
 }
 
 // refuseWhole stops a command that acts on one lineage (rollback, gc) from

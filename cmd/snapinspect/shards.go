@@ -20,11 +20,6 @@ type shardSummary struct {
 	*inspect.Summary
 }
 
-type shardHistory struct {
-	Shard int `json:"shard"`
-	*inspect.History
-}
-
 // whole is the shard map of dir, or nil for an ordinary dataset.
 func whole(dir string) (*shard.Map, []string, error) { return shard.Whole(dir) }
 
@@ -74,28 +69,14 @@ func wholeSummary(c *cli.Context, m *shard.Map, dirs []string) error {
 }
 
 func wholeHistory(c *cli.Context, m *shard.Map, dirs []string) error {
-	out := struct {
-		Dataset string         `json:"dataset"`
-		Count   int            `json:"count"`
-		Shards  []shardHistory `json:"shards"`
-	}{Dataset: m.Dataset, Count: m.Count}
-	for i, d := range dirs {
-		h, err := inspect.LoadHistory(d)
-		if err != nil {
-			return fmt.Errorf("shard %d: %w", i, err)
-		}
-		out.Shards = append(out.Shards, shardHistory{Shard: i, History: h})
+	out, err := inspect.LoadWholeHistory(m.Dataset, m.Count, dirs)
+	if err != nil {
+		return err
 	}
 	if wantJSON(c) {
 		return cliutil.PrintJSON(c.App.Writer, out)
 	}
-	for _, s := range out.Shards {
-		fmt.Fprintf(c.App.Writer, "shard %d/%d:\n", s.Shard, m.Count)
-		if err := s.WriteText(c.App.Writer); err != nil {
-			return err
-		}
-	}
-	return nil
+	return out.WriteText(c.App.Writer)
 }
 
 // shardOfIDs is the one shard directory that holds every id, or a usage

@@ -230,12 +230,12 @@ func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, 
 		r.attrs = append(r.attrs, v)
 	}
 	r.rec = array.NewRecordBatch(s.Data, cols, int64(n))
-	r.bytes = recordBytes(r.rec)
+	r.bytes = RecordBytes(r.rec)
 	return r, nil
 }
 
-// recordBytes is the memory of a record's buffers.
-func recordBytes(rec arrow.RecordBatch) int64 {
+// RecordBytes is the memory of a record's buffers (a run's, a write's).
+func RecordBytes(rec arrow.RecordBatch) int64 {
 	var n int64
 	for _, c := range rec.Columns() {
 		for _, b := range c.Data().Buffers() {

@@ -308,7 +308,7 @@ func merge(_ context.Context, mem memory.Allocator, s *Schema, a, b *Run) (_ *Ru
 		m.attrs = append(m.attrs, g)
 	}
 	m.rec = array.NewRecordBatch(s.Data, cols, int64(len(rows)))
-	m.bytes = recordBytes(m.rec)
+	m.bytes = RecordBytes(m.rec)
 	return m, nil
 }
 

@@ -128,3 +128,43 @@ func (h *History) WriteText(w io.Writer) error {
 
 // WriteJSON renders the history as indented JSON.
 func (h *History) WriteJSON(w io.Writer) error { return writeJSON(w, h) }
+
+// ShardHistory is one shard's history within a sharded dataset's.
+type ShardHistory struct {
+	Shard int `json:"shard"`
+	*History
+}
+
+// WholeHistory is a sharded dataset's history: every shard's, in shard
+// order (docs/FORMAT.md, Sharded datasets). Field names are stable
+// (docs/CLI.md).
+type WholeHistory struct {
+	Dataset string         `json:"dataset"`
+	Count   int            `json:"count"`
+	Shards  []ShardHistory `json:"shards"`
+}
+
+// LoadWholeHistory reads the history of each shard directory (dirs, in
+// shard order) of dataset, which has count shards.
+func LoadWholeHistory(dataset string, count int, dirs []string) (*WholeHistory, error) {
+	out := &WholeHistory{Dataset: dataset, Count: count}
+	for i, d := range dirs {
+		h, err := LoadHistory(d)
+		if err != nil {
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		out.Shards = append(out.Shards, ShardHistory{Shard: i, History: h})
+	}
+	return out, nil
+}
+
+// WriteText prints every shard's history under a heading naming the shard.
+func (w *WholeHistory) WriteText(out io.Writer) error {
+	for _, s := range w.Shards {
+		fmt.Fprintf(out, "shard %d/%d (%s):\n", s.Shard, w.Count, s.Dataset)
+		if err := s.History.WriteText(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}

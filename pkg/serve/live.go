@@ -292,7 +292,7 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if err := validatePut(rec, batch); err != nil {
 		return err
 	}
-	size := recordBytes(rec)
+	size := delta.RecordBytes(rec)
 	if err := s.acquirePut(ctx, size, batch); err != nil {
 		return err
 	}
@@ -332,18 +332,6 @@ func (s *Service) acquirePut(ctx context.Context, size int64, batch int) error {
 		return errf(codes.ResourceExhausted, "do_put: batch %d waited 30 s for room among in-flight writes", batch)
 	}
 	return nil
-}
-
-func recordBytes(rec arrow.RecordBatch) int64 {
-	var n int64
-	for _, c := range rec.Columns() {
-		for _, b := range c.Data().Buffers() {
-			if b != nil {
-				n += int64(b.Len())
-			}
-		}
-	}
-	return n
 }
 
 // Compact folds the delta of one dataset (name) or of all (name "").
