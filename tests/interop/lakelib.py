@@ -7,8 +7,11 @@ series_code for series_id and the per-series attribute columns.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
+import os
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -62,3 +65,30 @@ def snapshot_table(dataset_dir: Path) -> pa.Table:
 
 def snapshot_rows(dataset_dir: Path, columns: list[str]) -> list[dict]:
     return rows_of_table(snapshot_table(dataset_dir), columns)
+
+
+@contextlib.contextmanager
+def fake_s3(workdir: Path, bucket: str):
+    """An S3-compatible server on loopback (internal/fakes3, gofakes3) holding one empty
+    bucket, with the AWS environment set for clients while it runs; yields its URL."""
+    exe = Path(workdir) / "fakes3"
+    subprocess.run(["go", "build", "-o", str(exe), "./internal/fakes3"], cwd=snaplib.REPO, check=True, timeout=600)
+    p = subprocess.Popen([str(exe), bucket], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    url = p.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), url
+    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true",
+           # gofakes3 wants Content-Length: no aws-chunked uploads with trailing checksums.
+           "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield url
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        p.stdin.close()
+        p.wait(timeout=10)

@@ -8,8 +8,6 @@ pkg/sortwrite's TestBuildFromS3EqualsLocal.)
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
 
 import pyarrow as pa
 import pytest
@@ -19,30 +17,12 @@ from pyiceberg.types import DateType, DoubleType, NestedField, StringType
 
 import lakelib
 import snaplib
-from snaplib import REPO
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    exe = tmp_path_factory.mktemp("fakes3") / "fakes3"
-    subprocess.run(["go", "build", "-o", str(exe), "./internal/fakes3"], cwd=REPO, check=True, timeout=600)
-    p = subprocess.Popen([str(exe), "lake"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    url = p.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-           "AWS_EC2_METADATA_DISABLED": "true",
-           # gofakes3 wants Content-Length: no aws-chunked uploads with trailing checksums.
-           "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    yield url
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    p.stdin.close()
-    p.wait(timeout=10)
+    with lakelib.fake_s3(tmp_path_factory.mktemp("fakes3"), "lake") as url:
+        yield url
 
 
 def _rows(series, start, n, base):

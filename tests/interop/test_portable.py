@@ -10,8 +10,6 @@ Written from docs/FORMAT.md ("portable.parquet") and docs/CLI.md.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import duckdb
 import pyarrow as pa
@@ -22,7 +20,6 @@ import pytest
 
 import lakelib
 import snaplib
-from snaplib import REPO
 
 ROW_GROUP_ROWS = 20000
 
@@ -188,24 +185,8 @@ def test_publish_copy_refuses_a_snapshot_without_one(snapbuild, gen_built, tmp_p
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    exe = tmp_path_factory.mktemp("fakes3") / "fakes3"
-    subprocess.run(["go", "build", "-o", str(exe), "./internal/fakes3"], cwd=REPO, check=True, timeout=600)
-    p = subprocess.Popen([str(exe), "pub"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    url = p.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-           "AWS_EC2_METADATA_DISABLED": "true",
-           "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    yield url
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    p.stdin.close()
-    p.wait(timeout=10)
+    with lakelib.fake_s3(tmp_path_factory.mktemp("fakes3"), "pub") as url:
+        yield url
 
 
 def test_publish_copy_to_s3(snapbuild, portable, s3):
