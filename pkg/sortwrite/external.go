@@ -894,28 +894,11 @@ func (e *external) writeIndex(path string, locs []datafile.Location, byID []uint
 		}
 		cols = append(cols, a)
 	}
-	attrCols := cols[1:]
 	ids := t.series.dict.values
-	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
-	for i := range n {
-		s.ID, s.Location = ids[byID[i]], locs[i]
-		s.HasLatest = !latest.isNull(i)
-		s.LatestPeriod = 0
+	return addSeries(xw, n, la, cols[1:], sc, func(i int, s *sidecar.Series) {
+		s.ID, s.Location, s.HasLatest = ids[byID[i]], locs[i], !latest.isNull(i)
 		if s.HasLatest {
 			s.LatestPeriod = latestP[i]
 		}
-		s.LatestValue = sidecar.Cell{Array: la, Row: i}
-		for k, a := range attrCols {
-			s.Attrs[k] = sidecar.Cell{Array: a, Row: i}
-		}
-		if err := xw.Add(&s); err != nil {
-			return arrowfile.Info{}, err
-		}
-	}
-	info, schema, err := xw.Close()
-	if err != nil {
-		return arrowfile.Info{}, err
-	}
-	sc.index = schema
-	return info, nil
+	})
 }

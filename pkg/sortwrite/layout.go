@@ -297,14 +297,24 @@ func (t *table) writeIndex(path string, l *layout, locs []datafile.Location, att
 		}
 		cols = append(cols, a)
 	}
-	latest, attrCols := cols[0], cols[1:]
-	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
-	for i, sp := range l.series {
-		s.ID, s.Location = sp.id, locs[i]
-		s.HasLatest = sp.latest != noRow
+	return addSeries(xw, len(l.series), cols[0], cols[1:], sc, func(i int, s *sidecar.Series) {
+		sp := l.series[i]
+		s.ID, s.Location, s.HasLatest = sp.id, locs[i], sp.latest != noRow
 		if s.HasLatest {
 			s.LatestPeriod = t.periods[sp.latest]
 		}
+	})
+}
+
+// addSeries writes n series to the index writer and closes it, recording
+// the index schema in sc: series i's latest value and attributes are row i
+// of latest and attrCols; at sets its id, location and latest period. Both
+// build paths (in memory, external) end here.
+func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
+	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
+	for i := range n {
+		s.LatestPeriod = 0
+		at(i, &s)
 		s.LatestValue = sidecar.Cell{Array: latest, Row: i}
 		for k, a := range attrCols {
 			s.Attrs[k] = sidecar.Cell{Array: a, Row: i}
