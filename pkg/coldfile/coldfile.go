@@ -33,6 +33,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -40,6 +41,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/vortexio"
 )
 
@@ -217,15 +219,17 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // after HotSince (when set), and the last HotRows rows (when set); a row
 // either keeps hot is hot. The last row of every series is always hot, so
 // the hot data file keeps every series (its invariants: dense codes, no
-// series without rows) and the index's latest value stays a hot row.
+// series without rows). AllCold (snapbuild build --format vortex) makes
+// every row cold instead: the hot file then holds no row at all.
 type Policy struct {
 	HotSince    int32 // date32 days; used when HasHotSince
 	HasHotSince bool
 	HotRows     int64 // > 0: the last HotRows rows stay hot
+	AllCold     bool
 }
 
 // Tiered reports whether the policy moves anything to the cold tier.
-func (p Policy) Tiered() bool { return p.HasHotSince || p.HotRows > 0 }
+func (p Policy) Tiered() bool { return p.HasHotSince || p.HotRows > 0 || p.AllCold }
 
 // ColdRows is how many leading rows of a series with these (ascending)
 // periods are cold.
@@ -233,6 +237,9 @@ func (p Policy) ColdRows(periods []arrow.Date32) int64 {
 	n := int64(len(periods))
 	if n == 0 || !p.Tiered() {
 		return 0
+	}
+	if p.AllCold {
+		return n
 	}
 	cold := n - 1 // the last row is always hot
 	if p.HotRows > 0 {
@@ -344,4 +351,46 @@ func (f *File) Rows(loc Location, from, to int32) (rec arrow.RecordBatch, lo, hi
 	a := sort.Search(len(ps), func(i int) bool { return int32(ps[i]) >= from })
 	z := a + sort.Search(len(ps)-a, func(i int) bool { return int32(ps[a+i]) > to })
 	return rec, int64(a), int64(z), nil
+}
+
+// FormatVortex is the manifest's build.format of a snapshot whose rows are
+// all cold (Policy.AllCold, snapbuild build --format vortex).
+const FormatVortex = "vortex"
+
+// Fields are the policy as a manifest's build section records it
+// (hot_since as YYYY-MM-DD, hot_rows, format), so that a compaction can
+// apply it again (PolicyOf).
+func (p Policy) Fields() (hotSince string, hotRows int64, format string) {
+	if p.AllCold {
+		return "", 0, FormatVortex
+	}
+	if p.HasHotSince {
+		hotSince = period.Format(p.HotSince)
+	}
+	return hotSince, p.HotRows, ""
+}
+
+// PolicyOf is the policy a manifest's build section records (Fields).
+func PolicyOf(hotSince string, hotRows int64, format string) (Policy, error) {
+	var p Policy
+	switch format {
+	case "", "arrow":
+	case FormatVortex:
+		p.AllCold = true
+		return p, nil
+	default:
+		return p, fmt.Errorf("data format %q (want arrow or vortex)", format)
+	}
+	if hotRows < 0 {
+		return p, fmt.Errorf("hot rows %d < 0", hotRows)
+	}
+	p.HotRows = hotRows
+	if hotSince != "" {
+		d, err := time.Parse(time.DateOnly, hotSince)
+		if err != nil {
+			return p, fmt.Errorf("hot-since %q is not YYYY-MM-DD", hotSince)
+		}
+		p.HotSince, p.HasHotSince = int32(d.Unix()/86400), true
+	}
+	return p, nil
 }

@@ -22,15 +22,22 @@ import (
 )
 
 // Format and Version identify the manifest document; readers refuse other
-// versions rather than guess. Version is what writers write; readers accept
-// every version from MinVersion to Version. The document's fields are the
-// same in both; the version says the snapshot's layout: version 2
-// snapshots have a version-2 index (mapped, no dictionaries, FORMAT.md §4),
-// version 1 snapshots a version-1 index.
+// versions rather than guess. Readers accept every version from MinVersion
+// to VersionTiered. The document's fields are the same in all; the version
+// says the snapshot's layout: version 2 snapshots have a version-2 index
+// (mapped, no dictionaries, FORMAT.md §4), version 1 snapshots a version-1
+// index, and version 3 (VersionTiered) snapshots a cold file and a
+// version-3 index that locates each series' cold rows. Writers write
+// Version, or VersionTiered for a snapshot with a cold file, so that a
+// reader that predates tiers refuses a snapshot it would misread (serving
+// only the hot rows) and reads every other one as before.
 const (
-	Format     = "servingsnap.manifest"
-	Version    = 2
-	MinVersion = 1
+	Format        = "servingsnap.manifest"
+	Version       = 2
+	VersionTiered = 3
+	MinVersion    = 1
+	// MaxVersion is the newest version this build reads.
+	MaxVersion = VersionTiered
 )
 
 // File roles, tiers and formats written in Manifest.Files.
@@ -41,11 +48,17 @@ const (
 	// row with its series id and attributes, for engines that read Parquet
 	// on their own. At most one; no reader of the snapshot needs it.
 	RolePortable = "portable"
+	// RoleCold is a tiered snapshot's cold file (cold.vortex): each
+	// series' rows older than its hot window (FORMAT.md §9). Exactly one
+	// in a version-3 snapshot, none in others.
+	RoleCold = "cold"
 
-	TierHot = "hot"
+	TierHot  = "hot"
+	TierCold = "cold"
 
 	FormatArrowIPCFile = "arrow-ipc-file"
 	FormatParquet      = "parquet"
+	FormatVortex       = "vortex"
 )
 
 // ErrCorrupt marks a manifest or pointer that parses badly or breaks the
@@ -131,6 +144,13 @@ type Build struct {
 	ValueColumn  string `json:"value_column"`
 	OnDuplicate  string `json:"on_duplicate"`
 	BatchRows    int    `json:"batch_rows"`
+	// The tier policy of a tiered snapshot (absent otherwise, so other
+	// manifests are written exactly as before): --hot-since as YYYY-MM-DD,
+	// --hot-rows, and --format ("vortex": every row in the cold file).
+	// Compaction applies the same policy to the next snapshot.
+	HotSince   string `json:"hot_since,omitempty"`
+	HotRows    int64  `json:"hot_rows,omitempty"`
+	DataFormat string `json:"format,omitempty"`
 }
 
 // Lineage says where the rows came from. The fields after Inputs were
@@ -251,8 +271,8 @@ func Parse(b []byte) (*Manifest, error) {
 	if head.Format != Format {
 		return nil, corrupt.Errorf("manifest format %q, want %q", head.Format, Format)
 	}
-	if head.FormatVersion < MinVersion || head.FormatVersion > Version {
-		return nil, corrupt.Errorf("manifest format_version %d is not supported (this build reads %d to %d)", head.FormatVersion, MinVersion, Version)
+	if head.FormatVersion < MinVersion || head.FormatVersion > MaxVersion {
+		return nil, corrupt.Errorf("manifest format_version %d is not supported (this build reads %d to %d)", head.FormatVersion, MinVersion, MaxVersion)
 	}
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -278,8 +298,8 @@ func (m *Manifest) Validate() error {
 	bad := func(format string, a ...any) error {
 		return corrupt.Errorf("manifest %d: "+format, append([]any{m.SnapshotID}, a...)...)
 	}
-	if m.Format != Format || m.FormatVersion < MinVersion || m.FormatVersion > Version {
-		return bad("format %q version %d, want %q version %d to %d", m.Format, m.FormatVersion, Format, MinVersion, Version)
+	if m.Format != Format || m.FormatVersion < MinVersion || m.FormatVersion > MaxVersion {
+		return bad("format %q version %d, want %q version %d to %d", m.Format, m.FormatVersion, Format, MinVersion, MaxVersion)
 	}
 	if m.SnapshotID == 0 {
 		return bad("snapshot_id must be ≥ 1")
@@ -311,6 +331,8 @@ func (m *Manifest) Validate() error {
 		case RoleData, RoleIndex:
 		case RolePortable:
 			want = FormatParquet
+		case RoleCold:
+			want = FormatVortex
 		default:
 			return bad("files[%d]: unknown role %q", i, f.Role)
 		}
@@ -334,8 +356,12 @@ func (m *Manifest) Validate() error {
 	if p, ok := m.FileByRole(RolePortable); ok && p.Rows != m.Stats.Rows {
 		return bad("portable file has %d rows, stats say %d", p.Rows, m.Stats.Rows)
 	}
-	if d, _ := m.FileByRole(RoleData); d.Rows != m.Stats.Rows {
-		return bad("data file has %d rows, stats say %d", d.Rows, m.Stats.Rows)
+	if tiered := m.FormatVersion == VersionTiered; roles[RoleCold] != map[bool]int{false: 0, true: 1}[tiered] {
+		return bad("format_version %d with %d cold files (version %d snapshots have exactly one, others none)", m.FormatVersion, roles[RoleCold], VersionTiered)
+	}
+	c, _ := m.FileByRole(RoleCold)
+	if d, _ := m.FileByRole(RoleData); d.Rows+c.Rows != m.Stats.Rows {
+		return bad("data file has %d rows and the cold file %d, stats say %d", d.Rows, c.Rows, m.Stats.Rows)
 	}
 	if x, _ := m.FileByRole(RoleIndex); x.Rows != m.Stats.Series {
 		return bad("index file has %d rows, stats say %d series", x.Rows, m.Stats.Series)

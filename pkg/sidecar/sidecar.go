@@ -38,6 +38,13 @@ const (
 	ColLatestPeriod = "latest_period"
 	ColLatestValue  = "latest_value"
 
+	// The tier columns of a version-3 (tiered) index, after the fixed
+	// ones: where the series' cold rows lie in cold.vortex.
+	ColColdStart       = "cold_start"
+	ColColdRows        = "cold_rows"
+	ColColdFirstPeriod = "cold_first_period"
+	ColColdLastPeriod  = "cold_last_period"
+
 	// FileIndex is the servingsnap.file metadata value of an index file.
 	FileIndex = "index"
 
@@ -48,6 +55,11 @@ const (
 	// VersionV1 is the first layout, still read: string attributes may be
 	// dictionary-encoded, so a reader must load (copy) the file.
 	VersionV1 = "1"
+	// VersionTiered is the layout of a tiered snapshot's index (FORMAT.md
+	// §4, §9): version 2 plus the tier columns (ColumnColdStart…) between
+	// the fixed columns and the attributes. Writer writes it only for a
+	// snapshot with a cold file, so every other index stays version 2.
+	VersionTiered = "3"
 )
 
 // Positions of the fixed index columns. Every reader and writer of the
@@ -64,13 +76,35 @@ const (
 	ColumnLatestValue         // the value type, null with latest_period
 
 	// NumFixed is the number of fixed columns: the per-series attribute
-	// columns start at this position.
+	// columns start at this position, or in a version-3 index after the
+	// tier columns.
 	NumFixed
 )
 
-// Schema returns the index schema for a value type and attribute fields.
+// Positions of the tier columns of a version-3 index.
+const (
+	ColumnColdStart       = NumFixed + iota // int64: first row in cold.vortex
+	ColumnColdRows                          // int64: cold rows (0: none)
+	ColumnColdFirstPeriod                   // date32: period of the first cold row (0 without cold rows)
+	ColumnColdLastPeriod                    // date32: period of the last cold row (0 without cold rows)
+
+	// NumFixedTiered is where a version-3 index's attributes start.
+	NumFixedTiered = ColumnColdLastPeriod + 1
+)
+
+// Schema returns the (version 2) index schema for a value type and
+// attribute fields.
 func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
-	fields := make([]arrow.Field, NumFixed, NumFixed+len(attrs))
+	return schema(valueType, attrs, false)
+}
+
+// TieredSchema returns the version-3 index schema of a tiered snapshot.
+func TieredSchema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
+	return schema(valueType, attrs, true)
+}
+
+func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.Schema {
+	fields := make([]arrow.Field, NumFixed, NumFixedTiered+len(attrs))
 	fields[ColumnSeriesID] = arrow.Field{Name: ColSeriesID, Type: arrow.BinaryTypes.String}
 	fields[ColumnRowOffset] = arrow.Field{Name: ColRowOffset, Type: arrow.PrimitiveTypes.Int64}
 	fields[ColumnRowCount] = arrow.Field{Name: ColRowCount, Type: arrow.PrimitiveTypes.Int64}
@@ -80,8 +114,17 @@ func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
 	fields[ColumnLastPeriod] = arrow.Field{Name: ColLastPeriod, Type: arrow.FixedWidthTypes.Date32}
 	fields[ColumnLatestPeriod] = arrow.Field{Name: ColLatestPeriod, Type: arrow.FixedWidthTypes.Date32, Nullable: true}
 	fields[ColumnLatestValue] = arrow.Field{Name: ColLatestValue, Type: valueType, Nullable: true}
+	version := Version
+	if tiered {
+		version = VersionTiered
+		fields = append(fields,
+			arrow.Field{Name: ColColdStart, Type: arrow.PrimitiveTypes.Int64},
+			arrow.Field{Name: ColColdRows, Type: arrow.PrimitiveTypes.Int64},
+			arrow.Field{Name: ColColdFirstPeriod, Type: arrow.FixedWidthTypes.Date32},
+			arrow.Field{Name: ColColdLastPeriod, Type: arrow.FixedWidthTypes.Date32})
+	}
 	fields = append(fields, attrs...)
-	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, Version})
+	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, version})
 	return arrow.NewSchema(fields, &md)
 }
 
@@ -90,6 +133,7 @@ func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
 // sorted series_id column where it lies (in the mapping, for a mapped file).
 type Index struct {
 	version      string
+	attrStart    int    // the first attribute column: NumFixed, or NumFixedTiered
 	file         string // for the errors of lazy checks; see SetFile
 	attrs        []attrCheck
 	idCheck      attrCheck // series_id's offsets pass, on first use (IDs)
@@ -105,6 +149,9 @@ type Index struct {
 	lastPeriod   []arrow.Date32
 	latestPeriod *array.Date32
 	latestValue  arrow.Array
+	// The tier columns, nil unless the index is version 3.
+	coldStart, coldRows []int64
+	coldFirst, coldLast []arrow.Date32
 }
 
 // Entry is one series' location and bounds.
@@ -119,6 +166,17 @@ type Entry struct {
 	BatchOffset int
 	FirstPeriod int32
 	LastPeriod  int32
+	// Cold is where the series' cold rows lie (a version-3 index; zero
+	// otherwise, or when the series has none).
+	Cold Cold
+}
+
+// Cold is where one series' cold rows lie in cold.vortex: rows [Start,
+// Start+Rows), whose first and last periods are FirstPeriod and
+// LastPeriod. Rows 0: the series has no cold rows.
+type Cold struct {
+	Start, Rows             int64
+	FirstPeriod, LastPeriod int32
 }
 
 // attrCheck is the outcome of one attribute column's check, made once, on
@@ -149,14 +207,18 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		return nil, fmt.Errorf("schema metadata %s=%q, want %q", datafile.MetaFile, got, FileIndex)
 	}
 	version, _ := md.GetValue(datafile.MetaVersion)
-	if version != Version && version != VersionV1 {
-		return nil, fmt.Errorf("index file format version %q is not supported (this build reads %s and %s)", version, VersionV1, Version)
+	if version != Version && version != VersionV1 && version != VersionTiered {
+		return nil, fmt.Errorf("index file format version %q is not supported (this build reads %s, %s and %s)", version, VersionV1, Version, VersionTiered)
 	}
-	if s.NumFields() < NumFixed {
-		return nil, fmt.Errorf("index has %d columns, want at least %d", s.NumFields(), NumFixed)
+	tiered, fixed := version == VersionTiered, NumFixed
+	if tiered {
+		fixed = NumFixedTiered
 	}
-	want := Schema(s.Field(ColumnLatestValue).Type, nil)
-	for i := 0; i < NumFixed; i++ {
+	if s.NumFields() < fixed {
+		return nil, fmt.Errorf("index has %d columns, want at least %d", s.NumFields(), fixed)
+	}
+	want := schema(s.Field(ColumnLatestValue).Type, nil, tiered)
+	for i := 0; i < fixed; i++ {
 		g, w := s.Field(i), want.Field(i)
 		if g.Name != w.Name || !arrow.TypeEqual(g.Type, w.Type) {
 			return nil, fmt.Errorf("index column %d is %s %s, want %s %s", i, g.Name, g.Type, w.Name, w.Type)
@@ -176,21 +238,22 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		if err := checkBuffers(c); err != nil {
 			return nil, fmt.Errorf("index column %q: %w", name, err)
 		}
-		if i >= NumFixed || i == ColumnSeriesID {
+		if i >= fixed || i == ColumnSeriesID {
 			continue // checkValues on first use: Attribute, IDs
 		}
 		if err := checkValues(c); err != nil {
 			return nil, fmt.Errorf("index column %q: %w", name, err)
 		}
 	}
-	for i := 0; i < NumFixed; i++ {
+	for i := 0; i < fixed; i++ {
 		if !want.Field(i).Nullable && rec.Column(i).NullN() != 0 {
 			return nil, fmt.Errorf("index column %s has %d nulls", s.Field(i).Name, rec.Column(i).NullN())
 		}
 	}
 	x := &Index{
-		attrs:        make([]attrCheck, s.NumFields()-NumFixed),
+		attrs:        make([]attrCheck, s.NumFields()-fixed),
 		version:      version,
+		attrStart:    fixed,
 		rec:          rec,
 		ids:          rec.Column(ColumnSeriesID).(*array.String),
 		rowOffset:    rec.Column(ColumnRowOffset).(*array.Int64).Int64Values(),
@@ -202,6 +265,12 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 		latestPeriod: rec.Column(ColumnLatestPeriod).(*array.Date32),
 		latestValue:  rec.Column(ColumnLatestValue),
 	}
+	if tiered {
+		x.coldStart = rec.Column(ColumnColdStart).(*array.Int64).Int64Values()
+		x.coldRows = rec.Column(ColumnColdRows).(*array.Int64).Int64Values()
+		x.coldFirst = rec.Column(ColumnColdFirstPeriod).(*array.Date32).Date32Values()
+		x.coldLast = rec.Column(ColumnColdLastPeriod).(*array.Date32).Date32Values()
+	}
 	if d := x.ids.Data(); d.Len() > 0 {
 		// checkBuffers made sure both buffers are there and long enough.
 		x.idOffs = arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()+1]
@@ -212,8 +281,12 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 	return x, nil
 }
 
-// Version is the file's layout version (Version or VersionV1).
+// Version is the file's layout version (Version, VersionV1 or
+// VersionTiered).
 func (x *Index) Version() string { return x.version }
+
+// Tiered reports whether the index locates cold rows (version 3).
+func (x *Index) Tiered() bool { return x.coldRows != nil }
 
 // Len is the number of series.
 func (x *Index) Len() int { return x.ids.Len() }
@@ -309,7 +382,17 @@ func (x *Index) Entry(i int) Entry {
 		BatchOffset: int(x.batchOffset[i]),
 		FirstPeriod: int32(x.firstPeriod[i]),
 		LastPeriod:  int32(x.lastPeriod[i]),
+		Cold:        x.Cold(i),
 	}
+}
+
+// Cold is where series i's cold rows lie; the zero Cold in an index that
+// is not tiered.
+func (x *Index) Cold(i int) Cold {
+	if x.coldRows == nil {
+		return Cold{}
+	}
+	return Cold{Start: x.coldStart[i], Rows: x.coldRows[i], FirstPeriod: int32(x.coldFirst[i]), LastPeriod: int32(x.coldLast[i])}
 }
 
 // Latest returns the period of series i's last non-null value, and false
@@ -332,7 +415,7 @@ func (x *Index) SetFile(path string) { x.file = path }
 // AttributeFields returns the attribute fields, in column order. It checks
 // nothing (the schema was checked by New).
 func (x *Index) AttributeFields() []arrow.Field {
-	return x.rec.Schema().Fields()[NumFixed:]
+	return x.rec.Schema().Fields()[x.attrStart:]
 }
 
 // Attribute returns attribute column i (0 is the first column after the
@@ -347,9 +430,9 @@ func (x *Index) Attribute(i int) (arrow.Array, error) {
 	}
 	c := &x.attrs[i]
 	c.once.Do(func() {
-		col := x.rec.Column(NumFixed + i)
+		col := x.rec.Column(x.attrStart + i)
 		if err := checkValues(col); err != nil {
-			c.err = x.corruptf(fmt.Errorf("index column %q: %w", x.rec.Schema().Field(NumFixed+i).Name, err))
+			c.err = x.corruptf(fmt.Errorf("index column %q: %w", x.rec.Schema().Field(x.attrStart+i).Name, err))
 			c.col = array.MakeArrayOfNull(memory.DefaultAllocator, col.DataType(), col.Len())
 			return
 		}

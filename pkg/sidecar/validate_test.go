@@ -101,7 +101,7 @@ func TestNewValidates(t *testing.T) {
 			defer ind.Release()
 			return array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.PrimitiveTypes.Int64}, ind, d)
 		}, "dictionaries of utf8 only"},
-		{"unknown version", -1, "3", nil, `version "3" is not supported`},
+		{"unknown version", -1, "4", nil, `version "4" is not supported`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var a arrow.Array

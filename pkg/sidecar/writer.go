@@ -30,6 +30,10 @@ type Series struct {
 	// Attrs holds the series' attribute values, one per attribute column
 	// in schema order.
 	Attrs []Cell
+	// Cold is where the series' cold rows went (a tiered writer only, see
+	// SetTiered): then Location is its hot rows, and the index's
+	// first_period and last_period span both tiers.
+	Cold Cold
 }
 
 // Writer builds an index sidecar one series at a time, in series id
@@ -63,6 +67,14 @@ type Writer struct {
 	prev        datafile.Location
 	err         error
 	done        bool
+
+	// A tiered writer (SetTiered) writes a version-3 index.
+	tiered, allCold bool
+	coldStart       []int64
+	coldRows        []int64
+	coldFirst       []int32
+	coldLast        []int32
+	prevCold        Cold
 }
 
 // NewWriter starts an index for a value column of valueType and the given
@@ -93,6 +105,17 @@ func NewWriter(path string, valueType arrow.DataType, attrs []arrow.Field) (*Wri
 	return w, nil
 }
 
+// SetTiered makes the writer write a version-3 (tiered) index: each
+// Series carries its Cold location, which must tile the cold file as its
+// hot Location tiles the data file. With allCold (--format vortex) every
+// series' rows are all cold: its hot Location is empty (no rows, at row 0
+// of batch 0). Call it before the first Add.
+func (w *Writer) SetTiered(allCold bool) {
+	if w.n == 0 {
+		w.tiered, w.allCold = true, allCold
+	}
+}
+
 // Reserve makes room for n more series, so that a caller that knows the
 // count (a builder, a compaction) saves the copies of growing buffers.
 func (w *Writer) Reserve(n int) {
@@ -103,6 +126,12 @@ func (w *Writer) Reserve(n int) {
 	w.batchOffset = slices.Grow(w.batchOffset, n)
 	w.firstPeriod = slices.Grow(w.firstPeriod, n)
 	w.lastPeriod = slices.Grow(w.lastPeriod, n)
+	if w.tiered {
+		w.coldStart = slices.Grow(w.coldStart, n)
+		w.coldRows = slices.Grow(w.coldRows, n)
+		w.coldFirst = slices.Grow(w.coldFirst, n)
+		w.coldLast = slices.Grow(w.coldLast, n)
+	}
 	w.latestP.reserve(n)
 	w.latestV.reserve(n)
 	for _, c := range w.attrCols {
@@ -147,11 +176,26 @@ func (w *Writer) add(s *Series) error {
 	w.rowCount = append(w.rowCount, s.RowCount)
 	w.batch = append(w.batch, s.Batch)
 	w.batchOffset = append(w.batchOffset, s.BatchOffset)
-	w.firstPeriod = append(w.firstPeriod, s.FirstPeriod)
-	w.lastPeriod = append(w.lastPeriod, s.LastPeriod)
+	first, last := s.FirstPeriod, s.LastPeriod
+	if w.tiered {
+		c := s.Cold
+		if c.Rows > 0 {
+			first = c.FirstPeriod
+		}
+		if s.RowCount == 0 {
+			last = c.LastPeriod
+		}
+		w.coldStart = append(w.coldStart, c.Start)
+		w.coldRows = append(w.coldRows, c.Rows)
+		w.coldFirst = append(w.coldFirst, c.FirstPeriod)
+		w.coldLast = append(w.coldLast, c.LastPeriod)
+		w.prevCold = c
+	}
+	w.firstPeriod = append(w.firstPeriod, first)
+	w.lastPeriod = append(w.lastPeriod, last)
 	if s.HasLatest {
-		if s.LatestPeriod < s.FirstPeriod || s.LatestPeriod > s.LastPeriod {
-			return fmt.Errorf("latest period %d outside the series' periods %d..%d", s.LatestPeriod, s.FirstPeriod, s.LastPeriod)
+		if s.LatestPeriod < first || s.LatestPeriod > last {
+			return fmt.Errorf("latest period %d outside the series' periods %d..%d", s.LatestPeriod, first, last)
 		}
 		w.latestP.addDate32(arrow.Date32(s.LatestPeriod))
 		null, err := w.latestV.add(s.LatestValue)
@@ -179,8 +223,17 @@ func (w *Writer) add(s *Series) error {
 // readers' binary search relies on, and locations that tile the data file
 // the way datafile.Writer lays it out.
 func (w *Writer) checkLocation(s *Series) error {
-	if s.RowCount < 1 {
-		return fmt.Errorf("row count %d; every series has at least one row", s.RowCount)
+	if w.tiered {
+		if err := w.checkCold(s); err != nil {
+			return err
+		}
+	}
+	if w.allCold {
+		if s.Location != (datafile.Location{}) {
+			return fmt.Errorf("hot rows %d at row %d of a snapshot whose rows are all cold", s.RowCount, s.RowOffset)
+		}
+	} else if s.RowCount < 1 {
+		return fmt.Errorf("row count %d; every series has at least one (hot) row", s.RowCount)
 	}
 	if s.FirstPeriod > s.LastPeriod {
 		return fmt.Errorf("first period %d after last period %d", s.FirstPeriod, s.LastPeriod)
@@ -207,6 +260,33 @@ func (w *Writer) checkLocation(s *Series) error {
 	return nil
 }
 
+// checkCold checks a tiered series' cold location: the series' cold rows
+// follow the previous series' in the cold file, lie before its hot rows,
+// and exist when it has no hot rows.
+func (w *Writer) checkCold(s *Series) error {
+	c := w.prevCold
+	if w.n == 0 {
+		c = Cold{}
+	}
+	if end := c.Start + c.Rows; s.Cold.Start != end || s.Cold.Rows < 0 {
+		return fmt.Errorf("cold rows [%d,+%d), the previous series' cold rows end at %d", s.Cold.Start, s.Cold.Rows, end)
+	}
+	switch {
+	case s.Cold.Rows == 0:
+		if w.allCold {
+			return fmt.Errorf("no rows: no cold rows in a snapshot whose rows are all cold")
+		}
+		if s.Cold.FirstPeriod != 0 || s.Cold.LastPeriod != 0 {
+			return fmt.Errorf("no cold rows but cold periods %d..%d", s.Cold.FirstPeriod, s.Cold.LastPeriod)
+		}
+	case s.Cold.FirstPeriod > s.Cold.LastPeriod:
+		return fmt.Errorf("first cold period %d after last cold period %d", s.Cold.FirstPeriod, s.Cold.LastPeriod)
+	case s.RowCount > 0 && s.Cold.LastPeriod >= s.FirstPeriod:
+		return fmt.Errorf("last cold period %d is not before the first hot period %d", s.Cold.LastPeriod, s.FirstPeriod)
+	}
+	return nil
+}
+
 // Close builds the index record batch, writes it to the path given to
 // NewWriter and returns the file's description and final schema. Every
 // column is written plain (string attributes as utf8, never as
@@ -222,7 +302,7 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 	w.done = true
 	n := w.n
 	attrs := append([]arrow.Field(nil), w.attrs...)
-	cols := make([]arrow.Array, NumFixed, NumFixed+len(attrs))
+	cols := make([]arrow.Array, NumFixed, NumFixedTiered+len(attrs))
 	cols[ColumnSeriesID] = makeArray(arrow.BinaryTypes.String, n,
 		[]*memory.Buffer{nil, int32Buffer(w.idOffsets), memory.NewBufferBytes(w.ids)}, 0)
 	cols[ColumnRowOffset] = fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.rowOffset))
@@ -233,10 +313,17 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 	cols[ColumnLastPeriod] = fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.lastPeriod))
 	cols[ColumnLatestPeriod] = w.latestP.date32Array()
 	cols[ColumnLatestValue] = w.latestV.array()
+	if w.tiered {
+		cols = append(cols,
+			fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.coldStart)),
+			fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.coldRows)),
+			fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.coldFirst)),
+			fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.coldLast)))
+	}
 	for _, c := range w.attrCols {
 		cols = append(cols, c.array())
 	}
-	schema := Schema(w.valueType, attrs)
+	schema := schema(w.valueType, attrs, w.tiered)
 	rec := array.NewRecordBatch(schema, cols, int64(n))
 	defer rec.Release()
 	for _, c := range cols {
