@@ -15,6 +15,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/internal/progressui"
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/export"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
@@ -88,6 +89,9 @@ Examples:
 			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines", DefaultText: "number of CPUs"},
 			&cli.BoolFlag{Name: "portable", Usage: "also write portable.parquet: every row with its series id and attributes, for DuckDB, Spark, Trino or polars (see publish-copy)"},
 			&cli.Int64Flag{Name: "portable-row-group-rows", Value: export.PortableRowGroupRows, Usage: "with --portable: target rows per Parquet row group (cut at the next series boundary)"},
+			&cli.StringFlag{Name: "format", Value: "arrow", Usage: "data file format: `arrow` (mapped, sliced zero-copy) or vortex (every row in cold.vortex, decoded per query)"},
+			&cli.StringFlag{Name: "hot-since", Usage: "tier the snapshot: rows before `YYYY-MM-DD` go to cold.vortex, the rest stay in the mapped data file (with --hot-rows: a row either keeps is hot)"},
+			&cli.Int64Flag{Name: "hot-rows", Usage: "tier the snapshot: the last `N` rows of every series stay in the mapped data file, older ones go to cold.vortex"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
 			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by xxhash64(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
@@ -131,6 +135,10 @@ Examples:
 			if r := c.Float64("max-change"); r < 0 || r >= 1 {
 				return cliutil.Usagef("--max-change %g: want a ratio in [0, 1) (0.5 allows half to twice CURRENT's series and rows; 0 disables the check)", r)
 			}
+			tiers, err := tierPolicy(c)
+			if err != nil {
+				return err
+			}
 			var extra []sortwrite.ExtraFile
 			if c.Bool("portable") {
 				n := c.Int64("portable-row-group-rows")
@@ -158,6 +166,7 @@ Examples:
 				MixedPeriodTypes: c.Bool("mixed-period-types"),
 				MaxChange:        c.Float64("max-change"),
 				NoPublish:        c.Bool("no-publish"),
+				Tiers:            tiers,
 			}
 			ctx, stopSignals := interruptible(c.Context)
 			defer stopSignals()
@@ -286,4 +295,26 @@ func parseTime(s string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("--as-of %q: want RFC 3339 (2024-05-01T12:00:00Z) or YYYY-MM-DD[THH:MM:SS] (UTC)", s)
+}
+
+// tierPolicy reads --format, --hot-since and --hot-rows.
+func tierPolicy(c *cli.Context) (coldfile.Policy, error) {
+	f := c.String("format")
+	if f != "arrow" && f != coldfile.FormatVortex {
+		return coldfile.Policy{}, cliutil.Usagef("--format %q: want arrow or vortex", f)
+	}
+	if f == coldfile.FormatVortex && (c.IsSet("hot-since") || c.IsSet("hot-rows")) {
+		return coldfile.Policy{}, cliutil.Usagef("--format vortex puts every row in cold.vortex: it takes no --hot-since or --hot-rows")
+	}
+	if n := c.Int64("hot-rows"); c.IsSet("hot-rows") && n < 1 {
+		return coldfile.Policy{}, cliutil.Usagef("--hot-rows %d: want a positive number of rows", n)
+	}
+	if d := c.String("hot-since"); c.IsSet("hot-since") && d == "" {
+		return coldfile.Policy{}, cliutil.Usagef("--hot-since \"\": want a date YYYY-MM-DD")
+	}
+	p, err := coldfile.PolicyOf(c.String("hot-since"), c.Int64("hot-rows"), map[bool]string{true: f}[f == coldfile.FormatVortex])
+	if err != nil {
+		return p, cliutil.Usagef("--%v", err)
+	}
+	return p, nil
 }

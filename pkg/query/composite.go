@@ -199,11 +199,26 @@ func (c *Composite) sources(code int, rg Range, dst []source) ([]source, bool, e
 		return dst, false, nil
 	}
 	if code < c.nb {
-		b, lo, hi, err := c.base.s.Range(c.base.x.Entry(code), rg.From, rg.To)
+		// The base's rows: in a tiered snapshot its cold piece, then its
+		// hot one (their periods never overlap, so their order among the
+		// sources does not matter).
+		e := c.base.x.Entry(code)
+		if e.Cold.Rows > 0 {
+			rec, lo, hi, err := c.base.s.ColdRange(e, rg.From, rg.To)
+			if err != nil {
+				return dst, true, fmt.Errorf("dataset %q snapshot %d: %w", c.info.Dataset, c.info.SnapshotID, err)
+			}
+			if rec != nil {
+				dst = append(dst, source{rec: rec, ps: rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values(), lo: int(lo), hi: int(hi)})
+			}
+		}
+		b, lo, hi, err := c.base.s.Range(e, rg.From, rg.To)
 		if err != nil {
 			return dst, true, fmt.Errorf("dataset %q snapshot %d: %w", c.info.Dataset, c.info.SnapshotID, err)
 		}
-		dst = append(dst, source{rec: c.base.s.Batch(b), ps: c.base.s.Periods(b), lo: int(lo), hi: int(hi)})
+		if hi > lo {
+			dst = append(dst, source{rec: c.base.s.Batch(b), ps: c.base.s.Periods(b), lo: int(lo), hi: int(hi)})
+		}
 	}
 	return dst, true, nil
 }

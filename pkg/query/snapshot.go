@@ -235,13 +235,25 @@ func categoryHint(col arrow.Array) string {
 // plain column.
 const maxHintValues = 1024
 
-// Rows is snapshot.Range as a piece of the mapped batch. An index entry
-// pointing outside the data is corruption (snapshot.ErrCorrupt), named
-// with the dataset and snapshot.
+// Rows is snapshot.Range as a piece of the mapped batch, after, in a
+// tiered snapshot, the piece of the series' decoded cold rows the range
+// touches (snapshot.ColdRange: a range that misses them decodes nothing).
+// An index entry pointing outside the data is corruption
+// (snapshot.ErrCorrupt), named with the dataset and snapshot.
 func (r *SnapshotReader) Rows(code int, rg Range, dst []Piece) ([]Piece, error) {
-	b, lo, hi, err := r.s.Range(r.x.Entry(code), rg.From, rg.To)
+	e := r.x.Entry(code)
+	if e.Cold.Rows > 0 {
+		rec, lo, hi, err := r.s.ColdRange(e, rg.From, rg.To)
+		if err != nil {
+			return dst, r.wrap(err)
+		}
+		if hi > lo {
+			dst = append(dst, Piece{Rec: rec, Lo: lo, Hi: hi})
+		}
+	}
+	b, lo, hi, err := r.s.Range(e, rg.From, rg.To)
 	if err != nil {
-		return dst, fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+		return dst, r.wrap(err)
 	}
 	if hi > lo {
 		dst = append(dst, Piece{Rec: r.s.Batch(b), Lo: lo, Hi: hi})
@@ -249,39 +261,67 @@ func (r *SnapshotReader) Rows(code int, rg Range, dst []Piece) ([]Piece, error) 
 	return dst, nil
 }
 
+// wrap names the dataset and snapshot in a read error.
+func (r *SnapshotReader) wrap(err error) error {
+	return fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+}
+
 // LatestRow narrows the range to its last row with a non-null value. The
 // index knows the series' overall latest period; only when the range ends
-// before it does the value column's validity get scanned.
+// before it does the value column's validity get scanned. The hot rows
+// are the later ones, so a tiered snapshot's cold rows are decoded only
+// when the answer can lie there.
 func (r *SnapshotReader) LatestRow(code int, rg Range) (Piece, bool, error) {
 	lp, ok := r.x.Latest(code)
 	if !ok { // every value of the series is null
 		return Piece{}, false, nil
 	}
-	b, lo, hi, err := r.s.Range(r.x.Entry(code), rg.From, rg.To)
+	e := r.x.Entry(code)
+	b, lo, hi, err := r.s.Range(e, rg.From, rg.To)
 	if err != nil {
-		return Piece{}, false, fmt.Errorf("dataset %q snapshot %d: %w", r.info.Dataset, r.info.SnapshotID, err)
+		return Piece{}, false, r.wrap(err)
+	}
+	if hi > lo {
+		if p, ok := latestIn(Piece{Rec: r.s.Batch(b), Lo: lo, Hi: hi}, r.s.Periods(b), r.values[b], lp, rg); ok {
+			return p, true, nil
+		}
+	}
+	// Cold rows precede the hot ones: they can hold the answer only when
+	// the overall latest lies among them, or lies after the range.
+	if e.Cold.Rows == 0 || (lp <= rg.To && lp > e.Cold.LastPeriod) {
+		return Piece{}, false, nil
+	}
+	rec, lo, hi, err := r.s.ColdRange(e, rg.From, rg.To)
+	if err != nil {
+		return Piece{}, false, r.wrap(err)
 	}
 	if hi <= lo {
 		return Piece{}, false, nil
 	}
-	rec := r.s.Batch(b)
+	ps := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+	p, ok := latestIn(Piece{Rec: rec, Lo: lo, Hi: hi}, ps, rec.Column(datafile.ColumnValue), lp, rg)
+	return p, ok, nil
+}
+
+// latestIn is LatestRow within one piece: ps and vals are the period and
+// value columns of p.Rec, lp the series' overall latest period.
+func latestIn(p Piece, ps []arrow.Date32, vals arrow.Array, lp int32, rg Range) (Piece, bool) {
+	lo, hi := p.Lo, p.Hi
 	if lp <= rg.To {
 		// The last non-null row overall lies at or before the range's end:
 		// it is in the range iff it is not before the range's start.
-		ps := r.s.Periods(b)
 		i := lo + int64(sort.Search(int(hi-lo), func(i int) bool { return int32(ps[lo+int64(i)]) >= lp }))
 		if i < hi && int32(ps[i]) == lp {
-			return Piece{Rec: rec, Lo: i, Hi: i + 1}, true, nil
+			return Piece{Rec: p.Rec, Lo: i, Hi: i + 1}, true
 		}
-		return Piece{}, false, nil
+		return Piece{}, false
 	}
-	vals := r.values[b]
 	for i := hi - 1; i >= lo; i-- {
 		if vals.IsValid(int(i)) {
-			return Piece{Rec: rec, Lo: i, Hi: i + 1}, true, nil
+			return Piece{Rec: p.Rec, Lo: i, Hi: i + 1}, true
 		}
 	}
-	return Piece{}, false, nil
+	return Piece{}, false
 }
 
 func (r *SnapshotReader) Latest(code int) (int32, bool) { return r.x.Latest(code) }
@@ -289,14 +329,29 @@ func (r *SnapshotReader) Latest(code int) (int32, bool) { return r.x.Latest(code
 // Lookup finds a series' code by id.
 func (r *SnapshotReader) Lookup(id string) (int, bool) { return r.x.Lookup(id) }
 
-// Periods are a series' periods, ascending (aliasing the mapping). An
-// entry outside the data yields none; opening validated the index.
+// Periods are a series' periods, ascending (aliasing the mapping; in a
+// tiered snapshot, a series with cold rows gets a copy of both tiers'
+// periods, decoding its cold rows). An entry outside the data, or cold
+// rows that fail to decode, yield none; opening validated the index.
 func (r *SnapshotReader) Periods(code int) []arrow.Date32 {
-	b, lo, hi, err := r.s.Range(r.x.Entry(code), AllPeriods.From, AllPeriods.To)
+	e := r.x.Entry(code)
+	b, lo, hi, err := r.s.Range(e, AllPeriods.From, AllPeriods.To)
 	if err != nil {
 		return nil
 	}
-	return r.s.Periods(b)[lo:hi]
+	var hot []arrow.Date32
+	if hi > lo {
+		hot = r.s.Periods(b)[lo:hi]
+	}
+	if e.Cold.Rows == 0 {
+		return hot
+	}
+	rec, clo, chi, err := r.s.ColdRange(e, AllPeriods.From, AllPeriods.To)
+	if err != nil || rec == nil {
+		return nil
+	}
+	cold := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()[clo:chi]
+	return append(slices.Clip(cold), hot...)
 }
 
 // Attr is where attribute a of series id is held in the index.

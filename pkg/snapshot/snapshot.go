@@ -34,6 +34,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
@@ -60,6 +61,10 @@ type Options struct {
 	// on first use (sidecar.New). A version-1 index is loaded (copied)
 	// whatever this says, and so always checksummed and checked in full.
 	VerifyData bool
+	// ColdCache keeps a tiered snapshot's decoded cold rows (serve
+	// --cold-cache; shared by every snapshot a server opens, so one budget
+	// bounds them all). nil: every cold read decodes.
+	ColdCache *coldfile.Cache
 }
 
 // Snapshot is an open, validated, read-only snapshot.
@@ -79,7 +84,8 @@ type Snapshot struct {
 	periods [][]arrow.Date32    // each batch's period column (aliases the mapping)
 	idxRec  arrow.RecordBatch
 	idx     *sidecar.Index
-	stamps  []fileStamp // the mapped files' stat at open (fault.go)
+	cold    *coldfile.File // a tiered snapshot's cold file, else nil
+	stamps  []fileStamp    // the mapped files' stat at open (fault.go)
 }
 
 // Open opens the snapshot CURRENT names in the dataset directory.
@@ -139,6 +145,9 @@ func openID(ds *dataset.Dir, id uint64, opt Options) (_ *Snapshot, err error) {
 	df, _ := m.FileByRole(manifest.RoleData)
 	xf, _ := m.FileByRole(manifest.RoleIndex)
 	s.stampFiles(df, xf)
+	if cf, ok := m.FileByRole(manifest.RoleCold); ok {
+		s.stampFiles(cf)
+	}
 	trackLeaks(s)
 	return s, nil
 }
@@ -181,6 +190,9 @@ func (s *Snapshot) openFiles(opt Options) (err error) {
 	if err := s.loadIndex(xf); err != nil {
 		return corrupt.InFile(xf.Path, fmt.Errorf("%s: %w", xf.Path, err))
 	}
+	if err := s.openCold(opt); err != nil {
+		return err
+	}
 	// The string columns' offsets are checked on first use (see
 	// sidecar.New), except where open reads every byte anyway: with
 	// VerifyData, and for a version-1 index, which was copied.
@@ -190,6 +202,39 @@ func (s *Snapshot) openFiles(opt Options) (err error) {
 			return err
 		}
 	}
+	return nil
+}
+
+// openCold opens a tiered snapshot's cold file: its trailer, footer and
+// layout are read and checked (a few pages, whatever its size), its
+// checksum only with VerifyData, like the data file's.
+func (s *Snapshot) openCold(opt Options) error {
+	cf, ok := s.Manifest.FileByRole(manifest.RoleCold)
+	if !ok {
+		if s.idx.Tiered() {
+			return corrupt.InFile("", fmt.Errorf("snapshot %d: a tiered index but no cold file", s.ID()))
+		}
+		return nil
+	}
+	if !s.idx.Tiered() {
+		return corrupt.InFile(cf.Path, fmt.Errorf("%s: a cold file but an index that does not locate cold rows", cf.Path))
+	}
+	if err := checkSize(s.Dataset, cf); err != nil {
+		return err
+	}
+	sum := ""
+	if opt.VerifyData {
+		sum = cf.Checksum
+	}
+	f, err := coldfile.Open(s.Dataset.Path(cf.Path), s.data.Reader.Schema(), sum, opt.ColdCache)
+	if err != nil {
+		return corrupt.InFile(cf.Path, fmt.Errorf("%s: %w", cf.Path, err))
+	}
+	if f.NumRows() != cf.Rows {
+		f.Close()
+		return corrupt.InFile(cf.Path, fmt.Errorf("%s: %d rows, manifest says %d", cf.Path, f.NumRows(), cf.Rows))
+	}
+	s.cold = f
 	return nil
 }
 
@@ -275,8 +320,11 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 // manifest version 1 snapshots have version-1 indexes, later ones the
 // current layout.
 func indexVersion(m *manifest.Manifest) string {
-	if m.FormatVersion == 1 {
+	switch m.FormatVersion {
+	case 1:
 		return sidecar.VersionV1
+	case manifest.VersionTiered:
+		return sidecar.VersionTiered
 	}
 	return sidecar.Version
 }
@@ -310,6 +358,30 @@ func (s *Snapshot) BatchStart(i int) int64 { return s.starts[i] }
 // MappedBytes is the size of the mapped data file.
 func (s *Snapshot) MappedBytes() int64 { return int64(len(s.data.Data)) }
 
+// Tiered reports whether the snapshot has a cold file.
+func (s *Snapshot) Tiered() bool { return s.cold != nil }
+
+// Cold is the cold file of a tiered snapshot, nil otherwise.
+func (s *Snapshot) Cold() *coldfile.File { return s.cold }
+
+// ColdRange locates series e's cold rows whose period lies in [from, to]:
+// rows [lo, hi) of rec, the series' decoded cold rows (from the cache
+// when it holds them; the batch belongs to the cold file and its cache,
+// never released by the caller). rec is nil when the range misses the cold
+// rows, or there are none: then nothing is decoded.
+func (s *Snapshot) ColdRange(e sidecar.Entry, from, to int32) (rec arrow.RecordBatch, lo, hi int64, err error) {
+	if s.cold == nil || e.Cold.Rows == 0 {
+		return nil, 0, 0, nil
+	}
+	loc := coldfile.Location{Start: e.Cold.Start, Rows: e.Cold.Rows, FirstPeriod: e.Cold.FirstPeriod, LastPeriod: e.Cold.LastPeriod}
+	rec, lo, hi, err = s.cold.Rows(loc, from, to)
+	if err != nil {
+		cf, _ := s.Manifest.FileByRole(manifest.RoleCold)
+		return nil, 0, 0, corrupt.InFile(cf.Path, fmt.Errorf("series %q: %w", e.SeriesID, err))
+	}
+	return rec, lo, hi, nil
+}
+
 // Lookup returns the series code of id.
 func (s *Snapshot) Lookup(id string) (int, bool) { return s.idx.Lookup(id) }
 
@@ -323,6 +395,9 @@ func (s *Snapshot) Periods(i int) []arrow.Date32 { return s.periods[i] }
 // the index) no period is read at all. An entry that points outside the
 // data is ErrCorrupt, never a panic.
 func (s *Snapshot) Range(e sidecar.Entry, from, to int32) (b int, lo, hi int64, err error) {
+	if e.RowCount == 0 && s.idx.Tiered() {
+		return 0, 0, 0, nil // every row of the series is cold (--format vortex)
+	}
 	b = e.Batch
 	if b < 0 || b >= len(s.periods) {
 		return 0, 0, 0, corrupt.Errorf("series %q in batch %d of %d", e.SeriesID, b, len(s.periods))
@@ -405,6 +480,9 @@ func (s *Snapshot) closeFiles() {
 	}
 	if s.index != nil {
 		s.index.Close()
+	}
+	if s.cold != nil {
+		s.cold.Close()
 	}
 	s.lease.Release()
 }

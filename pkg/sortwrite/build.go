@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
@@ -96,6 +97,10 @@ type Options struct {
 	// written: a vintage) but does not flip CURRENT; `snapbuild publish`
 	// (dataset.Writer.PublishInstalled) does that after verification.
 	NoPublish bool
+	// Tiers splits every series between the hot data file and the cold
+	// file (--hot-since, --hot-rows; AllCold for --format vortex): see
+	// coldfile.Policy. The zero Policy writes no cold file.
+	Tiers coldfile.Policy
 
 	// onPhase, when set (tests), is called as each phase begins: "scan",
 	// "read", "sort", "write", "publish".
@@ -395,7 +400,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 
 	m := &manifest.Manifest{
 		Format:        manifest.Format,
-		FormatVersion: manifest.Version,
+		FormatVersion: formatVersion(opt.Tiers),
 		SnapshotID:    id,
 		ParentID:      parent,
 		Dataset:       ds.Name,
@@ -420,6 +425,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		},
 		Lineage: lin,
 	}
+	m.Build.HotSince, m.Build.HotRows, m.Build.DataFormat = opt.Tiers.Fields()
 	if opt.Shard.Count > 0 {
 		m.Shard = &manifest.Shard{Index: opt.Shard.Index, Count: opt.Shard.Count, Hash: shard.HashXXH64, OtherShardRows: b.otherShards}
 	}
@@ -702,4 +708,14 @@ func unchanged(ds *dataset.Dir, lin manifest.Lineage) (uint64, bool) {
 	}
 	l := m.Lineage
 	return m.SnapshotID, l.Kind == lin.Kind && l.Location == lin.Location && l.LakeSnapshotID == lin.LakeSnapshotID
+}
+
+// formatVersion is the manifest version a build writes: the tiered one
+// only when there is a cold file, so that other snapshots stay readable by
+// builds that predate tiers.
+func formatVersion(p coldfile.Policy) int {
+	if p.Tiered() {
+		return manifest.VersionTiered
+	}
+	return manifest.Version
 }

@@ -590,7 +590,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	}
 	heap.Init(&h)
 
-	dw, err := datafile.Create(filepath.Join(staged, "data.arrow"), res.schemas.data)
+	dw, err := newDataSink(staged, res.schemas.data, e.opt.Tiers)
 	if err != nil {
 		return nil, err
 	}
@@ -706,21 +706,17 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	if err := errors.Join(mergeErr, wg.Wait()); err != nil {
 		return nil, err
 	}
-	dinfo, err := dw.Close()
+	files, err := dw.Close()
 	if err != nil {
 		return nil, err
 	}
 	res.series = int64(nSeries)
-	xinfo, err := e.writeIndex(filepath.Join(staged, "index.arrow"), dw.Locations(), byID, latest, latestP, attrs, attrIdx, &res.schemas)
+	xinfo, err := e.writeIndex(filepath.Join(staged, "index.arrow"), dw, byID, latest, latestP, attrs, attrIdx, &res.schemas)
 	if err != nil {
 		return nil, err
 	}
-	res.files = []manifest.File{
-		{Path: "data.arrow", Role: manifest.RoleData, Tier: manifest.TierHot, Format: manifest.FormatArrowIPCFile,
-			Size: dinfo.Size, Rows: dinfo.Rows, Batches: dinfo.Batches, Checksum: dinfo.Checksum},
-		{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
-			Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum},
-	}
+	res.files = append(files, manifest.File{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
+		Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum})
 	return res, nil
 }
 
@@ -860,10 +856,11 @@ func (b *batcher) flush(ctx context.Context, k int) error {
 
 // writeIndex writes index.arrow: series in rank order, the latest values
 // kept during the merge, attributes from the per-series first values.
-func (e *external) writeIndex(path string, locs []datafile.Location, byID []uint32, latest *store, latestP []int32,
+func (e *external) writeIndex(path string, sink *dataSink, byID []uint32, latest *store, latestP []int32,
 	attrs []arrow.Field, attrIdx []int, sc *schemas) (arrowfile.Info, error) {
 	t := e.t
 	n := len(byID)
+	locs := sink.Locations()
 	if len(locs) != n {
 		return arrowfile.Info{}, fmt.Errorf("the data file has %d series, the index %d", len(locs), n)
 	}
@@ -895,7 +892,7 @@ func (e *external) writeIndex(path string, locs []datafile.Location, byID []uint
 		cols = append(cols, a)
 	}
 	ids := t.series.dict.values
-	return addSeries(xw, n, la, cols[1:], sc, func(i int, s *sidecar.Series) {
+	return addSeries(xw, n, la, cols[1:], sc, sink, func(i int, s *sidecar.Series) {
 		s.ID, s.Location, s.HasLatest = ids[byID[i]], locs[i], !latest.isNull(i)
 		if s.HasLatest {
 			s.LatestPeriod = latestP[i]

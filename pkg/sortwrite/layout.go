@@ -237,7 +237,7 @@ func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, p
 	}
 	var sc schemas
 	sc.data = datafile.Schema(t.value.col.Type, extra)
-	dw, err := datafile.Create(filepath.Join(dir, "data.arrow"), sc.data)
+	dw, err := newDataSink(dir, sc.data, opt.Tiers)
 	if err != nil {
 		return nil, sc, err
 	}
@@ -245,28 +245,25 @@ func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, p
 	if err := t.writeData(ctx, dw, l, sc.data, extraStores, ph); err != nil {
 		return nil, sc, err
 	}
-	dinfo, err := dw.Close()
+	files, err := dw.Close()
 	if err != nil {
 		return nil, sc, err
 	}
-	xinfo, err := t.writeIndex(filepath.Join(dir, "index.arrow"), l, dw.Locations(), attrs, attrStores, &sc)
+	xinfo, err := t.writeIndex(filepath.Join(dir, "index.arrow"), l, dw, attrs, attrStores, &sc)
 	if err != nil {
 		return nil, sc, err
 	}
-	return []manifest.File{
-		{Path: "data.arrow", Role: manifest.RoleData, Tier: manifest.TierHot, Format: manifest.FormatArrowIPCFile,
-			Size: dinfo.Size, Rows: dinfo.Rows, Batches: dinfo.Batches, Checksum: dinfo.Checksum},
-		{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
-			Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum},
-	}, sc, nil
+	return append(files, manifest.File{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
+		Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum}), sc, nil
 }
 
 // writeIndex feeds the index writer one series at a time: locations as
 // the data writer recorded them, the latest value and the attributes as
 // rows of arrays gathered once for all series (an attribute is read at the
 // series' first row). It sets sc.index to the schema written.
-func (t *table) writeIndex(path string, l *layout, locs []datafile.Location, attrs []arrow.Field, attrStores []*store, sc *schemas) (arrowfile.Info, error) {
+func (t *table) writeIndex(path string, l *layout, sink *dataSink, attrs []arrow.Field, attrStores []*store, sc *schemas) (arrowfile.Info, error) {
 	n := len(l.series)
+	locs := sink.Locations()
 	if len(locs) != n {
 		return arrowfile.Info{}, fmt.Errorf("the data file has %d series, the layout %d", len(locs), n)
 	}
@@ -297,7 +294,7 @@ func (t *table) writeIndex(path string, l *layout, locs []datafile.Location, att
 		}
 		cols = append(cols, a)
 	}
-	return addSeries(xw, len(l.series), cols[0], cols[1:], sc, func(i int, s *sidecar.Series) {
+	return addSeries(xw, len(l.series), cols[0], cols[1:], sc, sink, func(i int, s *sidecar.Series) {
 		sp := l.series[i]
 		s.ID, s.Location, s.HasLatest = sp.id, locs[i], sp.latest != noRow
 		if s.HasLatest {
@@ -308,13 +305,16 @@ func (t *table) writeIndex(path string, l *layout, locs []datafile.Location, att
 
 // addSeries writes n series to the index writer and closes it, recording
 // the index schema in sc: series i's latest value and attributes are row i
-// of latest and attrCols; at sets its id, location and latest period. Both
-// build paths (in memory, external) end here.
-func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
+// of latest and attrCols; at sets its id, location and latest period; the
+// sink says where its cold rows went, if anywhere. Both build paths (in
+// memory, external) end here.
+func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *dataSink, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
 	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
+	sink.setup(xw)
 	for i := range n {
 		s.LatestPeriod = 0
 		at(i, &s)
+		s.Cold = sink.cold(i)
 		s.LatestValue = sidecar.Cell{Array: latest, Row: i}
 		for k, a := range attrCols {
 			s.Attrs[k] = sidecar.Cell{Array: a, Row: i}
@@ -351,7 +351,7 @@ func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 // k+1 overlaps with writing batch k: the gather is random access into the
 // input columns, the write is a check and a copy into the page cache, and
 // the two together would otherwise leave a core idle.
-func (t *table) writeData(ctx context.Context, dw *datafile.Writer, l *layout, schema *arrow.Schema, extra []*store, ph progress.Phase) error {
+func (t *table) writeData(ctx context.Context, dw *dataSink, l *layout, schema *arrow.Schema, extra []*store, ph progress.Phase) error {
 	recs := make(chan arrow.RecordBatch, 1)
 	done := make(chan struct{})
 	var gatherErr error
