@@ -122,6 +122,14 @@ bench-report-check:
 bench-quick: build venv-bench
 	$(VPY) bench/harness.py --profile quick --bin $(BIN)/snapbuild --go $(GO) --out $(OUT)/bench
 
+# Tier benchmark (issue 12; bench/README.md, "Tier benchmark"): sizes, server memory after 10k
+# mixed queries, one-series latency cold and warm, the Go Vortex read and build time of all-hot
+# against hot+cold (--hot-since, --hot-rows) and --format vortex; PROFILE=quick|default. Results:
+# bench/results/DATE-tiers.{md,json} (DATE-tiers-quick.* for quick). SNAPSERVE=path tests another server.
+.PHONY: bench-tiers
+bench-tiers: build venv-bench
+	$(VPY) bench/tiers.py --profile $(PROFILE) --bin $(BIN)/snapbuild --go $(GO) --out bench/results $(if $(SNAPSERVE),--snapserve $(SNAPSERVE))
+
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
 bench-build: build venv-bench
 	$(GO) test -run '^$$' -bench BenchmarkBuild -benchtime 3x ./pkg/sortwrite
