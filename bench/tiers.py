@@ -281,7 +281,7 @@ def serve_section(a, prof, snapserve, work, cal, ids, logs, R):
         mixed = [client.ticket(one(rng.choice(ids), hs if rng.random() < 0.5 else None)) for _ in range(prof["mixed"])]
         lat_t = {"recent": [client.ticket(one(rng.choice(ids), hs)) for _ in range(prof["latency"])],
                  "full": [client.ticket(one(rng.choice(ids))) for _ in range(prof["latency"])]}
-        order = servers[rep % len(servers):] + servers[:rep % len(servers)]
+        order = servers[rep % len(servers):] + servers[:rep % len(servers)]  # rotated: no fixed order bias
         digests = {}
         for s in order:
             # memory after the mixed queries: a fresh process on evicted files
@@ -300,8 +300,11 @@ def serve_section(a, prof, snapserve, work, cal, ids, logs, R):
             S["mixed_latency"][s.key].append(pct(lat))
             log(f"  rep {rep + 1} {s.key} mixed: {len(lat)} queries, RssAnon {m0['RssAnon'] / 2**20:.1f} -> "
                 f"{m1['RssAnon'] / 2**20:.1f} MiB, RssFile {m0['RssFile'] / 2**20:.1f} -> {m1['RssFile'] / 2**20:.1f} MiB")
-            for w in ("recent", "full"):
-                for mode in ("cold", "warm"):
+        # Latency: each (workload, pass) on every server in turn, so a change in machine load
+        # during the run falls on all servers alike rather than on whichever ran then.
+        for w in ("recent", "full"):
+            for mode in ("cold", "warm"):
+                for s in order:
                     if mode == "cold":
                         procs.evict(s.files)
                     else:
@@ -411,7 +414,10 @@ def markdown(R):
         L += ["## Sizes on disk", "",
               "| build | data.arrow | cold.vortex | index.arrow | manifest | portable.parquet | hot rows | data files / all-hot | snapshot / all-hot |",
               "|---|---|---|---|---|---|---|---|---|"]
-        mib = lambda b, r: f"{g3(b[r] / 2**20)} MiB" if r in b else "–"  # noqa: E731
+        def mib(b, r):
+            if r not in b:
+                return "–"
+            return f"{g3(b[r] / 2**20)} MiB" if b[r] >= 2**20 / 10 else f"{g3(b[r] / 1024)} KiB"
         for k, z in Z.items():
             b = z["bytes"]
             hr = f"{z['hot_rows_share'] * 100:.1f}%" if z.get("hot_rows_share") is not None else "–"
