@@ -20,6 +20,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/export"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -218,10 +219,24 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 	fmt.Fprintf(w, "  inputs      %s files, %s\n", count(s.Inputs), humanBytes(s.InputBytes))
 	fmt.Fprintf(w, "  data cols   %s\n", strings.Join(s.DataColumns, ", "))
 	fmt.Fprintf(w, "  attributes  %s\n", strings.Join(s.Attributes, ", "))
+	tiered := false
 	for _, f := range s.Files {
-		fmt.Fprintf(w, "  %-11s %s (%s)\n", f.Role, f.Path, humanBytes(f.Size))
+		tiered = tiered || f.Role == manifest.RoleCold
 	}
-	fmt.Fprintf(w, "  index/data  %.2f%%\n", 100*s.IndexDataRatio)
+	for _, f := range s.Files {
+		switch {
+		case tiered && (f.Role == manifest.RoleData || f.Role == manifest.RoleCold):
+			// A tiered build: say how the rows were split.
+			fmt.Fprintf(w, "  %-11s %s (%s, %s %s rows)\n", f.Role, f.Path, humanBytes(f.Size), count(f.Rows), f.Tier)
+		default:
+			fmt.Fprintf(w, "  %-11s %s (%s)\n", f.Role, f.Path, humanBytes(f.Size))
+		}
+	}
+	if tiered {
+		fmt.Fprintf(w, "  index/rows  %.2f%% (index / data + cold)\n", 100*s.IndexDataRatio)
+	} else {
+		fmt.Fprintf(w, "  index/data  %.2f%%\n", 100*s.IndexDataRatio)
+	}
 	p := s.Phases
 	extra := ""
 	if p.Extra > 0 {

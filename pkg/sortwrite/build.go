@@ -201,11 +201,15 @@ type Summary struct {
 // snapshot equals the one CURRENT was built from; nothing was written.
 var ErrUnchanged = errors.New("the table has not changed since the current snapshot was built")
 
-// SummaryFile is one written file.
+// SummaryFile is one written file: the manifest's entry (FORMAT.md §2) in
+// short. Tier and Rows say how a tiered build split the rows (data: hot,
+// cold: cold; data.rows + cold.rows = rows).
 type SummaryFile struct {
 	Path string `json:"path"`
 	Role string `json:"role"`
+	Tier string `json:"tier,omitempty"`
 	Size int64  `json:"size"`
+	Rows int64  `json:"rows"`
 }
 
 // Phases are wall-clock seconds per build phase.
@@ -455,7 +459,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	for _, f := range files {
 		f.Path = snapRel + "/" + f.Path
 		m.Files = append(m.Files, f)
-		sum.Files = append(sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Size: f.Size})
+		sum.Files = append(sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Tier: f.Tier, Size: f.Size, Rows: f.Rows})
 	}
 	if err := ctx.Err(); err != nil {
 		os.RemoveAll(staged)
@@ -486,10 +490,13 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	for _, c := range m.Schema.Data {
 		sum.DataColumns = append(sum.DataColumns, c.Name)
 	}
+	// The ratio is to the files holding rows: with --format vortex the hot
+	// file holds only a schema, and the index is compared with cold.vortex.
 	d, _ := m.FileByRole(manifest.RoleData)
 	x, _ := m.FileByRole(manifest.RoleIndex)
-	if d.Size > 0 {
-		sum.IndexDataRatio = float64(x.Size) / float64(d.Size)
+	c, _ := m.FileByRole(manifest.RoleCold)
+	if rowBytes := d.Size + c.Size; rowBytes > 0 {
+		sum.IndexDataRatio = float64(x.Size) / float64(rowBytes)
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	sum.PeakRSS = peakRSS()
