@@ -43,7 +43,13 @@ directory is a folder of Parquet files (hive year=N folders or flat), every
 *.parquet read; --raw-files reads a table directory that way too.
 
 --if-changed exits with status 3, building nothing, when the table's
-snapshot is the one CURRENT was built from (for cron).
+snapshot is the one CURRENT was built from, with the same tier policy
+(for cron).
+
+--hot-since YYYY-MM-DD and/or --hot-rows N tier the snapshot: each
+series' recent rows (and always its last) stay in the mapped data.arrow,
+older ones go to cold.vortex, decoded only by queries that reach them;
+--format vortex puts every row in cold.vortex (docs/FORMAT.md §9).
 
 --shards N (or --shard I/N for one of them) builds a sharded dataset: shard
 I is the ordinary dataset directory ROOT/DATASET.shard-000I holding the
@@ -63,6 +69,7 @@ Examples:
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
    snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
    snapbuild build --input lake/ --out snapshots/PET --no-publish --json
+   snapbuild build --input lake/ --out snapshots/PET --hot-since 2024-01-01 --portable
    snapbuild build --input s3://bucket/tables/prices --out snapshots/PET --table-version 12
    snapbuild build --input warehouse/db/prices --out snapshots/PET --snapshot-id 3051729675574597004
    snapbuild build --catalog-uri http://127.0.0.1:8181 --table db.prices --out snapshots/PET --if-changed`,

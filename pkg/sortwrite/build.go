@@ -259,7 +259,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	lin := lineageOf(tbl, opt)
 	sum.Lineage = lin
 	if opt.IfChanged {
-		if cur, ok := unchanged(ds, lin); ok {
+		if cur, ok := unchanged(ds, lin, opt.Tiers); ok {
 			sum.SnapshotID, sum.Unchanged = cur, true
 			sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(dataset.ManifestPath(cur)))
 			sum.Seconds = time.Since(start).Seconds()
@@ -704,8 +704,11 @@ func lineageOf(tbl *source.Table, opt Options) manifest.Lineage {
 }
 
 // unchanged reports whether CURRENT's snapshot was built from the same
-// table snapshot, and its id.
-func unchanged(ds *dataset.Dir, lin manifest.Lineage) (uint64, bool) {
+// table snapshot with the same tier policy, and its id. The policy counts
+// because it decides the snapshot's format (version 3, cold.vortex): a
+// nightly `build --if-changed` that gains --hot-since must tier the
+// dataset at its next run, not when the table next changes.
+func unchanged(ds *dataset.Dir, lin manifest.Lineage, p coldfile.Policy) (uint64, bool) {
 	if lin.Kind == source.KindParquet || lin.LakeSnapshotID == "" {
 		return 0, false
 	}
@@ -714,7 +717,9 @@ func unchanged(ds *dataset.Dir, lin manifest.Lineage) (uint64, bool) {
 		return 0, false
 	}
 	l := m.Lineage
-	return m.SnapshotID, l.Kind == lin.Kind && l.Location == lin.Location && l.LakeSnapshotID == lin.LakeSnapshotID
+	hs, hr, f := p.Fields()
+	samePolicy := m.Build.HotSince == hs && m.Build.HotRows == hr && m.Build.DataFormat == f
+	return m.SnapshotID, samePolicy && l.Kind == lin.Kind && l.Location == lin.Location && l.LakeSnapshotID == lin.LakeSnapshotID
 }
 
 // formatVersion is the manifest version a build writes: the tiered one

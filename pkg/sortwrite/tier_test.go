@@ -2,6 +2,7 @@ package sortwrite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -430,4 +431,45 @@ func piecePeriods(ps []query.Piece) []int32 {
 		}
 	}
 	return out
+}
+
+// TestTiersIfChanged: --if-changed skips a build only when the table's
+// snapshot and the tier policy are both CURRENT's: adding, changing or
+// dropping a policy over an unchanged table builds.
+func TestTiersIfChanged(t *testing.T) {
+	fixture := filepath.Join("..", "..", "testdata", "delta", "spark_dv")
+	out := filepath.Join(t.TempDir(), "DV")
+	since, _ := coldfile.PolicyOf("2020-01-01", 0, "")
+	since2, _ := coldfile.PolicyOf("2021-01-01", 0, "")
+	vortex, _ := coldfile.PolicyOf("", 0, coldfile.FormatVortex)
+	for i, step := range []struct {
+		policy    coldfile.Policy
+		unchanged bool
+	}{
+		{coldfile.Policy{}, false}, // first build
+		{coldfile.Policy{}, true},
+		{since, false},
+		{since, true},
+		{since2, false},
+		{vortex, false},
+		{vortex, true},
+		{coldfile.Policy{}, false}, // back to all hot
+		{coldfile.Policy{}, true},
+	} {
+		sum, err := build(t, fixture, out, func(o *Options) { o.IfChanged = true; o.Tiers = step.policy; o.MaxChange = 0 })
+		if step.unchanged {
+			if !errors.Is(err, ErrUnchanged) || !sum.Unchanged {
+				t.Fatalf("step %d: want unchanged, got %v", i, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		m := currentManifest(t, out)
+		_, tiered := m.FileByRole(manifest.RoleCold)
+		if tiered != step.policy.Tiered() {
+			t.Errorf("step %d: built, but tiered %v", i, tiered)
+		}
+	}
 }
