@@ -20,6 +20,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/export"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -42,7 +43,13 @@ directory is a folder of Parquet files (hive year=N folders or flat), every
 *.parquet read; --raw-files reads a table directory that way too.
 
 --if-changed exits with status 3, building nothing, when the table's
-snapshot is the one CURRENT was built from (for cron).
+snapshot is the one CURRENT was built from, with the same tier policy
+(for cron).
+
+--hot-since YYYY-MM-DD and/or --hot-rows N tier the snapshot: each
+series' recent rows (and always its last) stay in the mapped data.arrow,
+older ones go to cold.vortex, decoded only by queries that reach them;
+--format vortex puts every row in cold.vortex (docs/FORMAT.md §9).
 
 --shards N (or --shard I/N for one of them) builds a sharded dataset: shard
 I is the ordinary dataset directory ROOT/DATASET.shard-000I holding the
@@ -62,6 +69,7 @@ Examples:
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
    snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
    snapbuild build --input lake/ --out snapshots/PET --no-publish --json
+   snapbuild build --input lake/ --out snapshots/PET --hot-since 2024-01-01 --portable
    snapbuild build --input s3://bucket/tables/prices --out snapshots/PET --table-version 12
    snapbuild build --input warehouse/db/prices --out snapshots/PET --snapshot-id 3051729675574597004
    snapbuild build --catalog-uri http://127.0.0.1:8181 --table db.prices --out snapshots/PET --if-changed`,
@@ -218,10 +226,24 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 	fmt.Fprintf(w, "  inputs      %s files, %s\n", count(s.Inputs), humanBytes(s.InputBytes))
 	fmt.Fprintf(w, "  data cols   %s\n", strings.Join(s.DataColumns, ", "))
 	fmt.Fprintf(w, "  attributes  %s\n", strings.Join(s.Attributes, ", "))
+	tiered := false
 	for _, f := range s.Files {
-		fmt.Fprintf(w, "  %-11s %s (%s)\n", f.Role, f.Path, humanBytes(f.Size))
+		tiered = tiered || f.Role == manifest.RoleCold
 	}
-	fmt.Fprintf(w, "  index/data  %.2f%%\n", 100*s.IndexDataRatio)
+	for _, f := range s.Files {
+		switch {
+		case tiered && (f.Role == manifest.RoleData || f.Role == manifest.RoleCold):
+			// A tiered build: say how the rows were split.
+			fmt.Fprintf(w, "  %-11s %s (%s, %s %s rows)\n", f.Role, f.Path, humanBytes(f.Size), count(f.Rows), f.Tier)
+		default:
+			fmt.Fprintf(w, "  %-11s %s (%s)\n", f.Role, f.Path, humanBytes(f.Size))
+		}
+	}
+	if tiered {
+		fmt.Fprintf(w, "  index/rows  %.2f%% (index / data + cold)\n", 100*s.IndexDataRatio)
+	} else {
+		fmt.Fprintf(w, "  index/data  %.2f%%\n", 100*s.IndexDataRatio)
+	}
 	p := s.Phases
 	extra := ""
 	if p.Extra > 0 {

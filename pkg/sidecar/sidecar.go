@@ -285,8 +285,10 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 // VersionTiered).
 func (x *Index) Version() string { return x.version }
 
-// Tiered reports whether the index locates cold rows (version 3).
-func (x *Index) Tiered() bool { return x.coldRows != nil }
+// Tiered reports whether the index locates cold rows (version 3). It is
+// the version that says so, not the columns: an empty tiered index (an
+// --allow-empty build with a tier policy) has no rows to hold them.
+func (x *Index) Tiered() bool { return x.version == VersionTiered }
 
 // Len is the number of series.
 func (x *Index) Len() int { return x.ids.Len() }
@@ -389,7 +391,7 @@ func (x *Index) Entry(i int) Entry {
 // Cold is where series i's cold rows lie; the zero Cold in an index that
 // is not tiered.
 func (x *Index) Cold(i int) Cold {
-	if x.coldRows == nil {
+	if !x.Tiered() {
 		return Cold{}
 	}
 	return Cold{Start: x.coldStart[i], Rows: x.coldRows[i], FirstPeriod: int32(x.coldFirst[i]), LastPeriod: int32(x.coldLast[i])}

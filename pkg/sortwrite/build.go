@@ -201,11 +201,15 @@ type Summary struct {
 // snapshot equals the one CURRENT was built from; nothing was written.
 var ErrUnchanged = errors.New("the table has not changed since the current snapshot was built")
 
-// SummaryFile is one written file.
+// SummaryFile is one written file: the manifest's entry (FORMAT.md §2) in
+// short. Tier and Rows say how a tiered build split the rows (data: hot,
+// cold: cold; data.rows + cold.rows = rows).
 type SummaryFile struct {
 	Path string `json:"path"`
 	Role string `json:"role"`
+	Tier string `json:"tier,omitempty"`
 	Size int64  `json:"size"`
+	Rows int64  `json:"rows"`
 }
 
 // Phases are wall-clock seconds per build phase.
@@ -255,7 +259,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	lin := lineageOf(tbl, opt)
 	sum.Lineage = lin
 	if opt.IfChanged {
-		if cur, ok := unchanged(ds, lin); ok {
+		if cur, ok := unchanged(ds, lin, opt.Tiers); ok {
 			sum.SnapshotID, sum.Unchanged = cur, true
 			sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(dataset.ManifestPath(cur)))
 			sum.Seconds = time.Since(start).Seconds()
@@ -455,7 +459,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	for _, f := range files {
 		f.Path = snapRel + "/" + f.Path
 		m.Files = append(m.Files, f)
-		sum.Files = append(sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Size: f.Size})
+		sum.Files = append(sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Tier: f.Tier, Size: f.Size, Rows: f.Rows})
 	}
 	if err := ctx.Err(); err != nil {
 		os.RemoveAll(staged)
@@ -486,10 +490,13 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	for _, c := range m.Schema.Data {
 		sum.DataColumns = append(sum.DataColumns, c.Name)
 	}
+	// The ratio is to the files holding rows: with --format vortex the hot
+	// file holds only a schema, and the index is compared with cold.vortex.
 	d, _ := m.FileByRole(manifest.RoleData)
 	x, _ := m.FileByRole(manifest.RoleIndex)
-	if d.Size > 0 {
-		sum.IndexDataRatio = float64(x.Size) / float64(d.Size)
+	c, _ := m.FileByRole(manifest.RoleCold)
+	if rowBytes := d.Size + c.Size; rowBytes > 0 {
+		sum.IndexDataRatio = float64(x.Size) / float64(rowBytes)
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	sum.PeakRSS = peakRSS()
@@ -697,8 +704,11 @@ func lineageOf(tbl *source.Table, opt Options) manifest.Lineage {
 }
 
 // unchanged reports whether CURRENT's snapshot was built from the same
-// table snapshot, and its id.
-func unchanged(ds *dataset.Dir, lin manifest.Lineage) (uint64, bool) {
+// table snapshot with the same tier policy, and its id. The policy counts
+// because it decides the snapshot's format (version 3, cold.vortex): a
+// nightly `build --if-changed` that gains --hot-since must tier the
+// dataset at its next run, not when the table next changes.
+func unchanged(ds *dataset.Dir, lin manifest.Lineage, p coldfile.Policy) (uint64, bool) {
 	if lin.Kind == source.KindParquet || lin.LakeSnapshotID == "" {
 		return 0, false
 	}
@@ -707,7 +717,9 @@ func unchanged(ds *dataset.Dir, lin manifest.Lineage) (uint64, bool) {
 		return 0, false
 	}
 	l := m.Lineage
-	return m.SnapshotID, l.Kind == lin.Kind && l.Location == lin.Location && l.LakeSnapshotID == lin.LakeSnapshotID
+	hs, hr, f := p.Fields()
+	samePolicy := m.Build.HotSince == hs && m.Build.HotRows == hr && m.Build.DataFormat == f
+	return m.SnapshotID, samePolicy && l.Kind == lin.Kind && l.Location == lin.Location && l.LakeSnapshotID == lin.LakeSnapshotID
 }
 
 // formatVersion is the manifest version a build writes: the tiered one

@@ -14,7 +14,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/dataset"
 )
 
-var update = flag.Bool("update", false, "rewrite the format fixtures under testdata/v2")
+var update = flag.Bool("update", false, "rewrite the format fixtures under testdata/v2 (TestGoldenV2) or testdata/v3 (TestGoldenV3)")
 
 // fixtureRoot holds the fixtures of the current format version (2: the
 // index holds no dictionaries, FORMAT.md §4): a tiny lake and the snapshot

@@ -14,6 +14,10 @@ them (the real EIA lake as ROOT/EIA), so a snippet that stops working fails
   `<!-- doctest: auth -->` runs against a second server started with
   `--token-file tokens`, with that file in the working directory.
 
+The README's ```sh block that builds a tiered snapshot (`--hot-since`)
+runs too, as a shell script in the same working directory with `bin/`
+holding the snapbuild under test.
+
 Any other `<!-- doctest: ... -->` marker is an error, so a block can only
 be skipped by saying so here.
 
@@ -133,3 +137,20 @@ def test_flight(doc, line, mark, code, demo, servers):
     assert DOC_ADDR in code, f"{doc}:{line}: the block does not connect to {DOC_ADDR}"
     out = run_block(code.replace(DOC_ADDR, servers[mark]), demo, f"{doc}:{line}")
     assert out.strip(), f"{doc}:{line} printed nothing"
+
+
+SH_FENCE = re.compile(r"```sh\n(?P<code>.*?)\n```", re.S)
+
+
+def test_readme_tiers_block(snapbuild, demo):
+    """The README's tiers snippet builds a tiered EIA snapshot and shows its
+    rows are the all-hot snapshot's (it prints "same rows")."""
+    (code,) = [m.group("code") for m in SH_FENCE.finditer((REPO / "README.md").read_text()) if "--hot-since" in m.group("code")]
+    bindir = demo / "bin"
+    bindir.mkdir(exist_ok=True)
+    if not (bindir / "snapbuild").exists():
+        os.symlink(Path(snapbuild).resolve(), bindir / "snapbuild")
+    p = subprocess.run(["sh", "-e", "-c", code], cwd=demo, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, f"README tiers block failed (exit {p.returncode}):\n{p.stderr}"
+    assert p.stdout.strip().endswith("same rows"), p.stdout
+    assert "cold.vortex" in p.stdout, p.stdout

@@ -135,8 +135,9 @@ def open_current(dataset_dir: Path) -> Snapshot:
 def open_manifest(dataset_dir: Path, manifest_path: Path) -> Snapshot:
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     assert manifest.get("format") == "servingsnap.manifest", manifest.get("format")
-    # FORMAT.md "Versions": builds write 2; 1 is still a valid (older) snapshot
-    assert manifest.get("format_version") in (1, 2), manifest.get("format_version")
+    # FORMAT.md "Versions": builds write 2, or 3 when tiered (a cold file);
+    # 1 is still a valid (older) snapshot
+    assert manifest.get("format_version") in (1, 2, 3), manifest.get("format_version")
     snap = Snapshot(dataset_dir, manifest_path, manifest, None, None)  # type: ignore[arg-type]
     snap.data_path = dataset_dir / snap.file_entry("data")["path"]
     snap.index_path = dataset_dir / snap.file_entry("index")["path"]

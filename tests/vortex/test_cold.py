@@ -4,6 +4,12 @@ of every series, reads in vortex-data as exactly those rows of the all-Arrow
 snapshot, in order; each series' cold rows are the contiguous range the
 writer reported, and a scan of that range is the series' rows.
 
+Then the cold files `snapbuild build` writes (--hot-since, --hot-rows, both,
+--format vortex): vortex-data reads each, and the snapshot's hot data.arrow
+and cold.vortex together are exactly the all-Arrow snapshot's data.arrow;
+each series' cold rows are where its version-3 index (cold_start,
+cold_rows, cold_first_period, cold_last_period) says, in vortex-data too.
+
 Run from the repo root: .venv/bin/python -m pytest tests/vortex
 """
 
@@ -71,3 +77,104 @@ def test_reference_reads_cold_rows(snapshot_data, chunk):
         got = pa.Table.from_struct_array(f.scan(indices=vx.array(list(range(a, b)))).read_all().to_arrow_array())
         assert set(got.column("series_code").to_pylist()) == {loc["code"]}
         assert_same(want.slice(a, b - a), got, f"cold/{chunk} series {loc['code']}")
+
+
+# --------------------------------------------------------------------------
+# cold.vortex as snapbuild build writes it (FORMAT.md §4 version 3, §9)
+
+POLICIES = {
+    "hot-since": ["--hot-since", "2020-01-01"],
+    "hot-rows": ["--hot-rows", str(HOT)],
+    "both": ["--hot-since", "2023-01-01", "--hot-rows", "3"],
+    "vortex": ["--format", "vortex"],
+}
+
+
+@pytest.fixture(scope="module")
+def tiered(snapshot_data):
+    """The lake of snapshot_data built with each tier policy: per policy,
+    (hot data table, cold table as vortex-data reads it, index table,
+    manifest)."""
+    bins_dir = snapshot_data[2]
+    snapbuild = str(bins_dir / "snapbuild")
+    out = {}
+    for name, flags in POLICIES.items():
+        ds = bins_dir / "root" / f"T-{name}"
+        subprocess.run([snapbuild, "build", "--input", str(bins_dir / "lake"), "--out", str(ds),
+                        "--batch-rows", "5000", *flags], check=True, capture_output=True)
+        current = (ds / "CURRENT").read_text().strip()
+        m = json.loads((ds / current).read_text())
+        files = {f["role"]: f for f in m["files"]}
+        hot = ipc.open_file(pa.memory_map(str(ds / files["data"]["path"]))).read_all()
+        cold_file = vx.open(str(ds / files["cold"]["path"]))
+        cold = cold_file.to_arrow().read_all()
+        index = ipc.open_file(pa.memory_map(str(ds / files["index"]["path"]))).read_all()
+        out[name] = (hot, cold, cold_file, index, m)
+    return out
+
+
+def all_hot(snapshot_data):
+    _, data, _ = snapshot_data
+    return ipc.open_file(pa.memory_map(str(data))).read_all()
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_reference_reads_built_cold_file(snapshot_data, tiered, policy):
+    """hot data.arrow + cold.vortex (vortex-data), concatenated and sorted by
+    (series_code, period), are the all-Arrow snapshot's data.arrow."""
+    hot, cold, cold_file, index, m = tiered[policy]
+    want = all_hot(snapshot_data)
+    files = {f["role"]: f for f in m["files"]}
+    assert m["format_version"] == 3
+    assert files["cold"]["format"] == "vortex" and files["cold"]["tier"] == "cold"
+    assert len(cold_file) == cold.num_rows == files["cold"]["rows"] > 0
+    assert hot.num_rows == files["data"]["rows"]
+    assert hot.num_rows + cold.num_rows == m["stats"]["rows"] == want.num_rows
+    if policy == "vortex":
+        assert hot.num_rows == 0 and m["build"]["format"] == "vortex"
+        assert_same(want, cold, "vortex: cold.vortex is the whole data file, in order")
+        return
+    # Every series keeps its last row hot, so the hot file has every series.
+    assert set(hot.column("series_code").to_pylist()) == set(range(index.num_rows))
+    both = pa.concat_tables([cold.cast(hot.schema), hot])
+    both = both.sort_by([("series_code", "ascending"), ("period", "ascending")])
+    assert_same(want, both, f"{policy}: hot + cold")
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_index_locates_cold_rows(snapshot_data, tiered, policy):
+    """The version-3 index's cold_* columns locate each series' rows in
+    cold.vortex, and row_offset/row_count its hot rows; a scan of a few
+    series' cold ranges in vortex-data returns exactly them."""
+    hot, cold, cold_file, index, m = tiered[policy]
+    want = all_hot(snapshot_data)
+    assert index.schema.metadata[b"servingsnap.format_version"] == b"3"
+    assert index.schema.names[9:13] == ["cold_start", "cold_rows", "cold_first_period", "cold_last_period"]
+    x = index.select(["series_id", "row_offset", "row_count", "first_period", "last_period",
+                      "cold_start", "cold_rows", "cold_first_period", "cold_last_period"]).to_pylist()
+    codes = want.column("series_code").to_pylist()
+    starts = {}
+    for i, c in enumerate(codes):
+        starts.setdefault(c, i)
+    pos = 0
+    for code, e in enumerate(x):
+        n = (starts.get(code + 1, len(codes))) - starts[code]
+        assert e["cold_start"] == pos, (code, e)
+        assert e["cold_rows"] + e["row_count"] == n, (code, e)
+        whole = want.slice(starts[code], n)
+        periods = whole.column("period").to_pylist()
+        assert (e["first_period"], e["last_period"]) == (periods[0], periods[-1]), (code, e)
+        if e["cold_rows"]:
+            assert (e["cold_first_period"], e["cold_last_period"]) == (periods[0], periods[e["cold_rows"] - 1])
+            assert_same(whole.slice(0, e["cold_rows"]), cold.slice(e["cold_start"], e["cold_rows"]), f"{policy} series {code} cold")
+        assert_same(whole.slice(e["cold_rows"]), hot.slice(e["row_offset"], e["row_count"]), f"{policy} series {code} hot")
+        pos += e["cold_rows"]
+    assert pos == cold.num_rows
+    for code in range(0, len(x), 53):
+        e = x[code]
+        if not e["cold_rows"]:
+            continue
+        a, b = e["cold_start"], e["cold_start"] + e["cold_rows"]
+        got = pa.Table.from_struct_array(cold_file.scan(indices=vx.array(list(range(a, b)))).read_all().to_arrow_array())
+        assert set(got.column("series_code").to_pylist()) == {code}
+        assert_same(want.slice(starts[code], e["cold_rows"]), got, f"{policy} series {code} scan")
