@@ -171,6 +171,9 @@ func printReport(w io.Writer, r *verify.Report) {
 	b.WriteString(")")
 	if r.Manifest != "" {
 		fmt.Fprintf(&b, "; %s rows, %s series, %s batches", count(r.Rows), count(r.Series), count(r.Batches))
+		if r.ColdChunks > 0 || r.ColdRows > 0 {
+			fmt.Fprintf(&b, " (%s rows cold in %s chunks)", count(r.ColdRows), count(r.ColdChunks))
+		}
 	}
 	if r.Against != "" && r.InputFiles > 0 {
 		fmt.Fprintf(&b, "; input %s files, %s rows, %s series", count(r.InputFiles), count(r.InputRows), count(r.InputSeries))
