@@ -55,7 +55,7 @@ func tiersOf(m *manifest.Manifest) Tiers {
 func (t Tiers) policy() string {
 	switch {
 	case !t.Tiered:
-		return "all hot: no cold file"
+		return "all hot, no cold file"
 	case t.Format == coldfile.FormatVortex:
 		return "every row cold: --format vortex"
 	}
@@ -74,6 +74,10 @@ func (t Tiers) policy() string {
 
 // writeText renders the tiers section of the text summary.
 func (t Tiers) writeText(w io.Writer) {
+	if !t.Tiered {
+		fmt.Fprintf(w, "\ntiers: %s\n", t.policy()) // the files table says the rest
+		return
+	}
 	fmt.Fprintf(w, "\ntiers (%s)\n", t.policy())
 	total := t.Hot.Rows + t.Cold.Rows
 	bytes := t.Hot.Bytes + t.Cold.Bytes
@@ -102,4 +106,28 @@ func units(n int, one, many string) string {
 		return "1 " + one
 	}
 	return Commas(int64(n)) + " " + many
+}
+
+// ColdFile locates the cold file of vintage id of the dataset at dir
+// (CURRENT's when id is 0): its path on disk and the manifest that lists
+// it, so that snapinspect vortex can describe a snapshot's cold.vortex by
+// naming the dataset. A snapshot without one is an ErrNotFound error that
+// says so.
+func ColdFile(dir string, id uint64) (string, *manifest.Manifest, error) {
+	ds, err := Dataset(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	if id, err = Resolve(ds, id); err != nil {
+		return "", nil, err
+	}
+	m, err := ds.Load(id)
+	if err != nil {
+		return "", nil, err
+	}
+	cf, ok := m.FileByRole(manifest.RoleCold)
+	if !ok {
+		return "", m, notFound("snapshot %d of %s has no cold file: it is not tiered (every row is in %s; snapbuild build --hot-since, --hot-rows or --format vortex write one)", id, ds.Name, tiersOf(m).Hot.Path)
+	}
+	return ds.Path(cf.Path), m, nil
 }
