@@ -567,3 +567,83 @@ func sameColdRows(t *testing.T, a, b string) bool {
 	defer rb.Release()
 	return array.RecordEqual(ra, rb)
 }
+
+// TestResealedTierColumnMutants shifts single values of the index's tier
+// columns (cold_start, cold_rows, cold_first_period, cold_last_period) of
+// several series by small and large amounts, the index resealed: a value
+// thrown out of bounds is a fast finding, every change is at least a deep
+// finding (each tier column is determined by the cold rows), and nothing
+// panics in verify or snapinspect.
+func TestResealedTierColumnMutants(t *testing.T) {
+	tf := getTierFixture(t)
+	type mut struct {
+		col   int
+		delta int64
+		oob   bool // out of bounds: fast must find it
+	}
+	var muts []mut
+	for _, col := range []int{sidecar.ColumnColdStart, sidecar.ColumnColdRows} {
+		muts = append(muts, mut{col, 1, false}, mut{col, -1, false}, mut{col, 1 << 40, true}, mut{col, -(1 << 40), true})
+	}
+	for _, col := range []int{sidecar.ColumnColdFirstPeriod, sidecar.ColumnColdLastPeriod} {
+		muts = append(muts, mut{col, 1, false}, mut{col, -1, false}, mut{col, 1 << 30, true}, mut{col, -(1 << 30), true})
+	}
+	for _, variant := range []string{"since", "allcold"} {
+		t.Run(variant, func(t *testing.T) {
+			rel := tf.index[variant]
+			c0 := readTierCols(t, tf.dirs[variant], rel)
+			n := len(c0.rows)
+			img := snapshotImage(t, tf.dirs[variant])
+			ds := filepath.Join(t.TempDir(), "SYN")
+			var tried, byFast int
+			for _, i := range []int{0, 1, n / 2, n - 2, n - 1} {
+				for _, mu := range muts {
+					if err := img.restore(ds); err != nil {
+						t.Fatal(err)
+					}
+					c := readTierCols(t, ds, rel)
+					switch mu.col {
+					case sidecar.ColumnColdStart:
+						c.start[i] += mu.delta
+					case sidecar.ColumnColdRows:
+						c.rows[i] += mu.delta
+					case sidecar.ColumnColdFirstPeriod:
+						c.first[i] = arrow.Date32(int64(c.first[i]) + mu.delta)
+					case sidecar.ColumnColdLastPeriod:
+						c.last[i] = arrow.Date32(int64(c.last[i]) + mu.delta)
+					}
+					writeTierCols(t, ds, rel, c)
+					desc := "series " + itoa(i) + " column " + itoa(mu.col) + " + " + strconv.FormatInt(mu.delta, 10)
+					tried++
+					var counts [2]int
+					for k, o := range []Options{{}, {Deep: true}} {
+						safely(t, desc, func() {
+							rep, err := Verify(ds, o)
+							if err != nil {
+								t.Errorf("%s: %v", desc, err)
+								return
+							}
+							counts[k] = len(rep.Findings)
+							for _, fd := range rep.Findings {
+								if fd.File == "" || fd.Check == CheckPanic {
+									t.Errorf("%s: bad finding %s", desc, fd)
+								}
+							}
+						})
+					}
+					safely(t, desc+": inspect", func() { inspectAll(t, ds) })
+					if counts[1] == 0 {
+						t.Errorf("%s: deep verification found nothing", desc)
+					}
+					if mu.oob && counts[0] == 0 {
+						t.Errorf("%s: out of bounds, but fast verification found nothing", desc)
+					}
+					if counts[0] > 0 {
+						byFast++
+					}
+				}
+			}
+			t.Logf("%d tier-column mutants: all found by deep, %d already by fast", tried, byFast)
+		})
+	}
+}
