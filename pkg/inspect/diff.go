@@ -117,6 +117,7 @@ func Diff(a, b *snapshot.Snapshot, visit func(SeriesDiff) error) (DiffTotals, er
 	if err != nil {
 		return t, err
 	}
+	safeA, safeB := newPieceChecker(a), newPieceChecker(b)
 	i, j := 0, 0
 	for i < na || j < nb {
 		var d SeriesDiff
@@ -133,7 +134,7 @@ func Diff(a, b *snapshot.Snapshot, visit func(SeriesDiff) error) (DiffTotals, er
 			j++
 		default:
 			var err error
-			d, err = compareSeries(ra, i, rb, j)
+			d, err = compareSeries(ra, safeA, i, rb, safeB, j)
 			if err != nil {
 				return t, err
 			}
@@ -156,13 +157,13 @@ func Diff(a, b *snapshot.Snapshot, visit func(SeriesDiff) error) (DiffTotals, er
 // compareSeries merges the period-sorted rows of series ca of a and cb of
 // b, both tiers of each (query.SnapshotReader.Rows). Change is "" when
 // they hold the same (period, value) pairs.
-func compareSeries(a *query.SnapshotReader, ca int, b *query.SnapshotReader, cb int) (SeriesDiff, error) {
-	ra, err := allRows(a, ca)
+func compareSeries(a *query.SnapshotReader, safeA *pieceChecker, ca int, b *query.SnapshotReader, safeB *pieceChecker, cb int) (SeriesDiff, error) {
+	ra, err := allRows(a, safeA, ca)
 	if err != nil {
 		return SeriesDiff{}, err
 	}
 	defer ra.Release()
-	rb, err := allRows(b, cb)
+	rb, err := allRows(b, safeB, cb)
 	if err != nil {
 		return SeriesDiff{}, err
 	}
@@ -310,10 +311,15 @@ func seriesRowCount(e sidecar.Entry) int64 { return e.RowCount + e.Cold.Rows }
 // hot slice alone, not copied, when the series has no cold rows; the two
 // pieces concatenated when it has: one series' rows). The caller releases
 // it.
-func allRows(r *query.SnapshotReader, code int) (arrow.RecordBatch, error) {
+func allRows(r *query.SnapshotReader, safe *pieceChecker, code int) (arrow.RecordBatch, error) {
 	pieces, err := r.Rows(code, query.AllPeriods, nil)
 	if err != nil {
 		return nil, err
+	}
+	for _, p := range pieces {
+		if err := safe.check(p.Rec); err != nil {
+			return nil, err
+		}
 	}
 	switch len(pieces) {
 	case 0:
