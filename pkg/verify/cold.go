@@ -46,8 +46,8 @@ func (c *coldTier) close() {
 }
 
 // checkCold makes the fast checks of a tiered snapshot's cold tier. It
-// reports false when the cold file cannot be read chunk by chunk (deep
-// and against then skip it).
+// leaves v.cold nil when the cold file cannot be opened for reading chunk
+// by chunk (deep and against then skip, with a note).
 func (v *verifier) checkCold() {
 	cf, ok := v.m.FileByRole(manifest.RoleCold)
 	if !ok || !v.snap.Tiered() {
