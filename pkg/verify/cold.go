@@ -72,10 +72,6 @@ func (v *verifier) checkCold() {
 	}
 	ct.windows = windows(bounds, vf.NumRows())
 
-	df, _ := v.m.FileByRole(manifest.RoleData)
-	if ct.allCold && df.Rows != 0 {
-		v.add(CheckCold, v.r.Manifest, "build.format", "build.format %q (every row cold) but the data file has %d rows", v.m.Build.DataFormat, df.Rows)
-	}
 	v.checkTierColumns(ct)
 }
 
