@@ -137,7 +137,8 @@ func (v *verifier) checkTierColumns(ct *coldTier) {
 			ok = v.add(CheckCold, xf.Path, loc+" column "+sidecar.ColLastPeriod, "last_period %s, but the series' rows are all cold and end at cold_last_period %s", period.Format(e.LastPeriod), period.Format(c.LastPeriod))
 		case e.RowCount > 0 && c.Rows > 0:
 			if hot, found := v.firstHotPeriod(e); found && c.LastPeriod >= hot {
-				ok = bad(sidecar.ColColdLastPeriod, "cold_last_period %s is not before the series' first hot period %s", period.Format(c.LastPeriod), period.Format(hot))
+				df, _ := v.m.FileByRole(manifest.RoleData)
+				ok = bad(sidecar.ColColdLastPeriod, "cold_last_period %s is not before the series' first hot period %s (%s %s)", period.Format(c.LastPeriod), period.Format(hot), df.Path, rowLoc(e.Batch, e.BatchOffset, v.snap.BatchStart(e.Batch)))
 			} else if c.LastPeriod >= e.LastPeriod {
 				ok = bad(sidecar.ColColdLastPeriod, "cold_last_period %s is not before last_period %s (the series has hot rows)", period.Format(c.LastPeriod), period.Format(e.LastPeriod))
 			}

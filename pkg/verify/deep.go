@@ -231,7 +231,11 @@ func (v *verifier) deep() {
 		}
 		hotless := v.cold != nil && e.RowCount == 0 && (cs.seen || !coldDone)
 		if !d.seen && !hotless {
-			if !v.add(CheckIndex, xf.Path, v.seriesLoc(c), "series has no rows in the data file (index says %d rows at row %d)", e.RowCount, e.RowOffset) {
+			where := "the data file"
+			if v.cold != nil {
+				where = "either tier"
+			}
+			if !v.add(CheckIndex, xf.Path, v.seriesLoc(c), "series has no rows in %s (index says %d rows at row %d)", where, e.RowCount, e.RowOffset) {
 				return
 			}
 			continue

@@ -281,6 +281,18 @@ func TestTieredSemantic(t *testing.T) {
 			c.rowCount[4] = 1
 			writeTierCols(t, ds, tf.index["allcold"], c)
 		}},
+		{"hot rows: a series' first hot period moved onto its last cold period", "since", fast, CheckCold, func(t *testing.T, ds string) {
+			c := readTierCols(t, ds, tf.index["since"])
+			i := coldSeries(t, c, 15, 1)
+			sc, recs := readArrow(t, filepath.Join(ds, tf.data["since"]))
+			_, xr := readArrow(t, filepath.Join(ds, tf.index["since"]))
+			b := int(xr[0].Column(sidecar.ColumnBatch).(*array.Uint32).Value(i))
+			off := int(xr[0].Column(sidecar.ColumnBatchOffset).(*array.Uint32).Value(i))
+			p := append([]arrow.Date32(nil), recs[b].Column(1).(*array.Date32).Date32Values()...)
+			p[off] = c.last[i]
+			recs[b] = withColumn(recs[b], 1, dates(p, nil))
+			writeArrow(t, ds, tf.data["since"], sc, recs)
+		}},
 		{"boundary between two series' cold rows moved by one (tiling intact)", "since", deep, CheckCold, func(t *testing.T, ds string) {
 			c := readTierCols(t, ds, tf.index["since"])
 			i := coldSeries(t, c, 10, 3)
