@@ -63,12 +63,17 @@ Checks:
                    manifest (snapshot.Open with data verification); every Arrow
                    buffer, string offset and dictionary index of the index and
                    data batches in bounds (before any value is read); attributes
-                   and period statistics agree with the index.
+                   and period statistics agree with the index. A tiered snapshot's
+                   cold.vortex: its chunks against the manifest, and the index's
+                   tier columns (cold_start, cold_rows, cold_*_period) tiling it
+                   in series order, in bounds, before each series' hot rows.
    --deep          also reads every row: sorted by (series, period) without
                    repeats, series_code valid and contiguous, every index row
                    (offsets, batch, bounds, latest value) equal to the data,
                    series ids strictly increasing, batches cut at series
-                   boundaries and within build.batch_rows, statistics equal.
+                   boundaries and within build.batch_rows, statistics equal;
+                   a tiered snapshot's cold rows decoded chunk by chunk against
+                   the index, bounds and latest values over both tiers.
    --against DIR   also re-reads the input Parquet lake with the manifest's
                    build options and proves the snapshot holds exactly its rows
                    (row count and a per-series, order-independent hash) and the
