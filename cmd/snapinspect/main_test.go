@@ -146,7 +146,10 @@ func golden(t *testing.T, name, got string) {
 // docs/CLI.md to name each one.
 var jsonFields = map[string]map[string][]string{
 	"summary": {
-		"":                 {"dataset", "dir", "snapshot_id", "current", "current_id", "parent_id", "created", "tool", "rows", "series", "first_period", "last_period", "duplicates_dropped", "files", "schema", "attributes", "lineage", "build", "wal_position", "error"},
+		"":                 {"dataset", "dir", "snapshot_id", "current", "current_id", "parent_id", "created", "tool", "rows", "series", "first_period", "last_period", "duplicates_dropped", "files", "schema", "attributes", "lineage", "build", "wal_position", "error", "tiers"},
+		"tiers":            {"tiered", "format", "hot_since", "hot_rows", "hot", "cold"},
+		"tiers.hot":        {"path", "rows", "bytes", "batches", "chunks"},
+		"tiers.cold":       {"path", "rows", "bytes", "batches", "chunks"},
 		"files[]":          {"path", "role", "tier", "format", "size", "rows", "batches", "checksum"},
 		"schema":           {"data", "index", "attributes"},
 		"schema.data[]":    {"name", "type", "nullable"},

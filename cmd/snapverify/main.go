@@ -63,12 +63,17 @@ Checks:
                    manifest (snapshot.Open with data verification); every Arrow
                    buffer, string offset and dictionary index of the index and
                    data batches in bounds (before any value is read); attributes
-                   and period statistics agree with the index.
+                   and period statistics agree with the index. A tiered snapshot's
+                   cold.vortex: its chunks against the manifest, and the index's
+                   tier columns (cold_start, cold_rows, cold_*_period) tiling it
+                   in series order, in bounds, before each series' hot rows.
    --deep          also reads every row: sorted by (series, period) without
                    repeats, series_code valid and contiguous, every index row
                    (offsets, batch, bounds, latest value) equal to the data,
                    series ids strictly increasing, batches cut at series
-                   boundaries and within build.batch_rows, statistics equal.
+                   boundaries and within build.batch_rows, statistics equal;
+                   a tiered snapshot's cold rows decoded chunk by chunk against
+                   the index, bounds and latest values over both tiers.
    --against DIR   also re-reads the input Parquet lake with the manifest's
                    build options and proves the snapshot holds exactly its rows
                    (row count and a per-series, order-independent hash) and the
@@ -171,6 +176,9 @@ func printReport(w io.Writer, r *verify.Report) {
 	b.WriteString(")")
 	if r.Manifest != "" {
 		fmt.Fprintf(&b, "; %s rows, %s series, %s batches", count(r.Rows), count(r.Series), count(r.Batches))
+		if r.ColdChunks > 0 || r.ColdRows > 0 {
+			fmt.Fprintf(&b, " (%s rows cold in %s chunks)", count(r.ColdRows), count(r.ColdChunks))
+		}
 	}
 	if r.Against != "" && r.InputFiles > 0 {
 		fmt.Fprintf(&b, "; input %s files, %s rows, %s series", count(r.InputFiles), count(r.InputRows), count(r.InputSeries))

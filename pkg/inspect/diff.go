@@ -3,13 +3,15 @@ package inspect
 import (
 	"fmt"
 	"io"
-	"math"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -107,21 +109,32 @@ func Diff(a, b *snapshot.Snapshot, visit func(SeriesDiff) error) (DiffTotals, er
 		t.RowsChanged += d.RowsChanged
 		return visit(d)
 	}
+	ra, err := query.FromSnapshot(a.Dataset.Name, a)
+	if err != nil {
+		return t, err
+	}
+	rb, err := query.FromSnapshot(b.Dataset.Name, b)
+	if err != nil {
+		return t, err
+	}
+	safeA, safeB := newPieceChecker(a), newPieceChecker(b)
 	i, j := 0, 0
 	for i < na || j < nb {
 		var d SeriesDiff
 		switch {
 		case j >= nb || (i < na && xa.SeriesID(i) < xb.SeriesID(j)):
 			e := xa.Entry(i)
-			d = SeriesDiff{SeriesID: e.SeriesID, Change: Removed, RowsA: e.RowCount, RowsRemoved: e.RowCount}
+			n := seriesRowCount(e)
+			d = SeriesDiff{SeriesID: e.SeriesID, Change: Removed, RowsA: n, RowsRemoved: n}
 			i++
 		case i >= na || xb.SeriesID(j) < xa.SeriesID(i):
 			e := xb.Entry(j)
-			d = SeriesDiff{SeriesID: e.SeriesID, Change: Added, RowsB: e.RowCount, RowsAdded: e.RowCount}
+			n := seriesRowCount(e)
+			d = SeriesDiff{SeriesID: e.SeriesID, Change: Added, RowsB: n, RowsAdded: n}
 			j++
 		default:
 			var err error
-			d, err = compareSeries(a, i, b, j)
+			d, err = compareSeries(ra, safeA, i, rb, safeB, j)
 			if err != nil {
 				return t, err
 			}
@@ -142,19 +155,20 @@ func Diff(a, b *snapshot.Snapshot, visit func(SeriesDiff) error) (DiffTotals, er
 }
 
 // compareSeries merges the period-sorted rows of series ca of a and cb of
-// b. Change is "" when they hold the same (period, value) pairs.
-func compareSeries(a *snapshot.Snapshot, ca int, b *snapshot.Snapshot, cb int) (SeriesDiff, error) {
-	ra, err := a.Rows(ca, math.MinInt32, math.MaxInt32)
+// b, both tiers of each (query.SnapshotReader.Rows). Change is "" when
+// they hold the same (period, value) pairs.
+func compareSeries(a *query.SnapshotReader, safeA *pieceChecker, ca int, b *query.SnapshotReader, safeB *pieceChecker, cb int) (SeriesDiff, error) {
+	ra, err := allRows(a, safeA, ca)
 	if err != nil {
 		return SeriesDiff{}, err
 	}
 	defer ra.Release()
-	rb, err := b.Rows(cb, math.MinInt32, math.MaxInt32)
+	rb, err := allRows(b, safeB, cb)
 	if err != nil {
 		return SeriesDiff{}, err
 	}
 	defer rb.Release()
-	d := SeriesDiff{SeriesID: a.Index().SeriesID(ca), RowsA: ra.NumRows(), RowsB: rb.NumRows()}
+	d := SeriesDiff{SeriesID: a.SeriesID(ca), RowsA: ra.NumRows(), RowsB: rb.NumRows()}
 	pa := ra.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
 	pb := rb.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
 	eq := valuesEqual(ra.Column(datafile.ColumnValue), rb.Column(datafile.ColumnValue))
@@ -271,7 +285,7 @@ func WriteDiffText(w io.Writer, a, b *snapshot.Snapshot, stat bool) (DiffTotals,
 		ix := x.Index()
 		for c := 0; c < ix.Len(); c++ {
 			width[0] = max(width[0], utf8.RuneCountInString(ix.SeriesID(c)))
-			maxRows = max(maxRows, ix.Entry(c).RowCount)
+			maxRows = max(maxRows, seriesRowCount(ix.Entry(c)))
 		}
 	}
 	for i := 2; i < len(width); i++ {
@@ -289,3 +303,54 @@ func WriteDiffText(w io.Writer, a, b *snapshot.Snapshot, stat bool) (DiffTotals,
 
 // WriteJSON renders the report as indented JSON.
 func (r *DiffReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
+
+// seriesRowCount is a series' rows in both tiers.
+func seriesRowCount(e sidecar.Entry) int64 { return e.RowCount + e.Cold.Rows }
+
+// allRows returns every row of series code, both tiers, as one batch (the
+// hot slice alone, not copied, when the series has no cold rows; the two
+// pieces concatenated when it has: one series' rows). The caller releases
+// it.
+func allRows(r *query.SnapshotReader, safe *pieceChecker, code int) (arrow.RecordBatch, error) {
+	pieces, err := r.Rows(code, query.AllPeriods, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pieces {
+		if err := safe.check(p.Rec); err != nil {
+			return nil, err
+		}
+	}
+	switch len(pieces) {
+	case 0:
+		sc := r.Snapshot().Schema()
+		cols := make([]arrow.Array, sc.NumFields())
+		for i, f := range sc.Fields() {
+			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
+			defer cols[i].Release()
+		}
+		return array.NewRecordBatch(sc, cols, 0), nil
+	case 1:
+		return pieces[0].Rec.NewSlice(pieces[0].Lo, pieces[0].Hi), nil
+	}
+	sc := pieces[0].Rec.Schema()
+	cols := make([]arrow.Array, sc.NumFields())
+	var n int64
+	for _, p := range pieces {
+		n += p.Len()
+	}
+	for i := range cols {
+		parts := make([]arrow.Array, len(pieces))
+		for k, p := range pieces {
+			parts[k] = array.NewSlice(p.Rec.Column(i), p.Lo, p.Hi)
+			defer parts[k].Release()
+		}
+		c, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("series %q: joining its cold and hot rows: %w", r.SeriesID(code), err)
+		}
+		cols[i] = c
+		defer c.Release()
+	}
+	return array.NewRecordBatch(sc, cols, n), nil
+}

@@ -138,7 +138,7 @@ func Latest(s *snapshot.Snapshot, q LatestQuery) (*LatestReport, error) {
 			LatestValue: nullCell(),
 			FirstPeriod: period.Format(e.FirstPeriod),
 			LastPeriod:  period.Format(e.LastPeriod),
-			Rows:        e.RowCount,
+			Rows:        seriesRowCount(e),
 			Attributes:  make(Attributes, len(fields)),
 		}
 		if p, ok := x.Latest(code); ok {

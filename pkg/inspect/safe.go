@@ -1,6 +1,9 @@
 package inspect
 
 import (
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -51,6 +54,42 @@ func checkIndex(s *snapshot.Snapshot) error {
 		if err := arrowcheck.Record(s.Batch(i)); err != nil {
 			return corrupt.Errorf("%s: batch %d: malformed data (snapverify says more): %v", name(manifest.RoleData, "data.arrow"), i, err)
 		}
+	}
+	return nil
+}
+
+// pieceChecker proves the decoded cold pieces a report reads safe to
+// read, as openChecked proves the mapped batches: a tiered snapshot's
+// cold rows are decoded from cold.vortex when first read (not at open),
+// so each cold piece is checked when read (one pass over the series'
+// decoded rows, the order of the reading itself; nothing is remembered,
+// so memory does not grow with the series read). The mapped hot batches
+// were checked at open and are passed through.
+type pieceChecker struct {
+	s   *snapshot.Snapshot
+	hot map[arrow.RecordBatch]bool
+}
+
+func newPieceChecker(s *snapshot.Snapshot) *pieceChecker {
+	c := &pieceChecker{s: s, hot: make(map[arrow.RecordBatch]bool, s.NumBatches())}
+	for i := 0; i < s.NumBatches(); i++ {
+		c.hot[s.Batch(i)] = true
+	}
+	return c
+}
+
+// check returns a corruption error naming the cold file when rec, a
+// piece's batch, is malformed.
+func (c *pieceChecker) check(rec arrow.RecordBatch) error {
+	if c.hot[rec] {
+		return nil
+	}
+	if err := arrowcheck.Record(rec); err != nil {
+		name := coldfile.FileName
+		if f, ok := c.s.Manifest.FileByRole(manifest.RoleCold); ok {
+			name = f.Path
+		}
+		return corrupt.Errorf("%s: malformed decoded rows (snapverify --deep says more): %v", name, err)
 	}
 	return nil
 }

@@ -75,6 +75,7 @@ func WriteSeries(w io.Writer, s *snapshot.Snapshot, ids []string, r Range, forma
 	if err != nil {
 		return err
 	}
+	safe := newPieceChecker(s)
 	each := func(fn func(id string, rec arrow.RecordBatch, row int) error) error {
 		var pieces []query.Piece
 		for _, code := range codes {
@@ -83,6 +84,9 @@ func WriteSeries(w io.Writer, s *snapshot.Snapshot, ids []string, r Range, forma
 			}
 			id := rd.SeriesID(code)
 			for _, pc := range pieces {
+				if err := safe.check(pc.Rec); err != nil {
+					return err
+				}
 				for i := pc.Lo; i < pc.Hi; i++ {
 					if err := fn(id, pc.Rec, int(i)); err != nil {
 						return err

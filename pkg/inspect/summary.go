@@ -15,25 +15,27 @@ import (
 // adds (attribute statistics) or why they would not open. It is the JSON
 // document of `snapinspect ROOT/DATASET --json`.
 type Summary struct {
-	Dataset           string           `json:"dataset"`
-	Dir               string           `json:"dir"`
-	SnapshotID        uint64           `json:"snapshot_id"`
-	Current           bool             `json:"current"`
-	CurrentID         uint64           `json:"current_id"`
-	ParentID          uint64           `json:"parent_id"`
-	Created           string           `json:"created"`
-	Tool              string           `json:"tool"`
-	Rows              int64            `json:"rows"`
-	Series            int64            `json:"series"`
-	FirstPeriod       string           `json:"first_period"`
-	LastPeriod        string           `json:"last_period"`
-	DuplicatesDropped int64            `json:"duplicates_dropped"`
-	Files             []manifest.File  `json:"files"`
-	Schema            manifest.Schema  `json:"schema"`
-	Attributes        []Attribute      `json:"attributes"`
-	Lineage           manifest.Lineage `json:"lineage"`
-	Build             manifest.Build   `json:"build"`
-	WALPosition       uint64           `json:"wal_position"`
+	Dataset           string          `json:"dataset"`
+	Dir               string          `json:"dir"`
+	SnapshotID        uint64          `json:"snapshot_id"`
+	Current           bool            `json:"current"`
+	CurrentID         uint64          `json:"current_id"`
+	ParentID          uint64          `json:"parent_id"`
+	Created           string          `json:"created"`
+	Tool              string          `json:"tool"`
+	Rows              int64           `json:"rows"`
+	Series            int64           `json:"series"`
+	FirstPeriod       string          `json:"first_period"`
+	LastPeriod        string          `json:"last_period"`
+	DuplicatesDropped int64           `json:"duplicates_dropped"`
+	Files             []manifest.File `json:"files"`
+	// Tiers is where the rows live: hot file, cold file, policy.
+	Tiers       Tiers            `json:"tiers"`
+	Schema      manifest.Schema  `json:"schema"`
+	Attributes  []Attribute      `json:"attributes"`
+	Lineage     manifest.Lineage `json:"lineage"`
+	Build       manifest.Build   `json:"build"`
+	WALPosition uint64           `json:"wal_position"`
 	// LiveWrites is the dataset's write-ahead log, when it has one (CURRENT
 	// only: older vintages are not served).
 	LiveWrites *LiveWrites `json:"live_writes,omitempty"`
@@ -84,6 +86,7 @@ func Summarize(dir string, id uint64) (*Summary, error) {
 		LastPeriod:        m.Stats.LastPeriod,
 		DuplicatesDropped: m.Stats.DuplicatesDropped,
 		Files:             nonNil(m.Files),
+		Tiers:             tiersOf(m),
 		Schema:            m.Schema,
 		Attributes:        []Attribute{},
 		Lineage:           m.Lineage,
@@ -207,6 +210,7 @@ func (s *Summary) WriteText(w io.Writer, opt TextOptions) error {
 		ft.add(f.Role, orDash(f.Tier), f.Format, HumanBytes(f.Size), Commas(f.Rows), Commas(int64(f.Batches)), f.Checksum, f.Path)
 	}
 	ft.write(w, "  ")
+	s.Tiers.writeText(w)
 
 	writeColumns := func(title string, cols []manifest.Column) {
 		fmt.Fprintf(w, "\n%s (%d columns)\n", title, len(cols))
@@ -282,6 +286,15 @@ func (s *Summary) WriteText(w io.Writer, opt TextOptions) error {
 	bt.add("value column", s.Build.ValueColumn)
 	bt.add("on duplicate", s.Build.OnDuplicate)
 	bt.add("batch rows", Commas(int64(s.Build.BatchRows)))
+	if s.Build.HotSince != "" {
+		bt.add("hot since", s.Build.HotSince)
+	}
+	if s.Build.HotRows > 0 {
+		bt.add("hot rows", Commas(s.Build.HotRows))
+	}
+	if s.Build.DataFormat != "" {
+		bt.add("format", s.Build.DataFormat)
+	}
 	if err := bt.write(w, "  "); err != nil {
 		return err
 	}

@@ -284,6 +284,42 @@ func (v *verifier) against() error {
 	if badCodes > 0 {
 		v.add(CheckAgainst, df.Path, "", "%d rows have a series_code outside the index and match no input series", badCodes)
 	}
+	if v.cold != nil {
+		// The cold rows, one window at a time, into the same digests: a
+		// series' rows are the multiset of both tiers'.
+		cf := v.cold.file
+		var coldBad int64
+		var verr error
+		done := v.eachColdWindow(func(rec arrow.RecordBatch, start int64) bool {
+			codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
+			periods := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+			vb, err := newValueBytes(rec.Column(datafile.ColumnValue))
+			if err != nil {
+				verr = err
+				return false
+			}
+			for i, c := range codes {
+				snapRows++
+				if int(c) >= n {
+					coldBad++
+					continue
+				}
+				val, ok := vb.at(i)
+				snap[c].add(rowHash(&buf, int32(periods[i]), val, ok))
+			}
+			return true
+		})
+		switch {
+		case verr != nil:
+			v.add(CheckAgainst, cf.Path, "", "%v", verr)
+			return nil
+		case !done:
+			v.note("comparison with the input skipped: the cold file did not decode")
+			return nil
+		case coldBad > 0:
+			v.add(CheckAgainst, cf.Path, "", "%d cold rows have a series_code outside the index and match no input series", coldBad)
+		}
+	}
 
 	// Compare.
 	inRows := rawRows - v.r.InputDuplicates

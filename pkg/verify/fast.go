@@ -110,6 +110,9 @@ func (v *verifier) loadManifest(id uint64) bool {
 	if d, ok := m.FileByRole(manifest.RoleData); ok {
 		v.r.Batches = d.Batches
 	}
+	if c, ok := m.FileByRole(manifest.RoleCold); ok {
+		v.r.ColdRows, v.r.ColdChunks = c.Rows, c.Batches
+	}
 	return true
 }
 
@@ -262,6 +265,10 @@ func (v *verifier) checkOpened() {
 	v.r.Rows = 0
 	for i := 0; i < s.NumBatches(); i++ {
 		v.r.Rows += s.Batch(i).NumRows()
+	}
+	if c := s.Cold(); c != nil {
+		v.r.ColdRows = c.NumRows()
+		v.r.Rows += c.NumRows()
 	}
 
 	for _, f := range v.m.Files {

@@ -68,6 +68,10 @@ const (
 	// magic (fast); its rows equal the snapshot's, row groups in series
 	// order (deep).
 	CheckPortable = "portable"
+	// CheckCold: a tiered snapshot's cold tier (cold.vortex, FORMAT.md
+	// §9): its chunks against the manifest and the index's tier columns
+	// on their own (fast); every cold row against the index (deep).
+	CheckCold = "cold"
 
 	// Lake comparison.
 	CheckAgainst = "against"
@@ -142,9 +146,13 @@ type Report struct {
 	Truncated bool      `json:"truncated"` // stopped at Options.MaxFindings
 	Notes     []string  `json:"notes"`     // what was skipped and why; not problems
 
-	Rows    int64 `json:"rows"`    // rows in the data file (the manifest's count if it does not open)
+	Rows    int64 `json:"rows"`    // rows in both tiers (the manifest's count if it does not open)
 	Series  int64 `json:"series"`  // series in the index (idem)
 	Batches int   `json:"batches"` // data record batches (idem)
+	// A tiered snapshot's cold tier (0 otherwise): rows in cold.vortex
+	// (included in Rows) and its chunks.
+	ColdRows   int64 `json:"cold_rows"`
+	ColdChunks int   `json:"cold_chunks"`
 
 	BytesChecksummed int64   `json:"bytes_checksummed"`
 	InputFiles       int     `json:"input_files"`      // against: Parquet files read
@@ -168,6 +176,7 @@ type verifier struct {
 	m    *manifest.Manifest // parsed manifest, nil if unusable
 	raw  []byte             // manifest bytes
 	snap *snapshot.Snapshot // open snapshot, nil if Open refused
+	cold *coldTier          // a tiered snapshot's cold file, once checkCold opened it
 	at   string             // the file being read, for a panic's finding
 }
 
@@ -194,6 +203,7 @@ func Verify(dir string, opt Options) (*Report, error) {
 		if v.snap != nil {
 			v.snap.Close()
 		}
+		v.cold.close()
 	}()
 	if err := v.runGuarded(); err != nil {
 		return nil, err
@@ -262,6 +272,20 @@ func (v *verifier) run() error {
 		return nil
 	}
 	v.checkOpened()
+	if !v.full() {
+		v.checkCold()
+	}
+	if v.snap.Tiered() && v.cold == nil {
+		// The cold rows cannot be read: comparing the hot rows alone
+		// with the index or the lake would only repeat that finding.
+		if v.opt.Deep {
+			v.note("deep checks skipped: the cold file cannot be read")
+		}
+		if v.opt.Against != "" {
+			v.note("comparison with the input skipped: the cold file cannot be read")
+		}
+		return nil
+	}
 	if v.opt.Deep && !v.full() {
 		v.deep()
 	}

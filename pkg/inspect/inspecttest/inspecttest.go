@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
@@ -132,6 +133,19 @@ func writeLake(t testing.TB, dir string, rows []row, split int) {
 // directory.
 func Build(t testing.TB, root string, withCorrupt bool) string {
 	t.Helper()
+	return build(t, root, withCorrupt, coldfile.Policy{})
+}
+
+// BuildTiered builds the same two vintages as Build (no corrupt
+// manifest) with tier policy p, so that every report can be compared
+// with the all-hot dataset's.
+func BuildTiered(t testing.TB, root string, p coldfile.Policy) string {
+	t.Helper()
+	return build(t, root, false, p)
+}
+
+func build(t testing.TB, root string, withCorrupt bool, tiers coldfile.Policy) string {
+	t.Helper()
 	ds := filepath.Join(root, Name)
 	for i, v := range []struct {
 		rows  []row
@@ -143,7 +157,7 @@ func Build(t testing.TB, root string, withCorrupt bool) string {
 		now := v.now
 		_, err := sortwrite.Build(context.Background(), sortwrite.Options{
 			Input: lake, Out: ds, Parallel: 2, Tool: "servingsnap test",
-			Now: func() time.Time { return now },
+			Now: func() time.Time { return now }, Tiers: tiers,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -75,6 +75,10 @@ func FuzzParseManifest(f *testing.F) {
 	m.Schema.Attributes, m.Lineage.Inputs, m.Stats = []string{}, nil, manifest.Stats{Rows: 10, Series: 2, FirstPeriod: "2019-01-01", LastPeriod: "2019-01-01"}
 	b, _ := manifest.Marshal(m)
 	f.Add(b)
+	for _, tm := range []*manifest.Manifest{sampleTiered(false), sampleTiered(true)} {
+		b, _ := manifest.Marshal(tm)
+		f.Add(b)
+	}
 	f.Add(bytes.ReplaceAll(good, []byte(`"format_version": 1`), []byte(`"format_version": 2`)))
 	f.Add(bytes.ReplaceAll(good, []byte(`"tool"`), []byte(`"TOOL"`)))
 	f.Add([]byte("manifests/000001.json\n"))

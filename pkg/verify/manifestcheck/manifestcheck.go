@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"path"
 	"strconv"
 	"strings"
@@ -132,7 +133,16 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 		if f.Role == manifest.RoleIndex && f.Batches != 1 {
 			bad(loc+".batches", "index file has %d batches, the format says exactly 1", f.Batches)
 		}
+		if f.Role == manifest.RoleCold {
+			if f.Tier != manifest.TierCold {
+				bad(loc+".tier", "cold file tier %q, want %q", f.Tier, manifest.TierCold)
+			}
+			if (f.Rows > 0) != (f.Batches > 0) || int64(f.Batches) > f.Rows {
+				bad(loc+".batches", "cold file has %d chunks for %d rows (chunks are never empty)", f.Batches, f.Rows)
+			}
+		}
 	}
+	tierRules(m, bad)
 	b := m.Build
 	if b.SeriesColumn == "" || b.PeriodColumn == "" || b.ValueColumn == "" ||
 		b.SeriesColumn == b.PeriodColumn || b.SeriesColumn == b.ValueColumn || b.PeriodColumn == b.ValueColumn {
@@ -303,4 +313,34 @@ func inputName(p string) bool {
 		}
 	}
 	return true
+}
+
+// tierRules checks the tier policy in build (hot_since, hot_rows, format,
+// docs/FORMAT.md §2, §9) against the snapshot's layout: a policy that
+// moves rows to the cold tier exactly when the manifest is version 3 (the
+// builder writes one from the other), and no hot row when every row is
+// cold.
+func tierRules(m *manifest.Manifest, bad func(loc, format string, a ...any)) {
+	b := m.Build
+	tiered := b.HotSince != "" || b.HotRows > 0 || b.DataFormat == coldfile.FormatVortex
+	switch b.DataFormat {
+	case "", "arrow", coldfile.FormatVortex:
+	default:
+		bad("build.format", "format %q, want \"arrow\" or %q", b.DataFormat, coldfile.FormatVortex)
+	}
+	if b.HotRows < 0 {
+		bad("build.hot_rows", "hot_rows %d is negative", b.HotRows)
+	}
+	if _, ok := parseDate(b.HotSince); b.HotSince != "" && !ok {
+		bad("build.hot_since", "hot_since %q is not a YYYY-MM-DD date", b.HotSince)
+	}
+	if b.DataFormat == coldfile.FormatVortex && (b.HotSince != "" || b.HotRows != 0) {
+		bad("build", "format %q (every row cold) with a hot window (hot_since %q, hot_rows %d)", b.DataFormat, b.HotSince, b.HotRows)
+	}
+	if tiered != (m.FormatVersion == manifest.VersionTiered) {
+		bad("format_version", "format_version %d with tier policy hot_since %q hot_rows %d format %q: version %d snapshots, and only they, have one", m.FormatVersion, b.HotSince, b.HotRows, b.DataFormat, manifest.VersionTiered)
+	}
+	if d, ok := m.FileByRole(manifest.RoleData); ok && b.DataFormat == coldfile.FormatVortex && (d.Rows != 0 || d.Batches != 0) {
+		bad("files", "data file has %d rows in %d batches, but every row is cold (build.format %q)", d.Rows, d.Batches, b.DataFormat)
+	}
 }

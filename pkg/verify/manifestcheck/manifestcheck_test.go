@@ -24,12 +24,32 @@ func TestProblems(t *testing.T) {
 	} else if ps := Problems(b, comp); len(ps) != 0 {
 		t.Fatalf("a manifest as a compaction writes it breaks rules: %v", ps)
 	}
+	// A tiered snapshot's manifest: version 3, a cold file, a policy.
+	for _, tm := range []*manifest.Manifest{sampleTiered(false), sampleTiered(true)} {
+		if b, err := manifest.Marshal(tm); err != nil {
+			t.Fatal(err)
+		} else if ps := Problems(b, tm); len(ps) != 0 {
+			t.Fatalf("a tiered manifest as sortwrite writes it (format %q) breaks rules: %v", tm.Build.DataFormat, ps)
+		}
+	}
 	cases := []struct {
 		name string
 		edit func(m *manifest.Manifest)
 		raw  func(b []byte) []byte
 		loc  string
 	}{
+		{"tier policy in a version-2 manifest", func(m *manifest.Manifest) { m.Build.HotRows = 3 }, nil, "format_version"},
+		{"hot_rows negative", func(m *manifest.Manifest) { *m = *sampleTiered(false); m.Build.HotRows = -2 }, nil, "build.hot_rows"},
+		{"hot_since not a date", func(m *manifest.Manifest) { *m = *sampleTiered(false); m.Build.HotSince = "2022" }, nil, "build.hot_since"},
+		{"unknown data format", func(m *manifest.Manifest) { *m = *sampleTiered(false); m.Build.DataFormat = "parquet" }, nil, "build.format"},
+		{"version 3 without a policy", func(m *manifest.Manifest) { *m = *sampleTiered(false); m.Build.HotSince = "" }, nil, "format_version"},
+		{"all cold with a hot window", func(m *manifest.Manifest) { *m = *sampleTiered(true); m.Build.HotRows = 2 }, nil, "build"},
+		{"all cold with hot rows", func(m *manifest.Manifest) {
+			*m = *sampleTiered(true)
+			m.Files[0].Rows, m.Files[0].Batches, m.Files[2].Rows = 1, 1, 9
+		}, nil, "files"},
+		{"cold file tier", func(m *manifest.Manifest) { *m = *sampleTiered(false); m.Files[2].Tier = "hot" }, nil, "files[2].tier"},
+		{"cold file without chunks", func(m *manifest.Manifest) { *m = *sampleTiered(false); m.Files[2].Batches = 0 }, nil, "files[2].batches"},
 		{"key in other case", nil, func(b []byte) []byte { return bytes.Replace(b, []byte(`"tool"`), []byte(`"Tool"`), 1) }, "tool"},
 		{"key missing", nil, func(b []byte) []byte { return bytes.Replace(b, []byte(`"tier": "hot",`), nil, 1) }, "files[0].tier"},
 		{"null", nil, func(b []byte) []byte {
@@ -114,4 +134,21 @@ func TestParseDate(t *testing.T) {
 	if a != 1 {
 		t.Errorf("1970-01-02 is day %d, want 1", a)
 	}
+}
+
+// sampleTiered is sampleManifest as a tiered build writes it: version 3,
+// 7 of its 10 rows in a cold file, hot since 2022-01-01 (or, allCold,
+// every row cold).
+func sampleTiered(allCold bool) *manifest.Manifest {
+	m := sampleManifest()
+	m.FormatVersion = manifest.VersionTiered
+	cold := manifest.File{Path: "snapshots/000003/cold.vortex", Role: manifest.RoleCold, Tier: manifest.TierCold, Format: manifest.FormatVortex, Size: 300, Rows: 7, Batches: 1, Checksum: "xxh64:00112233445566ff"}
+	m.Files[0].Rows = 3
+	m.Build.HotSince = "2022-01-01"
+	if allCold {
+		m.Files[0].Rows, m.Files[0].Batches, cold.Rows = 0, 0, 10
+		m.Build.HotSince, m.Build.DataFormat = "", "vortex"
+	}
+	m.Files = append(m.Files, cold)
+	return m
 }
