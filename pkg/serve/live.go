@@ -195,7 +195,7 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 		d.stMu.Unlock()
 		return res, err
 	}
-	s, err := snapshot.OpenID(d.dir, out.SnapshotID, snapshot.Options{VerifyData: true})
+	s, err := snapshot.OpenID(d.dir, out.SnapshotID, d.verified())
 	if err != nil {
 		return res, fmt.Errorf("compact %s: open snapshot %d: %w", d.name, out.SnapshotID, err)
 	}
