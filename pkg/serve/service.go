@@ -671,7 +671,7 @@ type Status struct {
 	MappedBytes   int64   `json:"mapped_bytes"`
 	// ReloadIntervalSeconds is how often CURRENT is polled; 0: only the
 	// reload action reloads.
-	ReloadIntervalSeconds float64         `json:"reload_interval_seconds"`
+	ReloadIntervalSeconds float64 `json:"reload_interval_seconds"`
 	// ColdCache is the cache of decoded cold rows every tiered snapshot
 	// shares (--cold-cache); absent when disabled.
 	ColdCache *ColdCacheStatus `json:"cold_cache,omitempty"`
