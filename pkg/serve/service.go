@@ -738,7 +738,7 @@ func (s *Service) Status() Status {
 }
 
 var actions = []*flight.ActionType{
-	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, uptime, reload state"},
+	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, tiers (cold file bytes and rows) and the cold cache, uptime, reload state"},
 	{Type: "compact", Description: "body: a dataset name, or empty for all; fold the live delta into the next snapshot and serve it. JSON: per dataset the result (compacted, nothing), snapshot ids, rows and the WAL position folded in"},
 	{Type: "reload", Description: "body: a dataset name, or empty for all; serve what CURRENT names once it is open and validated. JSON: per dataset the result (reloaded, unchanged) and snapshot ids; FailedPrecondition if a new snapshot failed (the old one stays served)"},
 }
