@@ -235,8 +235,14 @@ func TestTieredLiveWritesAndCompaction(t *testing.T) {
 	for _, tc := range cases {
 		sameAsHot(t, ctx, c, tc.Name)
 	}
+	before := srv.svc.cold.Stats()
 	if err := doAction(ctx, c, "compact", ""); err != nil {
 		t.Fatal(err)
+	}
+	// compaction read every series' old rows through a cache of its own:
+	// the shared one saw none of it
+	if after := srv.svc.cold.Stats(); after.Hits != before.Hits || after.Misses != before.Misses || after.Evictions != before.Evictions {
+		t.Errorf("shared cold cache %+v after compaction, %+v before", after, before)
 	}
 	for _, name := range names {
 		d := dsOpen(t, filepath.Join(root, name))
