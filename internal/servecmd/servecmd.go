@@ -49,6 +49,11 @@ Once listening, one JSON line goes to stdout with the bound addresses (handy
 with port 0); logs go to stderr. SIGTERM or SIGINT stops accepting calls and
 lets running streams finish for --shutdown-timeout.
 
+A tiered snapshot (build --hot-since, --hot-rows or --format vortex) keeps
+older rows in cold.vortex; a query touching them decodes the series' cold
+rows, kept under --cold-cache (one LRU shared by every dataset) so repeated
+reads do not decode again.
+
 A sharded dataset (built with build --shards) is served under its own name:
 GetFlightInfo returns one endpoint per shard the query touches, located by
 --cluster; --shards says which shards this server holds (docs/FLIGHT.md,
@@ -80,6 +85,7 @@ Examples:
 			&cli.Int64Flag{Name: "compact-rows", Usage: "compact a dataset when its live delta holds this many rows (0: never by rows)"},
 			&cli.StringFlag{Name: "compact-bytes", Value: "0", Usage: "compact when the delta holds this much memory, e.g. 512MiB (0: never by size)"},
 			&cli.DurationFlag{Name: "compact-age", Usage: "compact when the oldest write not yet folded in is this old, e.g. 1h (0: never by age)"},
+			&cli.StringFlag{Name: "cold-cache", Value: "256MiB", Usage: "memory budget `SIZE` of decoded cold rows (tiered snapshots' cold.vortex), one LRU for the whole server, e.g. 1GiB (0: no cache, every cold read decodes)"},
 			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it; reloads always do)"},
 			&cli.DurationFlag{Name: "reload-interval", Value: time.Second, Usage: "how often to check each dataset's CURRENT for a new snapshot; 0 disables (DoAction reload still works)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long running streams may finish after SIGTERM"},
@@ -132,6 +138,9 @@ Examples:
 			cfg.Compact.Rows, cfg.Compact.Age = c.Int64("compact-rows"), c.Duration("compact-age")
 			if cfg.Compact.Bytes, err = cliutil.ParseSize(c.String("compact-bytes")); err != nil {
 				return cli.Exit("serve: --compact-bytes: "+err.Error(), 2)
+			}
+			if cfg.ColdCacheBytes, err = cliutil.ParseSize(c.String("cold-cache")); err != nil {
+				return cli.Exit("serve: --cold-cache: "+err.Error(), 2)
 			}
 			if cfg.Limits.BatchBytes <= 0 {
 				return cli.Exit("serve: --batch-bytes must be positive", 2)

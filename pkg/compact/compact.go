@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -85,13 +86,21 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 			os.RemoveAll(staged)
 		}
 	}()
-	files, sc, st, err := write(ctx, staged, r, opt.BatchRows)
+	policy, err := tierPolicy(parent)
 	if err != nil {
 		return Result{}, err
 	}
+	files, sc, st, err := write(ctx, staged, r, opt.BatchRows, policy)
+	if err != nil {
+		return Result{}, err
+	}
+	version := manifest.Version
+	if policy.Tiered() {
+		version = manifest.VersionTiered
+	}
 	m := &manifest.Manifest{
 		Format:        manifest.Format,
-		FormatVersion: manifest.Version,
+		FormatVersion: version,
 		SnapshotID:    id,
 		ParentID:      parent.SnapshotID,
 		Dataset:       dir.Name,
@@ -103,6 +112,8 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 			Attributes: parent.Schema.Attributes,
 		},
 		Stats: manifest.Stats{Rows: st.rows, Series: st.series},
+		// The build section carries the tier policy (hot_since, hot_rows,
+		// format) on, so the next compaction applies it again.
 		Build: parent.Build,
 		// A compaction's inputs are its parent snapshot and the log.
 		Lineage: manifest.Lineage{Kind: "compaction", Source: fmt.Sprintf("snapshot %d + wal through %d", parent.SnapshotID, walPos),
@@ -129,6 +140,25 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 	return Result{SnapshotID: id, ParentID: parent.SnapshotID, Rows: st.rows, Series: st.series, WALPosition: walPos, Duration: time.Since(t0)}, nil
 }
 
+// tierPolicy is the policy a compaction of parent applies: a tiered
+// parent's (its manifest's build section, as the build recorded it), so
+// the next snapshot is tiered the same way; none for an untiered parent,
+// which stays untiered whatever its build section says.
+func tierPolicy(parent *manifest.Manifest) (coldfile.Policy, error) {
+	if _, tiered := parent.FileByRole(manifest.RoleCold); !tiered {
+		return coldfile.Policy{}, nil
+	}
+	b := parent.Build
+	p, err := coldfile.PolicyOf(b.HotSince, b.HotRows, b.DataFormat)
+	if err != nil {
+		return p, fmt.Errorf("snapshot %d: build section: %w", parent.SnapshotID, err)
+	}
+	if !p.Tiered() {
+		return p, fmt.Errorf("snapshot %d has a cold file but its build section records no tier policy (hot_since, hot_rows or format vortex)", parent.SnapshotID)
+	}
+	return p, nil
+}
+
 type schemas struct{ data, index *arrow.Schema }
 
 type stats struct {
@@ -136,13 +166,14 @@ type stats struct {
 	first, last  int32
 }
 
-// write streams every series of r into data.arrow and index.arrow in dir.
-func write(ctx context.Context, dir string, r query.Reader, batchRows int) ([]manifest.File, schemas, stats, error) {
+// write streams every series of r into data.arrow and index.arrow in dir,
+// and with a tier policy cold.vortex too.
+func write(ctx context.Context, dir string, r query.Reader, batchRows int, policy coldfile.Policy) ([]manifest.File, schemas, stats, error) {
 	var st stats
 	mem := memory.DefaultAllocator
 	sh := r.Shape()
 	dataSchema, attrFields := sh.DataSchema(), sh.AttributeFields()
-	dw, err := datafile.Create(filepath.Join(dir, "data.arrow"), dataSchema)
+	dw, err := newSink(dir, dataSchema, policy)
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
@@ -238,7 +269,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int) ([]ma
 	if err := flush(); err != nil {
 		return nil, schemas{}, st, err
 	}
-	dinfo, err := dw.Close()
+	files, err := dw.Close()
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
@@ -248,6 +279,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int) ([]ma
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
+	dw.setup(xw)
 	locs := dw.Locations()
 	xw.Reserve(len(locs))
 	idArr := ids.(*array.String)
@@ -257,6 +289,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int) ([]ma
 		k := written[i]
 		s.ID = idArr.Value(k)
 		s.Location = loc
+		s.Cold = dw.cold(i)
 		s.HasLatest = latests[i].rec != nil
 		s.LatestValue = sidecar.Cell{}
 		if s.HasLatest {
@@ -270,20 +303,23 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int) ([]ma
 		if err := xw.Add(&s); err != nil {
 			return nil, schemas{}, st, err
 		}
-		st.rows += loc.RowCount
-		st.first, st.last = min(st.first, loc.FirstPeriod), max(st.last, loc.LastPeriod)
+		first, last := loc.FirstPeriod, loc.LastPeriod
+		if s.Cold.Rows > 0 {
+			first = s.Cold.FirstPeriod
+		}
+		if loc.RowCount == 0 {
+			last = s.Cold.LastPeriod
+		}
+		st.rows += loc.RowCount + s.Cold.Rows
+		st.first, st.last = min(st.first, first), max(st.last, last)
 	}
 	st.series = int64(len(locs))
 	xinfo, xschema, err := xw.Close()
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
-	return []manifest.File{
-		{Path: "data.arrow", Role: manifest.RoleData, Tier: manifest.TierHot, Format: manifest.FormatArrowIPCFile,
-			Size: dinfo.Size, Rows: dinfo.Rows, Batches: dinfo.Batches, Checksum: dinfo.Checksum},
-		{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
-			Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum},
-	}, schemas{dataSchema, xschema}, st, nil
+	return append(files, manifest.File{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
+		Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum}), schemas{dataSchema, xschema}, st, nil
 }
 
 // assemble builds one data batch from pieces (each with its new series

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
@@ -16,6 +17,14 @@ import (
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
+
+// ColdCacheBytes is the budget of the private cold cache a compaction
+// reads a tiered base through. A compaction reads each series once, in
+// order (its rows, then perhaps its latest row again), so a small cache
+// saves the second decode; a server's shared cache (serve --cold-cache)
+// is not used for it, or one pass over every series' old rows would
+// evict the history its queries keep reading.
+const ColdCacheBytes = 16 << 20
 
 // ErrNothing: the dataset has no live writes to fold in.
 var ErrNothing = errors.New("no live writes to compact")
@@ -32,7 +41,7 @@ func (b baseOnly) Publish(*delta.State) {}
 // apart from a running server, which compacts with its compact action; the
 // dataset's write lock orders it with builds.
 func Offline(ctx context.Context, dir string, opt Options) (Result, error) {
-	s, err := snapshot.Open(dir, snapshot.Options{VerifyData: true})
+	s, err := snapshot.Open(dir, snapshot.Options{VerifyData: true, ColdCache: coldfile.NewCache(ColdCacheBytes)})
 	if err != nil {
 		return Result{}, err
 	}

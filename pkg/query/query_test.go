@@ -53,8 +53,10 @@ func open(t *testing.T) (prices, nocat *query.SnapshotReader) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fixRoot != "" {
-		os.RemoveAll(fixRoot)
+	for _, d := range []string{fixRoot, tierDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
@@ -34,6 +35,7 @@ type dataset struct {
 	dir     string
 	version string // the server's, recorded in the manifests its compactions write
 	ds      *dsdir.Dir
+	cold    *coldfile.Cache // the server's cache of decoded cold rows (nil: none)
 
 	cur    atomic.Pointer[view]
 	swapMu sync.Mutex // serialises reloads and compactions (acquire never takes it)
@@ -67,6 +69,13 @@ type dataset struct {
 	// (live and draining): a fault's address is looked up in it.
 	mapMu  sync.Mutex
 	mapped map[*snapshot.Snapshot]struct{}
+}
+
+// verified are the options of every open after start-up (reload,
+// fallback, compaction): every file checksummed, cold rows cached in the
+// server's one cache.
+func (d *dataset) verified() snapshot.Options {
+	return snapshot.Options{VerifyData: true, ColdCache: d.cold}
 }
 
 // reloadState is what status reports about a dataset's reloads.
@@ -220,7 +229,7 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 		return res
 	}
 	t0 := time.Now()
-	s, err := snapshot.OpenID(d.dir, id, snapshot.Options{VerifyData: true})
+	s, err := snapshot.OpenID(d.dir, id, d.verified())
 	if err == nil && s.Manifest.Dataset != d.name {
 		err = fmt.Errorf("manifest %d names dataset %q", id, s.Manifest.Dataset)
 	}

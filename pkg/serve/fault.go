@@ -145,7 +145,7 @@ func (d *dataset) fallBack(log *slog.Logger) {
 		}
 	}
 	for _, id := range cands {
-		s, err := openSafely(d.dir, id)
+		s, err := openSafely(d.dir, id, d.verified())
 		if err == nil && s.Manifest.Dataset != d.name {
 			err = fmt.Errorf("manifest %d names dataset %q", id, s.Manifest.Dataset)
 		}
@@ -177,9 +177,9 @@ func (d *dataset) fallBack(log *slog.Logger) {
 // openSafely opens vintage id with every file checksummed, on a goroutine
 // whose faults are panics (snapshot.Open recovers them into corrupt
 // errors).
-func openSafely(dir string, id uint64) (*snapshot.Snapshot, error) {
+func openSafely(dir string, id uint64, opt snapshot.Options) (*snapshot.Snapshot, error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	return snapshot.OpenID(dir, id, snapshot.Options{VerifyData: true})
+	return snapshot.OpenID(dir, id, opt)
 }
 
 // clearFailing ends the failing state: a snapshot that verified is served

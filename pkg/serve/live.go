@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/compact"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
@@ -185,8 +186,14 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 	})
 	pos := frozen.FrozenPosition()
 	res.DeltaRows = frozen.Rows()
-	r := query.NewComposite(v.base, frozen)
+	base, closeBase, err := d.compactionBase(v)
+	if err != nil {
+		v.Release()
+		return res, fmt.Errorf("compact %s: %w", d.name, err)
+	}
+	r := query.NewComposite(base, frozen)
 	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "servingsnap " + d.version})
+	closeBase()
 	v.Release()
 	if err != nil {
 		err = fmt.Errorf("compact %s: %w", d.name, err)
@@ -195,7 +202,7 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 		d.stMu.Unlock()
 		return res, err
 	}
-	s, err := snapshot.OpenID(d.dir, out.SnapshotID, snapshot.Options{VerifyData: true})
+	s, err := snapshot.OpenID(d.dir, out.SnapshotID, d.verified())
 	if err != nil {
 		return res, fmt.Errorf("compact %s: open snapshot %d: %w", d.name, out.SnapshotID, err)
 	}
@@ -239,6 +246,29 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 	log.Info("compacted", "dataset", d.name, "snapshot_id", out.SnapshotID, "parent_id", out.ParentID,
 		"delta_rows", res.DeltaRows, "rows", out.Rows, "wal_position", pos, "s", res.Seconds)
 	return res, nil
+}
+
+// compactionBase is the reader a compaction of view v reads its base
+// through: v's own, or for a tiered snapshot the same snapshot opened
+// again with a private cold cache (compact.ColdCacheBytes), so that
+// reading every series' old rows once does not evict from the server's
+// shared cache (--cold-cache) the history queries keep reading. Opening
+// maps the files again and reads the index in place: no per-row work.
+// The caller holds v, so the files stay; close releases the second open.
+func (d *dataset) compactionBase(v *view) (*query.SnapshotReader, func(), error) {
+	if !v.Tiered() {
+		return v.base, func() {}, nil
+	}
+	s, err := snapshot.OpenID(d.dir, v.ID(), snapshot.Options{ColdCache: coldfile.NewCache(compact.ColdCacheBytes)})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := query.FromSnapshot(d.name, s)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return r, s.Close, nil
 }
 
 // DoPut appends the record batches of a stream on descriptor path

@@ -48,7 +48,7 @@ func (p putRows) record(t testing.TB) arrow.RecordBatch {
 	t.Helper()
 	var fields []arrow.Field
 	var arrs []arrow.Array
-	for _, name := range []string{"series_id", "period", "value", "units", "bogus"} {
+	for _, name := range []string{"series_id", "period", "value", "units", "category", "flag", "bogus"} {
 		vals, ok := p[name]
 		if !ok {
 			continue

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 )
 
 // Metrics are the server's Prometheus metrics, on their own registry (so
@@ -301,3 +303,39 @@ type nopGauge struct{ prometheus.Gauge }
 
 func (nopGauge) Inc() {}
 func (nopGauge) Dec() {}
+
+// registerColdCache adds the cold-cache series (--cold-cache), read from
+// the cache's counters at scrape time. They exist at zero when the cache
+// is disabled, so dashboards and alerts need no special case.
+func (m *Metrics) registerColdCache(c *coldfile.Cache) {
+	stat := func(f func(coldfile.CacheStats) int64) func() float64 {
+		return func() float64 {
+			if c == nil {
+				return 0
+			}
+			return float64(f(c.Stats()))
+		}
+	}
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "servingsnap_cold_cache_bytes",
+			Help: "Bytes of decoded cold rows (tiered snapshots' cold.vortex) held by the server's cache, shared by every dataset.",
+		}, stat(func(s coldfile.CacheStats) int64 { return s.Used })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "servingsnap_cold_cache_budget_bytes",
+			Help: "The cold cache's budget (--cold-cache); 0: disabled, every cold read decodes.",
+		}, stat(func(s coldfile.CacheStats) int64 { return s.Budget })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "servingsnap_cold_cache_hits_total",
+			Help: "Cold-row reads answered from the cold cache without decoding.",
+		}, stat(func(s coldfile.CacheStats) int64 { return s.Hits })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "servingsnap_cold_cache_misses_total",
+			Help: "Cold-row reads that decoded a series' cold rows from cold.vortex (with the cache disabled: none are counted).",
+		}, stat(func(s coldfile.CacheStats) int64 { return s.Misses })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "servingsnap_cold_cache_evictions_total",
+			Help: "Decoded cold series dropped from the cold cache to stay under its budget (least recently used first).",
+		}, stat(func(s coldfile.CacheStats) int64 { return s.Evictions })),
+	)
+}

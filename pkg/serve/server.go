@@ -50,6 +50,9 @@ type Config struct {
 	// holds (nil: all found) and where the others are (see Options).
 	Shards  []int
 	Cluster *shard.Cluster
+	// ColdCacheBytes is the budget of decoded cold rows (--cold-cache)
+	// shared by every tiered snapshot the server opens; 0: no cache.
+	ColdCacheBytes int64
 }
 
 // gRPC message limits. Requests are tickets, commands and actions, so the
@@ -91,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 	m := NewMetrics()
 	m.setBuildInfo(cfg.Version)
 	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator,
-		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact, Shards: cfg.Shards, Cluster: cfg.Cluster})
+		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact, Shards: cfg.Shards, Cluster: cfg.Cluster, ColdCacheBytes: cfg.ColdCacheBytes})
 	if err != nil {
 		return nil, err
 	}

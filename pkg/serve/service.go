@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
@@ -106,6 +107,8 @@ type Service struct {
 	closeOnce      sync.Once
 
 	shards shardState // sharded datasets (shards.go)
+
+	cold *coldfile.Cache // decoded cold rows of every tiered snapshot; nil: none
 }
 
 // Options configure Open.
@@ -134,6 +137,11 @@ type Options struct {
 	// the others are (shards.go).
 	Shards  []int
 	Cluster *shard.Cluster
+	// ColdCacheBytes is the memory budget of decoded cold rows, one LRU
+	// (coldfile.Cache) for every tiered snapshot the server opens (at
+	// start-up, reload, fallback and compaction), so the budget bounds
+	// them all; 0 (or less): no cache, every cold read decodes.
+	ColdCacheBytes int64
 }
 
 // Open discovers the datasets under root (each a directory with a valid
@@ -161,6 +169,9 @@ func Open(root string, opt Options) (*Service, error) {
 		metrics: opt.Metrics, mem: opt.Allocator, started: time.Now(), version: opt.Version,
 		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly, compactPolicy: opt.Compact,
 		pollStop: make(chan struct{}), pollDone: make(chan struct{}),
+	}
+	if opt.ColdCacheBytes > 0 {
+		s.cold = coldfile.NewCache(opt.ColdCacheBytes)
 	}
 	s.stopping, s.stopNow = context.WithCancelCause(context.Background())
 	putBytes := opt.Limits.MaxPutBytes
@@ -195,7 +206,7 @@ func Open(root string, opt Options) (*Service, error) {
 			continue
 		}
 		t0 := time.Now()
-		snap, err := snapshot.Open(dir, snapshot.Options{VerifyData: opt.VerifyData})
+		snap, err := snapshot.Open(dir, snapshot.Options{VerifyData: opt.VerifyData, ColdCache: s.cold})
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
@@ -210,7 +221,7 @@ func Open(root string, opt Options) (*Service, error) {
 		if version == "" {
 			version = "dev"
 		}
-		d := &dataset{name: name, dir: dir, ds: mds, version: version}
+		d := &dataset{name: name, dir: dir, ds: mds, version: version, cold: s.cold}
 		d.st.currentID = snap.ID()
 		d.st.lastCheck = time.Now()
 		if m := s.metrics; m != nil {
@@ -244,6 +255,7 @@ func Open(root string, opt Options) (*Service, error) {
 	}
 	if m := s.metrics; m != nil {
 		m.Registry.MustRegister(liveCollector{s})
+		m.registerColdCache(s.cold)
 	}
 	if s.compactPolicy.enabled() {
 		s.compactDone = make(chan struct{})
@@ -621,6 +633,12 @@ type DatasetStatus struct {
 	OpenedAt    string `json:"opened_at"`
 	Readers     int64  `json:"readers"` // in-flight references besides the server's own
 
+	// Tiers (docs/OPERATIONS.md "Tiered snapshots"): a tiered snapshot
+	// keeps each series' older rows in cold.vortex, decoded on demand.
+	Tiered    bool  `json:"tiered"`
+	ColdBytes int64 `json:"cold_bytes"` // size of cold.vortex (0: not tiered)
+	ColdRows  int64 `json:"cold_rows"`  // rows in cold.vortex (all of them with --format vortex)
+
 	// Reloads (docs/FLIGHT.md "Reload").
 	CurrentID      uint64 `json:"current_id"`      // what CURRENT named at the last check (differs from snapshot_id while a reload fails)
 	Reloads        int64  `json:"reloads"`         // snapshots swapped in since start-up
@@ -653,8 +671,21 @@ type Status struct {
 	MappedBytes   int64   `json:"mapped_bytes"`
 	// ReloadIntervalSeconds is how often CURRENT is polled; 0: only the
 	// reload action reloads.
-	ReloadIntervalSeconds float64         `json:"reload_interval_seconds"`
-	Datasets              []DatasetStatus `json:"datasets"`
+	ReloadIntervalSeconds float64 `json:"reload_interval_seconds"`
+	// ColdCache is the cache of decoded cold rows every tiered snapshot
+	// shares (--cold-cache); absent when disabled.
+	ColdCache *ColdCacheStatus `json:"cold_cache,omitempty"`
+	Datasets  []DatasetStatus  `json:"datasets"`
+}
+
+// ColdCacheStatus is the cold cache's state (coldfile.CacheStats).
+type ColdCacheStatus struct {
+	BudgetBytes int64 `json:"budget_bytes"`
+	UsedBytes   int64 `json:"used_bytes"`
+	Entries     int64 `json:"entries"` // decoded series held
+	Hits        int64 `json:"hits"`
+	Misses      int64 `json:"misses"`
+	Evictions   int64 `json:"evictions"`
 }
 
 // Status reports the served snapshots.
@@ -663,6 +694,10 @@ func (s *Service) Status() Status {
 		Version: s.version, Started: s.started.UTC().Format(time.RFC3339Nano),
 		UptimeSeconds: time.Since(s.started).Seconds(), Datasets: []DatasetStatus{},
 		ReloadIntervalSeconds: s.reloadInterval.Seconds(),
+	}
+	if s.cold != nil {
+		c := s.cold.Stats()
+		st.ColdCache = &ColdCacheStatus{BudgetBytes: c.Budget, UsedBytes: c.Used, Entries: c.Entries, Hits: c.Hits, Misses: c.Misses, Evictions: c.Evictions}
 	}
 	ts := func(t time.Time) string {
 		if t.IsZero() {
@@ -689,8 +724,12 @@ func (s *Service) Status() Status {
 			LastErrorAt: ts(rs.lastErrorAt), Draining: d.draining.Load(),
 			Delta: d.deltaStatus(),
 		})
+		ds := &st.Datasets[len(st.Datasets)-1]
 		if fs.failing {
-			st.Datasets[len(st.Datasets)-1].FailingSince = ts(fs.since)
+			ds.FailingSince = ts(fs.since)
+		}
+		if cf, ok := m.FileByRole(manifest.RoleCold); ok && v.Tiered() {
+			ds.Tiered, ds.ColdBytes, ds.ColdRows = true, cf.Size, cf.Rows
 		}
 		st.MappedBytes += v.MappedBytes()
 		v.Release()
@@ -699,7 +738,7 @@ func (s *Service) Status() Status {
 }
 
 var actions = []*flight.ActionType{
-	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, uptime, reload state"},
+	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, tiers (cold file bytes and rows) and the cold cache, uptime, reload state"},
 	{Type: "compact", Description: "body: a dataset name, or empty for all; fold the live delta into the next snapshot and serve it. JSON: per dataset the result (compacted, nothing), snapshot ids, rows and the WAL position folded in"},
 	{Type: "reload", Description: "body: a dataset name, or empty for all; serve what CURRENT names once it is open and validated. JSON: per dataset the result (reloaded, unchanged) and snapshot ids; FailedPrecondition if a new snapshot failed (the old one stays served)"},
 }

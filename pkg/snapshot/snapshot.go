@@ -369,17 +369,26 @@ func (s *Snapshot) Cold() *coldfile.File { return s.cold }
 // when it holds them; the batch belongs to the cold file and its cache,
 // never released by the caller). rec is nil when the range misses the cold
 // rows, or there are none: then nothing is decoded.
+//
+// Any failure to read or decode them (a short read, a damaged chunk, rows
+// that disagree with the index, even a decoder's panic on bytes it does
+// not expect) is an error marked corrupt naming cold.vortex, so a server
+// treats it as it treats damage in a mapped file (pkg/serve, fault.go).
 func (s *Snapshot) ColdRange(e sidecar.Entry, from, to int32) (rec arrow.RecordBatch, lo, hi int64, err error) {
 	if s.cold == nil || e.Cold.Rows == 0 {
 		return nil, 0, 0, nil
 	}
 	loc := coldfile.Location{Start: e.Cold.Start, Rows: e.Cold.Rows, FirstPeriod: e.Cold.FirstPeriod, LastPeriod: e.Cold.LastPeriod}
-	rec, lo, hi, err = s.cold.Rows(loc, from, to)
-	if err != nil {
-		cf, _ := s.Manifest.FileByRole(manifest.RoleCold)
-		return nil, 0, 0, corrupt.InFile(cf.Path, fmt.Errorf("series %q: %w", e.SeriesID, err))
-	}
-	return rec, lo, hi, nil
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decoding cold rows [%d,%d): panic: %v", loc.Start, loc.Start+loc.Rows, r)
+		}
+		if err != nil {
+			cf, _ := s.Manifest.FileByRole(manifest.RoleCold)
+			rec, lo, hi, err = nil, 0, 0, corrupt.InFile(cf.Path, fmt.Errorf("%s: series %q: %w", cf.Path, e.SeriesID, err))
+		}
+	}()
+	return s.cold.Rows(loc, from, to)
 }
 
 // Lookup returns the series code of id.
