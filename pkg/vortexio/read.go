@@ -28,11 +28,11 @@ func (f *File) readLayout(l *Layout, a, b uint64) (*vec, error) {
 			return nil, fmt.Errorf("segment %d: %w", l.Segments[0], err)
 		}
 		d := decoder{maxRows: f.opts.MaxChunkRows}
-		v, err := d.decode(nd, l.DType, int(l.RowCount))
+		v, err := d.decodeRange(nd, l.DType, int(l.RowCount), int(a), int(b))
 		if err != nil {
 			return nil, fmt.Errorf("segment %d: %w", l.Segments[0], err)
 		}
-		return v.slice(int(a), int(b)), nil
+		return v, nil
 	case "vortex.chunked":
 		var parts []*vec
 		start := uint64(0)
