@@ -204,6 +204,9 @@ func (d *decoder) decodeDict(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dict values: %w", err)
 	}
+	if v, ok, err := gatherPrim(values, codes, dt); ok {
+		return v, err
+	}
 	return takeCodes(values, codes, dt)
 }
 
@@ -228,7 +231,7 @@ func (d *decoder) decodeBitPacked(nd *anode, dt *DType, n, a, b int) (*vec, erro
 	if blocks := (int(off) + n + 1023) / 1024; len(nd.bufs[0]) < blocks*128*int(width) {
 		return nil, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(nd.bufs[0]), blocks, width)
 	}
-	vals, err := bitUnpack(nd.bufs[0], B, int(width), int(off)+a, b-a)
+	vals, err := bitUnpackBytes(nd.bufs[0], B, int(width), int(off)+a, b-a)
 	if err != nil {
 		return nil, err
 	}
@@ -241,13 +244,13 @@ func (d *decoder) decodeBitPacked(nd *anode, dt *DType, n, a, b int) (*vec, erro
 		if p, err = p.window(a, b, dt.withNullable(false)); err != nil {
 			return nil, err
 		}
-		p.applyPrim(vals)
+		p.applyBytes(vals, sd.PType)
 		k = used
 	}
 	if err := d.expectKids(nd, k, k+1); err != nil {
 		return nil, err
 	}
-	v := &vec{dt: dt, n: b - a, data: fromRaw64(sd.PType, vals)}
+	v := &vec{dt: dt, n: b - a, data: vals}
 	v.valid, _, err = d.validityRange(nd, dt, n, k, a, b)
 	return v, err
 }
@@ -276,11 +279,7 @@ func (d *decoder) decodeFoR(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 	if ref == 0 {
 		return v, nil
 	}
-	xs := raw64(v)
-	for i := range xs {
-		xs[i] += ref
-	}
-	return &vec{dt: dt, n: v.n, valid: v.valid, data: fromRaw64(sd.PType, xs)}, nil
+	return &vec{dt: dt, n: v.n, valid: v.valid, data: addRef(v.data, sd.PType, v.n, ref)}, nil
 }
 
 func (d *decoder) decodeDelta(nd *anode, dt *DType, n, a, b int) (*vec, error) {
@@ -324,11 +323,12 @@ func (d *decoder) decodeDelta(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deltas: %w", err)
 	}
-	vals, err := deltaDecode(raw64(bv), raw64(dv.materialize()), B, skip, b-a)
+	vals, err := deltaBlocks(bv.materialize().data, dv.materialize().data, B, last-first)
 	if err != nil {
 		return nil, err
 	}
-	out := &vec{dt: dt, n: b - a, data: fromRaw64(sd.PType, vals)}
+	w := B / 8
+	out := &vec{dt: dt, n: b - a, data: vals[skip*w : (skip+b-a)*w : (skip+b-a)*w]}
 	if dv.valid != nil {
 		out.valid = copyBits(untransposeBits(dv.valid, (last-first)*1024), skip, b-a)
 	}
@@ -453,17 +453,7 @@ func (d *decoder) decodeALP(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 		return nil, err
 	}
 	ev = ev.materialize()
-	xs, _ := ev.ints()
-	out := make([]uint64, b-a)
-	if sd.PType == F64 {
-		for i, x := range xs {
-			out[i] = math.Float64bits(float64(x) * f10f64[f] * if10f64[e])
-		}
-	} else {
-		for i, x := range xs {
-			out[i] = uint64(math.Float32bits(float32(x) * f10f32[f] * if10f32[e]))
-		}
-	}
+	out := alpDecode(ev.data, encP, sd.PType, b-a, e, f)
 	if pm, ok := m.msg(3); ok {
 		p, _, err := d.decodePatches(nd, pm, 1, dt.withNullable(false), n)
 		if err != nil {
@@ -472,9 +462,9 @@ func (d *decoder) decodeALP(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 		if p, err = p.window(a, b, dt.withNullable(false)); err != nil {
 			return nil, err
 		}
-		p.applyPrim(out)
+		p.applyBytes(out, sd.PType)
 	} else if len(nd.kids) != 1 {
 		return nil, corruptf("vortex.alp with %d children and no patches", len(nd.kids))
 	}
-	return &vec{dt: dt, n: b - a, valid: ev.valid, data: fromRaw64(sd.PType, out)}, nil
+	return &vec{dt: dt, n: b - a, valid: ev.valid, data: out}, nil
 }
