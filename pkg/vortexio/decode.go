@@ -111,6 +111,7 @@ func (f *File) parseNode(t fbTable, bufs [][]byte, depth int, budget *int) (*ano
 // decoder decodes array nodes into vecs.
 type decoder struct {
 	maxRows uint64
+	ar      *arena // scratch of the read (ReadRange); nil: Go's heap
 }
 
 func (d *decoder) checkLen(n uint64, what string) (int, error) {

@@ -204,7 +204,7 @@ func (d *decoder) decodeDict(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dict values: %w", err)
 	}
-	if v, ok, err := gatherPrim(values, codes, dt); ok {
+	if v, ok, err := d.gatherPrim(values, codes, dt); ok {
 		return v, err
 	}
 	return takeCodes(values, codes, dt)
@@ -231,7 +231,7 @@ func (d *decoder) decodeBitPacked(nd *anode, dt *DType, n, a, b int) (*vec, erro
 	if blocks := (int(off) + n + 1023) / 1024; len(nd.bufs[0]) < blocks*128*int(width) {
 		return nil, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(nd.bufs[0]), blocks, width)
 	}
-	vals, err := bitUnpackBytes(nd.bufs[0], B, int(width), int(off)+a, b-a)
+	vals, err := d.bitUnpackBytes(nd.bufs[0], B, int(width), int(off)+a, b-a)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +279,7 @@ func (d *decoder) decodeFoR(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 	if ref == 0 {
 		return v, nil
 	}
-	return &vec{dt: dt, n: v.n, valid: v.valid, data: addRef(v.data, sd.PType, v.n, ref)}, nil
+	return &vec{dt: dt, n: v.n, valid: v.valid, data: d.addRef(v.data, sd.PType, v.n, ref)}, nil
 }
 
 func (d *decoder) decodeDelta(nd *anode, dt *DType, n, a, b int) (*vec, error) {
@@ -323,7 +323,7 @@ func (d *decoder) decodeDelta(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deltas: %w", err)
 	}
-	vals, err := deltaBlocks(bv.materialize().data, dv.materialize().data, B, last-first)
+	vals, err := d.deltaBlocks(bv.materialize().data, dv.materialize().data, B, last-first)
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +453,7 @@ func (d *decoder) decodeALP(nd *anode, dt *DType, n, a, b int) (*vec, error) {
 		return nil, err
 	}
 	ev = ev.materialize()
-	out := alpDecode(ev.data, encP, sd.PType, b-a, e, f)
+	out := d.alpDecode(ev.data, encP, sd.PType, b-a, e, f)
 	if pm, ok := m.msg(3); ok {
 		p, _, err := d.decodePatches(nd, pm, 1, dt.withNullable(false), n)
 		if err != nil {

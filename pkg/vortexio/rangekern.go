@@ -13,7 +13,7 @@ import (
 
 // bitUnpackBytes is bitUnpack into the values' own width (B/8 bytes each):
 // rows [offset, offset+n), as aligned bytes.
-func bitUnpackBytes(packed []byte, B, width, offset, n int) ([]byte, error) {
+func (d *decoder) bitUnpackBytes(packed []byte, B, width, offset, n int) ([]byte, error) {
 	total := offset + n
 	first := offset / 1024
 	blocks := (total + 1023) / 1024
@@ -26,7 +26,7 @@ func bitUnpackBytes(packed []byte, B, width, offset, n int) ([]byte, error) {
 	}
 	packed = ensureAligned(packed, 8)
 	w := B / 8
-	out := alignedBytes((blocks - first) * 1024 * w)
+	out := d.buf((blocks - first) * 1024 * w)
 	if width > 0 {
 		switch B {
 		case 8:
@@ -97,8 +97,8 @@ func patchT[T any](dst, src []T, idx []int64) {
 }
 
 // addRef returns data + ref (wrapping, in the width of p) in a new buffer.
-func addRef(data []byte, p PType, n int, ref uint64) []byte {
-	out := alignedBytes(n * p.Width())
+func (d *decoder) addRef(data []byte, p PType, n int, ref uint64) []byte {
+	out := d.buf(n * p.Width())
 	switch p.Width() {
 	case 1:
 		addT(out, data[:n], uint8(ref))
@@ -122,7 +122,7 @@ func addT[T flWord](dst, src []T, ref T) {
 // deltaBlocks undoes the delta of whole blocks in the values' own width:
 // bases holds blocks × lanes values, deltas blocks × 1024; the result is
 // blocks × 1024 values.
-func deltaBlocks(bases, deltas []byte, B, blocks int) ([]byte, error) {
+func (d *decoder) deltaBlocks(bases, deltas []byte, B, blocks int) ([]byte, error) {
 	dl := deltaLayouts[B]
 	if dl == nil {
 		return nil, corruptf("fastlanes.delta for %d-bit values", B)
@@ -131,7 +131,7 @@ func deltaBlocks(bases, deltas []byte, B, blocks int) ([]byte, error) {
 	if len(deltas) < blocks*1024*w || len(bases) < blocks*dl.lanes*w {
 		return nil, corruptf("fastlanes.delta: %d delta bytes and %d base bytes for %d blocks", len(deltas), len(bases), blocks)
 	}
-	out := alignedBytes(blocks * 1024 * w)
+	out := d.buf(blocks * 1024 * w)
 	switch B {
 	case 8:
 		deltaT(bases, deltas, out, dl, blocks)
@@ -163,8 +163,8 @@ func deltaT[T flWord](bases, deltas, out []T, dl *deltaLayout, blocks int) {
 
 // alpDecode turns ALP-encoded integers (ptype enc, I32 or I64) into floats
 // of ptype p (F32 or F64), as bytes.
-func alpDecode(enc []byte, encP, p PType, n int, e, f uint64) []byte {
-	out := alignedBytes(n * p.Width())
+func (d *decoder) alpDecode(enc []byte, encP, p PType, n int, e, f uint64) []byte {
+	out := d.buf(n * p.Width())
 	if p == F64 {
 		o := view[float64](out)
 		mul, div := f10f64[f], if10f64[e]
@@ -190,13 +190,13 @@ func alpDecode(enc []byte, encP, p PType, n int, e, f uint64) []byte {
 // gatherPrim is the dict fast path: non-null unsigned codes into
 // non-null primitive values, without the index slice take needs. ok is
 // false when the arrays are not of that kind.
-func gatherPrim(values, codes *vec, dt *DType) (*vec, bool, error) {
+func (d *decoder) gatherPrim(values, codes *vec, dt *DType) (*vec, bool, error) {
 	vs, cs := storage(values.dt), storage(codes.dt)
 	if values.nulls || codes.nulls || values.valid != nil || codes.valid != nil || vs.Kind != KindPrimitive || cs.Kind != KindPrimitive || !cs.PType.isUnsigned() {
 		return nil, false, nil
 	}
 	n := codes.n
-	out := alignedBytes(n * vs.PType.Width())
+	out := d.buf(n * vs.PType.Width())
 	var bad int64 = -1
 	switch cs.PType.Width() {
 	case 1:
