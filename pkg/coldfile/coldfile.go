@@ -19,11 +19,14 @@
 // (Location) is for the index to record; this package does not know the
 // index.
 //
-// Not wired yet (docs/FORMAT.md §9): the builder's tier split (write each
-// series' cold prefix here and only its hot rows to data.arrow), the index
-// columns cold_start/cold_rows/cold_first_period/cold_last_period, the
-// manifest role, and the read layer's dispatch (a series' pieces: the
-// decoded cold piece from File.Rows, then the hot slice).
+// The integer and date columns (series_code, period) carry exact zone maps
+// (ZoneRows), so that the reference implementation, vortex-data, prunes a
+// filtered scan of the file to the chunks that can match; our reader does
+// not need them (the index locates every series) and skips them.
+//
+// The builder writes the file through Splitter (split.go); the index records
+// each series' Location, and the read layer serves the decoded cold piece
+// (File.Rows) before the hot slice (docs/FORMAT.md §9).
 package coldfile
 
 import (

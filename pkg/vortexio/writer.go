@@ -52,9 +52,11 @@ type WriterOptions struct {
 // bits/row, which is why it is on by default: vortex-data 0.93, the
 // reference this package targets, reads it, as 0.90 did (tests/vortex checks). With
 // CoreEdition every release that knows core2025.06.0 reads the files. No
-// zone maps and no statistics are written: the reference prunes with
-// statistics, so only exact ones would be safe, and leaving them out is
-// always exact.
+// statistics are written unless WriterOptions.ZoneRows asks for zone maps
+// (then also the layout vortex.zoned, edition core2026.08.0, which the
+// reference's own writer uses): the reference prunes with statistics, so
+// only exact ones are safe, and the zone maps are exact (zones.go). No
+// array-level or file-level statistics are written at all.
 type Writer struct {
 	out      *bufio.Writer
 	off      uint64
