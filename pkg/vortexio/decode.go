@@ -87,6 +87,9 @@ func (f *File) parseNode(t fbTable, bufs [][]byte, depth int, budget *int) (*ano
 	if err != nil {
 		return nil, err
 	}
+	if cnt > 0 {
+		n.bufs = make([][]byte, 0, min(cnt, len(bufs)))
+	}
 	for i := 0; i < cnt; i++ {
 		bi := int(binary.LittleEndian.Uint16(t.buf[s+2*i:]))
 		if bi >= len(bufs) {
@@ -97,6 +100,9 @@ func (f *File) parseNode(t fbTable, bufs [][]byte, depth int, budget *int) (*ano
 	kids, err := t.tables(2)
 	if err != nil {
 		return nil, err
+	}
+	if len(kids) > 0 {
+		n.kids = make([]*anode, 0, len(kids))
 	}
 	for _, kt := range kids {
 		k, err := f.parseNode(kt, bufs, depth+1, budget)
