@@ -87,6 +87,9 @@ func (f *File) parseNode(t fbTable, bufs [][]byte, depth int, budget *int) (*ano
 	if err != nil {
 		return nil, err
 	}
+	if cnt > 0 {
+		n.bufs = make([][]byte, 0, min(cnt, len(bufs)))
+	}
 	for i := 0; i < cnt; i++ {
 		bi := int(binary.LittleEndian.Uint16(t.buf[s+2*i:]))
 		if bi >= len(bufs) {
@@ -97,6 +100,9 @@ func (f *File) parseNode(t fbTable, bufs [][]byte, depth int, budget *int) (*ano
 	kids, err := t.tables(2)
 	if err != nil {
 		return nil, err
+	}
+	if len(kids) > 0 {
+		n.kids = make([]*anode, 0, len(kids))
 	}
 	for _, kt := range kids {
 		k, err := f.parseNode(kt, bufs, depth+1, budget)
@@ -111,6 +117,7 @@ func (f *File) parseNode(t fbTable, bufs [][]byte, depth int, budget *int) (*ano
 // decoder decodes array nodes into vecs.
 type decoder struct {
 	maxRows uint64
+	ar      *arena // scratch of the read (ReadRange); nil: Go's heap
 }
 
 func (d *decoder) checkLen(n uint64, what string) (int, error) {
@@ -168,6 +175,9 @@ func (d *decoder) decode(nd *anode, dt *DType, n int) (*vec, error) {
 }
 
 func (d *decoder) decode1(nd *anode, dt *DType, n int) (*vec, error) {
+	if v, ok, err := d.ranged(nd, dt, n, 0, n); ok {
+		return v, err
+	}
 	sd := storage(dt)
 	switch nd.enc {
 	case "vortex.null":
@@ -175,13 +185,6 @@ func (d *decoder) decode1(nd *anode, dt *DType, n int) (*vec, error) {
 			return nil, corruptf("vortex.null for non-nullable %s", dt)
 		}
 		return allNull(dt, n), nil
-	case "vortex.ext":
-		if dt.Kind != KindExtension || len(nd.kids) != 1 {
-			return nil, corruptf("vortex.ext for %s with %d children", dt, len(nd.kids))
-		}
-		return d.decode(nd.kids[0], dt.Storage, n)
-	case "vortex.bool":
-		return d.decodeBool(nd, dt, n)
 	case "vortex.primitive":
 		return d.decodePrimitive(nd, dt, n)
 	case "vortex.varbinview":
@@ -190,32 +193,14 @@ func (d *decoder) decode1(nd *anode, dt *DType, n int) (*vec, error) {
 		return d.decodeVarBin(nd, dt, n)
 	case "vortex.struct":
 		return d.decodeStruct(nd, dt, n)
-	case "vortex.constant":
-		return d.decodeConstant(nd, dt, n)
-	case "vortex.masked":
-		return d.decodeMasked(nd, dt, n)
-	case "vortex.dict":
-		return d.decodeDict(nd, dt, n)
 	case "vortex.chunked":
 		return d.decodeChunked(nd, dt, n)
-	case "fastlanes.bitpacked":
-		return d.decodeBitPacked(nd, dt, n)
-	case "fastlanes.for":
-		return d.decodeFoR(nd, dt, n)
-	case "fastlanes.delta":
-		return d.decodeDelta(nd, dt, n)
 	case "fastlanes.rle":
 		return d.decodeRLE(nd, dt, n)
 	case "vortex.zigzag":
 		return d.decodeZigZag(nd, dt, n)
-	case "vortex.sequence":
-		return d.decodeSequence(nd, dt, n)
-	case "vortex.runend":
-		return d.decodeRunEnd(nd, dt, n)
 	case "vortex.sparse":
 		return d.decodeSparse(nd, dt, n)
-	case "vortex.alp":
-		return d.decodeALP(nd, dt, n)
 	case "vortex.alprd":
 		return d.decodeALPRD(nd, dt, n)
 	case "vortex.fsst":
@@ -230,32 +215,6 @@ func (d *decoder) decode1(nd *anode, dt *DType, n int) (*vec, error) {
 		return d.decodePco(nd, dt, n)
 	}
 	return nil, unsupportedf("array encoding %q", nd.enc)
-}
-
-func (d *decoder) decodeBool(nd *anode, dt *DType, n int) (*vec, error) {
-	if dt.Kind != KindBool {
-		return nil, corruptf("vortex.bool for %s", dt)
-	}
-	if err := d.expectBufs(nd, 1); err != nil {
-		return nil, err
-	}
-	if err := d.expectKids(nd, 0, 1); err != nil {
-		return nil, err
-	}
-	m, err := pbDecode(nd.meta)
-	if err != nil {
-		return nil, err
-	}
-	off := m.uint(1)
-	if off >= 8 && off > uint64(len(nd.bufs[0]))*8 {
-		return nil, corruptf("vortex.bool offset %d", off)
-	}
-	if uint64(len(nd.bufs[0]))*8 < off+uint64(n) {
-		return nil, corruptf("vortex.bool buffer of %d bytes for %d rows", len(nd.bufs[0]), n)
-	}
-	v := &vec{dt: dt, n: n, data: copyBits(nd.bufs[0], int(off), n)}
-	v.valid, _, err = d.validity(nd, dt, n, 0)
-	return v, err
 }
 
 func (d *decoder) decodePrimitive(nd *anode, dt *DType, n int) (*vec, error) {
@@ -427,59 +386,6 @@ func (d *decoder) decodeConstant(nd *anode, dt *DType, n int) (*vec, error) {
 		return nil, err
 	}
 	return scalarRepeat(s, dt, n)
-}
-
-func (d *decoder) decodeMasked(nd *anode, dt *DType, n int) (*vec, error) {
-	if err := d.expectKids(nd, 1, 2); err != nil {
-		return nil, err
-	}
-	if !dt.nullable() {
-		return nil, corruptf("vortex.masked for non-nullable %s", dt)
-	}
-	v, err := d.decode(nd.kids[0], dt.withNullable(false), n)
-	if err != nil {
-		return nil, err
-	}
-	valid, ok, err := d.validity(nd, dt, n, 1)
-	if err != nil {
-		return nil, err
-	}
-	v = v.materialize()
-	if ok {
-		v.valid = valid
-	}
-	return v, nil
-}
-
-func (d *decoder) decodeDict(nd *anode, dt *DType, n int) (*vec, error) {
-	if err := d.expectKids(nd, 2, 2); err != nil {
-		return nil, err
-	}
-	m, err := pbDecode(nd.meta)
-	if err != nil {
-		return nil, err
-	}
-	vlen, err := d.checkLen(m.uint(1), "vortex.dict values")
-	if err != nil {
-		return nil, err
-	}
-	cp := PType(m.uint(2))
-	if !cp.valid() || !cp.isInt() {
-		return nil, corruptf("vortex.dict codes ptype %d", cp)
-	}
-	cn := dt.nullable()
-	if m.has(3) {
-		cn = m.uint(3) != 0
-	}
-	codes, err := d.decode(nd.kids[0], primDType(cp, cn), n)
-	if err != nil {
-		return nil, fmt.Errorf("dict codes: %w", err)
-	}
-	values, err := d.decode(nd.kids[1], dt, vlen)
-	if err != nil {
-		return nil, fmt.Errorf("dict values: %w", err)
-	}
-	return takeCodes(values, codes, dt)
 }
 
 // takeCodes gathers values by code; null codes give null rows.

@@ -1,7 +1,5 @@
 package vortexio
 
-import "fmt"
-
 // fastlanes.delta: per 1024-value block, the values are "transposed" into
 // 1024/B lanes of B rows (B = bit width of the type) and each lane is stored
 // as a running difference from a per-lane base. Decoding is a prefix sum per
@@ -157,50 +155,4 @@ func untransposeBits(in []byte, nbits int) []byte {
 		}
 	}
 	return out
-}
-
-func (d *decoder) decodeDelta(nd *anode, dt *DType, n int) (*vec, error) {
-	sd := storage(dt)
-	if sd.Kind != KindPrimitive || !sd.PType.isInt() {
-		return nil, corruptf("fastlanes.delta for %s", dt)
-	}
-	if err := d.expectKids(nd, 2, 2); err != nil {
-		return nil, err
-	}
-	m, err := pbDecode(nd.meta)
-	if err != nil {
-		return nil, err
-	}
-	dlen, err := d.checkLen(m.uint(1), "fastlanes.delta deltas")
-	if err != nil {
-		return nil, err
-	}
-	off := int(m.uint(2))
-	if m.uint(2) >= 1024 || off+n > dlen {
-		return nil, corruptf("fastlanes.delta offset %d, %d rows, %d deltas", m.uint(2), n, dlen)
-	}
-	B := sd.PType.Width() * 8
-	lanes := 1024 / B
-	nbases := dlen / 1024 * lanes
-	if dlen%1024 != 0 {
-		// Files from before the 1024-padding rule: one base for the tail.
-		return nil, unsupportedf("fastlanes.delta with %d deltas (not a multiple of 1024)", dlen)
-	}
-	bv, err := d.decode(nd.kids[0], dt, nbases)
-	if err != nil {
-		return nil, fmt.Errorf("delta bases: %w", err)
-	}
-	dv, err := d.decode(nd.kids[1], dt, dlen)
-	if err != nil {
-		return nil, fmt.Errorf("deltas: %w", err)
-	}
-	vals, err := deltaDecode(raw64(bv), raw64(dv.materialize()), B, off, n)
-	if err != nil {
-		return nil, err
-	}
-	out := &vec{dt: dt, n: n, data: fromRaw64(sd.PType, vals)}
-	if dv.valid != nil {
-		out.valid = copyBits(untransposeBits(dv.valid, dlen), off, n)
-	}
-	return out, nil
 }

@@ -127,6 +127,9 @@ func (d *DType) String() string {
 }
 
 func (d *DType) withNullable(n bool) *DType {
+	if d.Nullable == n && (d.Kind != KindExtension || d.Storage.Nullable == n) {
+		return d // dtypes are never modified in place: share it
+	}
 	c := *d
 	c.Nullable = n
 	if c.Kind == KindExtension {

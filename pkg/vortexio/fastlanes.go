@@ -110,20 +110,26 @@ func packBlock(in []uint64, B, width int, packed []byte) {
 	}
 }
 
-// bitUnpack decodes rows [offset, offset+n) of a packed buffer.
+// bitUnpack decodes rows [offset, offset+n) of a packed buffer, unpacking
+// only the blocks that hold them.
 func bitUnpack(packed []byte, B, width, offset, n int) ([]uint64, error) {
 	total := offset + n
+	first := offset / 1024
 	blocks := (total + 1023) / 1024
 	bs := 128 * width
 	if len(packed) < blocks*bs {
 		return nil, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(packed), blocks, width)
 	}
-	packed = ensureAligned(packed, 8)
-	out := make([]uint64, blocks*1024)
-	for b := 0; b < blocks; b++ {
-		unpackBlock(packed[b*bs:], B, width, out[b*1024:])
+	if n == 0 {
+		return []uint64{}, nil
 	}
-	return out[offset:total], nil
+	packed = ensureAligned(packed, 8)
+	out := make([]uint64, (blocks-first)*1024)
+	for b := first; b < blocks; b++ {
+		unpackBlock(packed[b*bs:], B, width, out[(b-first)*1024:])
+	}
+	s := offset - first*1024
+	return out[s : s+n], nil
 }
 
 // bitPack packs values (each < 2^width) into whole 1024-value blocks.

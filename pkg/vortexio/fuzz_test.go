@@ -76,8 +76,9 @@ func FuzzWriterRoundTrip(f *testing.F) {
 		n := min(len(data)/8, maxRows)
 		sc, cols := fuzzColumns(data[:8*n])
 		chunkRows := 1 + int(chunk)%9000
+		zoneRows := (int(chunk) / 7) % 3 * 500 // 0 (no zone maps), 500 or 1000
 		var buf bytes.Buffer
-		w, err := NewWriter(&buf, sc, WriterOptions{ChunkRows: chunkRows, CoreEdition: core, Workers: 2})
+		w, err := NewWriter(&buf, sc, WriterOptions{ChunkRows: chunkRows, CoreEdition: core, Workers: 2, ZoneRows: zoneRows})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 
 // readLayout decodes rows [a, b) of layout l, touching only the flat
 // segments that overlap the range.
-func (f *File) readLayout(l *Layout, a, b uint64) (*vec, error) {
+func (f *File) readLayout(l *Layout, a, b uint64, ar *arena) (*vec, error) {
 	if a > b || b > l.RowCount {
 		return nil, fmt.Errorf("vortexio: range [%d,%d) outside %d rows", a, b, l.RowCount)
 	}
@@ -19,7 +19,7 @@ func (f *File) readLayout(l *Layout, a, b uint64) (*vec, error) {
 		if l.RowCount > f.opts.MaxChunkRows {
 			return nil, corruptf("flat layout of %d rows exceeds the limit", l.RowCount)
 		}
-		seg, err := f.segment(l.Segments[0])
+		seg, err := f.segmentIn(l.Segments[0], ar)
 		if err != nil {
 			return nil, err
 		}
@@ -27,19 +27,19 @@ func (f *File) readLayout(l *Layout, a, b uint64) (*vec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("segment %d: %w", l.Segments[0], err)
 		}
-		d := decoder{maxRows: f.opts.MaxChunkRows}
-		v, err := d.decode(nd, l.DType, int(l.RowCount))
+		d := decoder{maxRows: f.opts.MaxChunkRows, ar: ar}
+		v, err := d.decodeRange(nd, l.DType, int(l.RowCount), int(a), int(b))
 		if err != nil {
 			return nil, fmt.Errorf("segment %d: %w", l.Segments[0], err)
 		}
-		return v.slice(int(a), int(b)), nil
+		return v, nil
 	case "vortex.chunked":
 		var parts []*vec
 		start := uint64(0)
 		for _, c := range l.Children {
 			end := start + c.RowCount
 			if end > a && start < b && c.RowCount > 0 {
-				p, err := f.readLayout(c, max(a, start)-start, min(b, end)-start)
+				p, err := f.readLayout(c, max(a, start)-start, min(b, end)-start, ar)
 				if err != nil {
 					return nil, err
 				}
@@ -52,13 +52,13 @@ func (f *File) readLayout(l *Layout, a, b uint64) (*vec, error) {
 		}
 		return concat(l.DType, parts)
 	case "vortex.zoned", "vortex.stats":
-		return f.readLayout(l.Children[0], a, b)
+		return f.readLayout(l.Children[0], a, b, ar)
 	case "vortex.struct":
 		dt := l.DType
 		v := &vec{dt: dt, n: int(b - a)}
 		kids := l.Children
 		if dt.Nullable {
-			valid, err := f.readLayout(kids[0], a, b)
+			valid, err := f.readLayout(kids[0], a, b, ar)
 			if err != nil {
 				return nil, err
 			}
@@ -66,7 +66,7 @@ func (f *File) readLayout(l *Layout, a, b uint64) (*vec, error) {
 			kids = kids[1:]
 		}
 		for i, k := range kids {
-			c, err := f.readLayout(k, a, b)
+			c, err := f.readLayout(k, a, b, ar)
 			if err != nil {
 				return nil, fmt.Errorf("field %q: %w", dt.Names[i], err)
 			}
@@ -74,11 +74,11 @@ func (f *File) readLayout(l *Layout, a, b uint64) (*vec, error) {
 		}
 		return v, nil
 	case "vortex.dict":
-		values, err := f.readLayout(l.Children[0], 0, l.Children[0].RowCount)
+		values, err := f.readLayout(l.Children[0], 0, l.Children[0].RowCount, ar)
 		if err != nil {
 			return nil, fmt.Errorf("dict values: %w", err)
 		}
-		codes, err := f.readLayout(l.Children[1], a, b)
+		codes, err := f.readLayout(l.Children[1], a, b, ar)
 		if err != nil {
 			return nil, fmt.Errorf("dict codes: %w", err)
 		}
@@ -134,11 +134,16 @@ func (f *File) ReadRange(columns []string, a, b int64) (arrow.RecordBatch, error
 			}
 		}
 	}()
+	ar := getArena()
+	defer putArena(ar)
 	for i, l := range ls {
-		v, err := f.readLayout(l, uint64(a), uint64(b))
+		v, err := f.readLayout(l, uint64(a), uint64(b), ar)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", fs[i].Name, err)
 		}
+		// The decode's buffers are the arena's, which the next read reuses:
+		// the rows are copied out, exactly sized, to Go's heap.
+		v = v.clone()
 		if cols[i], err = v.toArrow(); err != nil {
 			return nil, fmt.Errorf("column %q: %w", fs[i].Name, err)
 		}

@@ -31,6 +31,11 @@ type WriterOptions struct {
 	// vortex-data releases that decode those (0.90 and 0.93 do). Dates sorted
 	// within series then lose their delta encoding (~4.5 → ~12 bits/row).
 	CoreEdition bool
+	// ZoneRows > 0 writes a zone map (vortex.zoned: exact min, max and
+	// null count per ZoneRows rows) for every integer and temporal column,
+	// so that vortex-data prunes filtered scans (zones.go). 0: none, the
+	// files are as before.
+	ZoneRows int
 }
 
 // Writer streams Arrow record batches into a Vortex file.
@@ -47,9 +52,11 @@ type WriterOptions struct {
 // bits/row, which is why it is on by default: vortex-data 0.93, the
 // reference this package targets, reads it, as 0.90 did (tests/vortex checks). With
 // CoreEdition every release that knows core2025.06.0 reads the files. No
-// zone maps and no statistics are written: the reference prunes with
-// statistics, so only exact ones would be safe, and leaving them out is
-// always exact.
+// statistics are written unless WriterOptions.ZoneRows asks for zone maps
+// (then also the layout vortex.zoned, edition core2026.08.0, which the
+// reference's own writer uses): the reference prunes with statistics, so
+// only exact ones are safe, and the zone maps are exact (zones.go). No
+// array-level or file-level statistics are written at all.
 type Writer struct {
 	out      *bufio.Writer
 	off      uint64
@@ -65,7 +72,8 @@ type Writer struct {
 	arrayIdx map[string]uint16
 	rows     uint64
 	closed   bool
-	flags    encFlags // candidates switched off by the options
+	flags    encFlags   // candidates switched off by the options
+	zones    []*zoneAcc // per column; nil: no zone map
 }
 
 type chunkRef struct {
@@ -91,6 +99,14 @@ func NewWriter(w io.Writer, schema *arrow.Schema, opts WriterOptions) (*Writer, 
 		pending: make([][]*vec, len(dt.Fields)), chunks: make([][]chunkRef, len(dt.Fields)), arrayIdx: map[string]uint16{}}
 	if opts.CoreEdition {
 		vw.flags = noDelta
+	}
+	vw.zones = make([]*zoneAcc, len(dt.Fields))
+	if opts.ZoneRows > 0 {
+		for i, f := range dt.Fields {
+			if zoneable(f) {
+				vw.zones[i] = newZoneAcc(f, opts.ZoneRows)
+			}
+		}
 	}
 	if _, err := vw.out.WriteString(magic); err != nil {
 		return nil, err
@@ -120,6 +136,11 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 		v, err := fromArrow(rec.Column(i), f)
 		if err != nil {
 			return fmt.Errorf("column %q: %w", w.dtype.Names[i], err)
+		}
+		if z := w.zones[i]; z != nil {
+			if err := z.add(v); err != nil {
+				return fmt.Errorf("column %q: %w", w.dtype.Names[i], err)
+			}
 		}
 		w.pending[i] = append(w.pending[i], v)
 	}
@@ -382,10 +403,28 @@ func (w *Writer) Close() error {
 			w.chunks[i] = append(w.chunks[i], chunkRef{rows: 0, seg: seg})
 		}
 	}
+	// Zone tables go after all the data segments (the segment map is in
+	// file order).
+	zoneSegs := make([]int64, len(w.dtype.Fields))
+	zoneRows := make([]uint64, len(w.dtype.Fields))
 	layoutIDs := []string{"vortex.flat", "vortex.chunked", "vortex.struct"}
+	for i, f := range w.dtype.Fields {
+		zoneSegs[i] = -1
+		if z := w.zones[i]; z != nil && w.rows > 0 {
+			t := z.table(f)
+			seg, err := w.writeArray(encodeVec(t, w.flags))
+			if err != nil {
+				return fmt.Errorf("column %q zone map: %w", w.dtype.Names[i], err)
+			}
+			zoneSegs[i], zoneRows[i] = int64(seg), uint64(t.n)
+			if len(layoutIDs) == 3 {
+				layoutIDs = append(layoutIDs, "vortex.zoned")
+			}
+		}
+	}
 	segs := []struct {
 		b []byte
-	}{{buildDTypeFB(w.dtype)}, {w.buildLayoutFB()}, {w.buildFooterFB(layoutIDs)}}
+	}{{buildDTypeFB(w.dtype)}, {w.buildLayoutFB(zoneSegs, zoneRows)}, {w.buildFooterFB(layoutIDs)}}
 	var pos [3]uint64
 	for i, s := range segs {
 		pos[i] = w.off
@@ -425,10 +464,17 @@ func (w *Writer) Close() error {
 	return w.out.Flush()
 }
 
-func (w *Writer) buildLayoutFB() []byte {
+// buildLayoutFB writes the layout tree: struct → per column chunked →
+// flat, and, for a column with a zone table (zoneSegs[i] >= 0, of
+// zoneRows[i] rows), zoned → [that, flat zone table].
+func (w *Writer) buildLayoutFB(zoneSegs []int64, zoneRows []uint64) []byte {
 	fb := flatbuffers.NewBuilder(1024)
+	var meta []byte
 	layout := func(enc uint16, rows uint64, kids []flatbuffers.UOffsetT, seg int64) flatbuffers.UOffsetT {
-		var kv, sv flatbuffers.UOffsetT
+		var kv, sv, mv flatbuffers.UOffsetT
+		if len(meta) > 0 {
+			mv = fb.CreateByteVector(meta)
+		}
 		if len(kids) > 0 {
 			kv = offsetVector(fb, kids)
 		}
@@ -440,6 +486,9 @@ func (w *Writer) buildLayoutFB() []byte {
 		fb.StartObject(5)
 		fb.PrependUint16Slot(0, enc, 0)
 		fb.PrependUint64Slot(1, rows, 0)
+		if mv != 0 {
+			fb.PrependUOffsetTSlot(2, mv, 0)
+		}
 		if kv != 0 {
 			fb.PrependUOffsetTSlot(3, kv, 0)
 		}
@@ -458,6 +507,12 @@ func (w *Writer) buildLayoutFB() []byte {
 			cols[i] = flats[0]
 		} else {
 			cols[i] = layout(1, w.rows, flats, -1)
+		}
+		if zoneSegs[i] >= 0 {
+			zt := layout(0, zoneRows[i], nil, zoneSegs[i])
+			meta = zonedMetadata(w.opts.ZoneRows)
+			cols[i] = layout(3, w.rows, []flatbuffers.UOffsetT{cols[i], zt}, -1)
+			meta = nil
 		}
 	}
 	fb.Finish(layout(2, w.rows, cols, -1))

@@ -58,13 +58,15 @@ TABLES = tables()
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))
-@pytest.mark.parametrize("chunk", [1000, 65536])
-def test_go_writes_vortex_reads(vxconv, tmp_path, name, chunk):
+@pytest.mark.parametrize("chunk,zones", [(1000, 0), (65536, 0), (1000, 300)])
+def test_go_writes_vortex_reads(vxconv, tmp_path, name, chunk, zones):
+    """zones > 0: with zone maps of that many rows on every integer and
+    temporal column (tests/vortex/test_zones.py checks their values)."""
     table = TABLES[name]
     src = tmp_path / "in.arrow"
     dst = tmp_path / "out.vortex"
     write_ipc(str(src), table)
-    subprocess.run([vxconv, str(src), str(dst), str(chunk)], check=True)
+    subprocess.run([vxconv, str(src), str(dst), str(chunk), str(zones)], check=True)
     f = vx.open(str(dst))
     assert len(f) == table.num_rows
     got = f.to_arrow().read_all()

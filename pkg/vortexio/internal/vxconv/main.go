@@ -28,7 +28,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) < 2 {
-		return fmt.Errorf("usage: vxconv IN.arrow OUT.vortex [CHUNK_ROWS]")
+		return fmt.Errorf("usage: vxconv IN.arrow OUT.vortex [CHUNK_ROWS [ZONE_ROWS]]")
 	}
 	if strings.HasSuffix(args[0], ".vortex") {
 		return toArrow(args[0], args[1])
@@ -40,6 +40,14 @@ func run(args []string) error {
 			return err
 		}
 		chunk = n
+	}
+	zones := 0
+	if len(args) > 3 {
+		n, err := strconv.Atoi(args[3])
+		if err != nil {
+			return err
+		}
+		zones = n
 	}
 	in, err := os.Open(args[0])
 	if err != nil {
@@ -55,7 +63,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	w, err := vortexio.NewWriter(out, r.Schema(), vortexio.WriterOptions{ChunkRows: chunk})
+	w, err := vortexio.NewWriter(out, r.Schema(), vortexio.WriterOptions{ChunkRows: chunk, ZoneRows: zones})
 	if err != nil {
 		return err
 	}
