@@ -25,11 +25,6 @@ type order struct {
 	ibits uint     // row-number bits
 	pbits uint     // period-offset bits
 	minP  int32
-	// pvals, when set, are the distinct periods in order and the key holds
-	// a period's position among them instead of its offset from minP:
-	// monthly or yearly periods then need far fewer key bits (25 years of
-	// months: 9 bits instead of 14), which saves a radix pass.
-	pvals []int32
 
 	perm    []uint32 // fallback: input rows in output order
 	rankOf  []uint32 // fallback: rank per dictionary code
@@ -69,11 +64,7 @@ func (o *order) rank(j int) uint32 {
 
 func (o *order) period(j int) int32 {
 	if o.keys != nil {
-		p := (o.keys[j] >> o.ibits) & (1<<o.pbits - 1)
-		if o.pvals != nil {
-			return o.pvals[p]
-		}
-		return o.minP + int32(p)
+		return o.minP + int32((o.keys[j]>>o.ibits)&(1<<o.pbits-1))
 	}
 	return o.periods[o.perm[j]]
 }
@@ -119,10 +110,6 @@ func sortRowsInto(rank []uint32, codes []uint32, periods []int32, keys, scratch 
 		maxRank = max(maxRank, r)
 	}
 	pbits := uint(bits.Len64(uint64(int64(maxP) - int64(minP))))
-	pos, pvals := periodPositions(periods, minP, maxP, pbits)
-	if pvals != nil {
-		pbits = uint(bits.Len(uint(len(pvals) - 1)))
-	}
 	rbits := uint(bits.Len32(maxRank))
 	ibits := uint(bits.Len64(uint64(n - 1)))
 	if pbits+rbits+ibits > 64 {
@@ -130,70 +117,22 @@ func sortRowsInto(rank []uint32, codes []uint32, periods []int32, keys, scratch 
 	}
 	keys = resizeSlice(keys, n)
 	sorted := true
-	if pvals != nil {
-		for i := range keys {
-			k := uint64(rank[codes[i]])<<pbits | uint64(pos[periods[i]-minP])
-			keys[i] = k<<ibits | uint64(i)
-			if i > 0 && keys[i] < keys[i-1] {
-				sorted = false
-			}
-		}
-	} else {
-		for i := range keys {
-			k := uint64(rank[codes[i]])<<pbits | uint64(int64(periods[i])-int64(minP))
-			keys[i] = k<<ibits | uint64(i)
-			if i > 0 && keys[i] < keys[i-1] {
-				sorted = false
-			}
+	for i := range keys {
+		k := uint64(rank[codes[i]])<<pbits | uint64(int64(periods[i])-int64(minP))
+		keys[i] = k<<ibits | uint64(i)
+		if i > 0 && keys[i] < keys[i-1] {
+			sorted = false
 		}
 	}
 	if !sorted {
 		radixSortWith(keys, resizeSlice(scratch, n), ibits, ibits+pbits+rbits)
 	}
-	return &order{keys: keys, ibits: ibits, pbits: pbits, minP: minP, pvals: pvals}
+	return &order{keys: keys, ibits: ibits, pbits: pbits, minP: minP}
 }
 
-// maxPeriodSpan bounds the table periodPositions builds (4 MiB).
-const maxPeriodSpan = 1 << 20
-
-// periodPositions returns, when it saves key bits, each period's position
-// among the distinct periods (indexed by period - minP) and the distinct
-// periods in order; nil, nil when the span is too wide for a table or the
-// positions need as many bits as the offsets (pbits).
-func periodPositions(periods []int32, minP, maxP int32, pbits uint) ([]uint32, []int32) {
-	span := int64(maxP) - int64(minP)
-	if span < 2 || span >= maxPeriodSpan {
-		return nil, nil
-	}
-	pos := make([]uint32, span+1)
-	for _, p := range periods {
-		pos[p-minP] = 1
-	}
-	var pvals []int32
-	for i, seen := range pos {
-		if seen != 0 {
-			pos[i] = uint32(len(pvals))
-			pvals = append(pvals, minP+int32(i))
-		}
-	}
-	if uint(bits.Len(uint(len(pvals)-1))) >= pbits {
-		return nil, nil
-	}
-	return pos, pvals
-}
-
-// radixDigit is the widest digit: fewer passes over the keys save more
-// than the larger histograms cost (15M keys of 31 bits: 2 passes of 16 bits
-// take about 0.7× the time of 3 passes of 11). Each sort uses as few passes
-// as the key needs with digits of equal width.
-const radixDigit = 16
-
-// radixSmall is the widest digit for short inputs, where clearing and
-// summing a 65,536-entry histogram would cost more than the keys.
-const (
-	radixSmall      = 11
-	radixSmallInput = 1 << 16
-)
+// radixDigit is the digit width: 11 bits keep the 2048-entry histograms in
+// L1 and need only 3 passes for a 33-bit key.
+const radixDigit = 11
 
 // radixSort sorts keys stably by bits [lo, hi), least significant digit
 // first, ping-ponging with one scratch buffer.
@@ -211,17 +150,11 @@ func radixSortWith(keys, tmp []uint64, lo, hi uint) {
 	}
 	tmp = tmp[:len(keys)]
 	src, dst := keys, tmp
-	digit := uint(radixDigit)
-	if len(keys) < radixSmallInput {
-		digit = radixSmall
-	}
-	passes := (hi - lo + digit - 1) / digit
-	step := (hi - lo + passes - 1) / passes
-	count := make([]int, 1<<step)
-	for shift := lo; shift < hi; shift += step {
-		width := min(step, hi-shift)
+	var count [1 << radixDigit]int
+	for shift := lo; shift < hi; shift += radixDigit {
+		width := min(radixDigit, hi-shift)
 		mask := uint64(1)<<width - 1
-		clear(count)
+		clear(count[:])
 		for _, k := range src {
 			count[(k>>shift)&mask]++
 		}
