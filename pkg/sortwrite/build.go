@@ -357,6 +357,10 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		if err := t.checkSeriesIDs(); err != nil {
 			return nil, err
 		}
+		t.value.noteNulls()
+		for _, s := range t.others {
+			s.noteNulls()
+		}
 		phase(&sum.Phases.Read)
 
 		opt.onPhase("sort")

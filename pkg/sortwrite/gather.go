@@ -72,6 +72,19 @@ func gatherT[T any](dst, src []T, rows []uint32) {
 func (s *store) gatherValidity(rows []uint32) (*memory.Buffer, int) {
 	bm := make([]byte, bitutil.BytesForBits(int64(len(rows))))
 	nulls := 0
+	if s.noNull {
+		for i, r := range rows {
+			if r == noRow {
+				nulls++
+			} else {
+				bm[i>>3] |= 1 << (i & 7)
+			}
+		}
+		if nulls == 0 {
+			return nil, 0
+		}
+		return memory.NewBufferBytes(bm), nulls
+	}
 	for i, r := range rows {
 		if r == noRow || s.isNull(int(r)) {
 			nulls++

@@ -2,7 +2,6 @@ package sortwrite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -242,7 +241,7 @@ func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, p
 		return nil, sc, err
 	}
 	defer dw.Abort()
-	if err := t.writeData(ctx, dw, l, sc.data, extraStores, ph); err != nil {
+	if err := t.writeData(ctx, dw, l, sc.data, extraStores, opt.Parallel, ph); err != nil {
 		return nil, sc, err
 	}
 	files, err := dw.Close()
@@ -351,40 +350,68 @@ func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 // k+1 overlaps with writing batch k: the gather is random access into the
 // input columns, the write is a check and a copy into the page cache, and
 // the two together would otherwise leave a core idle.
-func (t *table) writeData(ctx context.Context, dw *dataSink, l *layout, schema *arrow.Schema, extra []*store, ph progress.Phase) error {
-	recs := make(chan arrow.RecordBatch, 1)
+func (t *table) writeData(ctx context.Context, dw *dataSink, l *layout, schema *arrow.Schema, extra []*store, workers int, ph progress.Phase) error {
+	// Batches are gathered by up to workers goroutines at once (gathering
+	// is random reads of the input columns, the larger part of this phase)
+	// and written in order as they come. futs carries one result channel
+	// per batch, in batch order; it and the gathering bound the batches in
+	// memory to about 2×workers.
+	workers = max(workers, 1)
+	type gathered struct {
+		rec arrow.RecordBatch
+		err error
+	}
+	futs := make(chan chan gathered, workers)
 	done := make(chan struct{})
-	var gatherErr error
 	go func() {
-		defer close(recs)
+		defer close(futs)
+		sem := make(chan struct{}, workers)
 		for b := range l.batches {
-			rec, err := t.gatherBatch(l, b, schema, extra)
-			if err != nil {
-				gatherErr = err
-				return
-			}
 			select {
-			case recs <- rec:
+			case sem <- struct{}{}:
 			case <-done:
-				rec.Release()
 				return
 			}
+			f := make(chan gathered, 1)
+			select {
+			case futs <- f:
+			case <-done:
+				<-sem
+				return
+			}
+			go func() {
+				rec, err := t.gatherBatch(l, b, schema, extra)
+				<-sem
+				f <- gathered{rec, err}
+			}()
 		}
 	}()
 	var werr error
-	for rec := range recs {
+	stop := func(err error) {
 		if werr == nil {
-			if werr = ctx.Err(); werr == nil {
-				werr = dw.Write(rec)
-			}
-			if werr != nil {
-				close(done)
-			}
-			ph.Add(rec.NumRows(), 0)
+			werr = err
+			close(done)
 		}
-		rec.Release()
 	}
-	return errors.Join(gatherErr, werr)
+	for f := range futs {
+		g := <-f
+		if g.err != nil {
+			stop(g.err)
+			continue
+		}
+		if werr == nil {
+			err := ctx.Err()
+			if err == nil {
+				err = dw.Write(g.rec)
+			}
+			if err != nil {
+				stop(err)
+			}
+			ph.Add(g.rec.NumRows(), 0)
+		}
+		g.rec.Release()
+	}
+	return werr
 }
 
 // gatherBatch builds data record batch b.

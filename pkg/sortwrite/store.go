@@ -1,6 +1,7 @@
 package sortwrite
 
 import (
+	"bytes"
 	"math"
 	"sync"
 	"unsafe"
@@ -55,6 +56,18 @@ type store struct {
 
 	data  []byte // kindFixed, kindBool: width bytes per row
 	valid []byte // kindFixed, kindBool: 1 = valid, 0 = null
+
+	// noNull says valid holds no 0: set by noteNulls once the store is
+	// complete, it lets gather skip the per-row validity look-up, a random
+	// read per row per column (false is always safe).
+	noNull bool
+}
+
+// noteNulls records whether the store holds no null (see noNull). Call it
+// only once the store is filled and before gathering; a store that changes
+// afterwards must reset noNull.
+func (s *store) noteNulls() {
+	s.noNull = (s.kind == kindFixed || s.kind == kindBool) && bytes.IndexByte(s.valid, 0) < 0
 }
 
 func newStore(c Column, rows int) *store {
