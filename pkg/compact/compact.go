@@ -173,7 +173,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	mem := memory.DefaultAllocator
 	sh := r.Shape()
 	dataSchema, attrFields := sh.DataSchema(), sh.AttributeFields()
-	dw, err := newSink(dir, dataSchema, policy)
+	dw, err := coldfile.NewSink(dir, dataSchema, policy)
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
@@ -279,7 +279,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
-	dw.setup(xw)
+	dw.SetupIndex(xw)
 	locs := dw.Locations()
 	xw.Reserve(len(locs))
 	idArr := ids.(*array.String)
@@ -289,7 +289,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		k := written[i]
 		s.ID = idArr.Value(k)
 		s.Location = loc
-		s.Cold = dw.cold(i)
+		s.Cold = dw.ColdAt(i)
 		s.HasLatest = latests[i].rec != nil
 		s.LatestValue = sidecar.Cell{}
 		if s.HasLatest {

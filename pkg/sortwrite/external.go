@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
@@ -590,7 +591,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	}
 	heap.Init(&h)
 
-	dw, err := newDataSink(staged, res.schemas.data, e.opt.Tiers)
+	dw, err := coldfile.NewSink(staged, res.schemas.data, e.opt.Tiers)
 	if err != nil {
 		return nil, err
 	}
@@ -856,7 +857,7 @@ func (b *batcher) flush(ctx context.Context, k int) error {
 
 // writeIndex writes index.arrow: series in rank order, the latest values
 // kept during the merge, attributes from the per-series first values.
-func (e *external) writeIndex(path string, sink *dataSink, byID []uint32, latest *store, latestP []int32,
+func (e *external) writeIndex(path string, sink *coldfile.Sink, byID []uint32, latest *store, latestP []int32,
 	attrs []arrow.Field, attrIdx []int, sc *schemas) (arrowfile.Info, error) {
 	t := e.t
 	n := len(byID)

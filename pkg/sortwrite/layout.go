@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
@@ -236,7 +237,7 @@ func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, p
 	}
 	var sc schemas
 	sc.data = datafile.Schema(t.value.col.Type, extra)
-	dw, err := newDataSink(dir, sc.data, opt.Tiers)
+	dw, err := coldfile.NewSink(dir, sc.data, opt.Tiers)
 	if err != nil {
 		return nil, sc, err
 	}
@@ -260,7 +261,7 @@ func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, p
 // the data writer recorded them, the latest value and the attributes as
 // rows of arrays gathered once for all series (an attribute is read at the
 // series' first row). It sets sc.index to the schema written.
-func (t *table) writeIndex(path string, l *layout, sink *dataSink, attrs []arrow.Field, attrStores []*store, sc *schemas) (arrowfile.Info, error) {
+func (t *table) writeIndex(path string, l *layout, sink *coldfile.Sink, attrs []arrow.Field, attrStores []*store, sc *schemas) (arrowfile.Info, error) {
 	n := len(l.series)
 	locs := sink.Locations()
 	if len(locs) != n {
@@ -307,13 +308,13 @@ func (t *table) writeIndex(path string, l *layout, sink *dataSink, attrs []arrow
 // of latest and attrCols; at sets its id, location and latest period; the
 // sink says where its cold rows went, if anywhere. Both build paths (in
 // memory, external) end here.
-func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *dataSink, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
+func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *coldfile.Sink, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
 	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
-	sink.setup(xw)
+	sink.SetupIndex(xw)
 	for i := range n {
 		s.LatestPeriod = 0
 		at(i, &s)
-		s.Cold = sink.cold(i)
+		s.Cold = sink.ColdAt(i)
 		s.LatestValue = sidecar.Cell{Array: latest, Row: i}
 		for k, a := range attrCols {
 			s.Attrs[k] = sidecar.Cell{Array: a, Row: i}
@@ -350,7 +351,7 @@ func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 // k+1 overlaps with writing batch k: the gather is random access into the
 // input columns, the write is a check and a copy into the page cache, and
 // the two together would otherwise leave a core idle.
-func (t *table) writeData(ctx context.Context, dw *dataSink, l *layout, schema *arrow.Schema, extra []*store, workers int, ph progress.Phase) error {
+func (t *table) writeData(ctx context.Context, dw *coldfile.Sink, l *layout, schema *arrow.Schema, extra []*store, workers int, ph progress.Phase) error {
 	// Batches are gathered by up to workers goroutines at once (gathering
 	// is random reads of the input columns, the larger part of this phase)
 	// and written in order as they come. futs carries one result channel

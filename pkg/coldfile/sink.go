@@ -1,41 +1,44 @@
-package sortwrite
+package coldfile
 
 import (
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
-// dataSink is where both build paths (in memory, external) write their
-// sorted, series-aligned data batches: the hot data file, and with a tier
-// policy (--hot-since, --hot-rows, --format vortex) the cold file too,
-// through a coldfile.Splitter that sends each series' cold prefix there.
-type dataSink struct {
+// Sink is where a snapshot writer (the builder's two paths, compaction)
+// writes its sorted, series-aligned data batches: the hot data file, and
+// with a tier policy (--hot-since, --hot-rows, --format vortex) the cold
+// file too, through a Splitter that sends each series' cold prefix there.
+// It names both files and says what the index must record of them
+// (SetupIndex, ColdAt), so that every writer of a snapshot agrees.
+type Sink struct {
 	dw     *datafile.Writer
-	cw     *coldfile.Writer // nil unless tiered
-	sp     *coldfile.Splitter
-	policy coldfile.Policy
+	cw     *Writer // nil unless tiered
+	sp     *Splitter
+	policy Policy
 }
 
-func newDataSink(dir string, schema *arrow.Schema, p coldfile.Policy) (*dataSink, error) {
+// NewSink creates data.arrow (and under a tiered policy cold.vortex) in
+// dir for batches of the data schema.
+func NewSink(dir string, schema *arrow.Schema, p Policy) (*Sink, error) {
 	dw, err := datafile.Create(filepath.Join(dir, "data.arrow"), schema)
 	if err != nil {
 		return nil, err
 	}
-	k := &dataSink{dw: dw, policy: p}
+	k := &Sink{dw: dw, policy: p}
 	if !p.Tiered() {
 		return k, nil
 	}
-	if k.cw, err = coldfile.Create(filepath.Join(dir, coldfile.FileName), schema, coldfile.Options{}); err != nil {
+	if k.cw, err = Create(filepath.Join(dir, FileName), schema, Options{}); err != nil {
 		dw.Abort()
 		return nil, err
 	}
-	if k.sp, err = coldfile.NewSplitter(dw, k.cw, p); err != nil {
+	if k.sp, err = NewSplitter(dw, k.cw, p); err != nil {
 		k.Abort()
 		return nil, err
 	}
@@ -43,7 +46,7 @@ func newDataSink(dir string, schema *arrow.Schema, p coldfile.Policy) (*dataSink
 }
 
 // Write writes the next batch (see datafile.Writer.Write).
-func (k *dataSink) Write(rec arrow.RecordBatch) error {
+func (k *Sink) Write(rec arrow.RecordBatch) error {
 	if k.sp != nil {
 		return k.sp.Write(rec)
 	}
@@ -51,23 +54,23 @@ func (k *dataSink) Write(rec arrow.RecordBatch) error {
 }
 
 // Locations are, per series code, where its (hot) rows went.
-func (k *dataSink) Locations() []datafile.Location {
+func (k *Sink) Locations() []datafile.Location {
 	if k.sp != nil {
 		return k.sp.HotLocations()
 	}
 	return k.dw.Locations()
 }
 
-// setup makes an index writer record what this sink wrote: a tiered sink
+// SetupIndex makes an index writer record what this sink wrote: a tiered sink
 // needs a version-3 index.
-func (k *dataSink) setup(xw *sidecar.Writer) {
+func (k *Sink) SetupIndex(xw *sidecar.Writer) {
 	if k.sp != nil {
 		xw.SetTiered(k.policy.AllCold)
 	}
 }
 
-// cold is where series i's cold rows went (zero when not tiered).
-func (k *dataSink) cold(i int) sidecar.Cold {
+// ColdAt is where series i's cold rows went (zero when not tiered).
+func (k *Sink) ColdAt(i int) sidecar.Cold {
 	if k.sp == nil {
 		return sidecar.Cold{}
 	}
@@ -76,7 +79,7 @@ func (k *dataSink) cold(i int) sidecar.Cold {
 }
 
 // Close finishes the files and describes them for the manifest.
-func (k *dataSink) Close() ([]manifest.File, error) {
+func (k *Sink) Close() ([]manifest.File, error) {
 	dinfo, err := k.dw.Close()
 	if err != nil {
 		k.Abort()
@@ -91,12 +94,12 @@ func (k *dataSink) Close() ([]manifest.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(files, manifest.File{Path: coldfile.FileName, Role: manifest.RoleCold, Tier: manifest.TierCold, Format: manifest.FormatVortex,
+	return append(files, manifest.File{Path: FileName, Role: manifest.RoleCold, Tier: manifest.TierCold, Format: manifest.FormatVortex,
 		Size: cinfo.Size, Rows: cinfo.Rows, Batches: int(cinfo.Chunks), Checksum: cinfo.Checksum}), nil
 }
 
 // Abort removes what was written (safe after Close).
-func (k *dataSink) Abort() {
+func (k *Sink) Abort() {
 	k.dw.Abort()
 	if k.cw != nil {
 		k.cw.Abort()
