@@ -3,7 +3,6 @@ package delta
 import (
 	"cmp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -101,8 +100,8 @@ func (k *keyIndex) addEntries(r *Run, entries []*keyEntry) (added int64, fresh [
 }
 
 func inDates(s []arrow.Date32, p arrow.Date32) bool {
-	i := sort.Search(len(s), func(i int) bool { return s[i] >= p })
-	return i < len(s) && s[i] == p
+	_, ok := slices.BinarySearch(s, p)
+	return ok
 }
 
 func inInts(s []int32, p int32) bool {

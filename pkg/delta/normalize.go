@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -110,12 +111,12 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 		}
 		return nil, bad(-1, datafile.ColPeriod, "%v", err)
 	}
-	pb := array.NewDate32Builder(mem)
-	for _, d := range days {
-		pb.Append(arrow.Date32(d))
-	}
-	cols = append(cols, pb.NewArray())
-	pb.Release()
+	// The days become the column's buffer as they are (date32 is int32
+	// days): no per-row builder call.
+	pd := array.NewData(arrow.FixedWidthTypes.Date32, n,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(days))}, nil, 0, 0)
+	cols = append(cols, array.NewDate32Data(pd))
+	pd.Release()
 
 	// value and the varying columns
 	for i := datafile.ColumnValue; i < s.Data.NumFields(); i++ {
@@ -158,15 +159,15 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	}
 	// New series need their attributes; attributes are constant within a
 	// series and agree with what the dataset already holds.
-	first := map[string]int{}
-	for i := 0; i < n; i++ {
+	var first map[string]int
+	if len(s.Attrs) > 0 {
+		first = make(map[string]int, min(n, 1<<16))
+	}
+	for i := 0; i < n && len(s.Attrs) > 0; i++ {
 		id := ids.Value(i)
 		f, seen := first[id]
 		if !seen {
 			first[id] = i
-		}
-		if len(s.Attrs) == 0 {
-			continue
 		}
 		if !given {
 			if !seen {
@@ -188,13 +189,26 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 			}
 		}
 	}
-	gb := array.NewBooleanBuilder(mem)
-	for i := 0; i < n; i++ {
-		gb.Append(given)
-	}
-	cols = append(cols, gb.NewArray())
-	gb.Release()
+	cols = append(cols, constBool(mem, given, n))
 	return array.NewRecordBatch(s.Write, cols, int64(n)), nil
+}
+
+// constBool is a boolean column of n values v, its bitmap filled bytewise.
+func constBool(mem memory.Allocator, v bool, n int) arrow.Array {
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(int(bitutil.BytesForBits(int64(n))))
+	b := buf.Bytes()
+	fill := byte(0)
+	if v {
+		fill = 0xff
+	}
+	for i := range b {
+		b[i] = fill
+	}
+	data := array.NewData(arrow.FixedWidthTypes.Boolean, n, []*memory.Buffer{nil, buf}, nil, 0, 0)
+	buf.Release()
+	defer data.Release()
+	return array.MakeFromData(data)
 }
 
 func contains(ss []string, s string) bool {

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -100,8 +102,15 @@ func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Record
 	// distinct series are then sorted mostly by their base codes.
 	var distinct []*keyEntry
 	rowRank := make([]int32, n)
+	ents := probeEntries(keys, ids, n)
 	for i := 0; i < n; i++ {
-		e := keys.entry(ids.Value(i))
+		var e *keyEntry
+		if ents != nil {
+			e = ents[i]
+		}
+		if e == nil {
+			e = keys.entry(ids.Value(i))
+		}
 		if e.stamp != seq || int(e.rank) >= len(distinct) || distinct[e.rank] != e {
 			e.stamp, e.rank = seq, int32(len(distinct))
 			distinct = append(distinct, e)
@@ -152,6 +161,37 @@ func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Record
 	}
 	r, err := assemble(ctx, mem, s, seq, w, keep, first)
 	return r, sortedEntries, err
+}
+
+// parallelProbeRows is the size of a write from which newRun probes the
+// key index on every core: a replay's chunks of a million rows, where the
+// probe (hashing each row's id) is the largest single cost.
+var parallelProbeRows = 1 << 16 // a variable for the tests
+
+// probeEntries looks every row's series up in the key index, split over
+// the cores: read-only map probes, safe together because nothing writes
+// the index meanwhile (it belongs to the write path, which is on this
+// goroutine, waiting). A nil entry is a series the index lacks yet; the
+// caller adds those one by one. Nil (probe as you go) for small writes.
+func probeEntries(keys *keyIndex, ids *array.String, n int) []*keyEntry {
+	parts := min(runtime.GOMAXPROCS(0), 4)
+	if n < parallelProbeRows || parts < 2 || len(keys.series) == 0 {
+		return nil
+	}
+	ents := make([]*keyEntry, n)
+	var wg sync.WaitGroup
+	for p := 0; p < parts; p++ {
+		lo, hi := n*p/parts, n*(p+1)/parts
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				ents[i] = keys.series[ids.Value(i)]
+			}
+		}()
+	}
+	wg.Wait()
+	return ents
 }
 
 // sortByPeriod orders rows by period, keeping the input order of equal

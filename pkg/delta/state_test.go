@@ -293,3 +293,13 @@ func checkState(t *testing.T, st *State, base *fakeBase, want map[key]row, given
 		}
 	}
 }
+
+// TestApplyMatchesOracleParallelProbe runs the oracle test with every
+// write's key-index probe split over the cores (as a replay's large
+// chunks are), so the parallel path is checked (and raced) on small data.
+func TestApplyMatchesOracleParallelProbe(t *testing.T) {
+	old := parallelProbeRows
+	parallelProbeRows = 1
+	defer func() { parallelProbeRows = old }()
+	TestApplyMatchesOracle(t)
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -331,8 +332,7 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if v == nil {
 		return errf(codes.Unavailable, "dataset %q is closed", d.name)
 	}
-	known, _ := v.r.(delta.Known)
-	norm, err := delta.Normalize(ctx, s.mem, w.State().Schema(), rec, batch, known)
+	norm, err := delta.Normalize(ctx, s.mem, w.State().Schema(), rec, batch, newPutKnown(v))
 	v.Release()
 	if err != nil {
 		return err
@@ -349,6 +349,39 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	d.stMu.Unlock()
 	md, _ := json.Marshal(ack)
 	return stream.Send(&flight.PutResult{AppMetadata: md})
+}
+
+// putKnown answers Normalize's attribute look-ups for one batch. The base
+// index's attribute columns are fetched once per batch rather than once
+// per series (sidecar.Index.Attributes copies its field list on every
+// call, which was most of a DoPut's normalisation CPU); a series the base
+// lacks is asked of the view's reader, which knows the delta's new series.
+// It answers what query.SnapshotReader.Attr and query.Composite.Attr do:
+// the base first.
+type putKnown struct {
+	x    *sidecar.Index
+	cols []arrow.Array
+	rest delta.Known // nil: no series beyond the base
+}
+
+func newPutKnown(v *view) delta.Known {
+	k := putKnown{x: v.Index()}
+	_, k.cols = k.x.Attributes()
+	k.rest, _ = v.r.(delta.Known)
+	return k
+}
+
+func (k putKnown) Attr(id string, a int) (arrow.Array, int, bool) {
+	if c, ok := k.x.Lookup(id); ok {
+		if a >= len(k.cols) {
+			return nil, 0, true
+		}
+		return k.cols[a], c, true
+	}
+	if k.rest == nil {
+		return nil, 0, false
+	}
+	return k.rest.Attr(id, a)
 }
 
 // acquirePut takes size bytes of the in-flight write budget.
