@@ -114,8 +114,16 @@ def load_runs(results, profile):
             continue
         if r.meta.get("profile") == profile and not r.R.get("error") and r.md.exists():
             runs.append(r)
-    runs.sort(key=lambda r: (r.date, r.path.name))
+    runs.sort(key=lambda r: (r.date, invocation(r.path.stem)))
     return runs
+
+
+def invocation(stem):
+    """The invocation number of a result file DATE-PROFILE[-N] (`make bench`
+    names the second invocation's files PROFILE-2, ...): 1 for none. Sorting
+    by name would put DATE-default-2 before DATE-default ('-' < '.')."""
+    last = stem.rsplit("-", 1)[-1]
+    return int(last) if last.isdigit() and len(last) < 3 else 1
 
 
 # ---- regions ----
