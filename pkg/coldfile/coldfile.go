@@ -62,11 +62,12 @@ const FileName = "cold.vortex"
 // the median over 5 interleaved runs at load ~9 on 2 cores was 99 / 100 /
 // 80 / 88 µs (the old code in the same runs: 225 / 215 / 500 / 1255 µs);
 // at 2048 rows and load ~4, 48 µs against the old code's 225.
-// So a larger chunk no longer costs the read (4096 read faster than 2048
-// in the same runs), and 4096 is the smallest chunk whose hot + cold size
-// (28%) is within the 30% goal: the default. The cache makes
-// repeats ~2 µs whatever the chunk. (bench/tiers.py re-measures both on a
-// quiet machine: bench/results/*-tiers.md.)
+// So a larger chunk no longer costs the read, and 4096 is the smallest
+// chunk whose hot + cold size is within the 30% goal: the default.
+// On a quiet machine (bench/results/2026-12-01-tiers.md, 15M-row lake,
+// 5 runs): 196 / 112 / 77 / 74 µs uncached at 1024 / 2048 / 4096 / 8192
+// rows, ~2 µs from the cache whatever the chunk; hot + cold 27.8% of the
+// all-hot data file with a 10% window.
 const DefaultChunkRows = 4096
 
 // ZoneRows is the rows of one zone of the zone maps written for the
