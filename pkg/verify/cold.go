@@ -381,11 +381,7 @@ func (v *verifier) deepCold(n int) (st []coldSeen, rows int64, minP, maxP int32)
 				bad++
 				if bad == 1 {
 					badLoc = fmt.Sprintf("row %d", g)
-					what := "repeats"
-					if p < prevP {
-						what = "comes after"
-					}
-					badMsg = fmt.Sprintf("period %s %s period %s in the same series (code %d): periods must be strictly increasing", period.Format(p), what, period.Format(prevP), c)
+					badMsg = periodOrderMsg(p, prevP, c)
 				}
 			}
 			if int(c) < n {

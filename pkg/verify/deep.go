@@ -168,11 +168,7 @@ func (v *verifier) deep() {
 					bad++
 					if bad == 1 {
 						badLoc = rowLoc(b, i, start)
-						what := "repeats"
-						if p < prevP {
-							what = "comes after"
-						}
-						badMsg = fmt.Sprintf("period %s %s period %s in the same series (code %d): periods must be strictly increasing", period.Format(p), what, period.Format(prevP), c)
+						badMsg = periodOrderMsg(p, prevP, c)
 					}
 				}
 			}
@@ -375,4 +371,14 @@ func slot(a arrow.Array, i int) string {
 		}
 	}
 	return a.ValueStr(i)
+}
+
+// periodOrderMsg is the finding for period p after prevP (p <= prevP) in
+// one series, code c: the hot and the cold rows' checks say it alike.
+func periodOrderMsg(p, prevP int32, c uint32) string {
+	what := "repeats"
+	if p < prevP {
+		what = "comes after"
+	}
+	return fmt.Sprintf("period %s %s period %s in the same series (code %d): periods must be strictly increasing", period.Format(p), what, period.Format(prevP), c)
 }

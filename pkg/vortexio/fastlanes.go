@@ -110,15 +110,23 @@ func packBlock(in []uint64, B, width int, packed []byte) {
 	}
 }
 
+// packedBlocks are the 1024-row blocks of a bitpacked buffer of the given
+// width that rows [offset, offset+n) need: [first, blocks), each bs bytes,
+// once the buffer is checked to hold them all.
+func packedBlocks(packed []byte, width, offset, n int) (first, blocks, bs int, err error) {
+	first, blocks, bs = offset/1024, (offset+n+1023)/1024, 128*width
+	if len(packed) < blocks*bs {
+		return 0, 0, 0, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(packed), blocks, width)
+	}
+	return first, blocks, bs, nil
+}
+
 // bitUnpack decodes rows [offset, offset+n) of a packed buffer, unpacking
 // only the blocks that hold them.
 func bitUnpack(packed []byte, B, width, offset, n int) ([]uint64, error) {
-	total := offset + n
-	first := offset / 1024
-	blocks := (total + 1023) / 1024
-	bs := 128 * width
-	if len(packed) < blocks*bs {
-		return nil, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(packed), blocks, width)
+	first, blocks, bs, err := packedBlocks(packed, width, offset, n)
+	if err != nil {
+		return nil, err
 	}
 	if n == 0 {
 		return []uint64{}, nil

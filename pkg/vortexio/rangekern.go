@@ -14,12 +14,9 @@ import (
 // bitUnpackBytes is bitUnpack into the values' own width (B/8 bytes each):
 // rows [offset, offset+n), as aligned bytes.
 func (d *decoder) bitUnpackBytes(packed []byte, B, width, offset, n int) ([]byte, error) {
-	total := offset + n
-	first := offset / 1024
-	blocks := (total + 1023) / 1024
-	bs := 128 * width
-	if len(packed) < blocks*bs {
-		return nil, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(packed), blocks, width)
+	first, blocks, _, err := packedBlocks(packed, width, offset, n)
+	if err != nil {
+		return nil, err
 	}
 	if n == 0 {
 		return []byte{}, nil
