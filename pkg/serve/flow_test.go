@@ -32,7 +32,11 @@ import (
 // freed in time it proceeds, otherwise it is ResourceExhausted.
 func TestFlowBudget(t *testing.T) {
 	m := newFlowMetrics()
-	f := newFlowControl(Limits{MaxInFlightBytes: 100, StreamTimeout: 50 * time.Millisecond}, slog.New(slog.DiscardHandler), &m)
+	// The wait for budget is the stream timeout: long enough that the
+	// release 5 ms into the wait below lands inside it even on a loaded
+	// machine under -race (at 50 ms it did not always), so the refusal
+	// case costs a second.
+	f := newFlowControl(Limits{MaxInFlightBytes: 100, StreamTimeout: time.Second}, slog.New(slog.DiscardHandler), &m)
 	defer f.close()
 	d := &dataset{name: "X"}
 	v := &view{}
