@@ -212,7 +212,8 @@ func (s *Snapshot) openCold(opt Options) error {
 	cf, ok := s.Manifest.FileByRole(manifest.RoleCold)
 	if !ok {
 		if s.idx.Tiered() {
-			return corrupt.InFile("", fmt.Errorf("snapshot %d: a tiered index but no cold file", s.ID()))
+			xf, _ := s.Manifest.FileByRole(manifest.RoleIndex)
+			return corrupt.InFile(xf.Path, fmt.Errorf("%s: a tiered (version 3) index, but the manifest names no cold file", xf.Path))
 		}
 		return nil
 	}

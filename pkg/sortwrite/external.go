@@ -861,15 +861,10 @@ func (e *external) writeIndex(path string, sink *coldfile.Sink, byID []uint32, l
 	attrs []arrow.Field, attrIdx []int, sc *schemas) (arrowfile.Info, error) {
 	t := e.t
 	n := len(byID)
-	locs := sink.Locations()
-	if len(locs) != n {
-		return arrowfile.Info{}, fmt.Errorf("the data file has %d series, the index %d", len(locs), n)
-	}
-	xw, err := sidecar.NewWriter(path, t.value.col.Type, attrs)
+	xw, locs, err := newIndexWriter(path, t.value.col.Type, attrs, sink, n)
 	if err != nil {
 		return arrowfile.Info{}, err
 	}
-	xw.Reserve(n)
 	identity := make([]uint32, n)
 	for i := range identity {
 		identity[i] = uint32(i)

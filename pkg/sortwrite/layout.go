@@ -263,15 +263,10 @@ func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, p
 // series' first row). It sets sc.index to the schema written.
 func (t *table) writeIndex(path string, l *layout, sink *coldfile.Sink, attrs []arrow.Field, attrStores []*store, sc *schemas) (arrowfile.Info, error) {
 	n := len(l.series)
-	locs := sink.Locations()
-	if len(locs) != n {
-		return arrowfile.Info{}, fmt.Errorf("the data file has %d series, the layout %d", len(locs), n)
-	}
-	xw, err := sidecar.NewWriter(path, t.value.col.Type, attrs)
+	xw, locs, err := newIndexWriter(path, t.value.col.Type, attrs, sink, n)
 	if err != nil {
 		return arrowfile.Info{}, err
 	}
-	xw.Reserve(n)
 	firstRows := make([]uint32, n)
 	latestRows := make([]uint32, n)
 	for i, s := range l.series {
@@ -303,6 +298,23 @@ func (t *table) writeIndex(path string, l *layout, sink *coldfile.Sink, attrs []
 	})
 }
 
+// newIndexWriter starts the index of the n series sink wrote (a tiered
+// sink's needs version 3) and returns where each series' hot rows went.
+// Both build paths start their index here.
+func newIndexWriter(path string, valueType arrow.DataType, attrs []arrow.Field, sink *coldfile.Sink, n int) (*sidecar.Writer, []datafile.Location, error) {
+	locs := sink.Locations()
+	if len(locs) != n {
+		return nil, nil, fmt.Errorf("the data file has %d series, the index %d", len(locs), n)
+	}
+	xw, err := sidecar.NewWriter(path, valueType, attrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	sink.SetupIndex(xw)
+	xw.Reserve(n)
+	return xw, locs, nil
+}
+
 // addSeries writes n series to the index writer and closes it, recording
 // the index schema in sc: series i's latest value and attributes are row i
 // of latest and attrCols; at sets its id, location and latest period; the
@@ -310,7 +322,6 @@ func (t *table) writeIndex(path string, l *layout, sink *coldfile.Sink, attrs []
 // memory, external) end here.
 func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *coldfile.Sink, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
 	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
-	sink.SetupIndex(xw)
 	for i := range n {
 		s.LatestPeriod = 0
 		at(i, &s)
