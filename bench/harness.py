@@ -415,12 +415,14 @@ def main():
 
 
 def seed_profile(a):
-    """The seed profile has its own runner: gen, build under --memory, serve (no peers)."""
+    """The seed profile has its own runner: gen, build under --memory, serve, and the Go rebuild
+    where it fits in memory."""
     from snapbench import seed
     procs.install_signal_handlers()
+    work = pathlib.Path(a.work).resolve()
     try:
-        seed.run(pathlib.Path(a.bin).resolve(), pathlib.Path(a.work).resolve(), pathlib.Path(a.out).resolve(),
-                 a.fraction, machine(a.go), loadavg, log, timeout=a.timeout)
+        seed.run(pathlib.Path(a.bin).resolve(), work, pathlib.Path(a.out).resolve(),
+                 a.fraction, machine(a.go), loadavg, log, timeout=a.timeout, gobaseline=build_gobaseline(a, work))
     finally:
         procs.kill_all()
     return 0

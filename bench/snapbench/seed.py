@@ -4,7 +4,11 @@
 `snapbuild build --memory 6GiB`, then served: build time, peak RSS and spill bytes of the
 build, generation time and peak RSS (the generator must stay bounded), open time (process
 start to the first answered series, and the server's own startup_ms), RssAnon after open
-and after 10k one-series queries, and the one-series p50.
+and after 10k one-series queries, and the one-series p50. The Go rebuild peer
+(bench/gobaseline: the lake read, interned and radix-sorted at every start) is measured the same
+way where it fits in memory: its start-up peak is about GO_PEER_BYTES_PER_ROW bytes a row (VmHWM of
+the default profile), so it runs only when that estimate is under PEER_MEMORY_SHARE of the
+machine's available memory; otherwise the report gives the estimate and says it did not fit.
 
 --fraction F runs the same shape at F of the size (series and budget both scaled, so the
 build spills as it would at full size): on a small shared machine the full run does not
@@ -23,6 +27,40 @@ from .stats import pct
 SEED_SERIES = 2_820_000
 SEED_MEMORY = 6 * 2**30
 DATASET = "bench"
+# The Go rebuild's start-up peak per row: VmHWM 1.52 GB for 15.06M rows in the default
+# profile (bench/results/2026-12-01-default.json, serve.mem_start.go).
+GO_PEER_BYTES_PER_ROW = 101
+PEER_MEMORY_SHARE = 0.8
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _serve(srv, first, ids, years, work, name, timeout, queries, log):
+    """Start srv warm, time its open, then send the one-series queries; memory before and after."""
+    procs.warm(srv.files)
+    port = procs.free_port()
+    lp = pathlib.Path(work) / "logs" / f"{name}.log"
+    lp.parent.mkdir(parents=True, exist_ok=True)
+    p, open_s, _ = client.start(srv, port, first, lp, timeout)
+    try:
+        m0 = procs.proc_status(p.pid)
+        tickets = client.make_tickets(DATASET, ids, years, {"one": queries, "range": 0, "batch100": 0, "latest1000": 0},
+                                      seed=1000)
+        lat, _ = client.latencies(f"grpc+tcp://127.0.0.1:{port}", tickets["one"], 600)
+        m1 = procs.proc_status(p.pid)
+    finally:
+        procs.stop(p)
+    out = {"open_s": open_s, "startup_ms": client.reported_startup_ms(lp), "mem_open": m0, "mem_after": m1,
+           "queries": len(lat), "one_p50_us": pct(lat, 50), "one_p99_us": pct(lat, 99)}
+    log(f"  {srv.key}: open {open_s:.3f}s, RssAnon {m0['RssAnon'] / 2**20:.0f} -> {m1['RssAnon'] / 2**20:.0f} MiB after "
+        f"{len(lat):,} queries, one-series p50 {out['one_p50_us'] / 1e3:.2f} ms")
+    return out
 
 
 def _lake(snapbuild, work, series, log):
@@ -47,7 +85,7 @@ def _lake(snapbuild, work, series, log):
     return lake, g
 
 
-def run(snapbuild, work, out, fraction, machine, loadavg, log, timeout=900, queries=10_000):
+def run(snapbuild, work, out, fraction, machine, loadavg, log, timeout=900, queries=10_000, gobaseline=None):
     series = max(1000, round(SEED_SERIES * fraction))
     memory = int(SEED_MEMORY * fraction)
     R = {"meta": {"date": datetime.date.today().isoformat(), "profile": "seed", "fraction": fraction,
@@ -75,24 +113,20 @@ def run(snapbuild, work, out, fraction, machine, loadavg, log, timeout=900, quer
                         lambda port: client.servingsnap_cmd(snapbuild) + ["--root", str(root), "--addr", f"127.0.0.1:{port}"],
                         [str(p) for p in files.values()])
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
-    procs.warm(srv.files)
-    port = procs.free_port()
-    lp = pathlib.Path(work) / "logs" / f"seed-{series}.log"
-    lp.parent.mkdir(parents=True, exist_ok=True)
-    p, open_s, _ = client.start(srv, port, first, lp, timeout)
-    try:
-        m0 = procs.proc_status(p.pid)
-        tickets = client.make_tickets(DATASET, ids, years, {"one": queries, "range": 0, "batch100": 0, "latest1000": 0},
-                                      seed=1000)
-        lat, _ = client.latencies(f"grpc+tcp://127.0.0.1:{port}", tickets["one"], 600)
-        m1 = procs.proc_status(p.pid)
-    finally:
-        procs.stop(p)
-    R["serve"] = {"open_s": open_s, "startup_ms": client.reported_startup_ms(lp), "mem_open": m0, "mem_after": m1,
-                  "queries": len(lat), "one_p50_us": pct(lat, 50), "one_p99_us": pct(lat, 99)}
+    R["serve"] = _serve(srv, first, ids, years, work, f"seed-{series}", timeout, queries, log)
+
+    need, avail = GO_PEER_BYTES_PER_ROW * s["rows"], mem_available()
+    R["go_peer"] = {"estimated_peak": need, "mem_available": avail,
+                    "fits": gobaseline is not None and need < PEER_MEMORY_SHARE * avail}
+    if R["go_peer"]["fits"]:
+        peer = client.Server("go", "Go rebuild (sortwrite.Rebuild)",
+                             lambda port: [str(gobaseline), "--lake", str(lake), "--dataset", DATASET,
+                                           "--addr", f"127.0.0.1:{port}"],
+                             [str(p) for p in sorted(pathlib.Path(lake).rglob("*.parquet"))])
+        R["go_peer"].update(_serve(peer, first, ids, years, work, f"seed-{series}-go", max(timeout, 3600), queries, log))
+    else:
+        log(f"  Go rebuild not run: its start-up needs about {need / 2**30:.1f} GiB, {avail / 2**30:.1f} GiB available")
     R["meta"]["loadavg_end"] = loadavg()
-    log(f"  open {open_s:.3f}s, RssAnon {m0['RssAnon'] / 2**20:.0f} -> {m1['RssAnon'] / 2**20:.0f} MiB after "
-        f"{len(lat):,} queries, one-series p50 {R['serve']['one_p50_us'] / 1e3:.2f} ms")
 
     tag = "seed" if fraction == 1 else f"seed-f{fraction:g}"
     name = f"{R['meta']['date']}-{tag}"
@@ -126,6 +160,29 @@ def markdown(R):
         f"| RssAnon after open / after {s['queries']:,} one-series queries | {mib(s['mem_open']['RssAnon'])} / {mib(s['mem_after']['RssAnon'])} |",
         f"| one-series latency p50 / p99 | {s['one_p50_us'] / 1e3:.2f} ms / {s['one_p99_us'] / 1e3:.2f} ms |",
         "",
+    ]
+    gp = R.get("go_peer")
+    if gp and gp.get("fits"):
+        lines += [
+            "Against the Go rebuild (bench/gobaseline: reads, interns and sorts the lake at every start), same tickets:",
+            "",
+            "| measure | servingsnap | Go rebuild | ratio |",
+            "|---|---|---|---|",
+            f"| open: process start to first answered series | {s['open_s']:.3f} s | {gp['open_s']:.1f} s | 1/{gp['open_s'] / s['open_s']:.0f} |",
+            f"| peak RSS while opening (VmHWM) | {mib(s['mem_open']['VmHWM'])} | {mib(gp['mem_open']['VmHWM'])} | |",
+            f"| RssAnon after open | {mib(s['mem_open']['RssAnon'])} | {mib(gp['mem_open']['RssAnon'])} | 1/{gp['mem_open']['RssAnon'] / max(s['mem_open']['RssAnon'], 1):.0f} |",
+            f"| RssAnon after {s['queries']:,} queries | {mib(s['mem_after']['RssAnon'])} | {mib(gp['mem_after']['RssAnon'])} | 1/{gp['mem_after']['RssAnon'] / max(s['mem_after']['RssAnon'], 1):.0f} |",
+            f"| one-series p50 / p99 | {s['one_p50_us'] / 1e3:.2f} / {s['one_p99_us'] / 1e3:.2f} ms | {gp['one_p50_us'] / 1e3:.2f} / {gp['one_p99_us'] / 1e3:.2f} ms | {s['one_p50_us'] / gp['one_p50_us']:.2f} (p50) |",
+            "",
+        ]
+    elif gp:
+        lines += [
+            f"The Go rebuild peer was not run: its start-up would need about {gp['estimated_peak'] / 2**30:.1f} GiB"
+            f" ({GO_PEER_BYTES_PER_ROW} B a row, its VmHWM in the default profile) and"
+            f" {gp['mem_available'] / 2**30:.1f} GiB were available.",
+            "",
+        ]
+    lines += [
         "Method: `bench/harness.py --profile seed [--fraction F]` (bench/snapbench/seed.py): the lake is generated",
         "once and cached; gen and build run as child processes measured with wait4 (peak RSS of the child alone);",
         "the server is started warm (files read once), one pyarrow.flight client sends the queries one after another.",
