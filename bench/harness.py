@@ -87,6 +87,8 @@ def parse_args():
     ap.add_argument("--timeout", type=float, default=900, help="seconds a server may take to answer its first query")
     ap.add_argument("--tag", help="result file name suffix (default: the profile)")
     ap.add_argument("--fraction", type=float, default=1.0, help="seed profile only: run at this fraction of its size")
+    ap.add_argument("--reuse-build", action="store_true",
+                    help="seed profile only: serve the snapshot an earlier run built (its build figures are that run's)")
     a = ap.parse_args()
     a.sections = [s.strip() for s in a.sections.split(",") if s.strip()]
     bad = set(a.sections) - set(SECTIONS)
@@ -422,7 +424,7 @@ def seed_profile(a):
     work = pathlib.Path(a.work).resolve()
     try:
         seed.run(pathlib.Path(a.bin).resolve(), work, pathlib.Path(a.out).resolve(),
-                 a.fraction, machine(a.go), loadavg, log, timeout=a.timeout, gobaseline=build_gobaseline(a, work))
+                 a.fraction, machine(a.go), loadavg, log, timeout=a.timeout, gobaseline=build_gobaseline(a, work), reuse_build=a.reuse_build)
     finally:
         procs.kill_all()
     return 0

@@ -10,6 +10,9 @@ way where it fits in memory: its start-up peak is about GO_PEER_BYTES_PER_ROW by
 the default profile), so it runs only when that estimate is under PEER_MEMORY_SHARE of the
 machine's available memory; otherwise the report gives the estimate and says it did not fit.
 
+--reuse-build serves the snapshot an earlier run built (its build figures are reported as
+that run's): the serving half re-measured without a rebuild.
+
 --fraction F runs the same shape at F of the size (series and budget both scaled, so the
 build spills as it would at full size): on a small shared machine the full run does not
 fit in a working session. The fraction is written into the result file name and report.
@@ -42,11 +45,18 @@ def mem_available():
 
 
 def _serve(srv, first, ids, years, work, name, timeout, queries, log):
-    """Start srv warm, time its open, then send the one-series queries; memory before and after."""
-    procs.warm(srv.files)
-    port = procs.free_port()
+    """Start srv cold (its files evicted from the page cache) and time its open; then start it
+    warm (files read once), time its open and send the one-series queries; memory before and
+    after."""
     lp = pathlib.Path(work) / "logs" / f"{name}.log"
     lp.parent.mkdir(parents=True, exist_ok=True)
+    procs.evict(srv.files)
+    port = procs.free_port()
+    p, cold_s, _ = client.start(srv, port, first, lp, timeout)
+    procs.stop(p)
+    cold_ms = client.reported_startup_ms(lp)
+    procs.warm(srv.files)
+    port = procs.free_port()
     p, open_s, _ = client.start(srv, port, first, lp, timeout)
     try:
         m0 = procs.proc_status(p.pid)
@@ -56,9 +66,9 @@ def _serve(srv, first, ids, years, work, name, timeout, queries, log):
         m1 = procs.proc_status(p.pid)
     finally:
         procs.stop(p)
-    out = {"open_s": open_s, "startup_ms": client.reported_startup_ms(lp), "mem_open": m0, "mem_after": m1,
+    out = {"open_s": open_s, "startup_ms": client.reported_startup_ms(lp), "open_cold_s": cold_s, "startup_ms_cold": cold_ms, "mem_open": m0, "mem_after": m1,
            "queries": len(lat), "one_p50_us": pct(lat, 50), "one_p99_us": pct(lat, 99)}
-    log(f"  {srv.key}: open {open_s:.3f}s, RssAnon {m0['RssAnon'] / 2**20:.0f} -> {m1['RssAnon'] / 2**20:.0f} MiB after "
+    log(f"  {srv.key}: open cold {cold_s:.3f}s, warm {open_s:.3f}s, RssAnon {m0['RssAnon'] / 2**20:.0f} -> {m1['RssAnon'] / 2**20:.0f} MiB after "
         f"{len(lat):,} queries, one-series p50 {out['one_p50_us'] / 1e3:.2f} ms")
     return out
 
@@ -85,27 +95,38 @@ def _lake(snapbuild, work, series, log):
     return lake, g
 
 
-def run(snapbuild, work, out, fraction, machine, loadavg, log, timeout=900, queries=10_000, gobaseline=None):
+def run(snapbuild, work, out, fraction, machine, loadavg, log, timeout=900, queries=10_000, gobaseline=None,
+        reuse_build=False):
     series = max(1000, round(SEED_SERIES * fraction))
     memory = int(SEED_MEMORY * fraction)
     R = {"meta": {"date": datetime.date.today().isoformat(), "profile": "seed", "fraction": fraction,
-                  "series_target": series, "memory_budget": memory, "machine": machine,
+                  "series_target": series, "memory_budget": memory, "reuse_build": reuse_build, "machine": machine,
                   "loadavg_start": loadavg()}}
     lake, R["gen"] = _lake(snapbuild, work, series, log)
 
     root = pathlib.Path(work) / "roots" / f"seed-{series}"
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    log(f"  building with --memory {memory / 2**30:.2f} GiB…")
-    secs, rss, o = procs.run_measured([str(snapbuild), "build", "--input", str(lake), "--out", str(root / DATASET),
-                                       "--memory", str(memory), "--json"])
-    s = json.loads(o)
-    R["build"] = {"wall_s": secs, "peak_rss": rss, "rows": s["rows"], "series": s["series"],
-                  "external": s.get("external"), "runs": s.get("runs"), "spill_bytes": s.get("spill_bytes"),
-                  "phases": s["phases"], "input_bytes": s["input_bytes"],
-                  "files": {f["role"]: f["size"] for f in s["files"]}}
-    log(f"  built {s['rows']:,} rows / {s['series']:,} series in {secs:.1f}s, peak RSS {rss / 2**20:.0f} MiB, "
-        f"{s.get('runs')} runs, {(s.get('spill_bytes') or 0) / 2**30:.2f} GiB spilled")
+    record = root / ".build.json"
+    if reuse_build and record.exists():
+        # The serving half again over the snapshot an earlier run built: its build figures are
+        # that run's, and the report says so.
+        R["build"] = json.loads(record.read_text())
+        log(f"  reusing the build of {R['build'].get('built_at')} (commit {R['build'].get('commit')})")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        log(f"  building with --memory {memory / 2**30:.2f} GiB…")
+        secs, rss, o = procs.run_measured([str(snapbuild), "build", "--input", str(lake), "--out", str(root / DATASET),
+                                           "--memory", str(memory), "--json"])
+        s = json.loads(o)
+        R["build"] = {"wall_s": secs, "peak_rss": rss, "rows": s["rows"], "series": s["series"],
+                      "external": s.get("external"), "runs": s.get("runs"), "spill_bytes": s.get("spill_bytes"),
+                      "phases": s["phases"], "input_bytes": s["input_bytes"],
+                      "files": {f["role"]: f["size"] for f in s["files"]},
+                      "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                      "commit": machine.get("commit"), "loadavg_end": loadavg()}
+        record.write_text(json.dumps(R["build"], indent=1) + "\n")
+        log(f"  built {s['rows']:,} rows / {s['series']:,} series in {secs:.1f}s, peak RSS {rss / 2**20:.0f} MiB, "
+            f"{s.get('runs')} runs, {(s.get('spill_bytes') or 0) / 2**30:.2f} GiB spilled")
 
     files, _ = lakes.snapshot_files(root / DATASET)
     ids, years, _ = lakes.index_summary(files["index"])
@@ -115,7 +136,7 @@ def run(snapbuild, work, out, fraction, machine, loadavg, log, timeout=900, quer
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
     R["serve"] = _serve(srv, first, ids, years, work, f"seed-{series}", timeout, queries, log)
 
-    need, avail = GO_PEER_BYTES_PER_ROW * s["rows"], mem_available()
+    need, avail = GO_PEER_BYTES_PER_ROW * R["build"]["rows"], mem_available()
     R["go_peer"] = {"estimated_peak": need, "mem_available": avail,
                     "fits": gobaseline is not None and need < PEER_MEMORY_SHARE * avail}
     if R["go_peer"]["fits"]:
@@ -141,6 +162,7 @@ def run(snapbuild, work, out, fraction, machine, loadavg, log, timeout=900, quer
 def markdown(R):
     m, g, b, s = R["meta"], R["gen"], R["build"], R["serve"]
     mib = lambda x: f"{x / 2**20:,.0f} MiB" if x is not None else "–"
+    reused = f" (built {b['built_at']}, commit {b['commit']}, by an earlier run of this profile)" if m.get("reuse_build") else ""
     frac = "" if m["fraction"] == 1 else f" at fraction {m['fraction']:g} of the seed (series and budget scaled)"
     lines = [
         f"# seed profile{frac}, {m['date']}",
@@ -152,11 +174,13 @@ def markdown(R):
         "| measure | value |",
         "|---|---|",
         f"| gen: wall time, peak RSS | {g['wall_s']:.1f} s, {mib(g['peak_rss'])} |",
-        f"| build: wall time | {b['wall_s']:.1f} s (phases: " + ", ".join(f"{k} {v:.1f}s" for k, v in b['phases'].items()) + ") |",
+        f"| build: wall time | {b['wall_s']:.1f} s{reused} (phases: " + ", ".join(f"{k} {v:.1f}s" for k, v in b['phases'].items()) + ") |",
         f"| build: peak RSS (wait4 maxrss) | {mib(b['peak_rss'])} (budget {mib(m['memory_budget'])}) |",
         f"| build: external sort, runs, spill bytes | {b['external']}, {b['runs']}, {mib(b['spill_bytes'])} |",
         f"| sizes: input, data.arrow, index.arrow | {mib(b['input_bytes'])}, {mib(b['files'].get('data'))}, {mib(b['files'].get('index'))} |",
-        f"| open: process start to first answered series | {s['open_s'] * 1e3:.0f} ms (server's startup_ms {s['startup_ms']}) |",
+        f"| open, warm: process start to first answered series | {s['open_s'] * 1e3:.0f} ms (server's startup_ms {s['startup_ms']}) |",
+        f"| open, cold (files evicted): process start to first answered series | "
+        + (f"{s['open_cold_s'] * 1e3:.0f} ms (server's startup_ms {s['startup_ms_cold']}) |" if "open_cold_s" in s else "not measured |"),
         f"| RssAnon after open / after {s['queries']:,} one-series queries | {mib(s['mem_open']['RssAnon'])} / {mib(s['mem_after']['RssAnon'])} |",
         f"| one-series latency p50 / p99 | {s['one_p50_us'] / 1e3:.2f} ms / {s['one_p99_us'] / 1e3:.2f} ms |",
         "",
@@ -168,7 +192,8 @@ def markdown(R):
             "",
             "| measure | servingsnap | Go rebuild | ratio |",
             "|---|---|---|---|",
-            f"| open: process start to first answered series | {s['open_s']:.3f} s | {gp['open_s']:.1f} s | 1/{gp['open_s'] / s['open_s']:.0f} |",
+            f"| open, warm: process start to first answered series | {s['open_s']:.3f} s | {gp['open_s']:.1f} s | 1/{gp['open_s'] / s['open_s']:.0f} |",
+            f"| open, cold | {s['open_cold_s']:.3f} s | {gp['open_cold_s']:.1f} s | 1/{gp['open_cold_s'] / s['open_cold_s']:.0f} |",
             f"| peak RSS while opening (VmHWM) | {mib(s['mem_open']['VmHWM'])} | {mib(gp['mem_open']['VmHWM'])} | |",
             f"| RssAnon after open | {mib(s['mem_open']['RssAnon'])} | {mib(gp['mem_open']['RssAnon'])} | 1/{gp['mem_open']['RssAnon'] / max(s['mem_open']['RssAnon'], 1):.0f} |",
             f"| RssAnon after {s['queries']:,} queries | {mib(s['mem_after']['RssAnon'])} | {mib(gp['mem_after']['RssAnon'])} | 1/{gp['mem_after']['RssAnon'] / max(s['mem_after']['RssAnon'], 1):.0f} |",
@@ -185,7 +210,8 @@ def markdown(R):
     lines += [
         "Method: `bench/harness.py --profile seed [--fraction F]` (bench/snapbench/seed.py): the lake is generated",
         "once and cached; gen and build run as child processes measured with wait4 (peak RSS of the child alone);",
-        "the server is started warm (files read once), one pyarrow.flight client sends the queries one after another.",
+        "each server is started cold (its files evicted with fadvise) and then warm (files read once); after the warm",
+        "start one pyarrow.flight client sends the queries one after another.",
         "",
     ]
     return "\n".join(lines)
