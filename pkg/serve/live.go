@@ -22,7 +22,6 @@ import (
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -332,7 +331,7 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if v == nil {
 		return errf(codes.Unavailable, "dataset %q is closed", d.name)
 	}
-	norm, err := delta.Normalize(ctx, s.mem, w.State().Schema(), rec, batch, newPutKnown(v))
+	norm, err := delta.Normalize(ctx, s.mem, w.State().Schema(), rec, batch, newPutKnown(d, v))
 	v.Release()
 	if err != nil {
 		return err
@@ -357,22 +356,23 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 // call, which was most of a DoPut's normalisation CPU); a series the base
 // lacks is asked of the view's reader, which knows the delta's new series.
 // It answers what query.SnapshotReader.Attr and query.Composite.Attr do:
-// the base first.
+// the base first. Base look-ups go through the dataset's codeCache.
 type putKnown struct {
-	x    *sidecar.Index
-	cols []arrow.Array
-	rest delta.Known // nil: no series beyond the base
+	codes *codeCache
+	cols  []arrow.Array
+	rest  delta.Known // nil: no series beyond the base
 }
 
-func newPutKnown(v *view) delta.Known {
-	k := putKnown{x: v.Index()}
-	_, k.cols = k.x.Attributes()
+func newPutKnown(d *dataset, v *view) delta.Known {
+	x := v.Index()
+	k := putKnown{codes: d.codes(x)}
+	_, k.cols = x.Attributes()
 	k.rest, _ = v.r.(delta.Known)
 	return k
 }
 
 func (k putKnown) Attr(id string, a int) (arrow.Array, int, bool) {
-	if c, ok := k.x.Lookup(id); ok {
+	if c, ok := k.codes.lookup(id); ok {
 		if a >= len(k.cols) {
 			return nil, 0, true
 		}
