@@ -99,12 +99,21 @@ func (k *keyIndex) addEntries(r *Run, entries []*keyEntry) (added int64, fresh [
 	return added, fresh
 }
 
+// inDates and inInts report whether the ascending s holds p. Outside
+// s's bounds (an append after a series' last period, the usual write)
+// they answer without a search.
 func inDates(s []arrow.Date32, p arrow.Date32) bool {
+	if len(s) == 0 || p < s[0] || p > s[len(s)-1] {
+		return false
+	}
 	_, ok := slices.BinarySearch(s, p)
 	return ok
 }
 
 func inInts(s []int32, p int32) bool {
+	if len(s) == 0 || p < s[0] || p > s[len(s)-1] {
+		return false
+	}
 	_, ok := slices.BinarySearch(s, p)
 	return ok
 }
