@@ -156,7 +156,10 @@ func TestApplyMatchesOracle(t *testing.T) {
 			// computed from an older State, installed into a newer one
 			// (or dropped when a freeze made it stale).
 			deferred := seed%2 == 1
-			type pending struct{ a, b, m *Run }
+			type pending struct {
+				rs []*Run
+				m  *Run
+			}
 			var queued []pending
 			for i, rows := range writes {
 				rec := write(s, rows, givens[i])
@@ -176,14 +179,14 @@ func TestApplyMatchesOracle(t *testing.T) {
 					for len(queued) > 0 && rng.IntN(2) == 0 {
 						q := queued[0]
 						queued = queued[1:]
-						st, _ = st.Replace(q.a, q.b, q.m)
+						st, _ = st.Replace(q.rs, q.m)
 					}
-					if a, b, ok := st.MergeCandidate(); ok {
-						m, err := st.Merge(ctx, mem, a, b)
+					if rs, ok := st.MergeCandidate(); ok {
+						m, err := st.Merge(ctx, mem, rs)
 						if err != nil {
 							t.Fatal(err)
 						}
-						queued = append(queued, pending{a, b, m})
+						queued = append(queued, pending{rs, m})
 					}
 				}
 				for _, r := range rows {
@@ -198,20 +201,20 @@ func TestApplyMatchesOracle(t *testing.T) {
 			}
 			if deferred {
 				for _, q := range queued {
-					st, _ = st.Replace(q.a, q.b, q.m)
+					st, _ = st.Replace(q.rs, q.m)
 				}
 				// Merge what is left, as the merger would when idle.
 				for {
-					a, b, ok := st.MergeCandidate()
+					rs, ok := st.MergeCandidate()
 					if !ok {
 						break
 					}
-					m, err := st.Merge(ctx, mem, a, b)
+					m, err := st.Merge(ctx, mem, rs)
 					if err != nil {
 						t.Fatal(err)
 					}
 					var replaced bool
-					if st, replaced = st.Replace(a, b, m); !replaced {
+					if st, replaced = st.Replace(rs, m); !replaced {
 						t.Fatal("a fresh candidate's merge was not installed")
 					}
 				}

@@ -355,7 +355,7 @@ func (w *Writer) apply(applied chan struct{}) {
 }
 
 // merge is the merger: woken after writes are applied, it merges the
-// State's candidate runs one pair at a time without the lock, installs
+// State's candidate runs (delta.MergeFanIn at a time) without the lock, installs
 // each result if its runs are still there (a compaction may have frozen
 // them, a reload rebased them), and publishes once it has nothing left.
 func (w *Writer) merge(merged chan struct{}) {
@@ -376,18 +376,18 @@ func (w *Writer) merge(merged chan struct{}) {
 			w.mu.Lock()
 			st := w.st
 			w.mu.Unlock()
-			a, b, ok := st.MergeCandidate()
+			rs, ok := st.MergeCandidate()
 			if !ok {
 				break
 			}
-			m, err := st.Merge(context.Background(), w.mem, a, b)
+			m, err := st.Merge(context.Background(), w.mem, rs)
 			if err != nil {
 				// The runs stay as they are: reads merge more of them.
 				w.opt.Logger.Error("merging delta runs", "error", err)
 				break
 			}
 			w.mu.Lock()
-			if next, ok := w.st.Replace(a, b, m); ok {
+			if next, ok := w.st.Replace(rs, m); ok {
 				w.st, changed = next, true
 			}
 			w.mu.Unlock()
