@@ -140,6 +140,37 @@ func (st *State) Append(ctx context.Context, mem memory.Allocator, w arrow.Recor
 	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
 }
 
+// AppendPrepared is Append of a write Prepare sorted: it only finds the
+// run's series in the key index (by code for base series) and counts
+// what the run adds. A write prepared over another base than base (a
+// reload in between) is sorted again by Append.
+func (st *State) AppendPrepared(ctx context.Context, mem memory.Allocator, p *Prepared, seq, pos uint64, base Base) (*State, error) {
+	if p.base != base || base == nil {
+		return st.Append(ctx, mem, p.w, seq, pos, base)
+	}
+	if st.keys == nil || st.keys.base != base {
+		st = st.Rebase(base)
+	}
+	keys := st.keys
+	r := p.run
+	p.run = nil // the State owns it now
+	if r == nil {
+		return nil, fmt.Errorf("delta: a prepared write appended twice")
+	}
+	entries := make([]*keyEntry, r.NumSeries())
+	for i, c := range p.codes {
+		if c >= 0 {
+			entries[i] = keys.coded(c, r.SeriesID(i))
+		} else {
+			entries[i] = keys.entry(r.SeriesID(i))
+		}
+	}
+	r.seq, r.pos = seq, pos
+	r.added, r.fresh = keys.addEntries(r, entries)
+	runs := append(slices.Clip(st.runs), r)
+	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
+}
+
 // MergeFanIn is how many runs one merge folds together. Runs are grouped
 // in tiers by size (a tier spans a factor of MergeFanIn), and the newest
 // MergeFanIn runs of one tier become one run of the next: every row is

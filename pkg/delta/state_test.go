@@ -165,9 +165,24 @@ func TestApplyMatchesOracle(t *testing.T) {
 				rec := write(s, rows, givens[i])
 				var next *State
 				var err error
-				if deferred {
+				switch {
+				case deferred && seed%4 == 3:
+					// as DoPut does: sorted by Prepare, counted in by
+					// AppendPrepared (seed 11: prepared over another base
+					// object, so AppendPrepared sorts it again)
+					over := Base(base)
+					if seed == 11 {
+						over = newFakeBase(50, 20)
+					}
+					var p *Prepared
+					if p, err = Prepare(ctx, mem, s, rec, over, baseCodes(base, rec)); err != nil {
+						t.Fatal(err)
+					}
+					next, err = st.AppendPrepared(ctx, mem, p, uint64(i+1), uint64(100*(i+1)), base)
+					p.Release()
+				case deferred:
 					next, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
-				} else {
+				default:
 					next, err = st.Apply(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
 				}
 				rec.Release()
@@ -225,6 +240,20 @@ func TestApplyMatchesOracle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// baseCodes is each row's series code in base (-1: none), as DoPut's
+// normalisation finds them.
+func baseCodes(base Base, rec arrow.RecordBatch) []int32 {
+	ids := rec.Column(0).(*array.String)
+	codes := make([]int32, ids.Len())
+	for i := range codes {
+		codes[i] = -1
+		if c, ok := base.Lookup(ids.Value(i)); ok {
+			codes[i] = int32(c)
+		}
+	}
+	return codes
 }
 
 func checkState(t *testing.T, st *State, base *fakeBase, want map[key]row, givenAny map[string]bool) {

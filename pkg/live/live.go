@@ -100,6 +100,7 @@ type Stats struct {
 type write struct {
 	payload []byte
 	norm    arrow.RecordBatch
+	prep    *delta.Prepared // nil: sorted by the applier
 	ack     Ack
 	err     error
 	done    chan struct{}
@@ -234,11 +235,25 @@ var ErrClosed = errors.New("live: writer closed")
 
 // Put logs a normalized write and returns once it is durable and applied.
 func (w *Writer) Put(ctx context.Context, norm arrow.RecordBatch) (Ack, error) {
+	return w.put(ctx, norm, nil)
+}
+
+// PutPrepared is Put of a write the caller already sorted into a run
+// (delta.Prepare, from norm): the applier then only counts it in. Put
+// takes prep over (it is released once applied or refused).
+func (w *Writer) PutPrepared(ctx context.Context, norm arrow.RecordBatch, prep *delta.Prepared) (Ack, error) {
+	return w.put(ctx, norm, prep)
+}
+
+func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prep *delta.Prepared) (Ack, error) {
+	if prep != nil {
+		defer prep.Release() // after the outcome: the applier is done with it
+	}
 	payload, err := encode(norm)
 	if err != nil {
 		return Ack{}, err
 	}
-	wr := &write{payload: payload, norm: norm, done: make(chan struct{})}
+	wr := &write{payload: payload, norm: norm, prep: prep, done: make(chan struct{})}
 	select {
 	case w.queue <- wr:
 	case <-w.stop:
@@ -321,8 +336,16 @@ func (w *Writer) apply(applied chan struct{}) {
 			st := w.st
 			for _, wr := range lg.group {
 				w.seq++
+				var next *delta.State
 				var aerr error
-				if st, aerr = st.Append(context.Background(), w.mem, wr.norm, w.seq, lg.pos.Uint64(), w.t.Base()); aerr != nil {
+				if wr.prep != nil {
+					next, aerr = st.AppendPrepared(context.Background(), w.mem, wr.prep, w.seq, lg.pos.Uint64(), w.t.Base())
+				} else {
+					next, aerr = st.Append(context.Background(), w.mem, wr.norm, w.seq, lg.pos.Uint64(), w.t.Base())
+				}
+				if aerr == nil {
+					st = next // (a failed write leaves st as it was for the rest of the group)
+				} else {
 					// Logged but not applied: a replay will apply it. The
 					// dataset must not serve a State that lacks an
 					// acknowledged write, so this write fails loudly.

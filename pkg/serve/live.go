@@ -331,12 +331,24 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if v == nil {
 		return errf(codes.Unavailable, "dataset %q is closed", d.name)
 	}
-	norm, err := delta.Normalize(ctx, s.mem, w.State().Schema(), rec, batch, newPutKnown(d, v))
-	v.Release()
+	k := newPutKnown(d, v)
+	schema := w.State().Schema()
+	norm, codes, err := delta.NormalizeCodes(ctx, s.mem, schema, rec, batch, k, k)
 	if err != nil {
+		v.Release()
 		return err
 	}
-	ack, err := w.Put(ctx, norm)
+	// Sorting the write into a run here, on this stream's goroutine, leaves
+	// the write path (one write at a time, between the fsync and the ack)
+	// only the key index's bookkeeping.
+	prep, err := delta.Prepare(ctx, s.mem, schema, norm, v.base, codes)
+	v.Release()
+	var ack live.Ack
+	if err == nil {
+		ack, err = w.PutPrepared(ctx, norm, prep)
+	} else {
+		ack, err = w.Put(ctx, norm)
+	}
 	norm.Release()
 	if err != nil {
 		return fmt.Errorf("dataset %q: batch %d: %w", d.name, batch, err)
@@ -363,13 +375,16 @@ type putKnown struct {
 	rest  delta.Known // nil: no series beyond the base
 }
 
-func newPutKnown(d *dataset, v *view) delta.Known {
+func newPutKnown(d *dataset, v *view) putKnown {
 	x := v.Index()
 	k := putKnown{codes: d.codes(x)}
 	_, k.cols = x.Attributes()
 	k.rest, _ = v.r.(delta.Known)
 	return k
 }
+
+// BaseCode is the series' row in the base index (delta.BaseCoder).
+func (k putKnown) BaseCode(id string) (int, bool) { return k.codes.lookup(id) }
 
 func (k putKnown) Attr(id string, a int) (arrow.Array, int, bool) {
 	if c, ok := k.codes.lookup(id); ok {
