@@ -370,14 +370,14 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 // It answers what query.SnapshotReader.Attr and query.Composite.Attr do:
 // the base first. Base look-ups go through the dataset's codeCache.
 type putKnown struct {
-	codes *codeCache
+	codes codeReader
 	cols  []arrow.Array
 	rest  delta.Known // nil: no series beyond the base
 }
 
 func newPutKnown(d *dataset, v *view) putKnown {
 	x := v.Index()
-	k := putKnown{codes: d.codes(x)}
+	k := putKnown{codes: d.codes(x).reader()}
 	_, k.cols = x.Attributes()
 	k.rest, _ = v.r.(delta.Known)
 	return k
