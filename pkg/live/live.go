@@ -101,6 +101,7 @@ type write struct {
 	payload []byte
 	norm    arrow.RecordBatch
 	prep    *delta.Prepared // nil: sorted by the applier
+	ready   chan struct{}   // nil, or closed once prep is set (PutPrepare)
 	ack     Ack
 	err     error
 	done    chan struct{}
@@ -238,28 +239,43 @@ func (w *Writer) Put(ctx context.Context, norm arrow.RecordBatch) (Ack, error) {
 	return w.put(ctx, norm, nil)
 }
 
-// PutPrepared is Put of a write the caller already sorted into a run
-// (delta.Prepare, from norm): the applier then only counts it in. Put
-// takes prep over (it is released once applied or refused).
-func (w *Writer) PutPrepared(ctx context.Context, norm arrow.RecordBatch, prep *delta.Prepared) (Ack, error) {
-	return w.put(ctx, norm, prep)
+// PutPrepare is Put of a write whose sorting into a run (prepare, a
+// delta.Prepare) runs on the caller's goroutine while the committer logs
+// it, so the acknowledgement waits for the longer of the two rather than
+// for both; the applier waits for prepare before counting the write in.
+// If prepare fails or returns nil, the applier sorts the write itself.
+func (w *Writer) PutPrepare(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
+	return w.put(ctx, norm, prepare)
 }
 
-func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prep *delta.Prepared) (Ack, error) {
-	if prep != nil {
-		defer prep.Release() // after the outcome: the applier is done with it
-	}
+func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
 	payload, err := encode(norm)
 	if err != nil {
 		return Ack{}, err
 	}
-	wr := &write{payload: payload, norm: norm, prep: prep, done: make(chan struct{})}
+	wr := &write{payload: payload, norm: norm, done: make(chan struct{})}
+	if prepare != nil {
+		wr.ready = make(chan struct{})
+	}
 	select {
 	case w.queue <- wr:
 	case <-w.stop:
 		return Ack{}, ErrClosed
 	case <-ctx.Done():
 		return Ack{}, ctx.Err()
+	}
+	if prepare != nil {
+		if p, err := prepare(); err == nil {
+			wr.prep = p
+		} else {
+			w.opt.Logger.Warn("live: preparing a write failed; the applier sorts it", "error", err)
+		}
+		close(wr.ready)
+		defer func() {
+			if wr.prep != nil {
+				wr.prep.Release() // after the outcome: the applier is done with it
+			}
+		}()
 	}
 	// Once queued the write is the committer's: it will be logged (or
 	// fail) whatever the client does, so wait for the outcome.
@@ -336,6 +352,9 @@ func (w *Writer) apply(applied chan struct{}) {
 			st := w.st
 			for _, wr := range lg.group {
 				w.seq++
+				if wr.ready != nil {
+					<-wr.ready // its sorting, overlapping the fsync
+				}
 				var next *delta.State
 				var aerr error
 				if wr.prep != nil {

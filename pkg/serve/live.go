@@ -333,22 +333,18 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	}
 	k := newPutKnown(d, v)
 	schema := w.State().Schema()
-	norm, codes, err := delta.NormalizeCodes(ctx, s.mem, schema, rec, batch, k, k)
+	norm, seriesCodes, err := delta.NormalizeCodes(ctx, s.mem, schema, rec, batch, k, k)
+	v.Release()
 	if err != nil {
-		v.Release()
 		return err
 	}
-	// Sorting the write into a run here, on this stream's goroutine, leaves
-	// the write path (one write at a time, between the fsync and the ack)
-	// only the key index's bookkeeping.
-	prep, err := delta.Prepare(ctx, s.mem, schema, norm, v.base, codes)
-	v.Release()
-	var ack live.Ack
-	if err == nil {
-		ack, err = w.PutPrepared(ctx, norm, prep)
-	} else {
-		ack, err = w.Put(ctx, norm)
-	}
+	// The write is sorted into a run on this stream's goroutine while the
+	// committer logs it, which leaves the write path (one write at a time,
+	// between the fsync and the ack) only the key index's bookkeeping.
+	base := v.base // an identity only: Prepare reads no snapshot file
+	ack, err := w.PutPrepare(ctx, norm, func() (*delta.Prepared, error) {
+		return delta.Prepare(ctx, s.mem, schema, norm, base, seriesCodes)
+	})
 	norm.Release()
 	if err != nil {
 		return fmt.Errorf("dataset %q: batch %d: %w", d.name, batch, err)
