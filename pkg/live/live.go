@@ -218,6 +218,9 @@ func decode(payload []byte) (arrow.RecordBatch, error) {
 
 func encode(rec arrow.RecordBatch) ([]byte, error) {
 	var buf bytes.Buffer
+	// the buffers, padding and the schema and batch messages: one
+	// allocation rather than a doubling series of them
+	buf.Grow(int(delta.RecordBytes(rec)) + 64*int(rec.NumCols()) + 4096)
 	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
 	if err := w.Write(rec); err != nil {
 		return nil, err
