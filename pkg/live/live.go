@@ -268,7 +268,7 @@ func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func()
 		return Ack{}, ctx.Err()
 	}
 	if prepare != nil {
-		if p, err := prepare(); err == nil {
+		if p, err := runPrepare(prepare); err == nil {
 			wr.prep = p
 		} else {
 			w.opt.Logger.Warn("live: preparing a write failed; the applier sorts it", "error", err)
@@ -292,6 +292,17 @@ func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func()
 		}
 	}
 	return wr.ack, wr.err
+}
+
+// runPrepare runs prepare, a panic in it an error: the applier waits for
+// every queued write's preparation, so it must end, whatever happens.
+func runPrepare(prepare func() (*delta.Prepared, error)) (p *delta.Prepared, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return prepare()
 }
 
 // commit is the committer: it takes every queued write and logs them in
