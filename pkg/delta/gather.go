@@ -12,29 +12,49 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// A selection names rows of two arrays of one type, a and b: a value below
-// fromB is row v of a, fromB|v is row v of b. Merging two runs is one
-// selection per column, and gathering by hand costs a copy per value
-// where concatenating both and taking from the result (compute.Take) cost
-// two copies, bounds checks and a kernel dispatch per column.
-const fromB = 1 << 31
+// A selection names rows of up to maxSources arrays of one type: value
+// k<<srcShift | v is row v of source k (so for two sources a and b, v is
+// row v of a and fromB|v row v of b). Merging runs is one selection per
+// column, and gathering by hand costs a copy per value where
+// concatenating the sources and taking from the result (compute.Take)
+// cost two copies, bounds checks and a kernel dispatch per column.
+const (
+	srcShift   = 28
+	rowMask    = 1<<srcShift - 1
+	maxSources = 1 << (32 - srcShift)
+	// maxSourceRows bounds a source's rows: a run longer is not merged.
+	maxSourceRows = rowMask + 1
+	fromB         = 1 << srcShift
+)
 
 // gather2 returns the selected rows of a and b, in selection order.
 func gather2(mem memory.Allocator, a, b arrow.Array, sel []uint32) (arrow.Array, error) {
-	if !arrow.TypeEqual(a.DataType(), b.DataType()) {
-		return nil, fmt.Errorf("delta: gather of %s and %s", a.DataType(), b.DataType())
+	return gatherK(mem, []arrow.Array{a, b}, sel)
+}
+
+// gatherK returns the selected rows of srcs, in selection order.
+func gatherK(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (arrow.Array, error) {
+	if len(srcs) == 0 || len(srcs) > maxSources {
+		return nil, fmt.Errorf("delta: gather of %d arrays", len(srcs))
 	}
-	src := [2]arrow.Array{a, b}
+	a := srcs[0]
+	anyNulls := false
+	for _, x := range srcs {
+		if !arrow.TypeEqual(a.DataType(), x.DataType()) {
+			return nil, fmt.Errorf("delta: gather of %s and %s", a.DataType(), x.DataType())
+		}
+		anyNulls = anyNulls || x.NullN() > 0
+	}
 	n := len(sel)
 	var validity *memory.Buffer
 	nulls := 0
-	if a.NullN() > 0 || b.NullN() > 0 {
+	if anyNulls {
 		validity = memory.NewResizableBuffer(mem)
 		validity.Resize(int(bitutil.BytesForBits(int64(n))))
 		bits := validity.Bytes()
 		clear(bits)
 		for i, s := range sel {
-			if src[s>>31].IsValid(int(s &^ fromB)) {
+			if srcs[s>>srcShift].IsValid(int(s & rowMask)) {
 				bitutil.SetBit(bits, i)
 			} else {
 				nulls++
@@ -55,32 +75,33 @@ func gather2(mem memory.Allocator, a, b arrow.Array, sel []uint32) (arrow.Array,
 		out.Resize(int(bitutil.BytesForBits(int64(n))))
 		bits := out.Bytes()
 		clear(bits)
-		av, bv := a.(*array.Boolean), b.(*array.Boolean)
+		bs := make([]*array.Boolean, len(srcs))
+		for k, x := range srcs {
+			bs[k] = x.(*array.Boolean)
+		}
 		for i, s := range sel {
-			var v bool
-			if s&fromB == 0 {
-				v = av.Value(int(s))
-			} else {
-				v = bv.Value(int(s &^ fromB))
-			}
-			if v {
+			if bs[s>>srcShift].Value(int(s & rowMask)) {
 				bitutil.SetBit(bits, i)
 			}
 		}
 		bufs = []*memory.Buffer{validity, out}
 	case *arrow.StringType, *arrow.BinaryType:
-		off, data := gatherVar32(mem, a, b, sel)
+		off, data := gatherVar32(mem, srcs, sel)
 		bufs = []*memory.Buffer{validity, off, data}
 	case arrow.FixedWidthDataType:
 		bw := dt.BitWidth()
-		if bw%8 != 0 || a.Data().Buffers()[1] == nil || b.Data().Buffers()[1] == nil {
-			release(validity)
-			return gatherSlow(mem, a, b, sel)
+		ok := bw%8 == 0
+		for _, x := range srcs {
+			ok = ok && x.Data().Buffers()[1] != nil
 		}
-		bufs = []*memory.Buffer{validity, gatherFixed(mem, a, b, sel, bw/8)}
+		if !ok {
+			release(validity)
+			return gatherSlow(mem, srcs, sel)
+		}
+		bufs = []*memory.Buffer{validity, gatherFixed(mem, srcs, sel, bw/8)}
 	default:
 		release(validity)
-		return gatherSlow(mem, a, b, sel)
+		return gatherSlow(mem, srcs, sel)
 	}
 	data := array.NewData(a.DataType(), n, bufs, nil, nulls, 0)
 	release(bufs...)
@@ -93,35 +114,50 @@ func fixedBytes(a arrow.Array, width int) []byte {
 	return a.Data().Buffers()[1].Bytes()[a.Data().Offset()*width:]
 }
 
-func gatherFixed(mem memory.Allocator, a, b arrow.Array, sel []uint32, width int) *memory.Buffer {
+func gatherFixed(mem memory.Allocator, srcs []arrow.Array, sel []uint32, width int) *memory.Buffer {
 	out := memory.NewResizableBuffer(mem)
 	out.Resize(len(sel) * width)
-	ab, bb := fixedBytes(a, width), fixedBytes(b, width)
+	bs := make([][]byte, len(srcs))
+	for k, x := range srcs {
+		bs[k] = fixedBytes(x, width)
+	}
 	switch width {
 	case 4:
-		gatherWords(asWords[uint32](out.Bytes()), asWords[uint32](ab), asWords[uint32](bb), sel)
+		gatherWords(asWords[uint32](out.Bytes()), wordsOf[uint32](bs), sel)
 	case 8:
-		gatherWords(asWords[uint64](out.Bytes()), asWords[uint64](ab), asWords[uint64](bb), sel)
+		gatherWords(asWords[uint64](out.Bytes()), wordsOf[uint64](bs), sel)
 	default:
 		o := out.Bytes()
 		for i, s := range sel {
-			from, r := ab, int(s)
-			if s&fromB != 0 {
-				from, r = bb, int(s&^fromB)
-			}
+			from, r := bs[s>>srcShift], int(s&rowMask)
 			copy(o[i*width:(i+1)*width], from[r*width:(r+1)*width])
 		}
 	}
 	return out
 }
 
-func gatherWords[T uint32 | uint64](out, a, b []T, sel []uint32) {
-	for i, s := range sel {
-		if s&fromB == 0 {
-			out[i] = a[s]
-		} else {
-			out[i] = b[s&^fromB]
+func wordsOf[T uint32 | uint64](bs [][]byte) [][]T {
+	ws := make([][]T, len(bs))
+	for k, b := range bs {
+		ws[k] = asWords[T](b)
+	}
+	return ws
+}
+
+func gatherWords[T uint32 | uint64](out []T, srcs [][]T, sel []uint32) {
+	if len(srcs) == 2 { // the common pair: no slice header per value
+		a, b := srcs[0], srcs[1]
+		for i, s := range sel {
+			if s&fromB == 0 {
+				out[i] = a[s]
+			} else {
+				out[i] = b[s&rowMask]
+			}
 		}
+		return
+	}
+	for i, s := range sel {
+		out[i] = srcs[s>>srcShift][s&rowMask]
 	}
 }
 
@@ -137,21 +173,23 @@ func asWords[T uint32 | uint64](b []byte) []T {
 }
 
 // gatherVar32 gathers a string or binary column (int32 offsets).
-func gatherVar32(mem memory.Allocator, a, b arrow.Array, sel []uint32) (offsets, data *memory.Buffer) {
+func gatherVar32(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (offsets, data *memory.Buffer) {
 	type varArray interface {
 		ValueOffsets() []int32
 		ValueBytes() []byte
 	}
-	av, bv := a.(varArray), b.(varArray)
-	ao, bo := av.ValueOffsets(), bv.ValueOffsets()
-	ad, bd := av.ValueBytes(), bv.ValueBytes()
-	// ValueBytes starts at the first offset of the array's slice.
-	abase, bbase := int32(0), int32(0)
-	if len(ao) > 0 {
-		abase = ao[0]
+	type src struct {
+		off  []int32
+		data []byte
+		base int32 // ValueBytes starts at the first offset of the array's slice
 	}
-	if len(bo) > 0 {
-		bbase = bo[0]
+	ss := make([]src, len(srcs))
+	for k, x := range srcs {
+		v := x.(varArray)
+		ss[k] = src{off: v.ValueOffsets(), data: v.ValueBytes()}
+		if len(ss[k].off) > 0 {
+			ss[k].base = ss[k].off[0]
+		}
 	}
 	offsets = memory.NewResizableBuffer(mem)
 	offsets.Resize((len(sel) + 1) * 4)
@@ -159,45 +197,36 @@ func gatherVar32(mem memory.Allocator, a, b arrow.Array, sel []uint32) (offsets,
 	total := 0
 	for i, s := range sel {
 		off[i] = uint32(total)
-		if s&fromB == 0 {
-			total += int(ao[s+1] - ao[s])
-		} else {
-			r := s &^ fromB
-			total += int(bo[r+1] - bo[r])
-		}
+		o, r := ss[s>>srcShift].off, s&rowMask
+		total += int(o[r+1] - o[r])
 	}
 	off[len(sel)] = uint32(total)
 	data = memory.NewResizableBuffer(mem)
 	data.Resize(total)
 	d := data.Bytes()
 	for i, s := range sel {
-		if s&fromB == 0 {
-			copy(d[off[i]:off[i+1]], ad[ao[s]-abase:ao[s+1]-abase])
-		} else {
-			r := s &^ fromB
-			copy(d[off[i]:off[i+1]], bd[bo[r]-bbase:bo[r+1]-bbase])
-		}
+		x, r := &ss[s>>srcShift], s&rowMask
+		copy(d[off[i]:off[i+1]], x.data[x.off[r]-x.base:x.off[r+1]-x.base])
 	}
 	return offsets, data
 }
 
 // gatherSlow handles every other type: concatenate, then take.
-func gatherSlow(mem memory.Allocator, a, b arrow.Array, sel []uint32) (arrow.Array, error) {
-	both, err := array.Concatenate([]arrow.Array{a, b}, mem)
+func gatherSlow(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (arrow.Array, error) {
+	all, err := array.Concatenate(srcs, mem)
 	if err != nil {
 		return nil, err
 	}
-	defer both.Release()
-	idx := make([]int32, len(sel))
-	na := uint32(a.Len())
-	for i, s := range sel {
-		if s&fromB == 0 {
-			idx[i] = int32(s)
-		} else {
-			idx[i] = int32(na + s&^fromB)
-		}
+	defer all.Release()
+	first := make([]int32, len(srcs))
+	for k := 1; k < len(srcs); k++ {
+		first[k] = first[k-1] + int32(srcs[k-1].Len())
 	}
-	return takeInt32(mem, both, idx)
+	idx := make([]int32, len(sel))
+	for i, s := range sel {
+		idx[i] = first[s>>srcShift] + int32(s&rowMask)
+	}
+	return takeInt32(mem, all, idx)
 }
 
 func takeInt32(mem memory.Allocator, a arrow.Array, idx []int32) (arrow.Array, error) {

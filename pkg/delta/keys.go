@@ -18,6 +18,11 @@ import (
 type keyIndex struct {
 	base   Base
 	series map[string]*keyEntry
+	// byCode is series' entries by base code (grown on demand), for
+	// writes that arrive with their codes (Prepare): a slice index rather
+	// than a string hash probe per series. Every entry in it is in series
+	// too.
+	byCode []*keyEntry
 }
 
 type keyEntry struct {
@@ -56,7 +61,37 @@ func (k *keyIndex) entry(id string) *keyEntry {
 		}
 	}
 	k.series[id] = e
+	if e.code >= 0 {
+		k.setCode(e)
+	}
 	return e
+}
+
+// coded is the entry of base series code, whose id is id.
+func (k *keyIndex) coded(code int32, id string) *keyEntry {
+	if int(code) < len(k.byCode) {
+		if e := k.byCode[code]; e != nil {
+			return e
+		}
+	}
+	if e, ok := k.series[id]; ok {
+		if e.code == code {
+			k.setCode(e)
+		}
+		return e
+	}
+	e := &keyEntry{id: id, code: code, base: k.base.Periods(int(code))}
+	k.series[id] = e
+	k.setCode(e)
+	return e
+}
+
+func (k *keyIndex) setCode(e *keyEntry) {
+	if int(e.code) >= len(k.byCode) {
+		k.byCode = slices.Grow(k.byCode, int(e.code)+1-len(k.byCode))
+		k.byCode = k.byCode[:cap(k.byCode)]
+	}
+	k.byCode[e.code] = e
 }
 
 // add records run r's rows and returns how many revise nothing older
@@ -99,12 +134,21 @@ func (k *keyIndex) addEntries(r *Run, entries []*keyEntry) (added int64, fresh [
 	return added, fresh
 }
 
+// inDates and inInts report whether the ascending s holds p. Outside
+// s's bounds (an append after a series' last period, the usual write)
+// they answer without a search.
 func inDates(s []arrow.Date32, p arrow.Date32) bool {
+	if len(s) == 0 || p < s[0] || p > s[len(s)-1] {
+		return false
+	}
 	_, ok := slices.BinarySearch(s, p)
 	return ok
 }
 
 func inInts(s []int32, p int32) bool {
+	if len(s) == 0 || p < s[0] || p > s[len(s)-1] {
+		return false
+	}
 	_, ok := slices.BinarySearch(s, p)
 	return ok
 }

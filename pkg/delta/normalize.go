@@ -30,6 +30,25 @@ type Known interface {
 	Attr(id string, a int) (arrow.Array, int, bool)
 }
 
+// BaseCoder is a Known that also says which series of the base an id is
+// (its code, Base.Lookup's): NormalizeCodes hands the codes on to Prepare.
+type BaseCoder interface {
+	BaseCode(id string) (code int, ok bool)
+}
+
+// Normalize is NormalizeCodes without the codes.
+func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.RecordBatch, batch int, known Known) (arrow.RecordBatch, error) {
+	w, _, err := normalize(ctx, mem, s, rec, batch, known, nil)
+	return w, err
+}
+
+// NormalizeCodes is Normalize that also returns each row's series code in
+// the base coder answers for (-1: the base lacks the series), found with
+// the look-ups the checks make anyway: one per distinct series.
+func NormalizeCodes(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.RecordBatch, batch int, known Known, coder BaseCoder) (arrow.RecordBatch, []int32, error) {
+	return normalize(ctx, mem, s, rec, batch, known, coder)
+}
+
 // Normalize checks one incoming record batch (number batch of its stream)
 // against the dataset and returns it as a normalized write (Schema.Write):
 // ids as utf8, periods as date32 (every form `snapbuild build` accepts,
@@ -39,7 +58,7 @@ type Known interface {
 //
 // Errors name the batch, the row and the column, and wrap ErrInvalid.
 // known may be nil: every series is then new.
-func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.RecordBatch, batch int, known Known) (arrow.RecordBatch, error) {
+func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.RecordBatch, batch int, known Known, coder BaseCoder) (_ arrow.RecordBatch, codes []int32, err error) {
 	if known == nil {
 		known = noneKnown{}
 	}
@@ -58,7 +77,7 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	byName := map[string]int{}
 	for i, f := range rec.Schema().Fields() {
 		if _, dup := byName[f.Name]; dup {
-			return nil, bad(-1, f.Name, "given twice")
+			return nil, nil, bad(-1, f.Name, "given twice")
 		}
 		byName[f.Name] = i
 	}
@@ -71,12 +90,12 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	}
 	for name := range byName {
 		if !contains(allowed, name) {
-			return nil, bad(-1, name, "unknown column (columns: %s)", strings.Join(allowed, ", "))
+			return nil, nil, bad(-1, name, "unknown column (columns: %s)", strings.Join(allowed, ", "))
 		}
 	}
 	for _, req := range []string{sidecar.ColSeriesID, datafile.ColPeriod, datafile.ColValue} {
 		if _, ok := byName[req]; !ok {
-			return nil, bad(-1, req, "missing (a write needs %s, %s and %s)", sidecar.ColSeriesID, datafile.ColPeriod, datafile.ColValue)
+			return nil, nil, bad(-1, req, "missing (a write needs %s, %s and %s)", sidecar.ColSeriesID, datafile.ColPeriod, datafile.ColValue)
 		}
 	}
 	cols := make([]arrow.Array, 0, s.Write.NumFields())
@@ -90,15 +109,15 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	idcol := rec.Column(byName[sidecar.ColSeriesID])
 	ids, err := asUTF8(ctx, mem, idcol)
 	if err != nil {
-		return nil, bad(-1, sidecar.ColSeriesID, "%v", err)
+		return nil, nil, bad(-1, sidecar.ColSeriesID, "%v", err)
 	}
 	cols = append(cols, ids)
 	for i := 0; i < n; i++ {
 		switch {
 		case ids.IsNull(i):
-			return nil, bad(i, sidecar.ColSeriesID, "null series id")
+			return nil, nil, bad(i, sidecar.ColSeriesID, "null series id")
 		case ids.Value(i) == "":
-			return nil, bad(i, sidecar.ColSeriesID, "empty series id")
+			return nil, nil, bad(i, sidecar.ColSeriesID, "empty series id")
 		}
 	}
 
@@ -107,9 +126,9 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	if err := period.Column(rec.Column(byName[datafile.ColPeriod]), days); err != nil {
 		var re *period.RowError
 		if errors.As(err, &re) {
-			return nil, bad(re.Row, datafile.ColPeriod, "%q: %v", re.Value, re.Err)
+			return nil, nil, bad(re.Row, datafile.ColPeriod, "%q: %v", re.Value, re.Err)
 		}
-		return nil, bad(-1, datafile.ColPeriod, "%v", err)
+		return nil, nil, bad(-1, datafile.ColPeriod, "%v", err)
 	}
 	// The days become the column's buffer as they are (date32 is int32
 	// days): no per-row builder call.
@@ -128,7 +147,7 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 		}
 		a, err := castTo(ctx, mem, rec.Column(j), f.Type)
 		if err != nil {
-			return nil, bad(-1, f.Name, "%v", err)
+			return nil, nil, bad(-1, f.Name, "%v", err)
 		}
 		cols = append(cols, a)
 	}
@@ -142,7 +161,7 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	}
 	given := len(present) > 0
 	if given && len(present) != len(s.Attrs) {
-		return nil, bad(-1, "", "attributes are given all together or not at all: got %s of %s", strings.Join(present, ", "), attrNames(s.Attrs))
+		return nil, nil, bad(-1, "", "attributes are given all together or not at all: got %s of %s", strings.Join(present, ", "), attrNames(s.Attrs))
 	}
 	attrCols := make([]arrow.Array, len(s.Attrs))
 	for k, f := range s.Attrs {
@@ -151,7 +170,7 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 		} else {
 			a, err := castTo(ctx, mem, rec.Column(byName[f.Name]), f.Type)
 			if err != nil {
-				return nil, bad(-1, f.Name, "%v", err)
+				return nil, nil, bad(-1, f.Name, "%v", err)
 			}
 			attrCols[k] = a
 		}
@@ -160,19 +179,38 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	// New series need their attributes; attributes are constant within a
 	// series and agree with what the dataset already holds.
 	var first map[string]int
-	if len(s.Attrs) > 0 {
+	if len(s.Attrs) > 0 || coder != nil {
 		first = make(map[string]int, min(n, 1<<16))
 	}
-	for i := 0; i < n && len(s.Attrs) > 0; i++ {
+	if coder != nil {
+		codes = make([]int32, n)
+	}
+	for i := 0; i < n && first != nil; i++ {
 		id := ids.Value(i)
 		f, seen := first[id]
 		if !seen {
 			first[id] = i
 		}
+		inBase := false
+		if coder != nil {
+			if seen {
+				codes[i] = codes[f]
+			} else {
+				c, ok := coder.BaseCode(id)
+				codes[i] = -1
+				if ok {
+					codes[i] = int32(c)
+				}
+			}
+			inBase = codes[i] >= 0
+		}
+		if len(s.Attrs) == 0 {
+			continue
+		}
 		if !given {
-			if !seen {
+			if !seen && !inBase {
 				if _, _, ok := known.Attr(id, 0); !ok {
-					return nil, bad(i, sidecar.ColSeriesID, "series %q is new: give its attributes (%s)", id, attrNames(s.Attrs))
+					return nil, nil, bad(i, sidecar.ColSeriesID, "series %q is new: give its attributes (%s)", id, attrNames(s.Attrs))
 				}
 			}
 			continue
@@ -180,17 +218,17 @@ func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 		for k, a := range attrCols {
 			if seen {
 				if cellText(a, i) != cellText(a, f) {
-					return nil, bad(i, s.Attrs[k].Name, "series %q has %s here and %s in row %d: an attribute is constant within a series", id, cellText(a, i), cellText(a, f), f)
+					return nil, nil, bad(i, s.Attrs[k].Name, "series %q has %s here and %s in row %d: an attribute is constant within a series", id, cellText(a, i), cellText(a, f), f)
 				}
 				continue
 			}
 			if ka, kr, ok := known.Attr(id, k); ok && cellText(ka, kr) != cellText(a, i) {
-				return nil, bad(i, s.Attrs[k].Name, "series %q has %s, the dataset says %s: attributes cannot change by a write", id, cellText(a, i), cellText(ka, kr))
+				return nil, nil, bad(i, s.Attrs[k].Name, "series %q has %s, the dataset says %s: attributes cannot change by a write", id, cellText(a, i), cellText(ka, kr))
 			}
 		}
 	}
 	cols = append(cols, constBool(mem, given, n))
-	return array.NewRecordBatch(s.Write, cols, int64(n)), nil
+	return array.NewRecordBatch(s.Write, cols, int64(n)), codes, nil
 }
 
 // constBool is a boolean column of n values v, its bitmap filled bytewise.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -118,11 +119,7 @@ func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Record
 		rowRank[i] = e.rank
 	}
 	d := len(distinct)
-	byID := make([]int32, d)
-	for i := range byID {
-		byID[i] = int32(i)
-	}
-	slices.SortFunc(byID, func(a, b int32) int { return compareEntries(distinct[a], distinct[b]) })
+	byID := sortEntries(distinct)
 	rank := make([]int32, d)
 	sortedEntries := make([]*keyEntry, d)
 	for r, i := range byID {
@@ -161,6 +158,134 @@ func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Record
 	}
 	r, err := assemble(ctx, mem, s, seq, w, keep, first)
 	return r, sortedEntries, err
+}
+
+// sortEntries returns the positions of entries in id order, as
+// compareEntries orders them. The series the base has are ordered by
+// their codes as integers (one sort of code<<32|position keys, no
+// comparison callback: what sorting a batch's 10k series by comparator
+// cost was a tenth of a write's CPU), the others by id, and the two lists
+// are merged by id.
+func sortEntries(es []*keyEntry) []int32 {
+	keys := make([]uint64, 0, len(es))
+	var other []int32
+	for i, e := range es {
+		if e.code >= 0 {
+			keys = append(keys, uint64(e.code)<<32|uint64(i))
+		} else {
+			other = append(other, int32(i))
+		}
+	}
+	slices.Sort(keys)
+	out := make([]int32, 0, len(es))
+	if len(other) == 0 {
+		for _, k := range keys {
+			out = append(out, int32(uint32(k)))
+		}
+		return out
+	}
+	slices.SortFunc(other, func(a, b int32) int { return compareEntries(es[a], es[b]) })
+	i, j := 0, 0
+	for i < len(keys) || j < len(other) {
+		if j == len(other) || i < len(keys) && compareEntries(es[uint32(keys[i])], es[other[j]]) < 0 {
+			out = append(out, int32(uint32(keys[i])))
+			i++
+		} else {
+			out = append(out, other[j])
+			j++
+		}
+	}
+	return out
+}
+
+// Prepared is a normalized write already sorted into a run, off the
+// write path's lock: what Prepare builds on a writer's own goroutine, so
+// that the write path, which applies writes one at a time in log order,
+// is left only the key index's bookkeeping (State.AppendPrepared).
+type Prepared struct {
+	w     arrow.RecordBatch // the normalized write (held)
+	base  Base
+	run   *Run
+	codes []int32 // per run-local series: its code in base, -1 if none
+}
+
+// Release drops the write Prepare held.
+func (p *Prepared) Release() {
+	if p.w != nil {
+		p.w.Release()
+		p.w = nil
+	}
+}
+
+// Prepare sorts normalized write w into a run as newRun does, given each
+// row's series code in base (-1: base lacks it; Normalize's look-ups):
+// base series are ordered by code with one integer sort of code<<32|row
+// keys (stable: rows of a series keep their input order), the others by
+// id, and the two are merged by id. It reads nothing the write path
+// changes, so it may run on any goroutine.
+func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.RecordBatch, base Base, codes []int32) (*Prepared, error) {
+	n := int(w.NumRows())
+	if len(codes) != n {
+		return nil, fmt.Errorf("delta: %d codes for %d rows", len(codes), n)
+	}
+	ids := w.Column(0).(*array.String)
+	periods := w.Column(1).(*array.Date32).Date32Values()
+	keys := make([]uint64, 0, n)
+	var other []int32
+	for i, c := range codes {
+		if c >= 0 {
+			keys = append(keys, uint64(c)<<32|uint64(i))
+		} else {
+			other = append(other, int32(i))
+		}
+	}
+	slices.Sort(keys)
+	slices.SortStableFunc(other, func(a, b int32) int { return strings.Compare(ids.Value(int(a)), ids.Value(int(b))) })
+	order := make([]int32, 0, n)
+	for i, j := 0, 0; i < len(keys) || j < len(other); {
+		if j == len(other) || i < len(keys) && ids.Value(int(uint32(keys[i]))) < ids.Value(int(other[j])) {
+			order = append(order, int32(uint32(keys[i])))
+			i++
+		} else {
+			order = append(order, other[j])
+			j++
+		}
+	}
+	// Each series by period, stably; then of equal keys keep the last.
+	keep := make([]int32, 0, n)
+	first := make([]bool, 0, n)
+	var runCodes []int32
+	for lo := 0; lo < n; {
+		hi := lo + 1
+		if c := codes[order[lo]]; c >= 0 {
+			for hi < n && codes[order[hi]] == c {
+				hi++
+			}
+		} else {
+			id := ids.Value(int(order[lo]))
+			for hi < n && codes[order[hi]] < 0 && ids.Value(int(order[hi])) == id {
+				hi++
+			}
+		}
+		g := order[lo:hi]
+		sortByPeriod(g, periods)
+		start := len(keep)
+		for k, o := range g {
+			if k+1 < len(g) && periods[g[k+1]] == periods[o] {
+				continue
+			}
+			keep = append(keep, o)
+			first = append(first, len(keep)-1 == start)
+		}
+		runCodes = append(runCodes, codes[order[lo]])
+		lo = hi
+	}
+	r, err := assemble(ctx, mem, s, 0, w, keep, first)
+	if err != nil {
+		return nil, err
+	}
+	w.Retain()
+	return &Prepared{w: w, base: base, run: r, codes: runCodes}, nil
 }
 
 // parallelProbeRows is the size of a write from which newRun probes the

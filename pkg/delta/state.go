@@ -110,15 +110,15 @@ func (st *State) Apply(ctx context.Context, mem memory.Allocator, w arrow.Record
 		return nil, err
 	}
 	for {
-		a, b, ok := st.MergeCandidate()
+		rs, ok := st.MergeCandidate()
 		if !ok {
 			return st, nil
 		}
-		m, err := merge(ctx, mem, st.schema, a, b)
+		m, err := mergeRuns(ctx, mem, st.schema, rs)
 		if err != nil {
 			return nil, err
 		}
-		st, _ = st.Replace(a, b, m)
+		st, _ = st.Replace(rs, m)
 	}
 }
 
@@ -140,123 +140,220 @@ func (st *State) Append(ctx context.Context, mem memory.Allocator, w arrow.Recor
 	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
 }
 
-// MergeCandidate returns two adjacent unfrozen runs worth merging: the
-// newest pair whose older run is at most twice the newer's size. Merging
-// such pairs keeps sizes falling geometrically from oldest to newest, so
-// every row is merged O(log n) times and a read visits O(log n) runs.
-func (st *State) MergeCandidate() (a, b *Run, ok bool) {
-	for k := len(st.runs) - 1; k-1 >= st.frozen; k-- {
-		if st.runs[k-1].Len() <= 2*st.runs[k].Len() {
-			return st.runs[k-1], st.runs[k], true
+// AppendPrepared is Append of a write Prepare sorted: it only finds the
+// run's series in the key index (by code for base series) and counts
+// what the run adds. A write prepared over another base than base (a
+// reload in between) is sorted again by Append.
+func (st *State) AppendPrepared(ctx context.Context, mem memory.Allocator, p *Prepared, seq, pos uint64, base Base) (*State, error) {
+	if p.base != base || base == nil {
+		return st.Append(ctx, mem, p.w, seq, pos, base)
+	}
+	if st.keys == nil || st.keys.base != base {
+		st = st.Rebase(base)
+	}
+	keys := st.keys
+	r := p.run
+	p.run = nil // the State owns it now
+	if r == nil {
+		return nil, fmt.Errorf("delta: a prepared write appended twice")
+	}
+	entries := make([]*keyEntry, r.NumSeries())
+	for i, c := range p.codes {
+		if c >= 0 {
+			entries[i] = keys.coded(c, r.SeriesID(i))
+		} else {
+			entries[i] = keys.entry(r.SeriesID(i))
 		}
 	}
-	return nil, nil, false
+	r.seq, r.pos = seq, pos
+	r.added, r.fresh = keys.addEntries(r, entries)
+	runs := append(slices.Clip(st.runs), r)
+	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
 }
 
-// Merge folds run b into the older run a (MergeCandidate's pair). It reads
+// MergeFanIn is how many runs one merge folds together. Runs are grouped
+// in tiers by size (a tier spans a factor of MergeFanIn), and the newest
+// MergeFanIn runs of one tier become one run of the next: every row is
+// copied about log_MergeFanIn(rows/write) times (write amplification)
+// while a State holds at most about MergeFanIn-1 runs per tier, which a
+// read visits. With pairwise merges (fan-in 2) a steady stream of 10k-row
+// writes merged each row ~7.5 times by 3M rows; fan-in 4 halves that and
+// the merges' allocations, for about 1.5× the runs a read visits.
+const MergeFanIn = 4
+
+// mergeTierRows is the size of the smallest tier: runs up to it are one
+// tier, so a stream of small writes merges by counts of runs.
+const mergeTierRows = 8192
+
+// tier is the size class of a run of n rows.
+func tier(n int) int {
+	t := 0
+	for lim := mergeTierRows * MergeFanIn; n >= lim; lim *= MergeFanIn {
+		t++
+	}
+	return t
+}
+
+// MergeCandidate returns adjacent unfrozen runs worth merging, oldest
+// first: the newest MergeFanIn runs whose oldest is in a tier no higher
+// than any newer one of them (a newer run of a higher tier than an older
+// one — a large write after small ones — lets the small ones merge). Runs
+// too long for one merge's row numbering are left alone.
+func (st *State) MergeCandidate() ([]*Run, bool) {
+	for k := len(st.runs); k-MergeFanIn >= st.frozen; k-- {
+		w := st.runs[k-MergeFanIn : k]
+		t0, ok := tier(w[0].Len()), true
+		for _, r := range w {
+			ok = ok && r.Len() < maxSourceRows && tier(r.Len()) >= t0
+		}
+		if ok {
+			return w, true
+		}
+	}
+	return nil, false
+}
+
+// Merge folds runs (MergeCandidate's, oldest first) into one. It reads
 // only the immutable runs, so it may run without the writer's lock while
 // writes are appended; Replace installs the result.
-func (st *State) Merge(ctx context.Context, mem memory.Allocator, a, b *Run) (*Run, error) {
-	return merge(ctx, mem, st.schema, a, b)
+func (st *State) Merge(ctx context.Context, mem memory.Allocator, rs []*Run) (*Run, error) {
+	return mergeRuns(ctx, mem, st.schema, rs)
 }
 
-// Replace returns st with the adjacent runs a and b replaced by m, their
+// Replace returns st with the adjacent runs rs replaced by m, their
 // merge; false if they are no longer adjacent unfrozen runs of st (a
 // compaction froze them, a reload rebased them).
-func (st *State) Replace(a, b, m *Run) (*State, bool) {
-	for k := st.frozen; k+1 < len(st.runs); k++ {
-		if st.runs[k] == a && st.runs[k+1] == b {
-			runs := make([]*Run, 0, len(st.runs)-1)
-			runs = append(append(append(runs, st.runs[:k]...), m), st.runs[k+2:]...)
+func (st *State) Replace(rs []*Run, m *Run) (*State, bool) {
+	for k := st.frozen; k+len(rs) <= len(st.runs); k++ {
+		if slices.Equal(st.runs[k:k+len(rs)], rs) {
+			runs := make([]*Run, 0, len(st.runs)-len(rs)+1)
+			runs = append(append(append(runs, st.runs[:k]...), m), st.runs[k+len(rs):]...)
 			return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: st.keys}, true
 		}
 	}
 	return st, false
 }
 
-// merge folds b (newer) into a. Both are sorted with one row per key, so
-// the merge is one pass: series by id (one string comparison per series,
-// not per row), rows of a series in both by period; for a key in both,
-// b's row wins. Every column is then gathered from the two runs directly.
-func merge(_ context.Context, mem memory.Allocator, s *Schema, a, b *Run) (_ *Run, err error) {
-	na, nb := a.NumSeries(), b.NumSeries()
-	pa, pb := a.Periods(), b.Periods()
-	rows := make([]uint32, 0, a.Len()+b.Len())
-	var series []uint32 // per output series: a's or b's (fromB) series number
+// mergeRuns folds runs rs (oldest first) into one. Each is sorted with one
+// row per key, so the merge is one pass: series by id (string comparisons
+// per series, not per row), rows of a series in several runs by period;
+// for a key in several, the newest run's row wins. Every column is then
+// gathered from the runs directly (gatherK).
+func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_ *Run, err error) {
+	if len(rs) < 2 || len(rs) > maxSources {
+		return nil, fmt.Errorf("delta: merge of %d runs", len(rs))
+	}
+	total := 0
+	for _, r := range rs {
+		if r.Len() >= maxSourceRows {
+			return nil, fmt.Errorf("delta: a run of %d rows is too long to merge", r.Len())
+		}
+		total += r.Len()
+	}
+	k := len(rs)
+	ps := make([][]arrow.Date32, k)
+	for x, r := range rs {
+		ps[x] = r.Periods()
+	}
+	rows := make([]uint32, 0, total)
+	var series []uint32 // per output series: src<<srcShift | its series number there
 	var start []int32
 	var fresh []int32
-	// fresh lists are ascending: walk them with the series.
-	fa, fb := 0, 0
-	isFresh := func(r *Run, cur *int, i int) bool {
-		for *cur < len(r.fresh) && int(r.fresh[*cur]) < i {
-			*cur++
+	cur := make([]int, k)     // next series of each run
+	freshAt := make([]int, k) // walk of each run's ascending fresh list
+	in := make([]int, 0, k)   // the runs holding the current series
+	pos := make([]int, k)     // per run in `in`: next row
+	end := make([]int, k)     // and its end
+	isFresh := func(x, i int) bool {
+		f := rs[x].fresh
+		for freshAt[x] < len(f) && int(f[freshAt[x]]) < i {
+			freshAt[x]++
 		}
-		return *cur < len(r.fresh) && int(r.fresh[*cur]) == i
+		return freshAt[x] < len(f) && int(f[freshAt[x]]) == i
 	}
-	i, j := 0, 0
-	for i < na || j < nb {
-		c := 0
-		switch {
-		case j == nb:
-			c = -1
-		case i == na:
-			c = 1
-		default:
-			c = strings.Compare(a.SeriesID(i), b.SeriesID(j))
+	for {
+		// the smallest id among the runs' next series, and which hold it
+		in = in[:0]
+		var id string
+		for x, r := range rs {
+			if cur[x] == r.NumSeries() {
+				continue
+			}
+			sid := r.SeriesID(cur[x])
+			c := -1
+			if len(in) > 0 {
+				c = strings.Compare(sid, id)
+			}
+			if c < 0 {
+				in, id = append(in[:0], x), sid
+			} else if c == 0 {
+				in = append(in, x)
+			}
+		}
+		if len(in) == 0 {
+			break
 		}
 		start = append(start, int32(len(rows)))
-		switch {
-		case c < 0:
-			lo, hi := a.Rows(i)
+		newest := in[len(in)-1] // in is ascending: runs are oldest first
+		if len(in) == 1 {
+			lo, hi := rs[newest].Rows(cur[newest])
+			src := uint32(newest) << srcShift
 			for r := lo; r < hi; r++ {
-				rows = append(rows, uint32(r))
+				rows = append(rows, src|uint32(r))
 			}
-			if isFresh(a, &fa, i) {
-				fresh = append(fresh, int32(len(series)))
+		} else {
+			for _, x := range in {
+				pos[x], end[x] = rs[x].Rows(cur[x])
 			}
-			series = append(series, uint32(i))
-			i++
-		case c > 0:
-			lo, hi := b.Rows(j)
-			for r := lo; r < hi; r++ {
-				rows = append(rows, uint32(r)|fromB)
-			}
-			if isFresh(b, &fb, j) {
-				fresh = append(fresh, int32(len(series)))
-			}
-			series = append(series, uint32(j)|fromB)
-			j++
-		default:
-			x, xe := a.Rows(i)
-			y, ye := b.Rows(j)
-			for x < xe || y < ye {
-				switch {
-				case y == ye || x < xe && pa[x] < pb[y]:
-					rows = append(rows, uint32(x))
-					x++
-				case x == xe || pb[y] < pa[x]:
-					rows = append(rows, uint32(y)|fromB)
-					y++
-				default: // the same key: the newer row
-					rows = append(rows, uint32(y)|fromB)
-					x, y = x+1, y+1
+			for {
+				// the smallest period among the runs' next rows; on a tie
+				// the newest run's row, the others skipped
+				best := -1
+				var bp arrow.Date32
+				for _, x := range in {
+					if pos[x] == end[x] {
+						continue
+					}
+					p := ps[x][pos[x]]
+					if best < 0 || p <= bp {
+						if best >= 0 && p == bp {
+							pos[best]++ // shadowed by a newer run's row
+						}
+						best, bp = x, p
+					}
 				}
+				if best < 0 {
+					break
+				}
+				rows = append(rows, uint32(best)<<srcShift|uint32(pos[best]))
+				pos[best]++
 			}
-			if isFresh(b, &fb, j) {
-				fresh = append(fresh, int32(len(series)))
+		}
+		if isFresh(newest, cur[newest]) {
+			fresh = append(fresh, int32(len(series)))
+		}
+		// The series' attributes: the newest run whose writes carried
+		// them, else the newest.
+		pick := newest
+		for y := len(in) - 1; y >= 0; y-- {
+			if rs[in[y]].Given(cur[in[y]]) {
+				pick = in[y]
+				break
 			}
-			// The series' attributes: b's if its writes carried them.
-			if b.Given(j) || !a.Given(i) {
-				series = append(series, uint32(j)|fromB)
-			} else {
-				series = append(series, uint32(i))
-			}
-			i, j = i+1, j+1
+		}
+		series = append(series, uint32(pick)<<srcShift|uint32(cur[pick]))
+		for _, x := range in {
+			cur[x]++
 		}
 	}
 	start = append(start, int32(len(rows)))
 
-	m := &Run{seq: b.seq, pos: max(a.pos, b.pos), added: a.added + b.added, start: start, fresh: fresh}
+	last := rs[k-1]
+	m := &Run{seq: last.seq, start: start, fresh: fresh}
+	for _, r := range rs {
+		m.pos = max(m.pos, r.pos)
+		m.added += r.added
+	}
 	var cols []arrow.Array
 	defer func() {
 		for _, c := range cols {
@@ -272,36 +369,43 @@ func merge(_ context.Context, mem memory.Allocator, s *Schema, a, b *Run) (_ *Ru
 		}
 	}()
 	codes := make([]uint32, len(rows))
-	for k := 0; k+1 < len(start); k++ {
-		for r := start[k]; r < start[k+1]; r++ {
-			codes[r] = uint32(k)
+	for q := 0; q+1 < len(start); q++ {
+		for r := start[q]; r < start[q+1]; r++ {
+			codes[r] = uint32(q)
 		}
 	}
 	cols = append(cols, uint32s(mem, codes))
+	srcs := make([]arrow.Array, k)
 	for c := datafile.ColumnPeriod; c < s.Data.NumFields(); c++ {
-		g, err := gather2(mem, a.rec.Column(c), b.rec.Column(c), rows)
+		for x, r := range rs {
+			srcs[x] = r.rec.Column(c)
+		}
+		g, err := gatherK(mem, srcs, rows)
 		if err != nil {
 			return nil, fmt.Errorf("delta: column %s: %w", s.Data.Field(c).Name, err)
 		}
 		cols = append(cols, g)
 	}
-	// Ids: a series in both runs has the same id in each, so the series
-	// selection (which may pick a's attributes) gives the right id too.
-	ids, err := gather2(mem, a.ids, b.ids, series)
+	// Ids: a series in several runs has the same id in each, so the series
+	// selection (which may pick an older run's attributes) gives the right
+	// id too.
+	for x, r := range rs {
+		srcs[x] = r.ids
+	}
+	ids, err := gatherK(mem, srcs, series)
 	if err != nil {
 		return nil, err
 	}
 	m.ids = ids.(*array.String)
 	m.given = make([]bool, len(series))
-	for k, sr := range series {
-		if sr&fromB == 0 {
-			m.given[k] = a.given[sr]
-		} else {
-			m.given[k] = b.given[sr&^fromB]
-		}
+	for q, sr := range series {
+		m.given[q] = rs[sr>>srcShift].given[sr&rowMask]
 	}
 	for at := range s.Attrs {
-		g, err := gather2(mem, a.attrs[at], b.attrs[at], series)
+		for x, r := range rs {
+			srcs[x] = r.attrs[at]
+		}
+		g, err := gatherK(mem, srcs, series)
 		if err != nil {
 			return nil, fmt.Errorf("delta: attribute %s: %w", s.Attrs[at].Name, err)
 		}

@@ -156,15 +156,33 @@ func TestApplyMatchesOracle(t *testing.T) {
 			// computed from an older State, installed into a newer one
 			// (or dropped when a freeze made it stale).
 			deferred := seed%2 == 1
-			type pending struct{ a, b, m *Run }
+			type pending struct {
+				rs []*Run
+				m  *Run
+			}
 			var queued []pending
 			for i, rows := range writes {
 				rec := write(s, rows, givens[i])
 				var next *State
 				var err error
-				if deferred {
+				switch {
+				case deferred && seed%4 == 3:
+					// as DoPut does: sorted by Prepare, counted in by
+					// AppendPrepared (seed 11: prepared over another base
+					// object, so AppendPrepared sorts it again)
+					over := Base(base)
+					if seed == 11 {
+						over = newFakeBase(50, 20)
+					}
+					var p *Prepared
+					if p, err = Prepare(ctx, mem, s, rec, over, baseCodes(base, rec)); err != nil {
+						t.Fatal(err)
+					}
+					next, err = st.AppendPrepared(ctx, mem, p, uint64(i+1), uint64(100*(i+1)), base)
+					p.Release()
+				case deferred:
 					next, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
-				} else {
+				default:
 					next, err = st.Apply(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)
 				}
 				rec.Release()
@@ -176,14 +194,14 @@ func TestApplyMatchesOracle(t *testing.T) {
 					for len(queued) > 0 && rng.IntN(2) == 0 {
 						q := queued[0]
 						queued = queued[1:]
-						st, _ = st.Replace(q.a, q.b, q.m)
+						st, _ = st.Replace(q.rs, q.m)
 					}
-					if a, b, ok := st.MergeCandidate(); ok {
-						m, err := st.Merge(ctx, mem, a, b)
+					if rs, ok := st.MergeCandidate(); ok {
+						m, err := st.Merge(ctx, mem, rs)
 						if err != nil {
 							t.Fatal(err)
 						}
-						queued = append(queued, pending{a, b, m})
+						queued = append(queued, pending{rs, m})
 					}
 				}
 				for _, r := range rows {
@@ -198,20 +216,20 @@ func TestApplyMatchesOracle(t *testing.T) {
 			}
 			if deferred {
 				for _, q := range queued {
-					st, _ = st.Replace(q.a, q.b, q.m)
+					st, _ = st.Replace(q.rs, q.m)
 				}
 				// Merge what is left, as the merger would when idle.
 				for {
-					a, b, ok := st.MergeCandidate()
+					rs, ok := st.MergeCandidate()
 					if !ok {
 						break
 					}
-					m, err := st.Merge(ctx, mem, a, b)
+					m, err := st.Merge(ctx, mem, rs)
 					if err != nil {
 						t.Fatal(err)
 					}
 					var replaced bool
-					if st, replaced = st.Replace(a, b, m); !replaced {
+					if st, replaced = st.Replace(rs, m); !replaced {
 						t.Fatal("a fresh candidate's merge was not installed")
 					}
 				}
@@ -222,6 +240,20 @@ func TestApplyMatchesOracle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// baseCodes is each row's series code in base (-1: none), as DoPut's
+// normalisation finds them.
+func baseCodes(base Base, rec arrow.RecordBatch) []int32 {
+	ids := rec.Column(0).(*array.String)
+	codes := make([]int32, ids.Len())
+	for i := range codes {
+		codes[i] = -1
+		if c, ok := base.Lookup(ids.Value(i)); ok {
+			codes[i] = int32(c)
+		}
+	}
+	return codes
 }
 
 func checkState(t *testing.T, st *State, base *fakeBase, want map[key]row, givenAny map[string]bool) {

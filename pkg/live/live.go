@@ -100,6 +100,8 @@ type Stats struct {
 type write struct {
 	payload []byte
 	norm    arrow.RecordBatch
+	prep    *delta.Prepared // nil: sorted by the applier
+	ready   chan struct{}   // nil, or closed once prep is set (PutPrepare)
 	ack     Ack
 	err     error
 	done    chan struct{}
@@ -216,6 +218,9 @@ func decode(payload []byte) (arrow.RecordBatch, error) {
 
 func encode(rec arrow.RecordBatch) ([]byte, error) {
 	var buf bytes.Buffer
+	// the buffers, padding and the schema and batch messages: one
+	// allocation rather than a doubling series of them
+	buf.Grow(int(delta.RecordBytes(rec)) + 64*int(rec.NumCols()) + 4096)
 	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
 	if err := w.Write(rec); err != nil {
 		return nil, err
@@ -234,17 +239,46 @@ var ErrClosed = errors.New("live: writer closed")
 
 // Put logs a normalized write and returns once it is durable and applied.
 func (w *Writer) Put(ctx context.Context, norm arrow.RecordBatch) (Ack, error) {
+	return w.put(ctx, norm, nil)
+}
+
+// PutPrepare is Put of a write whose sorting into a run (prepare, a
+// delta.Prepare) runs on the caller's goroutine while the committer logs
+// it, so the acknowledgement waits for the longer of the two rather than
+// for both; the applier waits for prepare before counting the write in.
+// If prepare fails or returns nil, the applier sorts the write itself.
+func (w *Writer) PutPrepare(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
+	return w.put(ctx, norm, prepare)
+}
+
+func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
 	payload, err := encode(norm)
 	if err != nil {
 		return Ack{}, err
 	}
 	wr := &write{payload: payload, norm: norm, done: make(chan struct{})}
+	if prepare != nil {
+		wr.ready = make(chan struct{})
+	}
 	select {
 	case w.queue <- wr:
 	case <-w.stop:
 		return Ack{}, ErrClosed
 	case <-ctx.Done():
 		return Ack{}, ctx.Err()
+	}
+	if prepare != nil {
+		if p, err := runPrepare(prepare); err == nil {
+			wr.prep = p
+		} else {
+			w.opt.Logger.Warn("live: preparing a write failed; the applier sorts it", "error", err)
+		}
+		close(wr.ready)
+		defer func() {
+			if wr.prep != nil {
+				wr.prep.Release() // after the outcome: the applier is done with it
+			}
+		}()
 	}
 	// Once queued the write is the committer's: it will be logged (or
 	// fail) whatever the client does, so wait for the outcome.
@@ -258,6 +292,17 @@ func (w *Writer) Put(ctx context.Context, norm arrow.RecordBatch) (Ack, error) {
 		}
 	}
 	return wr.ack, wr.err
+}
+
+// runPrepare runs prepare, a panic in it an error: the applier waits for
+// every queued write's preparation, so it must end, whatever happens.
+func runPrepare(prepare func() (*delta.Prepared, error)) (p *delta.Prepared, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return prepare()
 }
 
 // commit is the committer: it takes every queued write and logs them in
@@ -321,8 +366,19 @@ func (w *Writer) apply(applied chan struct{}) {
 			st := w.st
 			for _, wr := range lg.group {
 				w.seq++
+				if wr.ready != nil {
+					<-wr.ready // its sorting, overlapping the fsync
+				}
+				var next *delta.State
 				var aerr error
-				if st, aerr = st.Append(context.Background(), w.mem, wr.norm, w.seq, lg.pos.Uint64(), w.t.Base()); aerr != nil {
+				if wr.prep != nil {
+					next, aerr = st.AppendPrepared(context.Background(), w.mem, wr.prep, w.seq, lg.pos.Uint64(), w.t.Base())
+				} else {
+					next, aerr = st.Append(context.Background(), w.mem, wr.norm, w.seq, lg.pos.Uint64(), w.t.Base())
+				}
+				if aerr == nil {
+					st = next // (a failed write leaves st as it was for the rest of the group)
+				} else {
 					// Logged but not applied: a replay will apply it. The
 					// dataset must not serve a State that lacks an
 					// acknowledged write, so this write fails loudly.
@@ -355,7 +411,7 @@ func (w *Writer) apply(applied chan struct{}) {
 }
 
 // merge is the merger: woken after writes are applied, it merges the
-// State's candidate runs one pair at a time without the lock, installs
+// State's candidate runs (delta.MergeFanIn at a time) without the lock, installs
 // each result if its runs are still there (a compaction may have frozen
 // them, a reload rebased them), and publishes once it has nothing left.
 func (w *Writer) merge(merged chan struct{}) {
@@ -376,18 +432,18 @@ func (w *Writer) merge(merged chan struct{}) {
 			w.mu.Lock()
 			st := w.st
 			w.mu.Unlock()
-			a, b, ok := st.MergeCandidate()
+			rs, ok := st.MergeCandidate()
 			if !ok {
 				break
 			}
-			m, err := st.Merge(context.Background(), w.mem, a, b)
+			m, err := st.Merge(context.Background(), w.mem, rs)
 			if err != nil {
 				// The runs stay as they are: reads merge more of them.
 				w.opt.Logger.Error("merging delta runs", "error", err)
 				break
 			}
 			w.mu.Lock()
-			if next, ok := w.st.Replace(a, b, m); ok {
+			if next, ok := w.st.Replace(rs, m); ok {
 				w.st, changed = next, true
 			}
 			w.mu.Unlock()

@@ -47,6 +47,8 @@ type dataset struct {
 	// then viewMu.
 	liveMu sync.Mutex
 	live   *live.Writer
+	// codeCache speeds DoPut's checks against the served base (codecache.go).
+	codeCache atomic.Pointer[codeCache]
 
 	// onSwap, if set, is told about each published view (metrics).
 	onSwap func(*view)

@@ -22,7 +22,6 @@ import (
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -332,12 +331,20 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if v == nil {
 		return errf(codes.Unavailable, "dataset %q is closed", d.name)
 	}
-	norm, err := delta.Normalize(ctx, s.mem, w.State().Schema(), rec, batch, newPutKnown(v))
+	k := newPutKnown(d, v)
+	schema := w.State().Schema()
+	norm, seriesCodes, err := delta.NormalizeCodes(ctx, s.mem, schema, rec, batch, k, k)
 	v.Release()
 	if err != nil {
 		return err
 	}
-	ack, err := w.Put(ctx, norm)
+	// The write is sorted into a run on this stream's goroutine while the
+	// committer logs it, which leaves the write path (one write at a time,
+	// between the fsync and the ack) only the key index's bookkeeping.
+	base := v.base // an identity only: Prepare reads no snapshot file
+	ack, err := w.PutPrepare(ctx, norm, func() (*delta.Prepared, error) {
+		return delta.Prepare(ctx, s.mem, schema, norm, base, seriesCodes)
+	})
 	norm.Release()
 	if err != nil {
 		return fmt.Errorf("dataset %q: batch %d: %w", d.name, batch, err)
@@ -357,22 +364,26 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 // call, which was most of a DoPut's normalisation CPU); a series the base
 // lacks is asked of the view's reader, which knows the delta's new series.
 // It answers what query.SnapshotReader.Attr and query.Composite.Attr do:
-// the base first.
+// the base first. Base look-ups go through the dataset's codeCache.
 type putKnown struct {
-	x    *sidecar.Index
-	cols []arrow.Array
-	rest delta.Known // nil: no series beyond the base
+	codes codeReader
+	cols  []arrow.Array
+	rest  delta.Known // nil: no series beyond the base
 }
 
-func newPutKnown(v *view) delta.Known {
-	k := putKnown{x: v.Index()}
-	_, k.cols = k.x.Attributes()
+func newPutKnown(d *dataset, v *view) putKnown {
+	x := v.Index()
+	k := putKnown{codes: d.codes(x).reader()}
+	_, k.cols = x.Attributes()
 	k.rest, _ = v.r.(delta.Known)
 	return k
 }
 
+// BaseCode is the series' row in the base index (delta.BaseCoder).
+func (k putKnown) BaseCode(id string) (int, bool) { return k.codes.lookup(id) }
+
 func (k putKnown) Attr(id string, a int) (arrow.Array, int, bool) {
-	if c, ok := k.x.Lookup(id); ok {
+	if c, ok := k.codes.lookup(id); ok {
 		if a >= len(k.cols) {
 			return nil, 0, true
 		}

@@ -203,6 +203,11 @@ func BenchmarkDoGetDelta(b *testing.B) {
 				lat = append(lat, time.Since(t))
 			}
 			percentiles(b, lat)
+			// what a read merges over: the delta's runs when timing ended
+			// (the merger may still have been folding some)
+			if d.live != nil {
+				b.ReportMetric(float64(len(d.live.State().Runs())), "runs")
+			}
 		})
 	}
 }

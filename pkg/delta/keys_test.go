@@ -1,0 +1,53 @@
+package delta
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// TestSortEntries: sortEntries orders a write's series as compareEntries
+// does, for base series only, new series only and the two interleaved.
+func TestSortEntries(t *testing.T) {
+	base := func(id string, code int32) *keyEntry { return &keyEntry{id: id, code: code} }
+	fresh := func(id string) *keyEntry { return &keyEntry{id: id, code: -1} }
+	for _, tc := range []struct {
+		name string
+		es   []*keyEntry
+	}{
+		{"none", nil},
+		{"base only", []*keyEntry{base("c", 2), base("a", 0), base("d", 3), base("b", 1)}},
+		{"new only", []*keyEntry{fresh("z"), fresh("b"), fresh("m")}},
+		{"interleaved", []*keyEntry{fresh("bb"), base("c", 2), fresh("0"), base("a", 0), fresh("zz"), base("b", 1), fresh("cc")}},
+		{"new before and after", []*keyEntry{base("m", 5), fresh("a"), fresh("z")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := sortEntries(tc.es)
+			want := make([]int32, len(tc.es))
+			for i := range want {
+				want[i] = int32(i)
+			}
+			slices.SortFunc(want, func(a, b int32) int { return compareEntries(tc.es[a], tc.es[b]) })
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("order %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestInBounds: the bound checks before the searches answer as the
+// searches do.
+func TestInBounds(t *testing.T) {
+	s := []int32{3, 5, 9}
+	for p := int32(0); p < 12; p++ {
+		_, want := slices.BinarySearch(s, p)
+		if inInts(s, p) != want || inDates([]arrow.Date32{3, 5, 9}, arrow.Date32(p)) != want {
+			t.Fatalf("%d: want %v", p, want)
+		}
+	}
+	if inInts(nil, 1) || inDates(nil, 1) {
+		t.Fatal("empty holds nothing")
+	}
+}

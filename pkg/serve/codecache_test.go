@@ -1,0 +1,41 @@
+package serve
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestCodeCache: the cache answers as the index does, for series the base
+// has and ones it lacks, before and after its read map is rebuilt (more
+// misses than the rebuild threshold), asked once and again.
+func TestCodeCache(t *testing.T) {
+	srv := startServer(t, Config{})
+	d := srv.svc.datasets["SYN"]
+	v := d.acquire()
+	defer v.Release()
+	x := v.Index()
+	c := d.codes(x)
+	if d.codes(x) != c {
+		t.Fatal("a second call made another cache for the same index")
+	}
+	var ids []string
+	for i := 0; i < x.Len(); i++ {
+		ids = append(ids, x.SeriesID(i))
+	}
+	for i := 0; i < 5000; i++ { // beyond the 4096 misses that rebuild it
+		ids = append(ids, fmt.Sprintf("absent-%d", i))
+	}
+	for pass := 0; pass < 3; pass++ {
+		r := c.reader()
+		for _, id := range ids {
+			want, wok := x.Lookup(id)
+			got, ok := r.lookup(id)
+			if ok != wok || (ok && got != want) {
+				t.Fatalf("pass %d, %q: (%d, %v), the index says (%d, %v)", pass, id, got, ok, want, wok)
+			}
+		}
+	}
+	if n := len(*c.read.Load()); n < 4096 {
+		t.Fatalf("read map holds %d series after %d misses: never rebuilt", n, len(ids))
+	}
+}

@@ -1,0 +1,291 @@
+package serve
+
+// Ingest benchmarks with a cheap, fair load generator (issue 11's
+// "durable ingest rows/s with 10k-row batches; ack p99 ≤ 10 ms"):
+//
+//	go test -run '^$' -bench 'BenchmarkIngest' -benchtime 200x ./pkg/serve/
+//
+// The server runs in a process of its own (this test binary re-executed,
+// as BenchmarkDoGet150's "subprocess"), so its CPU is read from /proc apart
+// from the client's; -ingest.inprocess runs it in this process instead (for
+// -cpuprofile; cpu-ns/row is then server and client together). The client
+// encodes each batch's FlightData once and resends the same bytes, so what
+// it costs is gRPC framing and the acknowledgements, not Arrow encoding.
+//
+// BenchmarkIngestSaturated is closed-loop: W writers each keep one batch
+// in flight and send the next when its ack arrives. It measures the
+// throughput ceiling, but not the latency a paced load sees: by Little's
+// law its mean latency is W × 10k rows / throughput whatever the server
+// does (4 writers at 1M rows/s: 40 ms).
+//
+// BenchmarkIngestPaced is open-loop: 4 streams send at a fixed offered
+// rate in total (rate=250k, 500k, 1M rows/s), each on its own schedule,
+// without waiting for acks; a stream's acks come back in the order of its
+// batches and are matched by that order. A batch's latency runs from the
+// moment it was due to be sent to its ack, so a sender that falls behind
+// (gRPC flow control holding it back) counts the delay rather than hiding
+// it. b.N is the number of batches over all streams.
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+)
+
+var ingestInProcess = flag.Bool("ingest.inprocess", false, "BenchmarkIngest*: run the server in the benchmark's process (for -cpuprofile)")
+
+const ingestBatchRows = 10_000
+
+// ingestServer is a server on a private copy of the benchmark dataset:
+// its address and a function returning the server's CPU time so far (ns).
+func ingestServer(b *testing.B) (addr string, serverCPU func() int64) {
+	b.Helper()
+	root := liveBenchRoot(b, 100_000, 150)
+	if *ingestInProcess {
+		return startServer(b, Config{Root: root}).FlightAddr().String(), liveCPUTime
+	}
+	addr, pid := startHelperPID(b, root)
+	return addr, func() int64 { return procCPUTime(b, pid) }
+}
+
+// startHelperPID is startHelper that also returns the server's pid.
+func startHelperPID(b *testing.B, root string) (string, int) {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), helperEnv+"="+root)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("helper server: %v", err)
+	}
+	return strings.TrimSpace(line), cmd.Process.Pid
+}
+
+// procCPUTime is process pid's user and system CPU time in nanoseconds
+// (/proc/PID/stat, in clock ticks of 10 ms).
+func procCPUTime(b *testing.B, pid int) int64 {
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		b.Fatalf("server CPU: %v", err)
+	}
+	// fields after the command name (which is in parentheses): state is
+	// field 3, utime 14, stime 15
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return (ut + st) * int64(10*time.Millisecond)
+}
+
+// encodedBatches are 16 distinct 10k-row batches (half revisions, half
+// appends, as BenchmarkDoPut's) as the FlightData a Flight client sends:
+// the schema message with the descriptor, then one message per batch.
+func encodedBatches(b *testing.B) (schema *flight.FlightData, batches []*flight.FlightData) {
+	b.Helper()
+	ids := uniformIDs(100_000)
+	var cs ingestCapture
+	var w *flight.Writer
+	for i := 0; i < 16; i++ {
+		rec := benchBatch(ids, i*ingestBatchRows, ingestBatchRows, i%2 == 0)
+		if w == nil {
+			w = flight.NewRecordWriter(&cs, ipc.WithSchema(rec.Schema()))
+			w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"B"}})
+		}
+		if err := w.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+	}
+	w.Close()
+	if len(cs.msgs) != 17 {
+		b.Fatalf("encoded %d messages, want a schema and 16 batches", len(cs.msgs))
+	}
+	return cs.msgs[0], cs.msgs[1:]
+}
+
+// ingestCapture keeps copies of the FlightData a writer sends (the
+// writer reuses its buffers).
+type ingestCapture struct{ msgs []*flight.FlightData }
+
+func (c *ingestCapture) Send(fd *flight.FlightData) error {
+	c.msgs = append(c.msgs, &flight.FlightData{
+		FlightDescriptor: fd.FlightDescriptor,
+		DataHeader:       append([]byte(nil), fd.DataHeader...),
+		DataBody:         append([]byte(nil), fd.DataBody...),
+	})
+	return nil
+}
+
+// ingestRun is one benchmark's load: streams × per batches.
+type ingestRun struct {
+	addr    string
+	schema  *flight.FlightData
+	batches []*flight.FlightData
+	streams int
+	per     int
+	// interval is a stream's time between batches; 0: closed loop.
+	interval time.Duration
+}
+
+// run sends the load and returns every batch's latency and the wall time
+// from the first send to the last ack.
+func (r ingestRun) run(b *testing.B) ([]time.Duration, time.Duration) {
+	conns := make([]flight.FlightServiceClient, r.streams)
+	for i := range conns {
+		conns[i] = dialAddr(b, r.addr) // a connection per stream, as separate writers have
+	}
+	var mu sync.Mutex
+	var all []time.Duration
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for s := 0; s < r.streams; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat, err := r.stream(conns[s], s, t0)
+			if err != nil {
+				b.Error(err)
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return all, time.Since(t0)
+}
+
+// stream is one writer: closed loop (send, wait for the ack) or paced
+// (send on schedule; a second goroutine takes the acks in order).
+func (r ingestRun) stream(c flight.FlightServiceClient, s int, t0 time.Time) ([]time.Duration, error) {
+	st, err := c.DoPut(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Send(r.schema); err != nil {
+		return nil, err
+	}
+	lat := make([]time.Duration, 0, r.per)
+	batch := func(i int) *flight.FlightData { return r.batches[(s+i)%len(r.batches)] }
+	if r.interval == 0 {
+		for i := 0; i < r.per; i++ {
+			t := time.Now()
+			if err := st.Send(batch(i)); err != nil {
+				return lat, err
+			}
+			if _, err := st.Recv(); err != nil {
+				return lat, err
+			}
+			lat = append(lat, time.Since(t))
+		}
+		return lat, st.CloseSend()
+	}
+	// Stream s starts s/streams of an interval after the first, so the
+	// offered load is even rather than in bursts of one batch per stream.
+	due := make([]time.Time, r.per)
+	for i := range due {
+		due[i] = t0.Add(time.Duration(s)*r.interval/time.Duration(r.streams) + time.Duration(i)*r.interval)
+	}
+	acks := make(chan error, 1)
+	go func() {
+		for i := 0; i < r.per; i++ {
+			if _, err := st.Recv(); err != nil {
+				acks <- fmt.Errorf("stream %d, ack %d: %w", s, i, err)
+				return
+			}
+			lat = append(lat, time.Since(due[i]))
+		}
+		acks <- nil
+	}()
+	for i := 0; i < r.per; i++ {
+		if d := time.Until(due[i]); d > 0 {
+			time.Sleep(d)
+		}
+		if err := st.Send(batch(i)); err != nil {
+			return nil, fmt.Errorf("stream %d, batch %d: %w", s, i, err)
+		}
+	}
+	err = <-acks
+	st.CloseSend()
+	return lat, err
+}
+
+// report adds throughput, CPU per row (server; client) and latency.
+func ingestReport(b *testing.B, lat []time.Duration, wall time.Duration, serverCPU, clientCPU int64) {
+	rows := float64(len(lat) * ingestBatchRows)
+	b.ReportMetric(rows/wall.Seconds(), "rows/s")
+	b.ReportMetric(float64(serverCPU)/rows, "server-cpu-ns/row")
+	if !*ingestInProcess {
+		b.ReportMetric(float64(clientCPU)/rows, "client-cpu-ns/row")
+	}
+	percentiles(b, lat)
+}
+
+// BenchmarkIngestSaturated: closed-loop throughput with the pre-encoded
+// client, 1 and 4 writers (b.N batches in all).
+func BenchmarkIngestSaturated(b *testing.B) {
+	schema, batches := encodedBatches(b)
+	for _, writers := range []int{1, 4} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			addr, serverCPU := ingestServer(b)
+			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: writers, per: max(b.N/writers, 1)}
+			b.ResetTimer()
+			s0, c0 := serverCPU(), liveCPUTime()
+			lat, wall := r.run(b)
+			s1, c1 := serverCPU(), liveCPUTime()
+			ingestReport(b, lat, wall, s1-s0, c1-c0)
+		})
+	}
+}
+
+// BenchmarkIngestPaced: open-loop ingest over 4 streams at a fixed
+// offered rate; reports the achieved rows/s and ack latency from due time.
+func BenchmarkIngestPaced(b *testing.B) {
+	schema, batches := encodedBatches(b)
+	const streams = 4
+	for _, rate := range []int{250_000, 500_000, 1_000_000} {
+		b.Run(fmt.Sprintf("rate=%dk", rate/1000), func(b *testing.B) {
+			addr, serverCPU := ingestServer(b)
+			// a stream sends a batch every streams × batch / rate
+			interval := time.Duration(float64(time.Second) * streams * ingestBatchRows / float64(rate))
+			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: streams,
+				per: max(b.N/streams, 1), interval: interval}
+			b.ResetTimer()
+			s0, c0 := serverCPU(), liveCPUTime()
+			lat, wall := r.run(b)
+			s1, c1 := serverCPU(), liveCPUTime()
+			ingestReport(b, lat, wall, s1-s0, c1-c0)
+		})
+	}
+}
