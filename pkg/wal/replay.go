@@ -80,8 +80,10 @@ func isRecordProblem(err error) bool {
 // Replay calls fn, in log order, for every record whose position is greater
 // than after, up to the end of the log when Replay starts; pos is the
 // position after the record (what Append acknowledged for it). The payload
-// is valid only until fn returns. An error from fn stops the replay and is
-// returned unchanged.
+// aliases a buffer holding the segment's records that Replay reads in one
+// go and never reuses: fn may keep it (the caller decodes records without
+// copying them). An error from fn stops the replay and is returned
+// unchanged.
 //
 // Replay reads from after onwards only: segments wholly before it are not
 // opened, so damage in records already folded into a snapshot does not
@@ -155,20 +157,25 @@ func (w *WAL) replaySegment(s uint32, start, limit int64, fn func(Position, []by
 	if start > limit {
 		return fmt.Errorf("wal %s: replay from %v: %w (segment ends at %d)", w.dir, Position{s, uint32(start)}, ErrPosition, limit)
 	}
-	sr := newSegmentReader(f, s, start, limit)
-	for {
-		_, payload, err := sr.next()
+	// One read of everything to replay: the records are then checked and
+	// handed out from memory, without a copy each, and the buffer is never
+	// reused, so fn may keep the payloads.
+	buf := make([]byte, limit-start)
+	if n, err := f.ReadAt(buf, start); n < len(buf) {
 		if err == io.EOF {
-			return nil
+			err = io.ErrUnexpectedEOF // the file shrank under the replay
 		}
+		return fmt.Errorf("wal: replay %s: %w", path, err)
+	}
+	for off := 0; off < len(buf); {
+		_, payload, size, err := parseRecord(buf[off:])
 		if err != nil {
-			if isRecordProblem(err) {
-				return &CorruptionError{Dir: w.dir, Segment: s, Offset: sr.off, Err: err}
-			}
-			return fmt.Errorf("wal: replay %s: %w", path, err)
+			return &CorruptionError{Dir: w.dir, Segment: s, Offset: start + int64(off), Err: err}
 		}
-		if err := fn(Position{Segment: s, Offset: uint32(sr.off)}, payload); err != nil {
+		off += size
+		if err := fn(Position{Segment: s, Offset: uint32(start + int64(off))}, payload); err != nil {
 			return err
 		}
 	}
+	return nil
 }
