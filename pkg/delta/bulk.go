@@ -1,7 +1,6 @@
 package delta
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -30,13 +30,14 @@ import (
 // WAL position pos.
 //
 // Where Append ranks each write's series through one map on one
-// goroutine, Bulk spreads the work over the cores: series are split by a
-// hash of their id into partitions, each probed (and looked up in the
-// base) by its own goroutine in its own map; the partitions' series are
-// sorted apart and merged; rows are put in series order by a counting sort
-// split by row ranges, and each series' rows are sorted by period on the
-// goroutine owning its range. The base's methods are called from several
-// goroutines at once, as concurrent readers call them.
+// goroutine, Bulk spreads the work over the cores and keeps it in cache:
+// rows are split by a hash of their id into partitions small enough that
+// a partition's map of series stays in the CPU cache, each partition is
+// probed (and its new series looked up in the base) on its own goroutine,
+// the series are sorted once, rows are put in series order by a counting
+// sort split by row ranges, and each series' rows are sorted by period on
+// the goroutine owning its range. The base's methods are called from
+// several goroutines at once, as concurrent readers call them.
 //
 // Writes without rows add nothing: Bulk of no rows is Empty(s).
 func Bulk(ctx context.Context, mem memory.Allocator, s *Schema, writes []arrow.RecordBatch, seq, pos uint64, base Base) (*State, error) {
@@ -61,19 +62,21 @@ func Bulk(ctx context.Context, mem memory.Allocator, s *Schema, writes []arrow.R
 	return b.build(seq, pos)
 }
 
-// bulkPartitions caps the partitions of the series: a k-way merge of
-// their sorted series costs k comparisons per series.
-const bulkPartitions = 8
-
 var bulkSeed = maphash.MakeSeed()
 
-// bulkWorkers is how many goroutines Bulk uses (0: GOMAXPROCS), and
-// bulkRowsPerWorker the fewest rows worth a goroutine of the counting
-// sort: variables for the tests, which run the parallel paths on small data.
+// Tuning, variables for the tests (which run every path on small data):
+// bulkWorkers is how many goroutines Bulk uses (0: GOMAXPROCS);
+// bulkRowsPerPartition is about how many rows share a partition, a few
+// thousand series, whose map fits in a core's cache; bulkRowsPerWorker is
+// the fewest rows worth a goroutine of the counting sort.
 var (
-	bulkWorkers       = 0
-	bulkRowsPerWorker = 1 << 14
+	bulkWorkers          = 0
+	bulkRowsPerPartition = 1 << 14
+	bulkRowsPerWorker    = 1 << 14
 )
+
+// bulkMaxPartitions bounds the partitions (a row's partition is a byte).
+const bulkMaxPartitions = 256
 
 type bulk struct {
 	ctx     context.Context
@@ -84,22 +87,25 @@ type bulk struct {
 	n       int
 	workers int
 
-	off []int // writes[k]'s rows are global rows [off[k], off[k+1])
-	ids []*array.String
-
-	parts   int
-	part    []uint8 // a row's partition
-	local   []int32 // a row's series number in its partition, then its rank
-	series  [][]bulkSeries
-	sorted  []*bulkSeries // every series in run order
+	cols    []arrow.Array // the writes' columns, concatenated
+	ids     *array.String
 	periods []arrow.Date32
 	given   *array.Boolean
-	cols    []arrow.Array // the writes' columns, concatenated (nil for the id column)
+
+	parts  int
+	part   []uint8 // a row's partition
+	at     []int32 // partition p's rows are rows[at[p]:at[p+1]]
+	rows   []int32
+	keys   []byte  // the rows' ids, in rows' order
+	keyAt  []int32 // rows[i]'s id is keys[keyAt[i]:keyAt[i+1]]
+	local  []int32 // a row's series number in its partition, then its rank
+	series [][]bulkSeries
+	sorted []*bulkSeries // every series in run order
 }
 
 // bulkSeries is one distinct series of the writes.
 type bulkSeries struct {
-	id   string // aliases a write's id column until the run is built
+	id   string // aliases bulk.keys until the run is built
 	code int32  // in the base, -1 if none
 	base []arrow.Date32
 }
@@ -129,64 +135,96 @@ func parallel(workers, n int, fn func(i int)) {
 }
 
 func (b *bulk) build(seq, pos uint64) (*State, error) {
-	nw := len(b.writes)
-	b.off = make([]int, nw+1)
-	b.ids = make([]*array.String, nw)
-	for k, w := range b.writes {
-		b.off[k+1] = b.off[k] + int(w.NumRows())
-		b.ids[k] = w.Column(0).(*array.String)
-	}
-	// The columns other than the id are concatenated meanwhile: they are
-	// gathered from in run order at the end.
+	// Every column is concatenated once: rows are then numbered in log
+	// order across the writes, and gathered from in run order at the end.
 	b.cols = make([]arrow.Array, b.writes[0].NumCols())
-	concatErrs := make([]error, len(b.cols))
-	var concatDone sync.WaitGroup
-	concatDone.Go(func() {
-		parallel(b.workers, len(b.cols)-1, func(c int) {
-			c++ // not the ids
-			parts := make([]arrow.Array, nw)
-			for k, w := range b.writes {
-				parts[k] = w.Column(c)
-			}
-			b.cols[c], concatErrs[c] = array.Concatenate(parts, b.mem)
-		})
-	})
 	defer func() {
-		concatDone.Wait()
 		for _, c := range b.cols {
 			if c != nil {
 				c.Release()
 			}
 		}
 	}()
+	errs := make([]error, len(b.cols))
+	parallel(b.workers, len(b.cols), func(c int) {
+		parts := make([]arrow.Array, len(b.writes))
+		for k, w := range b.writes {
+			parts[k] = w.Column(c)
+		}
+		b.cols[c], errs[c] = array.Concatenate(parts, b.mem)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("delta: concatenating writes: %w", err)
+	}
+	b.ids = b.cols[0].(*array.String)
+	b.periods = b.cols[datafile.ColumnPeriod].(*array.Date32).Date32Values()
+	b.given = b.cols[len(b.cols)-1].(*array.Boolean)
 
 	b.partition()
 	b.probe()
 	ranks := b.rank()
-	concatDone.Wait()
-	if err := errors.Join(concatErrs...); err != nil {
-		return nil, fmt.Errorf("delta: concatenating writes: %w", err)
-	}
 	if err := b.ctx.Err(); err != nil {
 		return nil, err
 	}
-	b.periods = b.cols[datafile.ColumnPeriod].(*array.Date32).Date32Values()
-	b.given = b.cols[len(b.cols)-1].(*array.Boolean)
 	order, group := b.order(ranks)
 	return b.assemble(seq, pos, order, group)
 }
 
-// partition sets every row's partition from a hash of its id.
+// partition sets every row's partition from a hash of its id and groups
+// the rows by partition, each group in log order: partition p's rows are
+// b.rows[b.at[p]:b.at[p+1]], their ids copied next to each other into
+// b.keys (row b.rows[i]'s id is b.keys[b.keyAt[i]:b.keyAt[i+1]]). Both
+// passes read the ids in log order; the probe then reads one partition's
+// ids and map from the cache, not an id from memory at every row.
 func (b *bulk) partition() {
-	b.parts = min(b.workers, bulkPartitions)
-	if b.parts == 1 {
-		return
-	}
+	b.parts = max(1, min(bulkMaxPartitions, b.n/bulkRowsPerPartition))
 	b.part = make([]uint8, b.n)
-	parallel(b.workers, len(b.writes), func(k int) {
-		ids, p := b.ids[k], b.part[b.off[k]:b.off[k+1]]
-		for i := range p {
-			p[i] = uint8(maphash.String(bulkSeed, ids.Value(i)) % uint64(b.parts))
+	chunks := max(1, min(b.workers*4, b.n/bulkRowsPerWorker))
+	span := func(c int) (int, int) { return b.n * c / chunks, b.n * (c + 1) / chunks }
+	counts := make([][]int32, chunks) // rows, then id bytes, per partition
+	parallel(b.workers, chunks, func(c int) {
+		lo, hi := span(c)
+		cnt := make([]int32, 2*b.parts)
+		for g := lo; g < hi; g++ {
+			id := b.ids.Value(g)
+			p := 0
+			if b.parts > 1 {
+				p = int(maphash.String(bulkSeed, id) % uint64(b.parts))
+			}
+			b.part[g] = uint8(p)
+			cnt[p]++
+			cnt[b.parts+p] += int32(len(id))
+		}
+		counts[c] = cnt
+	})
+	// counts[c][p] becomes where chunk c's rows of partition p go, and
+	// counts[c][parts+p] where their id bytes go.
+	b.at = make([]int32, b.parts+1)
+	var row, byt int64
+	for p := range b.parts {
+		b.at[p] = int32(row)
+		for c := range chunks {
+			k, nb := counts[c][p], counts[c][b.parts+p]
+			counts[c][p], counts[c][b.parts+p] = int32(row), int32(byt)
+			row, byt = row+int64(k), byt+int64(nb)
+		}
+	}
+	b.at[b.parts] = int32(row)
+	b.rows = make([]int32, b.n)
+	b.keyAt = make([]int32, b.n+1)
+	b.keyAt[b.n] = int32(byt)
+	b.keys = make([]byte, byt)
+	parallel(b.workers, chunks, func(c int) {
+		lo, hi := span(c)
+		next := counts[c]
+		for g := lo; g < hi; g++ {
+			p := int(b.part[g])
+			i, k := next[p], next[b.parts+p]
+			id := b.ids.Value(g)
+			b.rows[i] = int32(g)
+			b.keyAt[i] = k
+			copy(b.keys[k:], id)
+			next[p], next[b.parts+p] = i+1, k+int32(len(id))
 		}
 	})
 }
@@ -197,90 +235,89 @@ func (b *bulk) probe() {
 	b.local = make([]int32, b.n)
 	b.series = make([][]bulkSeries, b.parts)
 	parallel(b.workers, b.parts, func(p int) {
-		m := make(map[string]int32, b.n/(b.parts*8)+16)
+		lo, hi := b.at[p], b.at[p+1]
+		m := make(map[string]int32, (hi-lo)/8+8)
 		var list []bulkSeries
-		for k, ids := range b.ids {
-			o := b.off[k]
-			for i := 0; i < ids.Len(); i++ {
-				g := o + i
-				if b.part != nil && int(b.part[g]) != p {
-					continue
-				}
-				id := ids.Value(i)
-				l, ok := m[id]
-				if !ok {
-					l = int32(len(list))
-					m[id] = l
-					x := bulkSeries{id: id, code: -1}
-					if b.base != nil {
-						if c, ok := b.base.Lookup(id); ok {
-							x.code, x.base = int32(c), b.base.Periods(c)
-						}
-					}
-					list = append(list, x)
-				}
-				b.local[g] = l
+		for i := lo; i < hi; i++ {
+			var id string
+			if k, e := b.keyAt[i], b.keyAt[i+1]; e > k {
+				id = unsafe.String(&b.keys[k], e-k)
 			}
+			l, ok := m[id]
+			if !ok {
+				l = int32(len(list))
+				m[id] = l
+				x := bulkSeries{id: id, code: -1}
+				if b.base != nil {
+					if c, ok := b.base.Lookup(id); ok {
+						x.code, x.base = int32(c), b.base.Periods(c)
+					}
+				}
+				list = append(list, x)
+			}
+			b.local[b.rows[i]] = l
 		}
 		b.series[p] = list
 	})
 }
 
-// rank sorts each partition's series (in parallel), merges the partitions
-// into run order (b.sorted) and returns each partition's local-to-rank map.
+// rank sorts the series into run order (b.sorted) and returns each
+// partition's map from its series numbers to their ranks. Base series
+// sort by code, the others by id, and the two lists merge by id.
 func (b *bulk) rank() [][]int32 {
-	byRank := make([][]int32, b.parts) // partition-local numbers in order
-	parallel(b.workers, b.parts, func(p int) {
-		list := b.series[p]
-		idx := make([]int32, len(list))
-		for i := range idx {
-			idx[i] = int32(i)
+	var inBase, fresh []uint64 // partition<<32 | local
+	for p, l := range b.series {
+		for i, x := range l {
+			if x.code >= 0 {
+				inBase = append(inBase, uint64(p)<<32|uint64(i))
+			} else {
+				fresh = append(fresh, uint64(p)<<32|uint64(i))
+			}
 		}
-		slices.SortFunc(idx, func(x, y int32) int { return compareSeries(&list[x], &list[y]) })
-		byRank[p] = idx
-	})
-	d := 0
-	for _, l := range b.series {
-		d += len(l)
 	}
+	at := func(v uint64) *bulkSeries { return &b.series[v>>32][uint32(v)] }
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// By code: the code in the high bits, the series in the low ones.
+		keys := make([]uint64, len(inBase))
+		for i, v := range inBase {
+			keys[i] = uint64(at(v).code)<<32 | uint64(i)
+		}
+		slices.Sort(keys)
+		sorted := make([]uint64, len(inBase))
+		for i, k := range keys {
+			sorted[i] = inBase[uint32(k)]
+		}
+		inBase = sorted
+	})
+	slices.SortFunc(fresh, func(x, y uint64) int { return strings.Compare(at(x).id, at(y).id) })
+	wg.Wait()
+
 	ranks := make([][]int32, b.parts)
 	for p, l := range b.series {
 		ranks[p] = make([]int32, len(l))
 	}
-	b.sorted = make([]*bulkSeries, 0, d)
-	at := make([]int, b.parts) // the next of each partition's sorted series
-	for len(b.sorted) < d {
-		best := -1
-		for p := range b.parts {
-			if at[p] == len(byRank[p]) {
-				continue
-			}
-			if best < 0 || compareSeries(&b.series[p][byRank[p][at[p]]], &b.series[best][byRank[best][at[best]]]) < 0 {
-				best = p
-			}
+	b.sorted = make([]*bulkSeries, 0, len(inBase)+len(fresh))
+	for i, j := 0, 0; i < len(inBase) || j < len(fresh); {
+		var v uint64
+		if j == len(fresh) || i < len(inBase) && at(inBase[i]).id < at(fresh[j]).id {
+			v, i = inBase[i], i+1
+		} else {
+			v, j = fresh[j], j+1
 		}
-		l := byRank[best][at[best]]
-		at[best]++
-		ranks[best][l] = int32(len(b.sorted))
-		b.sorted = append(b.sorted, &b.series[best][l])
+		ranks[v>>32][uint32(v)] = int32(len(b.sorted))
+		b.sorted = append(b.sorted, at(v))
 	}
 	return ranks
 }
 
-// compareSeries is compareEntries' order for bulkSeries: base series by
-// code (the base lists ids in order), any other pair by the ids' bytes.
-func compareSeries(a, b *bulkSeries) int {
-	if a.code >= 0 && b.code >= 0 {
-		return cmp.Compare(a.code, b.code)
-	}
-	return strings.Compare(a.id, b.id)
-}
-
 // order puts the rows in series order, stably (a series' rows stay in
 // log order): a counting sort whose counting and scattering are split
-// into row ranges, one per goroutine. Rows of rank r are
-// order[group[r]:group[r+1]].
-func (b *bulk) order(ranks [][]int32) (order, group []int32) {
+// into row ranges, one per goroutine. Each row is placed as its sort key
+// for the next step, period and row number (see rowKey), so that sorting
+// a series' rows by period reads only its own stretch of memory. Rows of
+// rank r are keys[group[r]:group[r+1]].
+func (b *bulk) order(ranks [][]int32) (keys []uint64, group []int32) {
 	d := len(b.sorted)
 	w := max(1, min(b.workers, b.n/bulkRowsPerWorker))
 	counts := make([][]int32, w)
@@ -289,11 +326,7 @@ func (b *bulk) order(ranks [][]int32) (order, group []int32) {
 		lo, hi := rowRange(i)
 		c := make([]int32, d)
 		for g := lo; g < hi; g++ {
-			p := 0
-			if b.part != nil {
-				p = int(b.part[g])
-			}
-			r := ranks[p][b.local[g]]
+			r := ranks[b.part[g]][b.local[g]]
 			b.local[g] = r
 			c[r]++
 		}
@@ -311,17 +344,41 @@ func (b *bulk) order(ranks [][]int32) (order, group []int32) {
 		}
 	}
 	group[d] = at
-	order = make([]int32, b.n)
+	keys = make([]uint64, b.n)
 	parallel(w, w, func(i int) {
 		lo, hi := rowRange(i)
 		next := counts[i]
 		for g := lo; g < hi; g++ {
 			r := b.local[g]
-			order[next[r]] = int32(g)
+			keys[next[r]] = rowKey(b.periods[g], g)
 			next[r]++
 		}
 	})
-	return order, group
+	return keys, group
+}
+
+// rowKey orders a series' rows by period, then by row number, which is
+// the log order: the period (its sign bit flipped, so that unsigned order
+// is signed order) in the high half, the row in the low half.
+func rowKey(p arrow.Date32, g int) uint64 {
+	return uint64(uint32(p)^1<<31)<<32 | uint64(uint32(g))
+}
+
+func keyPeriod(k uint64) arrow.Date32 { return arrow.Date32(int32(uint32(k>>32) ^ 1<<31)) }
+func keyRow(k uint64) uint32          { return uint32(k) }
+
+// sortKeys sorts a series' row keys: insertion sort for the few rows a
+// series has in most replays.
+func sortKeys(k []uint64) {
+	if len(k) > 32 {
+		slices.Sort(k)
+		return
+	}
+	for i := 1; i < len(k); i++ {
+		for j := i; j > 0 && k[j-1] > k[j]; j-- {
+			k[j-1], k[j] = k[j], k[j-1]
+		}
+	}
 }
 
 // seriesOut is what assemble works out per series.
@@ -335,7 +392,7 @@ type seriesOut struct {
 
 // assemble sorts each series' rows by period, keeps the latest row per
 // key and builds the run and its key index.
-func (b *bulk) assemble(seq, pos uint64, order, group []int32) (_ *State, err error) {
+func (b *bulk) assemble(seq, pos uint64, keys []uint64, group []int32) (_ *State, err error) {
 	d := len(b.sorted)
 	out := make([]seriesOut, d)
 	// Series ranges of about equal rows, several per goroutine.
@@ -355,24 +412,24 @@ func (b *bulk) assemble(seq, pos uint64, order, group []int32) (_ *State, err er
 	parallel(b.workers, len(bounds)-1, func(c int) {
 		var slab []int32
 		for r := bounds[c]; r < bounds[c+1]; r++ {
-			rows := order[group[r]:group[r+1]]
+			rows := keys[group[r]:group[r+1]] // in log order
 			o := &out[r]
 			// Attributes: the latest write that carried them, else the
 			// latest write (what merging incremental runs keeps).
-			o.attrRow = rows[len(rows)-1]
+			o.attrRow = int32(keyRow(rows[len(rows)-1]))
 			for k := len(rows) - 1; k >= 0; k-- {
-				if b.given.Value(int(rows[k])) {
-					o.attrRow, o.given = rows[k], true
+				if g := keyRow(rows[k]); b.given.Value(int(g)) {
+					o.attrRow, o.given = int32(g), true
 					break
 				}
 			}
-			sortByPeriod(rows, b.periods)
+			sortKeys(rows)
 			kept := rows[:0]
-			for k, g := range rows {
-				if k+1 < len(rows) && b.periods[rows[k+1]] == b.periods[g] {
+			for k, key := range rows {
+				if k+1 < len(rows) && keyPeriod(rows[k+1]) == keyPeriod(key) {
 					continue // a later row has the same key
 				}
-				kept = append(kept, g)
+				kept = append(kept, key)
 			}
 			o.kept = int32(len(kept))
 			x := b.sorted[r]
@@ -380,8 +437,8 @@ func (b *bulk) assemble(seq, pos uint64, order, group []int32) (_ *State, err er
 				slab = make([]int32, 0, max(4096, len(kept)))
 			}
 			bi := 0
-			for _, g := range kept {
-				p := b.periods[g]
+			for _, key := range kept {
+				p := keyPeriod(key)
 				for bi < len(x.base) && x.base[bi] < p {
 					bi++
 				}
@@ -398,23 +455,34 @@ func (b *bulk) assemble(seq, pos uint64, order, group []int32) (_ *State, err er
 		}
 	})
 
-	// Runs of kept rows, in run order.
+	// The kept rows in run order: their numbers (to gather the other
+	// columns by), periods and series codes.
 	start := make([]int32, d+1)
 	for r := range d {
 		start[r+1] = start[r] + out[r].kept
 	}
 	m := int(start[d])
 	keep := make([]uint32, m)
-	codes := make([]uint32, m)
+	periodBuf, codeBuf := memory.NewResizableBuffer(b.mem), memory.NewResizableBuffer(b.mem)
+	periodBuf.Resize(4 * m)
+	codeBuf.Resize(4 * m)
+	periods, codes := asWords[uint32](periodBuf.Bytes()), asWords[uint32](codeBuf.Bytes())
 	parallel(b.workers, len(bounds)-1, func(c int) {
 		for r := bounds[c]; r < bounds[c+1]; r++ {
-			at := start[r]
-			for k, g := range order[group[r] : group[r]+out[r].kept] {
-				keep[int(at)+k] = uint32(g)
-				codes[int(at)+k] = uint32(r)
+			at := int(start[r])
+			for k, key := range keys[group[r] : group[r]+out[r].kept] {
+				keep[at+k] = keyRow(key)
+				periods[at+k] = uint32(keyPeriod(key))
+				codes[at+k] = uint32(r)
 			}
 		}
 	})
+	fixed := func(dt arrow.DataType, buf *memory.Buffer) arrow.Array {
+		data := array.NewData(dt, m, []*memory.Buffer{nil, buf}, nil, 0, 0)
+		buf.Release()
+		defer data.Release()
+		return array.MakeFromData(data)
+	}
 
 	run := &Run{seq: seq, pos: pos, start: start, given: make([]bool, d)}
 	attrRows := make([]uint32, d)
@@ -430,12 +498,27 @@ func (b *bulk) assemble(seq, pos uint64, order, group []int32) (_ *State, err er
 	}
 	run.added = added
 
-	// Columns: the data columns by kept row, the attributes by series.
+	// The ids, then on every core at once: the data columns gathered by
+	// kept row, the attributes by series, and the key index.
+	idb := array.NewStringBuilder(b.mem)
+	var idBytes int
+	for _, x := range b.sorted {
+		idBytes += len(x.id)
+	}
+	idb.Reserve(d)
+	idb.ReserveData(idBytes)
+	for _, x := range b.sorted {
+		idb.Append(x.id)
+	}
+	run.ids = idb.NewStringArray()
+	idb.Release()
 	nData := b.s.Data.NumFields() - datafile.ColumnPeriod
 	nAttr := len(b.s.Attrs)
 	cols := make([]arrow.Array, datafile.ColumnPeriod+nData)
+	cols[datafile.ColumnSeriesCode] = fixed(arrow.PrimitiveTypes.Uint32, codeBuf)
+	cols[datafile.ColumnPeriod] = fixed(arrow.FixedWidthTypes.Date32, periodBuf)
 	attrs := make([]arrow.Array, nAttr)
-	errs := make([]error, nData+nAttr+1)
+	errs := make([]error, nData+nAttr)
 	defer func() {
 		if err != nil {
 			for _, a := range slices.Concat(cols, attrs) {
@@ -443,45 +526,43 @@ func (b *bulk) assemble(seq, pos uint64, order, group []int32) (_ *State, err er
 					a.Release()
 				}
 			}
-			if run.ids != nil {
-				run.ids.Release()
-			}
+			run.ids.Release()
 		}
 	}()
-	parallel(b.workers, nData+nAttr+1, func(j int) {
+	var index *keyIndex
+	parallel(b.workers, nData+nAttr, func(j int) { // j 0 is the index: the period is placed
 		switch {
+		case j == 0:
+			// The key index, its ids aliasing the run's, not the writes'
+			// (which may alias a WAL buffer the caller wants freed).
+			index = &keyIndex{base: b.base, series: make(map[string]*keyEntry, d)}
+			ents := make([]keyEntry, d)
+			for r, x := range b.sorted {
+				e := &ents[r]
+				*e = keyEntry{id: run.ids.Value(r), code: x.code, base: x.base, periods: out[r].periods}
+				index.series[e.id] = e
+			}
+			if len(index.series) != d {
+				errs[j] = fmt.Errorf("delta: %d distinct series indexed as %d", d, len(index.series))
+			}
 		case j < nData:
 			c := datafile.ColumnPeriod + j
 			cols[c], errs[j] = gather2(b.mem, b.cols[c], b.cols[c], keep)
 			if errs[j] != nil {
 				errs[j] = fmt.Errorf("delta: column %s: %w", b.s.Data.Field(c).Name, errs[j])
 			}
-		case j < nData+nAttr:
+		default:
 			a := j - nData
 			col := b.cols[1+nData+a]
 			attrs[a], errs[j] = gather2(b.mem, col, col, attrRows)
 			if errs[j] != nil {
 				errs[j] = fmt.Errorf("delta: attribute %s: %w", b.s.Attrs[a].Name, errs[j])
 			}
-		default:
-			idb := array.NewStringBuilder(b.mem)
-			defer idb.Release()
-			var bytes int
-			for _, x := range b.sorted {
-				bytes += len(x.id)
-			}
-			idb.Reserve(d)
-			idb.ReserveData(bytes)
-			for _, x := range b.sorted {
-				idb.Append(x.id)
-			}
-			run.ids = idb.NewStringArray()
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	cols[datafile.ColumnSeriesCode] = uint32s(b.mem, codes)
 	run.rec = array.NewRecordBatch(b.s.Data, cols, int64(m))
 	for _, c := range cols {
 		c.Release()
@@ -489,18 +570,5 @@ func (b *bulk) assemble(seq, pos uint64, order, group []int32) (_ *State, err er
 	cols = nil
 	run.attrs = attrs
 	run.bytes = RecordBytes(run.rec)
-
-	// The key index, its ids aliasing the run's (not the writes', which
-	// may alias a WAL buffer the caller wants freed).
-	keys := &keyIndex{base: b.base, series: make(map[string]*keyEntry, d)}
-	ents := make([]keyEntry, d)
-	for r, x := range b.sorted {
-		e := &ents[r]
-		*e = keyEntry{id: run.ids.Value(r), code: x.code, base: x.base, periods: out[r].periods}
-		keys.series[e.id] = e
-	}
-	if len(keys.series) != d {
-		return nil, fmt.Errorf("delta: %d distinct series indexed as %d", d, len(keys.series))
-	}
-	return &State{schema: b.s, runs: []*Run{run}, keys: keys}, nil
+	return &State{schema: b.s, runs: []*Run{run}, keys: index}, nil
 }

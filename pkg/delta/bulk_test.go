@@ -98,11 +98,11 @@ func TestBulkMatchesIncremental(t *testing.T) {
 	ctx := context.Background()
 	s := testSchema(t)
 	mem := memory.DefaultAllocator
-	defer func(w, r int) { bulkWorkers, bulkRowsPerWorker = w, r }(bulkWorkers, bulkRowsPerWorker)
+	defer func(w, r, p int) { bulkWorkers, bulkRowsPerWorker, bulkRowsPerPartition = w, r, p }(bulkWorkers, bulkRowsPerWorker, bulkRowsPerPartition)
 	for seed := uint64(1); seed <= 40; seed++ {
 		for _, workers := range []int{1, 2, 3, 9} {
 			t.Run(fmt.Sprintf("seed=%d/workers=%d", seed, workers), func(t *testing.T) {
-				bulkWorkers, bulkRowsPerWorker = workers, 1+int(seed%3)*50
+				bulkWorkers, bulkRowsPerWorker, bulkRowsPerPartition = workers, 1+int(seed%3)*50, 1+int(seed%4)*20
 				rng := rand.New(rand.NewPCG(seed, 11))
 				base := newFakeBase(50, 20)
 				rows, givens := randomWrites(rng, base, 1+rng.IntN(40), 1+rng.IntN(200))
@@ -222,5 +222,27 @@ func TestBulkEdges(t *testing.T) {
 		t.Fatal("a write of another schema was taken")
 	} else if !strings.Contains(err.Error(), "write 1 has columns") {
 		t.Fatalf("error %q does not name the write", err)
+	}
+}
+
+// BenchmarkBulk: the 150 writes of 10k rows of BenchmarkApply (1.5M rows
+// over a 100k-series base) as one replay builds them.
+func BenchmarkBulk(b *testing.B) {
+	s := testSchema(b)
+	base := newFakeBase(100_000, 150)
+	for _, revise := range []bool{false, true} {
+		b.Run(fmt.Sprintf("revise=%v", revise), func(b *testing.B) {
+			writes := benchWrites(s, base, 150, revise)
+			ctx := context.Background()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := Bulk(ctx, memory.DefaultAllocator, s, writes, 150, 150, base); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*150*10_000)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N*150*10_000), "cpu-ns/row")
+		})
 	}
 }
