@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	flatbuffers "github.com/google/flatbuffers/go"
 
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/wal"
@@ -135,14 +136,61 @@ func decodeRecord(payload []byte, want *arrow.Schema) (rec arrow.RecordBatch, er
 	rec = r.RecordBatch()
 	rec.Retain()
 	for c, col := range rec.Columns() {
-		if v, ok := col.(interface{ ValidateFull() error }); ok {
-			if err := v.ValidateFull(); err != nil {
-				rec.Release()
-				return nil, fmt.Errorf("column %s: %w", want.Field(c).Name, err)
-			}
+		if err := checkBuffers(col, rec.NumRows()); err != nil {
+			rec.Release()
+			return nil, fmt.Errorf("column %s: %w", want.Field(c).Name, err)
 		}
 	}
 	return rec, nil
+}
+
+// checkBuffers checks that a decoded column's buffers hold its rows: the
+// IPC reader takes buffer sizes and offsets from the record as written,
+// and the bulk load indexes them without bounds it could trust. (It does
+// not check UTF-8: a write's strings were not checked for it either.)
+func checkBuffers(col arrow.Array, rows int64) error {
+	d := col.Data()
+	n, off := int64(d.Len()), int64(d.Offset())
+	if n != rows {
+		return fmt.Errorf("%d values in a record of %d rows", n, rows)
+	}
+	bufs := d.Buffers()
+	bytes := func(i int) int64 {
+		if i >= len(bufs) || bufs[i] == nil {
+			return 0
+		}
+		return int64(bufs[i].Len())
+	}
+	if col.NullN() > 0 && bytes(0)*8 < off+n {
+		return fmt.Errorf("validity bitmap of %d bytes for %d values", bytes(0), off+n)
+	}
+	switch dt := col.DataType().(type) {
+	case *arrow.BooleanType:
+		if bytes(1)*8 < off+n {
+			return fmt.Errorf("bitmap of %d bytes for %d values", bytes(1), off+n)
+		}
+	case *arrow.StringType, *arrow.BinaryType:
+		if n == 0 {
+			return nil
+		}
+		if bytes(1) < 4*(off+n+1) {
+			return fmt.Errorf("%d bytes of offsets for %d values", bytes(1), off+n)
+		}
+		o := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())[off : off+n+1]
+		if o[0] < 0 || int64(o[n]) > bytes(2) {
+			return fmt.Errorf("offsets %d to %d out of %d bytes", o[0], o[n], bytes(2))
+		}
+		for i := int64(1); i <= n; i++ {
+			if o[i] < o[i-1] {
+				return fmt.Errorf("offsets decrease at value %d", i-1)
+			}
+		}
+	case arrow.FixedWidthDataType:
+		if w := int64(dt.BitWidth()); w%8 == 0 && bytes(1) < w/8*(off+n) {
+			return fmt.Errorf("%d bytes for %d values of %d bytes", bytes(1), off+n, w/8)
+		}
+	}
+	return nil
 }
 
 // sliceMessages reads the messages of an IPC stream held in memory, each
@@ -186,6 +234,9 @@ func (m *sliceMessages) Message() (*ipc.Message, error) {
 	if length < 4 || length > int64(len(b)-at) {
 		return nil, fmt.Errorf("arrow/ipc: message metadata of %d bytes in %d", length, len(b)-at)
 	}
+	if err := checkSchemaMessage(b[at : at+int(length)]); err != nil {
+		return nil, err
+	}
 	meta := memory.NewBufferBytes(b[at : at+int(length)])
 	rest := b[at+int(length):]
 	probe := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
@@ -201,6 +252,72 @@ func (m *sliceMessages) Message() (*ipc.Message, error) {
 	m.b = rest[bodyLen:]
 	m.msg = ipc.NewMessage(meta, memory.NewBufferBytes(body))
 	return m.msg, nil
+}
+
+// checkSchemaMessage bounds the lists a schema message claims to hold:
+// the IPC reader allocates as many fields (children, metadata entries) as
+// a list's length says, so a damaged length must not reach it. A list
+// can hold no more entries than its message has 4-byte words.
+func checkSchemaMessage(meta []byte) error {
+	if len(meta) < 4 {
+		return fmt.Errorf("arrow/ipc: message metadata of %d bytes", len(meta))
+	}
+	const (
+		msgHeaderType, msgHeader, msgMetadata = 6, 8, 12 // Message's vtable slots
+		schemaFields, schemaMetadata          = 6, 8
+		fieldChildren, fieldMetadata          = 14, 16
+		headerSchema                          = 1 // MessageHeader.Schema
+	)
+	limit := len(meta) / 4
+	seen := 0
+	vector := func(t *flatbuffers.Table, slot flatbuffers.VOffsetT) (flatbuffers.UOffsetT, int, error) {
+		o := flatbuffers.UOffsetT(t.Offset(slot))
+		if o == 0 {
+			return 0, 0, nil
+		}
+		n := t.VectorLen(o)
+		if seen += n; n < 0 || seen > limit {
+			return 0, 0, fmt.Errorf("arrow/ipc: schema message claims %d entries in %d bytes", n, len(meta))
+		}
+		return t.Vector(o), n, nil
+	}
+	root := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	if _, _, err := vector(&root, msgMetadata); err != nil {
+		return err
+	}
+	if o := root.Offset(msgHeaderType); o == 0 || root.GetByte(flatbuffers.UOffsetT(o)+root.Pos) != headerSchema {
+		return nil
+	}
+	var schema flatbuffers.Table
+	o := root.Offset(msgHeader)
+	if o == 0 {
+		return nil
+	}
+	root.Union(&schema, flatbuffers.UOffsetT(o))
+	if _, _, err := vector(&schema, schemaMetadata); err != nil {
+		return err
+	}
+	var fields func(t *flatbuffers.Table, slot flatbuffers.VOffsetT, depth int) error
+	fields = func(t *flatbuffers.Table, slot flatbuffers.VOffsetT, depth int) error {
+		if depth > 64 {
+			return errors.New("arrow/ipc: schema nested more than 64 levels")
+		}
+		at, n, err := vector(t, slot)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			f := flatbuffers.Table{Bytes: meta, Pos: t.Indirect(at + flatbuffers.UOffsetT(i)*4)}
+			if _, _, err := vector(&f, fieldMetadata); err != nil {
+				return err
+			}
+			if err := fields(&f, fieldChildren, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fields(&schema, schemaFields, 0)
 }
 
 func (m *sliceMessages) Retain() { m.refs.Add(1) }
