@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -64,6 +65,12 @@ func Bulk(ctx context.Context, mem memory.Allocator, s *Schema, writes []arrow.R
 
 var bulkSeed = maphash.MakeSeed()
 
+// bulkHash is a series id's hash; bulkHashBits can narrow it so that the
+// tests make distinct ids collide.
+func bulkHash(id string) uint64 { return maphash.String(bulkSeed, id) & bulkHashBits }
+
+var bulkHashBits = ^uint64(0)
+
 // Tuning, variables for the tests (which run every path on small data):
 // bulkWorkers is how many goroutines Bulk uses (0: GOMAXPROCS);
 // bulkRowsPerPartition is about how many rows share a partition, a few
@@ -96,9 +103,10 @@ type bulk struct {
 	part   []uint8 // a row's partition
 	at     []int32 // partition p's rows are rows[at[p]:at[p+1]]
 	rows   []int32
-	keys   []byte  // the rows' ids, in rows' order
-	keyAt  []int32 // rows[i]'s id is keys[keyAt[i]:keyAt[i+1]]
-	local  []int32 // a row's series number in its partition, then its rank
+	hash   []uint64 // rows[i]'s id hash
+	keys   []byte   // the rows' ids, in rows' order
+	keyAt  []int32  // rows[i]'s id is keys[keyAt[i]:keyAt[i+1]]
+	local  []int32  // a row's series number in its partition, then its rank
 	series [][]bulkSeries
 	sorted []*bulkSeries // every series in run order
 }
@@ -160,7 +168,9 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	b.periods = b.cols[datafile.ColumnPeriod].(*array.Date32).Date32Values()
 	b.given = b.cols[len(b.cols)-1].(*array.Boolean)
 
-	b.partition()
+	if err := b.partition(); err != nil {
+		return nil, err
+	}
 	b.probe()
 	ranks := b.rank()
 	if err := b.ctx.Err(); err != nil {
@@ -176,7 +186,7 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 // b.keys (row b.rows[i]'s id is b.keys[b.keyAt[i]:b.keyAt[i+1]]). Both
 // passes read the ids in log order; the probe then reads one partition's
 // ids and map from the cache, not an id from memory at every row.
-func (b *bulk) partition() {
+func (b *bulk) partition() error {
 	b.parts = max(1, min(bulkMaxPartitions, b.n/bulkRowsPerPartition))
 	b.part = make([]uint8, b.n)
 	chunks := max(1, min(b.workers*4, b.n/bulkRowsPerWorker))
@@ -189,7 +199,7 @@ func (b *bulk) partition() {
 			id := b.ids.Value(g)
 			p := 0
 			if b.parts > 1 {
-				p = int(maphash.String(bulkSeed, id) % uint64(b.parts))
+				p = int(bulkHash(id) % uint64(b.parts))
 			}
 			b.part[g] = uint8(p)
 			cnt[p]++
@@ -210,7 +220,11 @@ func (b *bulk) partition() {
 		}
 	}
 	b.at[b.parts] = int32(row)
+	if byt > math.MaxInt32 {
+		return fmt.Errorf("delta: %d bytes of series ids in one run (at most %d)", byt, math.MaxInt32)
+	}
 	b.rows = make([]int32, b.n)
+	b.hash = make([]uint64, b.n)
 	b.keyAt = make([]int32, b.n+1)
 	b.keyAt[b.n] = int32(byt)
 	b.keys = make([]byte, byt)
@@ -222,43 +236,88 @@ func (b *bulk) partition() {
 			i, k := next[p], next[b.parts+p]
 			id := b.ids.Value(g)
 			b.rows[i] = int32(g)
+			b.hash[i] = bulkHash(id)
 			b.keyAt[i] = k
 			copy(b.keys[k:], id)
 			next[p], next[b.parts+p] = i+1, k+int32(len(id))
 		}
 	})
+	return nil
 }
 
-// probe finds each row's series in its partition's map, looking new
-// series up in the base.
+// probe finds each row's series in its partition's hash table, looking
+// new series up in the base. The table is open addressing over the hashes
+// partition computed (a Go map would hash every id again): a slot holds a
+// hash and the series' number, and an id is compared only on equal hashes.
 func (b *bulk) probe() {
 	b.local = make([]int32, b.n)
 	b.series = make([][]bulkSeries, b.parts)
 	parallel(b.workers, b.parts, func(p int) {
 		lo, hi := b.at[p], b.at[p+1]
-		m := make(map[string]int32, (hi-lo)/8+8)
-		var list []bulkSeries
-		for i := lo; i < hi; i++ {
-			var id string
-			if k, e := b.keyAt[i], b.keyAt[i+1]; e > k {
-				id = unsafe.String(&b.keys[k], e-k)
+		id := func(i int32) string {
+			k, e := b.keyAt[i], b.keyAt[i+1]
+			if e == k {
+				return ""
 			}
-			l, ok := m[id]
-			if !ok {
-				l = int32(len(list))
-				m[id] = l
-				x := bulkSeries{id: id, code: -1}
-				if b.base != nil {
-					if c, ok := b.base.Lookup(id); ok {
-						x.code, x.base = int32(c), b.base.Periods(c)
-					}
+			return unsafe.String(&b.keys[k], e-k)
+		}
+		var list []bulkSeries
+		var table []bulkSlot
+		grow := func() {
+			t := make([]bulkSlot, max(64, 2*len(table)))
+			mask := uint64(len(t) - 1)
+			for _, sl := range table {
+				if sl.series == 0 {
+					continue
 				}
-				list = append(list, x)
+				j := sl.hash >> 32 & mask
+				for t[j].series != 0 {
+					j = (j + 1) & mask
+				}
+				t[j] = sl
+			}
+			table = t
+		}
+		grow()
+		for i := lo; i < hi; i++ {
+			h := b.hash[i]
+			mask := uint64(len(table) - 1)
+			j := h >> 32 & mask // the low bits chose the partition
+			var l int32
+			for {
+				sl := &table[j]
+				if sl.series == 0 {
+					x := bulkSeries{id: id(i), code: -1}
+					if b.base != nil {
+						if c, ok := b.base.Lookup(x.id); ok {
+							x.code, x.base = int32(c), b.base.Periods(c)
+						}
+					}
+					l = int32(len(list))
+					list = append(list, x)
+					*sl = bulkSlot{hash: h, series: l + 1}
+					if 2*len(list) > len(table) {
+						grow()
+					}
+					break
+				}
+				if sl.hash == h && list[sl.series-1].id == id(i) {
+					l = sl.series - 1
+					break
+				}
+				j = (j + 1) & mask
 			}
 			b.local[b.rows[i]] = l
 		}
 		b.series[p] = list
 	})
+}
+
+// bulkSlot is a slot of probe's table: a series' id hash and number + 1
+// (0: empty).
+type bulkSlot struct {
+	hash   uint64
+	series int32
 }
 
 // rank sorts the series into run order (b.sorted) and returns each
