@@ -44,8 +44,8 @@ func replay(ctx context.Context, l *wal.WAL, mem memory.Allocator, s *delta.Sche
 	var out replayed
 	var payloads [][]byte
 	var ends []wal.Position
-	err := l.Replay(wal.PositionFromUint64(folded), func(pos wal.Position, payload []byte) error {
-		payloads = append(payloads, payload) // Replay never reuses the buffer
+	err := l.ReplayRetained(wal.PositionFromUint64(folded), func(pos wal.Position, payload []byte) error {
+		payloads = append(payloads, payload)
 		ends = append(ends, pos)
 		return nil
 	})
