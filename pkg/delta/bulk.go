@@ -94,8 +94,9 @@ type bulk struct {
 	n       int
 	workers int
 
-	cols    []arrow.Array // the writes' columns, concatenated
-	ids     *array.String
+	cols    []arrow.Array   // the writes' columns but the id, concatenated
+	off     []int           // write k's rows are rows [off[k], off[k+1]) of the run
+	ids     []*array.String // each write's ids
 	periods []arrow.Date32
 	given   *array.Boolean
 
@@ -103,10 +104,9 @@ type bulk struct {
 	part   []uint8 // a row's partition
 	at     []int32 // partition p's rows are rows[at[p]:at[p+1]]
 	rows   []int32
-	hash   []uint64 // rows[i]'s id hash
-	keys   []byte   // the rows' ids, in rows' order
-	keyAt  []int32  // rows[i]'s id is keys[keyAt[i]:keyAt[i+1]]
-	local  []int32  // a row's series number in its partition, then its rank
+	keys   []byte  // the rows' ids, in rows' order
+	keyAt  []int32 // rows[i]'s id is keys[keyAt[i]:keyAt[i+1]]
+	local  []int32 // a row's series number in its partition, then its rank
 	series [][]bulkSeries
 	sorted []*bulkSeries // every series in run order
 }
@@ -153,8 +153,15 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 			}
 		}
 	}()
+	b.off = make([]int, len(b.writes)+1)
+	b.ids = make([]*array.String, len(b.writes))
+	for k, w := range b.writes {
+		b.off[k+1] = b.off[k] + int(w.NumRows())
+		b.ids[k] = w.Column(0).(*array.String)
+	}
 	errs := make([]error, len(b.cols))
-	parallel(b.workers, len(b.cols), func(c int) {
+	parallel(b.workers, len(b.cols)-1, func(c int) {
+		c++ // the ids are read from the writes, and copied by partition
 		parts := make([]arrow.Array, len(b.writes))
 		for k, w := range b.writes {
 			parts[k] = w.Column(c)
@@ -164,7 +171,6 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("delta: concatenating writes: %w", err)
 	}
-	b.ids = b.cols[0].(*array.String)
 	b.periods = b.cols[datafile.ColumnPeriod].(*array.Date32).Date32Values()
 	b.given = b.cols[len(b.cols)-1].(*array.Boolean)
 
@@ -189,14 +195,13 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 func (b *bulk) partition() error {
 	b.parts = max(1, min(bulkMaxPartitions, b.n/bulkRowsPerPartition))
 	b.part = make([]uint8, b.n)
-	chunks := max(1, min(b.workers*4, b.n/bulkRowsPerWorker))
-	span := func(c int) (int, int) { return b.n * c / chunks, b.n * (c + 1) / chunks }
+	chunks := len(b.writes)           // a write's rows are a chunk
 	counts := make([][]int32, chunks) // rows, then id bytes, per partition
 	parallel(b.workers, chunks, func(c int) {
-		lo, hi := span(c)
+		ids, lo := b.ids[c], b.off[c]
 		cnt := make([]int32, 2*b.parts)
-		for g := lo; g < hi; g++ {
-			id := b.ids.Value(g)
+		for i := 0; i < ids.Len(); i++ {
+			g, id := lo+i, ids.Value(i)
 			p := 0
 			if b.parts > 1 {
 				p = int(bulkHash(id) % uint64(b.parts))
@@ -224,19 +229,17 @@ func (b *bulk) partition() error {
 		return fmt.Errorf("delta: %d bytes of series ids in one run (at most %d)", byt, math.MaxInt32)
 	}
 	b.rows = make([]int32, b.n)
-	b.hash = make([]uint64, b.n)
 	b.keyAt = make([]int32, b.n+1)
 	b.keyAt[b.n] = int32(byt)
 	b.keys = make([]byte, byt)
 	parallel(b.workers, chunks, func(c int) {
-		lo, hi := span(c)
+		ids, lo := b.ids[c], b.off[c]
 		next := counts[c]
-		for g := lo; g < hi; g++ {
+		for j := 0; j < ids.Len(); j++ {
+			g, id := lo+j, ids.Value(j)
 			p := int(b.part[g])
 			i, k := next[p], next[b.parts+p]
-			id := b.ids.Value(g)
 			b.rows[i] = int32(g)
-			b.hash[i] = bulkHash(id)
 			b.keyAt[i] = k
 			copy(b.keys[k:], id)
 			next[p], next[b.parts+p] = i+1, k+int32(len(id))
@@ -246,9 +249,9 @@ func (b *bulk) partition() error {
 }
 
 // probe finds each row's series in its partition's hash table, looking
-// new series up in the base. The table is open addressing over the hashes
-// partition computed (a Go map would hash every id again): a slot holds a
-// hash and the series' number, and an id is compared only on equal hashes.
+// new series up in the base. The table is open addressing (a Go map costs
+// more): a slot holds a hash and the series' number, and an id is
+// compared only on equal hashes.
 func (b *bulk) probe() {
 	b.local = make([]int32, b.n)
 	b.series = make([][]bulkSeries, b.parts)
@@ -280,7 +283,7 @@ func (b *bulk) probe() {
 		}
 		grow()
 		for i := lo; i < hi; i++ {
-			h := b.hash[i]
+			h := bulkHash(id(i)) // of bytes in the cache now
 			mask := uint64(len(table) - 1)
 			j := h >> 32 & mask // the low bits chose the partition
 			var l int32
