@@ -33,8 +33,8 @@ import (
 // Where Append ranks each write's series through one map on one
 // goroutine, Bulk spreads the work over the cores and keeps it in cache:
 // rows are split by a hash of their id into partitions small enough that
-// a partition's map of series stays in the CPU cache, each partition is
-// probed (and its new series looked up in the base) on its own goroutine,
+// a partition's ids and hash table stay in the CPU cache, each partition
+// is probed (and its new series looked up in the base) on its own goroutine,
 // the series are sorted once, rows are put in series order by a counting
 // sort split by row ranges, and each series' rows are sorted by period on
 // the goroutine owning its range. The base's methods are called from
@@ -73,8 +73,8 @@ var bulkHashBits = ^uint64(0)
 
 // Tuning, variables for the tests (which run every path on small data):
 // bulkWorkers is how many goroutines Bulk uses (0: GOMAXPROCS);
-// bulkRowsPerPartition is about how many rows share a partition, a few
-// thousand series, whose map fits in a core's cache; bulkRowsPerWorker is
+// bulkRowsPerPartition is about how many rows share a partition (a few
+// thousand series, whose table fits in a core's cache); bulkRowsPerWorker is
 // the fewest rows worth a goroutine of the counting sort.
 var (
 	bulkWorkers          = 0
@@ -95,7 +95,7 @@ type bulk struct {
 	workers int
 
 	cols    []arrow.Array   // the writes' columns but the id, concatenated
-	off     []int           // write k's rows are rows [off[k], off[k+1]) of the run
+	off     []int           // write k's rows are rows [off[k], off[k+1]) of cols
 	ids     []*array.String // each write's ids
 	periods []arrow.Date32
 	given   *array.Boolean
