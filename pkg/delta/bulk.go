@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -31,14 +29,13 @@ import (
 // WAL position pos.
 //
 // Where Append ranks each write's series through one map on one
-// goroutine, Bulk spreads the work over the cores and keeps it in cache:
-// rows are split by a hash of their id into partitions small enough that
-// a partition's ids and hash table stay in the CPU cache, each partition
-// is probed (and its new series looked up in the base) on its own goroutine,
-// the series are sorted once, rows are put in series order by a counting
-// sort split by row ranges, and each series' rows are sorted by period on
-// the goroutine owning its range. The base's methods are called from
-// several goroutines at once, as concurrent readers call them.
+// goroutine, Bulk spreads the work over the cores: the writes are split
+// into row ranges, each numbering its series in a hash table of its own;
+// the tables are merged, new series looked up in the base in parallel,
+// the series sorted once, rows put in series order by a counting sort
+// split by row ranges, and each series' rows sorted by period on the
+// goroutine owning its range. The base's methods are called from several
+// goroutines at once, as concurrent readers call them.
 //
 // Writes without rows add nothing: Bulk of no rows is Empty(s).
 func Bulk(ctx context.Context, mem memory.Allocator, s *Schema, writes []arrow.RecordBatch, seq, pos uint64, base Base) (*State, error) {
@@ -73,17 +70,12 @@ var bulkHashBits = ^uint64(0)
 
 // Tuning, variables for the tests (which run every path on small data):
 // bulkWorkers is how many goroutines Bulk uses (0: GOMAXPROCS);
-// bulkRowsPerPartition is about how many rows share a partition (a few
-// thousand series, whose table fits in a core's cache); bulkRowsPerWorker is
-// the fewest rows worth a goroutine of the counting sort.
+// bulkRowsPerWorker the fewest rows worth a goroutine of the probe and
+// the counting sort.
 var (
-	bulkWorkers          = 0
-	bulkRowsPerPartition = 1 << 14
-	bulkRowsPerWorker    = 1 << 14
+	bulkWorkers       = 0
+	bulkRowsPerWorker = 1 << 14
 )
-
-// bulkMaxPartitions bounds the partitions (a row's partition is a byte).
-const bulkMaxPartitions = 256
 
 type bulk struct {
 	ctx     context.Context
@@ -101,20 +93,16 @@ type bulk struct {
 	given   *array.Boolean
 
 	parts  int
-	part   []uint8 // a row's partition
-	at     []int32 // partition p's rows are rows[at[p]:at[p+1]]
-	rows   []int32
-	keys   []byte  // the rows' ids, in rows' order
-	keyAt  []int32 // rows[i]'s id is keys[keyAt[i]:keyAt[i+1]]
-	local  []int32 // a row's series number in its partition, then its rank
+	local  []int32 // a row's series number, then its rank
 	series [][]bulkSeries
 	sorted []*bulkSeries // every series in run order
 }
 
 // bulkSeries is one distinct series of the writes.
 type bulkSeries struct {
-	id   string // aliases bulk.keys until the run is built
-	code int32  // in the base, -1 if none
+	id   string // aliases a write's ids until the run is built
+	hash uint64
+	code int32 // in the base, -1 if none
 	base []arrow.Date32
 }
 
@@ -174,9 +162,6 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	b.periods = b.cols[datafile.ColumnPeriod].(*array.Date32).Date32Values()
 	b.given = b.cols[len(b.cols)-1].(*array.Boolean)
 
-	if err := b.partition(); err != nil {
-		return nil, err
-	}
 	b.probe()
 	ranks := b.rank()
 	if err := b.ctx.Err(); err != nil {
@@ -186,141 +171,132 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	return b.assemble(seq, pos, order, group)
 }
 
-// partition sets every row's partition from a hash of its id and groups
-// the rows by partition, each group in log order: partition p's rows are
-// b.rows[b.at[p]:b.at[p+1]], their ids copied next to each other into
-// b.keys (row b.rows[i]'s id is b.keys[b.keyAt[i]:b.keyAt[i+1]]). Both
-// passes read the ids in log order; the probe then reads one partition's
-// ids and map from the cache, not an id from memory at every row.
-func (b *bulk) partition() error {
-	b.parts = max(1, min(bulkMaxPartitions, b.n/bulkRowsPerPartition))
-	b.part = make([]uint8, b.n)
-	chunks := len(b.writes)           // a write's rows are a chunk
-	counts := make([][]int32, chunks) // rows, then id bytes, per partition
-	parallel(b.workers, chunks, func(c int) {
-		ids, lo := b.ids[c], b.off[c]
-		cnt := make([]int32, 2*b.parts)
-		for i := 0; i < ids.Len(); i++ {
-			g, id := lo+i, ids.Value(i)
-			p := 0
-			if b.parts > 1 {
-				p = int(bulkHash(id) % uint64(b.parts))
-			}
-			b.part[g] = uint8(p)
-			cnt[p]++
-			cnt[b.parts+p] += int32(len(id))
-		}
-		counts[c] = cnt
-	})
-	// counts[c][p] becomes where chunk c's rows of partition p go, and
-	// counts[c][parts+p] where their id bytes go.
-	b.at = make([]int32, b.parts+1)
-	var row, byt int64
-	for p := range b.parts {
-		b.at[p] = int32(row)
-		for c := range chunks {
-			k, nb := counts[c][p], counts[c][b.parts+p]
-			counts[c][p], counts[c][b.parts+p] = int32(row), int32(byt)
-			row, byt = row+int64(k), byt+int64(nb)
-		}
-	}
-	b.at[b.parts] = int32(row)
-	if byt > math.MaxInt32 {
-		return fmt.Errorf("delta: %d bytes of series ids in one run (at most %d)", byt, math.MaxInt32)
-	}
-	b.rows = make([]int32, b.n)
-	b.keyAt = make([]int32, b.n+1)
-	b.keyAt[b.n] = int32(byt)
-	b.keys = make([]byte, byt)
-	parallel(b.workers, chunks, func(c int) {
-		ids, lo := b.ids[c], b.off[c]
-		next := counts[c]
-		for j := 0; j < ids.Len(); j++ {
-			g, id := lo+j, ids.Value(j)
-			p := int(b.part[g])
-			i, k := next[p], next[b.parts+p]
-			b.rows[i] = int32(g)
-			b.keyAt[i] = k
-			copy(b.keys[k:], id)
-			next[p], next[b.parts+p] = i+1, k+int32(len(id))
-		}
-	})
-	return nil
-}
-
-// probe finds each row's series in its partition's hash table, looking
-// new series up in the base. The table is open addressing (a Go map costs
-// more): a slot holds a hash and the series' number, and an id is
-// compared only on equal hashes.
+// probe numbers the distinct series and each row's series (b.local):
+// the writes are split into row ranges of whole writes, one per goroutine,
+// each reading its ids in order into a hash table of its own (a Go map
+// costs more: its keys are string headers whose bytes are elsewhere; a
+// slot here holds the id's hash and, for ids of up to 16 bytes, the id
+// itself); the tables are then merged into the first, and the series new
+// to it looked up in the base, on every core.
 func (b *bulk) probe() {
+	w := max(1, min(b.workers, len(b.writes), b.n/bulkRowsPerWorker))
+	// Worker i takes the writes starting in rows [n*i/w, n*(i+1)/w).
+	first := make([]int, w+1)
+	for i := 1; i <= w; i++ {
+		first[i], _ = slices.BinarySearch(b.off[:len(b.writes)], b.n*i/w)
+	}
+	first[w] = len(b.writes)
 	b.local = make([]int32, b.n)
-	b.series = make([][]bulkSeries, b.parts)
-	parallel(b.workers, b.parts, func(p int) {
-		lo, hi := b.at[p], b.at[p+1]
-		id := func(i int32) string {
-			k, e := b.keyAt[i], b.keyAt[i+1]
-			if e == k {
-				return ""
+	tables := make([]seriesTable, w)
+	parallel(w, w, func(i int) {
+		t := &tables[i]
+		t.grow()
+		for k := first[i]; k < first[i+1]; k++ {
+			ids, lo := b.ids[k], b.off[k]
+			for j := 0; j < ids.Len(); j++ {
+				id := ids.Value(j)
+				b.local[lo+j] = t.add(bulkHash(id), id)
 			}
-			return unsafe.String(&b.keys[k], e-k)
 		}
-		var list []bulkSeries
-		var table []bulkSlot
-		grow := func() {
-			t := make([]bulkSlot, max(64, 2*len(table)))
-			mask := uint64(len(t) - 1)
-			for _, sl := range table {
-				if sl.series == 0 {
-					continue
-				}
-				j := sl.hash >> 32 & mask
-				for t[j].series != 0 {
-					j = (j + 1) & mask
-				}
-				t[j] = sl
-			}
-			table = t
-		}
-		grow()
-		for i := lo; i < hi; i++ {
-			h := bulkHash(id(i)) // of bytes in the cache now
-			mask := uint64(len(table) - 1)
-			j := h >> 32 & mask // the low bits chose the partition
-			var l int32
-			for {
-				sl := &table[j]
-				if sl.series == 0 {
-					x := bulkSeries{id: id(i), code: -1}
-					if b.base != nil {
-						if c, ok := b.base.Lookup(x.id); ok {
-							x.code, x.base = int32(c), b.base.Periods(c)
-						}
-					}
-					l = int32(len(list))
-					list = append(list, x)
-					*sl = bulkSlot{hash: h, series: l + 1}
-					if 2*len(list) > len(table) {
-						grow()
-					}
-					break
-				}
-				if sl.hash == h && list[sl.series-1].id == id(i) {
-					l = sl.series - 1
-					break
-				}
-				j = (j + 1) & mask
-			}
-			b.local[b.rows[i]] = l
-		}
-		b.series[p] = list
 	})
+	// Merge: the first table takes the others' series.
+	all := &tables[0]
+	remap := make([][]int32, w)
+	for i := 1; i < w; i++ {
+		remap[i] = make([]int32, len(tables[i].list))
+		for l, x := range tables[i].list {
+			remap[i][l] = all.add(x.hash, x.id)
+		}
+	}
+	parallel(w, w, func(i int) {
+		if i == 0 {
+			return
+		}
+		m := remap[i]
+		for g := b.off[first[i]]; g < b.off[first[i+1]]; g++ {
+			b.local[g] = m[b.local[g]]
+		}
+	})
+	list := all.list
+	if b.base != nil {
+		const chunk = 4096
+		parallel(b.workers, (len(list)+chunk-1)/chunk, func(c int) {
+			for i := c * chunk; i < min(len(list), (c+1)*chunk); i++ {
+				x := &list[i]
+				if code, ok := b.base.Lookup(x.id); ok {
+					x.code, x.base = int32(code), b.base.Periods(code)
+				}
+			}
+		})
+	}
+	b.parts, b.series = 1, [][]bulkSeries{list}
 }
 
-// bulkSlot is a slot of probe's table: a series' id hash and number + 1
-// (0: empty).
-type bulkSlot struct {
+// seriesTable numbers distinct series ids: open addressing, linear
+// probing, at most half full.
+type seriesTable struct {
+	slots []seriesSlot
+	list  []bulkSeries
+}
+
+// seriesSlot is a slot of a seriesTable: an id's hash, its number + 1 (0:
+// empty) and, when it fits, the id.
+type seriesSlot struct {
 	hash   uint64
 	series int32
+	n      int32 // len(id) if it fits in short, else -1
+	short  [16]byte
+}
+
+// add returns id's number, numbering it if it is new.
+func (t *seriesTable) add(h uint64, id string) int32 {
+	mask := uint64(len(t.slots) - 1)
+	for j := h >> 32 & mask; ; j = (j + 1) & mask {
+		sl := &t.slots[j]
+		if sl.series == 0 {
+			l := int32(len(t.list))
+			t.list = append(t.list, bulkSeries{id: id, hash: h, code: -1})
+			t.set(sl, h, l, id)
+			if 2*len(t.list) > len(t.slots) {
+				t.grow()
+			}
+			return l
+		}
+		if sl.hash != h {
+			continue
+		}
+		if sl.n >= 0 {
+			if int(sl.n) == len(id) && string(sl.short[:sl.n]) == id {
+				return sl.series - 1
+			}
+		} else if t.list[sl.series-1].id == id {
+			return sl.series - 1
+		}
+	}
+}
+
+func (t *seriesTable) set(sl *seriesSlot, h uint64, l int32, id string) {
+	*sl = seriesSlot{hash: h, series: l + 1, n: -1}
+	if len(id) <= len(sl.short) {
+		sl.n = int32(copy(sl.short[:], id))
+	}
+}
+
+// grow doubles the table (or makes its first one).
+func (t *seriesTable) grow() {
+	slots := make([]seriesSlot, max(1024, 2*len(t.slots)))
+	mask := uint64(len(slots) - 1)
+	for _, sl := range t.slots {
+		if sl.series == 0 {
+			continue
+		}
+		j := sl.hash >> 32 & mask
+		for slots[j].series != 0 {
+			j = (j + 1) & mask
+		}
+		slots[j] = sl
+	}
+	t.slots = slots
 }
 
 // rank sorts the series into run order (b.sorted) and returns each
@@ -388,7 +364,7 @@ func (b *bulk) order(ranks [][]int32) (keys []uint64, group []int32) {
 		lo, hi := rowRange(i)
 		c := make([]int32, d)
 		for g := lo; g < hi; g++ {
-			r := ranks[b.part[g]][b.local[g]]
+			r := ranks[0][b.local[g]]
 			b.local[g] = r
 			c[r]++
 		}
