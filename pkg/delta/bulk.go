@@ -193,9 +193,14 @@ func (b *bulk) probe() {
 		t.grow()
 		for k := first[i]; k < first[i+1]; k++ {
 			ids, lo := b.ids[k], b.off[k]
+			prev, l := "", int32(-1)
 			for j := 0; j < ids.Len(); j++ {
-				id := ids.Value(j)
-				b.local[lo+j] = t.add(bulkHash(id), id)
+				// A write often holds a series' rows one after another:
+				// those need no probe.
+				if id := ids.Value(j); l < 0 || id != prev {
+					prev, l = id, t.add(bulkHash(id), id)
+				}
+				b.local[lo+j] = l
 			}
 		}
 	})
