@@ -129,62 +129,13 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 		queue: make(chan *write, 1024), logged: make(chan loggedGroup, 2), merges: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	info := ReplayInfo{Truncated: l.Truncated()}
-	ctx := context.Background()
-	// Records are applied in chunks of about a million rows, each chunk as
-	// one write (one sort; later rows win ties, as later writes do), so a
-	// replay costs a sort per chunk rather than a run and merges per record.
-	var pending []arrow.RecordBatch
-	var pendRows int64
-	var pendPos wal.Position
-	flush := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		defer func() {
-			for _, r := range pending {
-				r.Release()
-			}
-			pending, pendRows = pending[:0], 0
-		}()
-		chunk, err := delta.Concat(w.mem, s, pending)
-		if err != nil {
-			return err
-		}
-		defer chunk.Release()
-		w.seq++
-		if w.st, err = w.st.Apply(ctx, w.mem, chunk, w.seq, pendPos.Uint64(), t.Base()); err != nil {
-			return fmt.Errorf("records through %s: %w", pendPos, err)
-		}
-		return nil
-	}
-	err = l.Replay(wal.PositionFromUint64(folded), func(pos wal.Position, payload []byte) error {
-		rec, err := decode(payload)
-		if err != nil {
-			return fmt.Errorf("record at %s: %w", pos, err)
-		}
-		// A record is a write as it was normalized when accepted.
-		if !rec.Schema().Equal(s.Write) {
-			rec.Release()
-			return fmt.Errorf("record at %s has columns %v, the dataset's writes %v: the snapshot's schema changed under a live delta", pos, rec.Schema(), s.Write)
-		}
-		pending, pendRows, pendPos = append(pending, rec), pendRows+rec.NumRows(), pos
-		info.Records++
-		info.Rows += rec.NumRows()
-		if pendRows >= replayChunkRows {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	for _, r := range pending {
-		r.Release()
-	}
+	rp, err := replay(context.Background(), l, w.mem, s, folded, t.Base())
+	info.Records, info.Rows = rp.records, rp.rows
 	if err != nil {
 		l.Close()
 		return nil, info, fmt.Errorf("replay %s: %w", dir, err)
 	}
+	w.st, w.seq = rp.st, uint64(rp.records)
 	info.Duration = time.Since(t0)
 	w.fsync.WALPosition = l.End().Uint64()
 	w.mu.Lock()
@@ -196,24 +147,6 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	go w.apply(applied)
 	go w.merge(merged)
 	return w, info, nil
-}
-
-// decode reads a WAL payload: one Arrow IPC stream of one record batch.
-func decode(payload []byte) (arrow.RecordBatch, error) {
-	r, err := ipc.NewReader(bytes.NewReader(payload))
-	if err != nil {
-		return nil, err
-	}
-	defer r.Release()
-	if !r.Next() {
-		if err := r.Err(); err != nil {
-			return nil, err
-		}
-		return nil, errors.New("no record batch")
-	}
-	rec := r.RecordBatch()
-	rec.Retain()
-	return rec, nil
 }
 
 func encode(rec arrow.RecordBatch) ([]byte, error) {
@@ -230,9 +163,6 @@ func encode(rec arrow.RecordBatch) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
-
-// replayChunkRows is how many replayed rows become one run.
-const replayChunkRows = 1 << 20
 
 // ErrClosed: the writer was closed.
 var ErrClosed = errors.New("live: writer closed")

@@ -91,6 +91,7 @@ func FuzzReplay(f *testing.F) {
 			return n, err
 		}
 		n, err := replay()
+		sameReplays(t, w)
 		if err != nil {
 			if !older || !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("replay after a successful open: %v", err)
@@ -109,4 +110,35 @@ func FuzzReplay(f *testing.F) {
 			t.Fatalf("after append: %d records (want %d), last %v %q (want %v), %v", m, n+1, lastPos, lastPayload, pos, err)
 		}
 	})
+}
+
+// sameReplays fails unless ReplayRetained yields what Replay does: the
+// same records at the same positions, and the same error.
+func sameReplays(t *testing.T, w *WAL) {
+	t.Helper()
+	type got struct {
+		recs []rec
+		err  string
+	}
+	var both [2]got
+	for i, replay := range []func(Position, func(Position, []byte) error) error{w.Replay, w.ReplayRetained} {
+		err := replay(Position{}, func(pos Position, p []byte) error {
+			if i == 0 {
+				p = bytes.Clone(p) // valid only until this returns
+			}
+			both[i].recs = append(both[i].recs, rec{pos, p})
+			return nil
+		})
+		if err != nil {
+			both[i].err = err.Error()
+		}
+	}
+	if both[0].err != both[1].err || len(both[0].recs) != len(both[1].recs) {
+		t.Fatalf("Replay: %d records, %q; ReplayRetained: %d records, %q", len(both[0].recs), both[0].err, len(both[1].recs), both[1].err)
+	}
+	for i, r := range both[0].recs {
+		if k := both[1].recs[i]; k.pos != r.pos || !bytes.Equal(k.payload, r.payload) {
+			t.Fatalf("record %d: Replay %v, ReplayRetained %v", i, r.pos, k.pos)
+		}
+	}
 }

@@ -80,8 +80,8 @@ func isRecordProblem(err error) bool {
 // Replay calls fn, in log order, for every record whose position is greater
 // than after, up to the end of the log when Replay starts; pos is the
 // position after the record (what Append acknowledged for it). The payload
-// is valid only until fn returns. An error from fn stops the replay and is
-// returned unchanged.
+// is valid only until fn returns (ReplayRetained's may be kept). An error
+// from fn stops the replay and is returned unchanged.
 //
 // Replay reads from after onwards only: segments wholly before it are not
 // opened, so damage in records already folded into a snapshot does not
@@ -94,6 +94,21 @@ func isRecordProblem(err error) bool {
 // Replay may run while appends go on; it does not see records acknowledged
 // after it started.
 func (w *WAL) Replay(after Position, fn func(pos Position, payload []byte) error) error {
+	return w.replay(after, false, fn)
+}
+
+// ReplayRetained is Replay for a caller that keeps the payloads: it reads
+// each segment's records to replay in one large read into a buffer it
+// never reuses, and hands out payloads aliasing it, so fn may keep them
+// (a start-up replay decodes every record without copying it, and holds
+// them all until it has sorted them together). The buffer costs fresh
+// memory the size of the segments replayed, which Replay's reused buffers
+// do not.
+func (w *WAL) ReplayRetained(after Position, fn func(pos Position, payload []byte) error) error {
+	return w.replay(after, true, fn)
+}
+
+func (w *WAL) replay(after Position, retain bool, fn func(pos Position, payload []byte) error) error {
 	w.files.RLock()
 	defer w.files.RUnlock()
 	w.mu.Lock()
@@ -114,7 +129,7 @@ func (w *WAL) Replay(after Position, fn func(pos Position, payload []byte) error
 		if s == end.Segment {
 			limit = int64(end.Offset)
 		}
-		if err := w.replaySegment(s, start, limit, fn); err != nil {
+		if err := w.replaySegment(s, start, limit, retain, fn); err != nil {
 			var ce *CorruptionError
 			if errors.As(err, &ce) {
 				w.fail(err)
@@ -128,8 +143,9 @@ func (w *WAL) Replay(after Position, fn func(pos Position, payload []byte) error
 	return nil
 }
 
-// replaySegment replays segment s from offset start to limit (-1: its size).
-func (w *WAL) replaySegment(s uint32, start, limit int64, fn func(Position, []byte) error) error {
+// replaySegment replays segment s from offset start to limit (-1: its size),
+// through a segmentReader or, to retain the payloads, from one read.
+func (w *WAL) replaySegment(s uint32, start, limit int64, retain bool, fn func(Position, []byte) error) error {
 	path := filepath.Join(w.dir, segmentName(s))
 	f, err := os.Open(path)
 	if err != nil {
@@ -155,20 +171,42 @@ func (w *WAL) replaySegment(s uint32, start, limit int64, fn func(Position, []by
 	if start > limit {
 		return fmt.Errorf("wal %s: replay from %v: %w (segment ends at %d)", w.dir, Position{s, uint32(start)}, ErrPosition, limit)
 	}
-	sr := newSegmentReader(f, s, start, limit)
-	for {
-		_, payload, err := sr.next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			if isRecordProblem(err) {
-				return &CorruptionError{Dir: w.dir, Segment: s, Offset: sr.off, Err: err}
+	if !retain {
+		sr := newSegmentReader(f, s, start, limit)
+		for {
+			_, payload, err := sr.next()
+			if err == io.EOF {
+				return nil
 			}
-			return fmt.Errorf("wal: replay %s: %w", path, err)
+			if err != nil {
+				if isRecordProblem(err) {
+					return &CorruptionError{Dir: w.dir, Segment: s, Offset: sr.off, Err: err}
+				}
+				return fmt.Errorf("wal: replay %s: %w", path, err)
+			}
+			if err := fn(Position{Segment: s, Offset: uint32(sr.off)}, payload); err != nil {
+				return err
+			}
 		}
-		if err := fn(Position{Segment: s, Offset: uint32(sr.off)}, payload); err != nil {
+	}
+	// One read of everything to replay: the records are then checked and
+	// handed out from memory, without a copy each.
+	buf := make([]byte, limit-start)
+	if n, err := f.ReadAt(buf, start); n < len(buf) {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the file shrank under the replay
+		}
+		return fmt.Errorf("wal: replay %s: %w", path, err)
+	}
+	for off := 0; off < len(buf); {
+		_, payload, size, err := parseRecord(buf[off:])
+		if err != nil {
+			return &CorruptionError{Dir: w.dir, Segment: s, Offset: start + int64(off), Err: err}
+		}
+		off += size
+		if err := fn(Position{Segment: s, Offset: uint32(start + int64(off))}, payload); err != nil {
 			return err
 		}
 	}
+	return nil
 }

@@ -482,6 +482,8 @@ func TestCorruptionOlderSegment(t *testing.T) {
 			w := open(t, dir, opts) // only the newest segment is read at open
 			err := w.Replay(Position{}, func(Position, []byte) error { return nil })
 			asCorruption(t, err, 1, tc.off(inSeg(rs, 1)))
+			err = w.ReplayRetained(Position{}, func(Position, []byte) error { return nil })
+			asCorruption(t, err, 1, tc.off(inSeg(rs, 1)))
 			if _, err := w.Append(context.Background(), []byte("no")); !errors.Is(err, ErrFailed) || !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("append after corruption: %v", err)
 			}

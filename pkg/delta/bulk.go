@@ -1,0 +1,617 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+)
+
+// Bulk is the State that applying writes (normalized, in log order) one
+// by one to Empty(s) over base would give, built as one run: what a
+// replay at start-up needs, when nothing reads the delta yet and nothing
+// compacts it. The writes are sorted together once by (series, period),
+// the log order breaking ties, so of two rows with one key the later
+// write's wins, as with incremental writes; a series' attributes are
+// those of its latest write that carried them. The run's precedence is
+// seq (the last write's sequence number) and it holds the writes through
+// WAL position pos.
+//
+// Where Append ranks each write's series through one map on one
+// goroutine, Bulk spreads the work over the cores: the writes are split
+// into row ranges, each numbering its series in a hash table of its own;
+// the tables are merged, new series looked up in the base in parallel,
+// the series sorted once, rows put in series order by a counting sort
+// split by row ranges, and each series' rows sorted by period on the
+// goroutine owning its range. The base's methods are called from several
+// goroutines at once, as concurrent readers call them.
+//
+// Writes without rows add nothing: Bulk of no rows is Empty(s).
+func Bulk(ctx context.Context, mem memory.Allocator, s *Schema, writes []arrow.RecordBatch, seq, pos uint64, base Base) (*State, error) {
+	var n int64
+	for i, w := range writes {
+		if !w.Schema().Equal(s.Write) {
+			return nil, fmt.Errorf("delta: write %d has columns %v, not %v", i, w.Schema(), s.Write)
+		}
+		n += w.NumRows()
+	}
+	if n == 0 {
+		return Empty(s), nil
+	}
+	if n >= fromB {
+		return nil, fmt.Errorf("delta: %d rows in one run (at most %d)", n, fromB-1)
+	}
+	workers := bulkWorkers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	b := &bulk{ctx: ctx, mem: mem, s: s, writes: writes, n: int(n), base: base, workers: workers}
+	return b.build(seq, pos)
+}
+
+var bulkSeed = maphash.MakeSeed()
+
+// bulkHash is a series id's hash; bulkHashBits can narrow it so that the
+// tests make distinct ids collide.
+func bulkHash(id string) uint64 { return maphash.String(bulkSeed, id) & bulkHashBits }
+
+var bulkHashBits = ^uint64(0)
+
+// Tuning, variables for the tests (which run every path on small data):
+// bulkWorkers is how many goroutines Bulk uses (0: GOMAXPROCS);
+// bulkRowsPerWorker the fewest rows worth a goroutine of the probe and
+// the counting sort.
+var (
+	bulkWorkers       = 0
+	bulkRowsPerWorker = 1 << 14
+)
+
+type bulk struct {
+	ctx     context.Context
+	mem     memory.Allocator
+	s       *Schema
+	writes  []arrow.RecordBatch
+	base    Base
+	n       int
+	workers int
+
+	cols    []arrow.Array   // the writes' columns but the id, concatenated
+	off     []int           // write k's rows are rows [off[k], off[k+1]) of cols
+	ids     []*array.String // each write's ids
+	periods []arrow.Date32
+	given   *array.Boolean
+
+	parts  int
+	local  []int32 // a row's series number, then its rank
+	series [][]bulkSeries
+	sorted []*bulkSeries // every series in run order
+}
+
+// bulkSeries is one distinct series of the writes.
+type bulkSeries struct {
+	id   string // aliases a write's ids until the run is built
+	hash uint64
+	code int32 // in the base, -1 if none
+	base []arrow.Date32
+}
+
+// parallel calls fn(i) for every i in [0, n) on up to workers goroutines.
+func parallel(workers, n int, fn func(i int)) {
+	if workers <= 1 || n <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (b *bulk) build(seq, pos uint64) (*State, error) {
+	// Every column is concatenated once: rows are then numbered in log
+	// order across the writes, and gathered from in run order at the end.
+	b.cols = make([]arrow.Array, b.writes[0].NumCols())
+	defer func() {
+		for _, c := range b.cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	b.off = make([]int, len(b.writes)+1)
+	b.ids = make([]*array.String, len(b.writes))
+	for k, w := range b.writes {
+		b.off[k+1] = b.off[k] + int(w.NumRows())
+		b.ids[k] = w.Column(0).(*array.String)
+	}
+	errs := make([]error, len(b.cols))
+	parallel(b.workers, len(b.cols)-1, func(c int) {
+		c++ // the ids are read from the writes, and copied by partition
+		parts := make([]arrow.Array, len(b.writes))
+		for k, w := range b.writes {
+			parts[k] = w.Column(c)
+		}
+		b.cols[c], errs[c] = array.Concatenate(parts, b.mem)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("delta: concatenating writes: %w", err)
+	}
+	b.periods = b.cols[datafile.ColumnPeriod].(*array.Date32).Date32Values()
+	b.given = b.cols[len(b.cols)-1].(*array.Boolean)
+
+	b.probe()
+	ranks := b.rank()
+	if err := b.ctx.Err(); err != nil {
+		return nil, err
+	}
+	order, group := b.order(ranks)
+	return b.assemble(seq, pos, order, group)
+}
+
+// probe numbers the distinct series and each row's series (b.local):
+// the writes are split into row ranges of whole writes, one per goroutine,
+// each reading its ids in order into a hash table of its own (a Go map
+// costs more: its keys are string headers whose bytes are elsewhere; a
+// slot here holds the id's hash and, for ids of up to 16 bytes, the id
+// itself); the tables are then merged into the first, and the series new
+// to it looked up in the base, on every core.
+func (b *bulk) probe() {
+	w := max(1, min(b.workers, len(b.writes), b.n/bulkRowsPerWorker))
+	// Worker i takes the writes starting in rows [n*i/w, n*(i+1)/w).
+	first := make([]int, w+1)
+	for i := 1; i <= w; i++ {
+		first[i], _ = slices.BinarySearch(b.off[:len(b.writes)], b.n*i/w)
+	}
+	first[w] = len(b.writes)
+	b.local = make([]int32, b.n)
+	tables := make([]seriesTable, w)
+	parallel(w, w, func(i int) {
+		t := &tables[i]
+		t.grow()
+		for k := first[i]; k < first[i+1]; k++ {
+			ids, lo := b.ids[k], b.off[k]
+			prev, l := "", int32(-1)
+			for j := 0; j < ids.Len(); j++ {
+				// A write often holds a series' rows one after another:
+				// those need no probe.
+				if id := ids.Value(j); l < 0 || id != prev {
+					prev, l = id, t.add(bulkHash(id), id)
+				}
+				b.local[lo+j] = l
+			}
+		}
+	})
+	// Merge: the first table takes the others' series.
+	all := &tables[0]
+	remap := make([][]int32, w)
+	for i := 1; i < w; i++ {
+		remap[i] = make([]int32, len(tables[i].list))
+		for l, x := range tables[i].list {
+			remap[i][l] = all.add(x.hash, x.id)
+		}
+	}
+	parallel(w, w, func(i int) {
+		if i == 0 {
+			return
+		}
+		m := remap[i]
+		for g := b.off[first[i]]; g < b.off[first[i+1]]; g++ {
+			b.local[g] = m[b.local[g]]
+		}
+	})
+	list := all.list
+	if b.base != nil {
+		const chunk = 4096
+		parallel(b.workers, (len(list)+chunk-1)/chunk, func(c int) {
+			for i := c * chunk; i < min(len(list), (c+1)*chunk); i++ {
+				x := &list[i]
+				if code, ok := b.base.Lookup(x.id); ok {
+					x.code, x.base = int32(code), b.base.Periods(code)
+				}
+			}
+		})
+	}
+	b.parts, b.series = 1, [][]bulkSeries{list}
+}
+
+// seriesTable numbers distinct series ids: open addressing, linear
+// probing, at most half full.
+type seriesTable struct {
+	slots []seriesSlot
+	list  []bulkSeries
+}
+
+// seriesSlot is a slot of a seriesTable: an id's hash, its number + 1 (0:
+// empty) and, when it fits, the id.
+type seriesSlot struct {
+	hash   uint64
+	series int32
+	n      int32 // len(id) if it fits in short, else -1
+	short  [16]byte
+}
+
+// add returns id's number, numbering it if it is new.
+func (t *seriesTable) add(h uint64, id string) int32 {
+	mask := uint64(len(t.slots) - 1)
+	for j := h >> 32 & mask; ; j = (j + 1) & mask {
+		sl := &t.slots[j]
+		if sl.series == 0 {
+			l := int32(len(t.list))
+			t.list = append(t.list, bulkSeries{id: id, hash: h, code: -1})
+			t.set(sl, h, l, id)
+			if 2*len(t.list) > len(t.slots) {
+				t.grow()
+			}
+			return l
+		}
+		if sl.hash != h {
+			continue
+		}
+		if sl.n >= 0 {
+			if int(sl.n) == len(id) && string(sl.short[:sl.n]) == id {
+				return sl.series - 1
+			}
+		} else if t.list[sl.series-1].id == id {
+			return sl.series - 1
+		}
+	}
+}
+
+func (t *seriesTable) set(sl *seriesSlot, h uint64, l int32, id string) {
+	*sl = seriesSlot{hash: h, series: l + 1, n: -1}
+	if len(id) <= len(sl.short) {
+		sl.n = int32(copy(sl.short[:], id))
+	}
+}
+
+// grow doubles the table (or makes its first one).
+func (t *seriesTable) grow() {
+	slots := make([]seriesSlot, max(1024, 2*len(t.slots)))
+	mask := uint64(len(slots) - 1)
+	for _, sl := range t.slots {
+		if sl.series == 0 {
+			continue
+		}
+		j := sl.hash >> 32 & mask
+		for slots[j].series != 0 {
+			j = (j + 1) & mask
+		}
+		slots[j] = sl
+	}
+	t.slots = slots
+}
+
+// rank sorts the series into run order (b.sorted) and returns each
+// partition's map from its series numbers to their ranks. Base series
+// sort by code, the others by id, and the two lists merge by id.
+func (b *bulk) rank() [][]int32 {
+	var inBase, fresh []uint64 // partition<<32 | local
+	for p, l := range b.series {
+		for i, x := range l {
+			if x.code >= 0 {
+				inBase = append(inBase, uint64(p)<<32|uint64(i))
+			} else {
+				fresh = append(fresh, uint64(p)<<32|uint64(i))
+			}
+		}
+	}
+	at := func(v uint64) *bulkSeries { return &b.series[v>>32][uint32(v)] }
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// By code: the code in the high bits, the series in the low ones.
+		keys := make([]uint64, len(inBase))
+		for i, v := range inBase {
+			keys[i] = uint64(at(v).code)<<32 | uint64(i)
+		}
+		slices.Sort(keys)
+		sorted := make([]uint64, len(inBase))
+		for i, k := range keys {
+			sorted[i] = inBase[uint32(k)]
+		}
+		inBase = sorted
+	})
+	slices.SortFunc(fresh, func(x, y uint64) int { return strings.Compare(at(x).id, at(y).id) })
+	wg.Wait()
+
+	ranks := make([][]int32, b.parts)
+	for p, l := range b.series {
+		ranks[p] = make([]int32, len(l))
+	}
+	b.sorted = make([]*bulkSeries, 0, len(inBase)+len(fresh))
+	for i, j := 0, 0; i < len(inBase) || j < len(fresh); {
+		var v uint64
+		if j == len(fresh) || i < len(inBase) && at(inBase[i]).id < at(fresh[j]).id {
+			v, i = inBase[i], i+1
+		} else {
+			v, j = fresh[j], j+1
+		}
+		ranks[v>>32][uint32(v)] = int32(len(b.sorted))
+		b.sorted = append(b.sorted, at(v))
+	}
+	return ranks
+}
+
+// order puts the rows in series order, stably (a series' rows stay in
+// log order): a counting sort whose counting and scattering are split
+// into row ranges, one per goroutine. Each row is placed as its sort key
+// for the next step, period and row number (see rowKey), so that sorting
+// a series' rows by period reads only its own stretch of memory. Rows of
+// rank r are keys[group[r]:group[r+1]].
+func (b *bulk) order(ranks [][]int32) (keys []uint64, group []int32) {
+	d := len(b.sorted)
+	w := max(1, min(b.workers, b.n/bulkRowsPerWorker))
+	counts := make([][]int32, w)
+	rowRange := func(i int) (int, int) { return b.n * i / w, b.n * (i + 1) / w }
+	parallel(w, w, func(i int) {
+		lo, hi := rowRange(i)
+		c := make([]int32, d)
+		for g := lo; g < hi; g++ {
+			r := ranks[0][b.local[g]]
+			b.local[g] = r
+			c[r]++
+		}
+		counts[i] = c
+	})
+	// counts[i][r] becomes where range i's rows of rank r go.
+	group = make([]int32, d+1)
+	at := int32(0)
+	for r := 0; r < d; r++ {
+		group[r] = at
+		for i := range w {
+			c := counts[i][r]
+			counts[i][r] = at
+			at += c
+		}
+	}
+	group[d] = at
+	keys = make([]uint64, b.n)
+	parallel(w, w, func(i int) {
+		lo, hi := rowRange(i)
+		next := counts[i]
+		for g := lo; g < hi; g++ {
+			r := b.local[g]
+			keys[next[r]] = rowKey(b.periods[g], g)
+			next[r]++
+		}
+	})
+	return keys, group
+}
+
+// rowKey orders a series' rows by period, then by row number, which is
+// the log order: the period (its sign bit flipped, so that unsigned order
+// is signed order) in the high half, the row in the low half.
+func rowKey(p arrow.Date32, g int) uint64 {
+	return uint64(uint32(p)^1<<31)<<32 | uint64(uint32(g))
+}
+
+func keyPeriod(k uint64) arrow.Date32 { return arrow.Date32(int32(uint32(k>>32) ^ 1<<31)) }
+func keyRow(k uint64) uint32          { return uint32(k) }
+
+// sortKeys sorts a series' row keys: insertion sort for the few rows a
+// series has in most replays.
+func sortKeys(k []uint64) {
+	if len(k) > 32 {
+		slices.Sort(k)
+		return
+	}
+	for i := 1; i < len(k); i++ {
+		for j := i; j > 0 && k[j-1] > k[j]; j-- {
+			k[j-1], k[j] = k[j], k[j-1]
+		}
+	}
+}
+
+// seriesOut is what assemble works out per series.
+type seriesOut struct {
+	kept    int32 // rows after removing shadowed ones
+	attrRow int32 // the global row whose attributes the series takes
+	given   bool
+	added   int32 // rows that revise nothing in the base
+	periods []int32
+}
+
+// assemble sorts each series' rows by period, keeps the latest row per
+// key and builds the run and its key index.
+func (b *bulk) assemble(seq, pos uint64, keys []uint64, group []int32) (_ *State, err error) {
+	d := len(b.sorted)
+	out := make([]seriesOut, d)
+	// Series ranges of about equal rows, several per goroutine.
+	chunks := b.workers * 4
+	bounds := make([]int, 0, chunks+1)
+	bounds = append(bounds, 0)
+	for c := 1; c < chunks; c++ {
+		want := int32(int64(b.n) * int64(c) / int64(chunks))
+		r, _ := slices.BinarySearch(group[:d], want)
+		if r > bounds[len(bounds)-1] {
+			bounds = append(bounds, r)
+		}
+	}
+	if bounds[len(bounds)-1] < d {
+		bounds = append(bounds, d)
+	}
+	parallel(b.workers, len(bounds)-1, func(c int) {
+		var slab []int32
+		for r := bounds[c]; r < bounds[c+1]; r++ {
+			rows := keys[group[r]:group[r+1]] // in log order
+			o := &out[r]
+			// Attributes: the latest write that carried them, else the
+			// latest write (what merging incremental runs keeps).
+			o.attrRow = int32(keyRow(rows[len(rows)-1]))
+			for k := len(rows) - 1; k >= 0; k-- {
+				if g := keyRow(rows[k]); b.given.Value(int(g)) {
+					o.attrRow, o.given = int32(g), true
+					break
+				}
+			}
+			sortKeys(rows)
+			kept := rows[:0]
+			for k, key := range rows {
+				if k+1 < len(rows) && keyPeriod(rows[k+1]) == keyPeriod(key) {
+					continue // a later row has the same key
+				}
+				kept = append(kept, key)
+			}
+			o.kept = int32(len(kept))
+			x := b.sorted[r]
+			if cap(slab)-len(slab) < len(kept) {
+				slab = make([]int32, 0, max(4096, len(kept)))
+			}
+			bi := 0
+			for _, key := range kept {
+				p := keyPeriod(key)
+				for bi < len(x.base) && x.base[bi] < p {
+					bi++
+				}
+				if bi < len(x.base) && x.base[bi] == p {
+					continue
+				}
+				slab = append(slab, int32(p))
+			}
+			// An entry's periods are appended to later (keys.addEntries):
+			// clip them so that no two entries share room.
+			o.periods = slices.Clip(slab)
+			o.added = int32(len(o.periods))
+			slab = slab[len(slab):]
+		}
+	})
+
+	// The kept rows in run order: their numbers (to gather the other
+	// columns by), periods and series codes.
+	start := make([]int32, d+1)
+	for r := range d {
+		start[r+1] = start[r] + out[r].kept
+	}
+	m := int(start[d])
+	keep := make([]uint32, m)
+	periodBuf, codeBuf := memory.NewResizableBuffer(b.mem), memory.NewResizableBuffer(b.mem)
+	periodBuf.Resize(4 * m)
+	codeBuf.Resize(4 * m)
+	periods, codes := asWords[uint32](periodBuf.Bytes()), asWords[uint32](codeBuf.Bytes())
+	parallel(b.workers, len(bounds)-1, func(c int) {
+		for r := bounds[c]; r < bounds[c+1]; r++ {
+			at := int(start[r])
+			for k, key := range keys[group[r] : group[r]+out[r].kept] {
+				keep[at+k] = keyRow(key)
+				periods[at+k] = uint32(keyPeriod(key))
+				codes[at+k] = uint32(r)
+			}
+		}
+	})
+	fixed := func(dt arrow.DataType, buf *memory.Buffer) arrow.Array {
+		data := array.NewData(dt, m, []*memory.Buffer{nil, buf}, nil, 0, 0)
+		buf.Release()
+		defer data.Release()
+		return array.MakeFromData(data)
+	}
+
+	run := &Run{seq: seq, pos: pos, start: start, given: make([]bool, d)}
+	attrRows := make([]uint32, d)
+	var added int64
+	for r := range d {
+		o := &out[r]
+		run.given[r] = o.given
+		attrRows[r] = uint32(o.attrRow)
+		added += int64(o.added)
+		if b.sorted[r].code < 0 {
+			run.fresh = append(run.fresh, int32(r))
+		}
+	}
+	run.added = added
+
+	// The ids, then on every core at once: the data columns gathered by
+	// kept row, the attributes by series, and the key index.
+	idb := array.NewStringBuilder(b.mem)
+	var idBytes int
+	for _, x := range b.sorted {
+		idBytes += len(x.id)
+	}
+	idb.Reserve(d)
+	idb.ReserveData(idBytes)
+	for _, x := range b.sorted {
+		idb.Append(x.id)
+	}
+	run.ids = idb.NewStringArray()
+	idb.Release()
+	nData := b.s.Data.NumFields() - datafile.ColumnPeriod
+	nAttr := len(b.s.Attrs)
+	cols := make([]arrow.Array, datafile.ColumnPeriod+nData)
+	cols[datafile.ColumnSeriesCode] = fixed(arrow.PrimitiveTypes.Uint32, codeBuf)
+	cols[datafile.ColumnPeriod] = fixed(arrow.FixedWidthTypes.Date32, periodBuf)
+	attrs := make([]arrow.Array, nAttr)
+	errs := make([]error, nData+nAttr)
+	defer func() {
+		if err != nil {
+			for _, a := range slices.Concat(cols, attrs) {
+				if a != nil {
+					a.Release()
+				}
+			}
+			run.ids.Release()
+		}
+	}()
+	var index *keyIndex
+	parallel(b.workers, nData+nAttr, func(j int) { // j 0 is the index: the period is placed
+		switch {
+		case j == 0:
+			// The key index, its ids aliasing the run's, not the writes'
+			// (which may alias a WAL buffer the caller wants freed).
+			index = &keyIndex{base: b.base, series: make(map[string]*keyEntry, d)}
+			ents := make([]keyEntry, d)
+			for r, x := range b.sorted {
+				e := &ents[r]
+				*e = keyEntry{id: run.ids.Value(r), code: x.code, base: x.base, periods: out[r].periods}
+				index.series[e.id] = e
+			}
+			if len(index.series) != d {
+				errs[j] = fmt.Errorf("delta: %d distinct series indexed as %d", d, len(index.series))
+			}
+		case j < nData:
+			c := datafile.ColumnPeriod + j
+			cols[c], errs[j] = gather2(b.mem, b.cols[c], b.cols[c], keep)
+			if errs[j] != nil {
+				errs[j] = fmt.Errorf("delta: column %s: %w", b.s.Data.Field(c).Name, errs[j])
+			}
+		default:
+			a := j - nData
+			col := b.cols[1+nData+a]
+			attrs[a], errs[j] = gather2(b.mem, col, col, attrRows)
+			if errs[j] != nil {
+				errs[j] = fmt.Errorf("delta: attribute %s: %w", b.s.Attrs[a].Name, errs[j])
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	run.rec = array.NewRecordBatch(b.s.Data, cols, int64(m))
+	for _, c := range cols {
+		c.Release()
+	}
+	cols = nil
+	run.attrs = attrs
+	run.bytes = RecordBytes(run.rec)
+	return &State{schema: b.s, runs: []*Run{run}, keys: index}, nil
+}

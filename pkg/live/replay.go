@@ -1,0 +1,330 @@
+package live
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/wal"
+)
+
+// replayed is what a replay read from the log.
+type replayed struct {
+	st      *delta.State
+	records int
+	rows    int64
+	end     wal.Position // after the last record replayed (zero: none)
+}
+
+// replay reads the records after folded and builds the delta they make
+// over base as one bulk load (delta.Bulk): at start-up nothing reads the
+// delta and nothing compacts it, so the records need not be applied one
+// write at a time. The log hands out its segments' records from memory;
+// they are decoded on every core without copying their buffers, and a
+// record that does not decode, or does not have the dataset's write
+// schema, stops the replay naming its position.
+//
+// Records were checked (Normalize) before they were logged, so the checks
+// a write gets are not run again: a record holds a write as it was
+// accepted, and Bulk gives each key the row of the latest record, as
+// applying them in log order does.
+func replay(ctx context.Context, l *wal.WAL, mem memory.Allocator, s *delta.Schema, folded uint64, base delta.Base) (replayed, error) {
+	var out replayed
+	var payloads [][]byte
+	var ends []wal.Position
+	err := l.ReplayRetained(wal.PositionFromUint64(folded), func(pos wal.Position, payload []byte) error {
+		payloads = append(payloads, payload)
+		ends = append(ends, pos)
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	recs := make([]arrow.RecordBatch, len(payloads))
+	errs := make([]error, len(payloads))
+	defer func() {
+		for _, r := range recs {
+			if r != nil {
+				r.Release()
+			}
+		}
+	}()
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(1, len(payloads))) {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(payloads) {
+					return
+				}
+				recs[i], errs[i] = decodeRecord(payloads[i], s.Write)
+				if errs[i] != nil {
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			// The first damaged record in log order; records after it
+			// may not have been decoded.
+			return out, fmt.Errorf("record at %s: %w", ends[i], err)
+		}
+	}
+	for _, r := range recs {
+		out.rows += r.NumRows()
+	}
+	out.records = len(recs)
+	if len(ends) > 0 {
+		out.end = ends[len(ends)-1]
+	}
+	// One sequence number per record, as incremental applies use: the
+	// writes after the replay continue after them.
+	out.st, err = delta.Bulk(ctx, mem, s, recs, uint64(out.records), out.end.Uint64(), base)
+	if err != nil {
+		return out, fmt.Errorf("records through %s: %w", out.end, err)
+	}
+	return out, nil
+}
+
+// decodeRecord reads a WAL payload, one Arrow IPC stream of one record
+// batch, whose buffers alias the payload (the bulk load copies the rows it
+// keeps), and checks it holds a write of the dataset's schema with sound
+// buffers: a record that passed its checksum but does not decode must stop
+// the replay, not a later step.
+func decodeRecord(payload []byte, want *arrow.Schema) (rec arrow.RecordBatch, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if rec != nil {
+				rec.Release()
+			}
+			rec, err = nil, fmt.Errorf("undecodable record: %v", p)
+		}
+	}()
+	mr := &sliceMessages{b: payload}
+	mr.refs.Store(1)
+	r, err := ipc.NewReaderFromMessageReader(mr)
+	mr.Release() // the reader holds it
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	if !r.Schema().Equal(want) {
+		return nil, fmt.Errorf("record has columns %v, the dataset's writes %v: the snapshot's schema changed under a live delta", r.Schema(), want)
+	}
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("no record batch")
+	}
+	rec = r.RecordBatch()
+	rec.Retain()
+	for c, col := range rec.Columns() {
+		if err := checkBuffers(col, rec.NumRows()); err != nil {
+			rec.Release()
+			return nil, fmt.Errorf("column %s: %w", want.Field(c).Name, err)
+		}
+	}
+	return rec, nil
+}
+
+// checkBuffers checks that a decoded column's buffers hold its rows: the
+// IPC reader takes buffer sizes and offsets from the record as written,
+// and the bulk load indexes them without bounds it could trust. (It does
+// not check UTF-8: a write's strings were not checked for it either.)
+func checkBuffers(col arrow.Array, rows int64) error {
+	d := col.Data()
+	n, off := int64(d.Len()), int64(d.Offset())
+	if n != rows {
+		return fmt.Errorf("%d values in a record of %d rows", n, rows)
+	}
+	bufs := d.Buffers()
+	bytes := func(i int) int64 {
+		if i >= len(bufs) || bufs[i] == nil {
+			return 0
+		}
+		return int64(bufs[i].Len())
+	}
+	if col.NullN() > 0 && bytes(0)*8 < off+n {
+		return fmt.Errorf("validity bitmap of %d bytes for %d values", bytes(0), off+n)
+	}
+	switch dt := col.DataType().(type) {
+	case *arrow.BooleanType:
+		if bytes(1)*8 < off+n {
+			return fmt.Errorf("bitmap of %d bytes for %d values", bytes(1), off+n)
+		}
+	case *arrow.StringType, *arrow.BinaryType:
+		if n == 0 {
+			return nil
+		}
+		if bytes(1) < 4*(off+n+1) {
+			return fmt.Errorf("%d bytes of offsets for %d values", bytes(1), off+n)
+		}
+		o := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())[off : off+n+1]
+		if o[0] < 0 || int64(o[n]) > bytes(2) {
+			return fmt.Errorf("offsets %d to %d out of %d bytes", o[0], o[n], bytes(2))
+		}
+		for i := int64(1); i <= n; i++ {
+			if o[i] < o[i-1] {
+				return fmt.Errorf("offsets decrease at value %d", i-1)
+			}
+		}
+	case arrow.FixedWidthDataType:
+		if w := int64(dt.BitWidth()); w%8 == 0 && bytes(1) < w/8*(off+n) {
+			return fmt.Errorf("%d bytes for %d values of %d bytes", bytes(1), off+n, w/8)
+		}
+	}
+	return nil
+}
+
+// sliceMessages reads the messages of an IPC stream held in memory, each
+// message's metadata and body aliasing the bytes (ipc.NewMessageReader
+// copies every body into a fresh buffer). A body that is not 8-byte
+// aligned, which Arrow's readers assume, is copied.
+type sliceMessages struct {
+	b    []byte
+	msg  *ipc.Message
+	refs atomic.Int64
+}
+
+// ipcContinuation marks a message whose length follows (the stream
+// format since Arrow 0.15; older streams start with the length).
+const ipcContinuation = 0xFFFFFFFF
+
+func (m *sliceMessages) Message() (*ipc.Message, error) {
+	if m.msg != nil {
+		m.msg.Release()
+		m.msg = nil
+	}
+	b := m.b
+	if len(b) < 4 {
+		return nil, fmt.Errorf("arrow/ipc: stream cut short: %w", io.ErrUnexpectedEOF)
+	}
+	length, at := int64(binary.LittleEndian.Uint32(b)), 4
+	switch length {
+	case 0:
+		return nil, io.EOF
+	case ipcContinuation:
+		if len(b) < 8 {
+			return nil, fmt.Errorf("arrow/ipc: stream cut short: %w", io.ErrUnexpectedEOF)
+		}
+		length, at = int64(int32(binary.LittleEndian.Uint32(b[4:]))), 8
+		if length == 0 {
+			return nil, io.EOF
+		}
+	default:
+		length = int64(int32(length))
+	}
+	if length < 4 || length > int64(len(b)-at) {
+		return nil, fmt.Errorf("arrow/ipc: message metadata of %d bytes in %d", length, len(b)-at)
+	}
+	if err := checkSchemaMessage(b[at : at+int(length)]); err != nil {
+		return nil, err
+	}
+	meta := memory.NewBufferBytes(b[at : at+int(length)])
+	rest := b[at+int(length):]
+	probe := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	bodyLen := probe.BodyLen()
+	probe.Release()
+	if bodyLen < 0 || bodyLen > int64(len(rest)) {
+		return nil, fmt.Errorf("arrow/ipc: message body of %d bytes in %d", bodyLen, len(rest))
+	}
+	body := rest[:bodyLen]
+	if bodyLen > 0 && uintptr(unsafe.Pointer(&body[0]))%8 != 0 {
+		body = append(make([]byte, 0, bodyLen), body...)
+	}
+	m.b = rest[bodyLen:]
+	m.msg = ipc.NewMessage(meta, memory.NewBufferBytes(body))
+	return m.msg, nil
+}
+
+// checkSchemaMessage bounds the lists a schema message claims to hold:
+// the IPC reader allocates as many fields (children, metadata entries) as
+// a list's length says, so a damaged length must not reach it. A list
+// can hold no more entries than its message has 4-byte words.
+func checkSchemaMessage(meta []byte) error {
+	if len(meta) < 4 {
+		return fmt.Errorf("arrow/ipc: message metadata of %d bytes", len(meta))
+	}
+	const (
+		msgHeaderType, msgHeader, msgMetadata = 6, 8, 12 // Message's vtable slots
+		schemaFields, schemaMetadata          = 6, 8
+		fieldChildren, fieldMetadata          = 14, 16
+		headerSchema                          = 1 // MessageHeader.Schema
+	)
+	limit := len(meta) / 4
+	seen := 0
+	vector := func(t *flatbuffers.Table, slot flatbuffers.VOffsetT) (flatbuffers.UOffsetT, int, error) {
+		o := flatbuffers.UOffsetT(t.Offset(slot))
+		if o == 0 {
+			return 0, 0, nil
+		}
+		n := t.VectorLen(o)
+		if seen += n; n < 0 || seen > limit {
+			return 0, 0, fmt.Errorf("arrow/ipc: schema message claims %d entries in %d bytes", n, len(meta))
+		}
+		return t.Vector(o), n, nil
+	}
+	root := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	if _, _, err := vector(&root, msgMetadata); err != nil {
+		return err
+	}
+	if o := root.Offset(msgHeaderType); o == 0 || root.GetByte(flatbuffers.UOffsetT(o)+root.Pos) != headerSchema {
+		return nil
+	}
+	var schema flatbuffers.Table
+	o := root.Offset(msgHeader)
+	if o == 0 {
+		return nil
+	}
+	root.Union(&schema, flatbuffers.UOffsetT(o))
+	if _, _, err := vector(&schema, schemaMetadata); err != nil {
+		return err
+	}
+	var fields func(t *flatbuffers.Table, slot flatbuffers.VOffsetT, depth int) error
+	fields = func(t *flatbuffers.Table, slot flatbuffers.VOffsetT, depth int) error {
+		if depth > 64 {
+			return errors.New("arrow/ipc: schema nested more than 64 levels")
+		}
+		at, n, err := vector(t, slot)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			f := flatbuffers.Table{Bytes: meta, Pos: t.Indirect(at + flatbuffers.UOffsetT(i)*4)}
+			if _, _, err := vector(&f, fieldMetadata); err != nil {
+				return err
+			}
+			if err := fields(&f, fieldChildren, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fields(&schema, schemaFields, 0)
+}
+
+func (m *sliceMessages) Retain() { m.refs.Add(1) }
+
+func (m *sliceMessages) Release() {
+	if m.refs.Add(-1) == 0 && m.msg != nil {
+		m.msg.Release()
+		m.msg = nil
+	}
+}
