@@ -59,6 +59,10 @@ func benchBuild(b *testing.B, memory int64) {
 	// CPU time (user+sys of the whole process) per build: on a shared
 	// machine it moves far less with the load than the wall time does.
 	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+	// Wall seconds per phase, of the last build.
+	b.ReportMetric(sum.Phases.Read, "read-s")
+	b.ReportMetric(sum.Phases.Sort, "sort-s")
+	b.ReportMetric(sum.Phases.Write, "write-s")
 	b.ReportMetric(float64(sum.Rows), "rows")
 	b.ReportMetric(float64(sum.Rows)/sum.Seconds, "rows/s")
 	b.ReportMetric(100*sum.IndexDataRatio, "index/data-%")

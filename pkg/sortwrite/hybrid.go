@@ -66,10 +66,30 @@ func decodeHybrid(b []byte, w int, out []uint32) error {
 			i += n
 			continue
 		}
-		var acc uint64
-		bits, pos := 0, 0
 		dst := out[i : i+n]
-		for j := range dst {
+		// Values whose 8-byte window lies inside p: one unaligned load,
+		// shift and mask each (w <= 32, so a value spans at most 5 bytes
+		// after its first bit's byte).
+		j := 0
+		if len(p) >= 8 {
+			last := (len(p) - 8) * 8 / w // values starting within p[:len(p)-7] at bit offset < 8
+			if last > n {
+				last = n
+			}
+			for ; j < last; j++ {
+				off := j * w
+				v := binary.LittleEndian.Uint64(p[off>>3:])
+				dst[j] = uint32((v >> (off & 7)) & mask)
+			}
+		}
+		var acc uint64
+		bits, pos := 0, (j*w)>>3
+		if sh := (j * w) & 7; sh != 0 {
+			acc = uint64(p[pos]) >> sh
+			bits = 8 - sh
+			pos++
+		}
+		for j := j; j < n; j++ {
 			for bits < w {
 				acc |= uint64(p[pos]) << bits
 				pos++

@@ -30,6 +30,14 @@ import (
 // so every message about bad input stays the general reader's. Whatever it
 // wrote to the column's rows is overwritten then.
 
+// Test hooks: pageReaderOff sends every column through pqarrow (the
+// reference the page reader is compared with); onPaged is told each column
+// chunk the page reader took.
+var (
+	pageReaderOff bool
+	onPaged       func(column string)
+)
+
 // errSlow says the page reader does not take this column chunk.
 var errSlow = errors.New("column chunk not for the page reader")
 
@@ -397,7 +405,7 @@ func int32Bytes(v []int32) []byte { return arrow.Int32Traits.CastToBytes(v) }
 // readUnit reads the others through pqarrow.
 func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, stores []*store) (map[int]bool, error) {
 	in := u.in
-	if in.records != nil || u.group >= len(in.rawRows) {
+	if pageReaderOff || in.records != nil || u.group >= len(in.rawRows) {
 		return nil, nil
 	}
 	first, raw := in.rawFirst[u.group], in.rawRows[u.group]
@@ -453,6 +461,9 @@ func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, store
 			return nil, fmt.Errorf("%s row group %d: column %q: %w", in.Rel, u.group, j.name, err)
 		}
 		done[j.x] = true
+		if onPaged != nil {
+			onPaged(j.name)
+		}
 	}
 	return done, nil
 }
