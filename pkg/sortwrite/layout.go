@@ -74,7 +74,7 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	g, _ := errgroup.WithContext(ctx)
 	g.SetLimit(max(opt.Parallel, 1))
 	g.Go(func() error {
-		l.ord = sortRows(rank, t.series.codes, t.periods)
+		l.ord = sortRowsOn(rank, t.series.codes, t.periods, nil, nil, max(opt.Parallel, 1))
 		return nil
 	})
 	firstRow := t.firstRowPerCode()
