@@ -266,12 +266,11 @@ func (c *columnChunk) data(n int, defs []byte, enc parquet.Encoding, vals []byte
 			c.dst.store.putFixed(row, n, valid, hasNulls, vals)
 		}
 	case parquet.Encodings.RLEDict, parquet.Encodings.PlainDict:
-		if !c.haveDict || len(vals) < 1 {
-			return errSlow
-		}
 		idx := c.sc.idx[:nonNull]
-		if decodeHybrid(vals[1:], int(vals[0]), idx) != nil {
-			return errSlow
+		if nonNull > 0 { // a page of nulls may omit even the bit width
+			if !c.haveDict || len(vals) < 1 || decodeHybrid(vals[1:], int(vals[0]), idx) != nil {
+				return errSlow
+			}
 		}
 		for _, k := range idx {
 			if int(k) >= c.dictN {
