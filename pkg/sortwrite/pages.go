@@ -428,7 +428,7 @@ func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, store
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	pf, err := in.open(ctx, true)
+	pf, err := in.open(ctx, true, file.WithReadProps(pageReadProps()))
 	if err != nil {
 		return nil, nil // the general reader reports it
 	}
@@ -442,7 +442,8 @@ func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, store
 	}
 	sch := pf.MetaData().Schema
 	done := map[int]bool{}
-	var sc pageScratch
+	sc := scratchPool.Get().(*pageScratch)
+	defer scratchPool.Put(sc)
 	for _, j := range jobs {
 		leaf := in.proj.Leaf[j.x]
 		if leaf < 0 || leaf >= sch.NumColumns() {
@@ -452,7 +453,7 @@ func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, store
 		if !ok {
 			continue
 		}
-		err := readChunkPages(rg, leaf, w, int(raw), j.dst, &sc)
+		err := readChunkPages(rg, leaf, w, int(raw), j.dst, sc)
 		if errors.Is(err, errSlow) {
 			continue
 		}

@@ -33,6 +33,9 @@ type table struct {
 	// input, the run's first row for a run of the external sort.
 	base int
 
+	// mem holds the in-memory build's large arrays (bigmem.go).
+	mem *bigArena
+
 	periodCol string
 
 	series  *store  // the series id column (kindString)
