@@ -44,7 +44,8 @@ var errSlow = errors.New("column chunk not for the page reader")
 // pageTarget is where a column chunk's rows go: the period column or a
 // store, from row lo of the table.
 type pageTarget struct {
-	periods []int32 // the period column's rows of the unit, when set
+	period  bool    // the period column, into periods; else store
+	periods []int32 // the period column's rows of the unit
 	store   *store
 	lo      int
 }
@@ -71,7 +72,7 @@ func pageWidth(ft arrow.DataType, col *schema.Column, dst pageTarget) (int, bool
 		return 0, false
 	}
 	pt := col.PhysicalType()
-	if dst.periods != nil {
+	if dst.period {
 		switch {
 		case ft.ID() == arrow.DATE32 && pt == parquet.Types.Int32:
 			return 4, true
@@ -202,6 +203,9 @@ func (c *columnChunk) dictionary(p *file.DictionaryPage) error {
 	// Byte arrays: a 4-byte little-endian length before each value. The
 	// strings alias the page buffer, reused by the next page: they are
 	// interned (copied) or parsed here.
+	if n > len(b)/4 { // a count the page cannot hold: do not allocate it
+		return errSlow
+	}
 	local := make([]string, n)
 	for i := range local {
 		if len(b) < 4 {
@@ -214,7 +218,7 @@ func (c *columnChunk) dictionary(p *file.DictionaryPage) error {
 		local[i] = unsafeString(b[4 : 4+l])
 		b = b[4+l:]
 	}
-	if c.dst.periods != nil {
+	if c.dst.period {
 		c.days, c.bad = make([]int32, n), make([]bool, n)
 		for i, v := range local {
 			d, err := period.Parse(v)
@@ -257,7 +261,7 @@ func (c *columnChunk) data(n int, defs []byte, enc parquet.Encoding, vals []byte
 		if c.width == 0 || len(vals) < nonNull*c.width {
 			return errSlow // plain byte arrays: the general reader
 		}
-		if c.dst.periods != nil {
+		if c.dst.period {
 			if hasNulls {
 				return errSlow
 			}
@@ -290,7 +294,7 @@ func (c *columnChunk) data(n int, defs []byte, enc parquet.Encoding, vals []byte
 // putIndices stores n rows from dictionary indices (one per valid row).
 func (c *columnChunk) putIndices(row, n int, valid []uint32, hasNulls bool, idx []uint32) error {
 	switch {
-	case c.dst.periods != nil:
+	case c.dst.period:
 		if hasNulls {
 			return errSlow
 		}
@@ -418,7 +422,7 @@ func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, store
 	}
 	var jobs []job
 	if pField >= 0 {
-		jobs = append(jobs, job{pField, pageTarget{periods: t.periods[lo : lo+int(raw)]}, t.periodName()})
+		jobs = append(jobs, job{pField, pageTarget{period: true, periods: t.periods[lo : lo+int(raw)]}, t.periodName()})
 	}
 	for _, s := range stores {
 		if x := s.col.In[u.fileIdx]; x >= 0 && s.kind != kindNull {
