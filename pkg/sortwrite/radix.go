@@ -135,13 +135,7 @@ func sortRowsOn(rank []uint32, codes []uint32, periods []int32, keys, scratch []
 	unsorted := make([]bool, workers)
 	parallel(workers, func(w int) {
 		a, b := share(w)
-		for i := a; i < b; i++ {
-			k := uint64(rank[codes[i]])<<pbits | uint64(int64(periods[i])-int64(minP))
-			keys[i] = k<<ibits | uint64(i)
-			if i > a && keys[i] < keys[i-1] {
-				unsorted[w] = true
-			}
-		}
+		packKeys(keys[a:b], a, rank, codes[a:b], periods[a:b], minP, pbits, ibits, &unsorted[w])
 	})
 	sorted := !slices.Contains(unsorted, true)
 	for w := 1; w < workers && sorted; w++ {
@@ -152,6 +146,24 @@ func sortRowsOn(rank []uint32, codes []uint32, periods []int32, keys, scratch []
 		radixSortMSD(keys, resizeSlice(scratch, n), ibits, ibits+pbits+rbits, workers)
 	}
 	return &order{keys: keys, ibits: ibits, pbits: pbits, minP: minP}
+}
+
+// packKeys packs the keys of rows first… of one share (a function, not a
+// closure, so that its loop keeps everything in registers) and notes
+// whether they are out of order.
+func packKeys(keys []uint64, first int, rank, codes []uint32, periods []int32, minP int32, pbits, ibits uint, unsorted *bool) {
+	codes, periods = codes[:len(keys)], periods[:len(keys)]
+	var prev uint64
+	out := false
+	for i := range keys {
+		k := (uint64(rank[codes[i]])<<pbits|uint64(int64(periods[i])-int64(minP)))<<ibits | uint64(first+i)
+		keys[i] = k
+		if k < prev {
+			out = true
+		}
+		prev = k
+	}
+	*unsorted = out
 }
 
 // radixDigit is the digit width: 11 bits keep the 2048-entry histograms in
@@ -244,12 +256,7 @@ func radixSortMSD(keys, tmp []uint64, lo, hi uint, workers int) {
 	starts[buckets] = n
 	parallel(workers, func(w int) {
 		a, b := share(w)
-		c := &counts[w]
-		for _, k := range keys[a:b] {
-			d := (k >> shift) & mask
-			tmp[c[d]] = k
-			c[d]++
-		}
+		scatterDigit(keys[a:b], tmp, &counts[w], shift, mask)
 	})
 	var next atomic.Int64
 	parallel(workers, func(int) {
@@ -265,6 +272,15 @@ func radixSortMSD(keys, tmp []uint64, lo, hi uint, workers int) {
 			copy(keys[s:e], tmp[s:e])
 		}
 	})
+}
+
+// scatterDigit moves keys to dst at the positions c gives per digit.
+func scatterDigit(keys, dst []uint64, c *[1 << radixDigit]int, shift uint, mask uint64) {
+	for _, k := range keys {
+		d := (k >> shift) & mask
+		dst[c[d]] = k
+		c[d]++
+	}
 }
 
 // parallel runs f(0) … f(workers-1) at once and waits for them.
