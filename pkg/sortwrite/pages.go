@@ -306,30 +306,16 @@ func (c *columnChunk) putIndices(row, n int, valid []uint32, hasNulls bool, idx 
 			}
 			return nil
 		}
+		days, bad := c.days, c.bad // locals: the loop keeps them in registers
 		for i, k := range idx {
-			if c.bad[k] {
+			if bad[k] {
 				return errSlow
 			}
-			out[i] = c.days[k]
+			out[i] = days[k]
 		}
 		return nil
 	case c.width == 0:
-		out := c.dst.store.codes[row : row+n]
-		if !hasNulls {
-			for i, k := range idx {
-				out[i] = c.remap[k]
-			}
-			return nil
-		}
-		j := 0
-		for i, v := range valid {
-			if v == 0 {
-				out[i] = nullCode
-				continue
-			}
-			out[i] = c.remap[idx[j]]
-			j++
-		}
+		mapCodes(c.dst.store.codes[row:row+n], c.remap, valid, hasNulls, idx)
 		return nil
 	}
 	s := c.dst.store
@@ -344,6 +330,27 @@ func (c *columnChunk) putIndices(row, n int, valid []uint32, hasNulls bool, idx 
 		return errSlow
 	}
 	return nil
+}
+
+// mapCodes stores the global codes of a page's rows: remap of each index,
+// nullCode for a null row.
+func mapCodes(out, remap, valid []uint32, hasNulls bool, idx []uint32) {
+	if !hasNulls {
+		out = out[:len(idx)]
+		for i, k := range idx {
+			out[i] = remap[k]
+		}
+		return
+	}
+	j := 0
+	for i, v := range valid {
+		if v == 0 {
+			out[i] = nullCode
+			continue
+		}
+		out[i] = remap[idx[j]]
+		j++
+	}
 }
 
 // fill sets the validity bytes of a page's rows.
