@@ -275,6 +275,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	if err != nil {
 		return nil, interrupted(ctx, err)
 	}
+	defer t.mem.release() // nothing read from the stores outlives Build
 	if err := checkEmpty(int64(t.rows), len(t.inputs), tbl.Location, opt); err != nil {
 		return nil, err
 	}
@@ -626,12 +627,13 @@ func scan(ctx context.Context, opt Options, tbl *source.Table) (*table, error) {
 	if t.external {
 		n = 0 // the external sort sizes its runs itself
 	}
-	t.series = newStore(sc, n)
-	t.value = newStore(vc, n)
-	t.periods = make([]int32, n)
+	t.mem = &bigArena{}
+	t.series = newStore(sc, n, t.mem)
+	t.value = newStore(vc, n, t.mem)
+	t.periods = bigSlice[int32](t.mem, n)
 	for _, c := range u.Columns {
 		if c.Name != opt.SeriesColumn && c.Name != opt.PeriodColumn && c.Name != opt.ValueColumn {
-			t.others = append(t.others, newStore(c, n))
+			t.others = append(t.others, newStore(c, n, t.mem))
 		}
 	}
 	return t, nil

@@ -85,17 +85,37 @@ func (s *store) gatherValidity(rows []uint32) (*memory.Buffer, int) {
 		}
 		return memory.NewBufferBytes(bm), nulls
 	}
-	for i, r := range rows {
-		if r == noRow || s.isNull(int(r)) {
-			nulls++
-		} else {
-			bm[i>>3] |= 1 << (i & 7)
+	if s.kind == kindFixed || s.kind == kindBool {
+		nulls = validityBits(bm, s.valid, rows)
+	} else {
+		for i, r := range rows {
+			if r == noRow || s.isNull(int(r)) {
+				nulls++
+			} else {
+				bm[i>>3] |= 1 << (i & 7)
+			}
 		}
 	}
 	if nulls == 0 {
 		return nil, 0
 	}
 	return memory.NewBufferBytes(bm), nulls
+}
+
+// validityBits sets bit i of bm when rows[i] is a valid row of valid (0
+// per null) and returns the nulls: one load per row, no
+// branch on the value (nulls are scattered, a branch would mispredict).
+func validityBits(bm []byte, valid []byte, rows []uint32) int {
+	nulls := 0
+	for i, r := range rows {
+		var v byte
+		if r != noRow && valid[r] != 0 { // a SETcc, not a jump
+			v = 1
+		}
+		bm[i>>3] |= v << (i & 7)
+		nulls += int(1 - v)
+	}
+	return nulls
 }
 
 func (s *store) gatherStrings(rows []uint32) (arrow.Array, error) {

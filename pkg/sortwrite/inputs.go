@@ -55,8 +55,8 @@ func discover(tbl *source.Table) []*input {
 
 // open opens the input's Parquet file; a local one is memory-mapped when
 // mmap is set (row groups are then read without copies into Go buffers).
-func (in *input) open(ctx context.Context, mmap bool) (*file.Reader, error) {
-	var opts []file.ReadOption
+func (in *input) open(ctx context.Context, mmap bool, extra ...file.ReadOption) (*file.Reader, error) {
+	opts := extra
 	if in.meta != nil {
 		opts = append(opts, file.WithMetadata(in.meta))
 	}

@@ -74,7 +74,10 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	g, _ := errgroup.WithContext(ctx)
 	g.SetLimit(max(opt.Parallel, 1))
 	g.Go(func() error {
-		l.ord = sortRows(rank, t.series.codes, t.periods)
+		n := len(t.series.codes)
+		scratch := bigSlice[uint64](t.mem, n)
+		l.ord = sortRowsOn(rank, t.series.codes, t.periods, bigSlice[uint64](t.mem, n), scratch, max(opt.Parallel, 1))
+		drop(t.mem, scratch)
 		return nil
 	})
 	firstRow := t.firstRowPerCode()

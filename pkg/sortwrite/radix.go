@@ -3,6 +3,8 @@ package sortwrite
 import (
 	"math/bits"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // order is the output order of the rows: position j of the output holds
@@ -97,14 +99,28 @@ func sortRows(rank []uint32, codes []uint32, periods []int32) *order {
 // them run after run). Rows already in order (an input written sorted by
 // key) are detected in the pass that packs the keys and not sorted again.
 func sortRowsInto(rank []uint32, codes []uint32, periods []int32, keys, scratch []uint64) *order {
+	return sortRowsOn(rank, codes, periods, keys, scratch, 1)
+}
+
+// sortRowsOn is sortRowsInto on up to workers goroutines (see
+// radixSortMSD); the order is the same for any number of workers.
+func sortRowsOn(rank []uint32, codes []uint32, periods []int32, keys, scratch []uint64, workers int) *order {
 	n := len(codes)
 	if n == 0 {
 		return &order{perm: []uint32{}}
 	}
-	minP, maxP := periods[0], periods[0]
-	for _, p := range periods {
-		minP, maxP = min(minP, p), max(maxP, p)
-	}
+	workers = max(1, min(workers, n>>16))
+	share := func(w int) (int, int) { return n * w / workers, n * (w + 1) / workers }
+	mins, maxs := make([]int32, workers), make([]int32, workers)
+	parallel(workers, func(w int) {
+		a, b := share(w)
+		lo, hi := periods[a], periods[a]
+		for _, p := range periods[a:b] {
+			lo, hi = min(lo, p), max(hi, p)
+		}
+		mins[w], maxs[w] = lo, hi
+	})
+	minP, maxP := slices.Min(mins), slices.Max(maxs)
 	var maxRank uint32
 	for _, r := range rank {
 		maxRank = max(maxRank, r)
@@ -116,18 +132,38 @@ func sortRowsInto(rank []uint32, codes []uint32, periods []int32, keys, scratch 
 		return sortCompare(rank, codes, periods)
 	}
 	keys = resizeSlice(keys, n)
-	sorted := true
-	for i := range keys {
-		k := uint64(rank[codes[i]])<<pbits | uint64(int64(periods[i])-int64(minP))
-		keys[i] = k<<ibits | uint64(i)
-		if i > 0 && keys[i] < keys[i-1] {
-			sorted = false
-		}
+	unsorted := make([]bool, workers)
+	parallel(workers, func(w int) {
+		a, b := share(w)
+		packKeys(keys[a:b], a, rank, codes[a:b], periods[a:b], minP, pbits, ibits, &unsorted[w])
+	})
+	sorted := !slices.Contains(unsorted, true)
+	for w := 1; w < workers && sorted; w++ {
+		a, _ := share(w)
+		sorted = keys[a-1] <= keys[a]
 	}
 	if !sorted {
-		radixSortWith(keys, resizeSlice(scratch, n), ibits, ibits+pbits+rbits)
+		radixSortMSD(keys, resizeSlice(scratch, n), ibits, ibits+pbits+rbits, workers)
 	}
 	return &order{keys: keys, ibits: ibits, pbits: pbits, minP: minP}
+}
+
+// packKeys packs the keys of rows first… of one share (a function, not a
+// closure, so that its loop keeps everything in registers) and notes
+// whether they are out of order.
+func packKeys(keys []uint64, first int, rank, codes []uint32, periods []int32, minP int32, pbits, ibits uint, unsorted *bool) {
+	codes, periods = codes[:len(keys)], periods[:len(keys)]
+	var prev uint64
+	out := false
+	for i := range keys {
+		k := (uint64(rank[codes[i]])<<pbits|uint64(int64(periods[i])-int64(minP)))<<ibits | uint64(first+i)
+		keys[i] = k
+		if k < prev {
+			out = true
+		}
+		prev = k
+	}
+	*unsorted = out
 }
 
 // radixDigit is the digit width: 11 bits keep the 2048-entry histograms in
@@ -174,6 +210,90 @@ func radixSortWith(keys, tmp []uint64, lo, hi uint) {
 	if &src[0] != &keys[0] {
 		copy(keys, src)
 	}
+}
+
+// radixSortMSD sorts keys stably by bits [lo, hi) like radixSortWith, on
+// up to workers goroutines. One pass on the most significant digit splits
+// the keys into buckets: each worker counts and then scatters its own
+// contiguous share, and within a bucket the shares keep input order, so the
+// pass is stable. Each bucket (15M keys: ~7k, 60 KB) is then sorted by the
+// remaining digits LSD while it sits in cache, the buckets shared among the
+// workers. The global LSD passes this replaces each scattered every key
+// across the whole buffer, a cache miss per key.
+func radixSortMSD(keys, tmp []uint64, lo, hi uint, workers int) {
+	n := len(keys)
+	if hi-lo <= radixDigit || n < 1<<14 {
+		radixSortWith(keys, tmp, lo, hi)
+		return
+	}
+	if len(tmp) < n {
+		tmp = make([]uint64, n)
+	}
+	tmp = tmp[:n]
+	workers = max(1, min(workers, n>>14))
+	share := func(w int) (int, int) { return n * w / workers, n * (w + 1) / workers }
+	const buckets = 1 << radixDigit
+	shift := hi - radixDigit
+	mask := uint64(buckets - 1)
+	counts := make([][buckets]int, workers)
+	parallel(workers, func(w int) {
+		a, b := share(w)
+		c := &counts[w]
+		for _, k := range keys[a:b] {
+			c[(k>>shift)&mask]++
+		}
+	})
+	var starts [buckets + 1]int
+	sum := 0
+	for d := range buckets {
+		starts[d] = sum
+		for w := range counts {
+			c := counts[w][d]
+			counts[w][d] = sum
+			sum += c
+		}
+	}
+	starts[buckets] = n
+	parallel(workers, func(w int) {
+		a, b := share(w)
+		scatterDigit(keys[a:b], tmp, &counts[w], shift, mask)
+	})
+	var next atomic.Int64
+	parallel(workers, func(int) {
+		for {
+			d := int(next.Add(1) - 1)
+			if d >= buckets {
+				return
+			}
+			s, e := starts[d], starts[d+1]
+			if e-s > 1 {
+				radixSortWith(tmp[s:e], keys[s:e], lo, shift)
+			}
+			copy(keys[s:e], tmp[s:e])
+		}
+	})
+}
+
+// scatterDigit moves keys to dst at the positions c gives per digit.
+func scatterDigit(keys, dst []uint64, c *[1 << radixDigit]int, shift uint, mask uint64) {
+	for _, k := range keys {
+		d := (k >> shift) & mask
+		dst[c[d]] = k
+		c[d]++
+	}
+}
+
+// parallel runs f(0) … f(workers-1) at once and waits for them.
+func parallel(workers int, f func(w int)) {
+	if workers <= 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { f(w) })
+	}
+	wg.Wait()
 }
 
 // sortCompare is the fallback for keys too wide to pack.

@@ -53,3 +53,29 @@ func threadCPU() time.Duration {
 	syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkSortRowsLakeParallel is BenchmarkSortRowsLake on every core (as
+// the in-memory build sorts): wall time, and the process's CPU time.
+//
+//	go test -run '^$' -bench BenchmarkSortRowsLakeParallel -benchtime 5x ./pkg/sortwrite
+func BenchmarkSortRowsLakeParallel(b *testing.B) {
+	const n, series = 15_000_000, 100_000
+	rng := rand.New(rand.NewPCG(1, 2))
+	ranks := make([]uint32, series)
+	for i, r := range rng.Perm(series) {
+		ranks[i] = uint32(r)
+	}
+	codes := make([]uint32, n)
+	periods := make([]int32, n)
+	for i := range codes {
+		codes[i] = uint32(rng.IntN(series))
+		periods[i] = int32(10957 + (i*25/n)*365 + rng.IntN(12)*30)
+	}
+	keys, scratch := make([]uint64, n), make([]uint64, n)
+	w := runtime.GOMAXPROCS(0)
+	cpu0 := cpuTime()
+	for b.Loop() {
+		sortRowsOn(ranks, codes, periods, keys, scratch, w)
+	}
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+}

@@ -10,6 +10,7 @@ import (
 func TestSortPathsAgree(t *testing.T) {
 	for _, tc := range []struct{ rows, series, span int }{
 		{0, 1, 1}, {1, 1, 1}, {1000, 7, 3}, {50000, 1000, 40000}, {20000, 20000, 1 << 20},
+		{300000, 3, 5}, {300000, 100000, 9000}, {200000, 1 << 20, 1 << 12},
 	} {
 		rng := rand.New(rand.NewPCG(uint64(tc.rows), 1))
 		rank := rng.Perm(tc.series)
@@ -23,15 +24,17 @@ func TestSortPathsAgree(t *testing.T) {
 			codes[i] = uint32(rng.IntN(tc.series))
 			periods[i] = int32(rng.IntN(tc.span)) - 20000
 		}
-		fast := sortRows(ranks, codes, periods)
 		slow := sortCompare(ranks, codes, periods)
-		if tc.rows > 0 && fast.keys == nil {
-			t.Fatalf("%+v: expected the packed path", tc)
-		}
-		for j := 0; j < tc.rows; j++ {
-			if fast.row(j) != slow.row(j) || fast.period(j) != slow.period(j) || fast.rank(j) != slow.rank(j) {
-				t.Fatalf("%+v: position %d: fast (row %d rank %d period %d) != slow (row %d rank %d period %d)", tc, j,
-					fast.row(j), fast.rank(j), fast.period(j), slow.row(j), slow.rank(j), slow.period(j))
+		for _, workers := range []int{1, 2, 3} {
+			fast := sortRowsOn(ranks, codes, periods, nil, nil, workers)
+			if tc.rows > 0 && fast.keys == nil {
+				t.Fatalf("%+v: expected the packed path", tc)
+			}
+			for j := 0; j < tc.rows; j++ {
+				if fast.row(j) != slow.row(j) || fast.period(j) != slow.period(j) || fast.rank(j) != slow.rank(j) {
+					t.Fatalf("%+v, %d workers: position %d: fast (row %d rank %d period %d) != slow (row %d rank %d period %d)", tc, workers, j,
+						fast.row(j), fast.rank(j), fast.period(j), slow.row(j), slow.rank(j), slow.period(j))
+				}
 			}
 		}
 	}

@@ -33,6 +33,9 @@ type table struct {
 	// input, the run's first row for a run of the external sort.
 	base int
 
+	// mem holds the in-memory build's large arrays (bigmem.go).
+	mem *bigArena
+
 	periodCol string
 
 	series  *store  // the series id column (kindString)
@@ -141,6 +144,9 @@ func (t *table) unitColumns(ctx context.Context, u unit, need []int) (col func(x
 		}
 		return func(x int) []arrow.Array { return []arrow.Array{rec.Column(x)} }, rec.Release, nil
 	}
+	if constantsOnly(in, need) {
+		return t.unitConstants(u, need)
+	}
 	pf, err := in.open(ctx, true)
 	if err != nil {
 		return nil, nil, err
@@ -237,6 +243,40 @@ func (t *table) unitColumns(ctx context.Context, u unit, need []int) (col func(x
 	}, nil
 }
 
+// constantsOnly reports whether every needed field of the file comes from
+// the log (a Delta partition value), not from its Parquet columns: once
+// the page reader took the others, nothing is left to decode.
+func constantsOnly(in *input, need []int) bool {
+	for _, x := range need {
+		if in.proj.Leaf[x] >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// unitConstants is unitColumns for fields that all come from the log.
+func (t *table) unitConstants(u unit, need []int) (col func(x int) []arrow.Array, release func(), err error) {
+	in := u.in
+	cols := map[int][]arrow.Array{}
+	var owned []arrow.Array
+	release = func() {
+		for _, a := range owned {
+			a.Release()
+		}
+	}
+	for _, x := range need {
+		a, err := in.tbl.Constant(in.src, in.Schema.Fields[x], int(u.rows), memory.DefaultAllocator)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		owned = append(owned, a)
+		cols[x] = []arrow.Array{a}
+	}
+	return func(x int) []arrow.Array { return cols[x] }, release, nil
+}
+
 func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 	defer recoverAs(&err, fmt.Sprintf("%s row group %d", u.in.Rel, u.group))
 	if err := ctx.Err(); err != nil {
@@ -254,18 +294,37 @@ func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 			need = append(need, x)
 		}
 	}
-	col, release, err := t.unitColumns(ctx, u, need)
+	lo, hi := int(u.firstRow)-t.base, int(u.firstRow+u.rows)-t.base
+	// The page reader takes the columns it can decode itself (pages.go);
+	// pqarrow reads the rest.
+	paged, err := t.readPages(ctx, u, lo, pField, stores)
 	if err != nil {
 		return err
 	}
-	defer release()
-	lo, hi := int(u.firstRow)-t.base, int(u.firstRow+u.rows)-t.base
+	var rest []int
+	for _, x := range need {
+		if !paged[x] {
+			rest = append(rest, x)
+		}
+	}
+	col := func(int) []arrow.Array { return nil }
+	if len(rest) > 0 {
+		var release func()
+		col, release, err = t.unitColumns(ctx, u, rest)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 
 	// Period: required in every file.
 	if pField < 0 {
 		return fmt.Errorf("%s: no period column %q", u.in.Rel, t.periodName())
 	}
 	off := lo
+	if paged[pField] {
+		off = hi
+	}
 	for _, chunk := range col(pField) {
 		if off+chunk.Len() > hi {
 			return fmt.Errorf("%s unit %d: more rows than planned", u.in.Rel, u.group)
@@ -287,6 +346,9 @@ func (t *table) readUnit(ctx context.Context, u unit) (err error) {
 				return fmt.Errorf("%s: no series column %q", u.in.Rel, s.col.Name)
 			}
 			s.setNull(lo, hi)
+			continue
+		}
+		if paged[x] {
 			continue
 		}
 		off := lo

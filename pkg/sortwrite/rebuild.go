@@ -66,6 +66,7 @@ func Rebuild(ctx context.Context, opt Options) (*Rebuilt, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer t.mem.release() // Rebuilt holds copies (gathered arrays), not the stores
 	if t.external {
 		return nil, fmt.Errorf("%s: about %d MiB of rows do not fit the memory budget (%d MiB): a rebuild at start-up is in memory or nothing",
 			tbl.Location, inMemoryNeed(t.unified, int64(t.rows))>>20, t.budget>>20)

@@ -70,19 +70,21 @@ func (s *store) noteNulls() {
 	s.noNull = (s.kind == kindFixed || s.kind == kindBool) && bytes.IndexByte(s.valid, 0) < 0
 }
 
-func newStore(c Column, rows int) *store {
+// newStore makes the store of column c for rows rows, its arrays from mem
+// (nil: the Go heap).
+func newStore(c Column, rows int, mem *bigArena) *store {
 	s := &store{col: c, kind: kindOf(c.Type)}
 	switch s.kind {
 	case kindString:
 		s.dict = newDictionary()
-		s.codes = make([]uint32, rows)
+		s.codes = bigSlice[uint32](mem, rows)
 	case kindFixed, kindBool:
 		s.width = 1
 		if fw, ok := c.Type.(arrow.FixedWidthDataType); ok && s.kind == kindFixed {
 			s.width = fw.BitWidth() / 8
 		}
-		s.data = make([]byte, rows*s.width)
-		s.valid = make([]byte, rows)
+		s.data = bigSlice[byte](mem, rows*s.width)
+		s.valid = bigSlice[byte](mem, rows)
 	}
 	return s
 }
