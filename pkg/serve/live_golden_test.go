@@ -65,6 +65,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 	"github.com/energyscope/servingsnap/pkg/verify"
@@ -613,7 +614,7 @@ func (s *liveScript) info(d *directive) string {
 			out = append(out, fmt.Sprintf("MISMATCH: the view counts %d rows, %d series", inf.Rows, inf.Series))
 		}
 		if w := s.liveWriter(); w != nil {
-			st := w.State()
+			st := settled(w)
 			var frozen int64
 			for _, r := range st.Frozen() {
 				frozen += int64(r.Len())
@@ -804,4 +805,19 @@ func (s *liveScript) startupReport() string {
 		out = append([]string{"replayed nothing"}, out...)
 	}
 	return strings.Join(out, "\n")
+}
+
+// settled is the writer's State once its merger has folded every run it
+// would: the rows held count shadowed rows until a merge drops them, so
+// without the wait a script's output would depend on the merger's timing.
+// A merge that fails leaves its candidate; the wait ends after a while.
+func settled(w *live.Writer) *delta.State {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := w.State()
+		if _, ok := st.MergeCandidate(); !ok || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
