@@ -289,15 +289,24 @@ func (c *Composite) LatestRow(code int, rg Range) (Piece, bool, error) {
 	if err != nil {
 		return Piece{}, false, err
 	}
+	p, ok := LastValid(ps)
+	return p, ok, nil
+}
+
+// LastValid is the last row of pieces ps (a series' merged rows, as Rows
+// yields them) whose value is not null: LatestRow over rows already read,
+// for a caller that has them (compaction reads every series' rows, and
+// asking LatestRow again would look the series up in every run again).
+func LastValid(ps []Piece) (Piece, bool) {
 	for k := len(ps) - 1; k >= 0; k-- {
 		vals := ps[k].Rec.Column(datafile.ColumnValue)
 		for i := ps[k].Hi - 1; i >= ps[k].Lo; i-- {
 			if vals.IsValid(int(i)) {
-				return Piece{Rec: ps[k].Rec, Lo: i, Hi: i + 1}, true, nil
+				return Piece{Rec: ps[k].Rec, Lo: i, Hi: i + 1}, true
 			}
 		}
 	}
-	return Piece{}, false, nil
+	return Piece{}, false
 }
 
 func (c *Composite) inDelta(code int) bool {
