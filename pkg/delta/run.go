@@ -146,15 +146,7 @@ func newRun(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Record
 	first := make([]bool, 0, n)
 	for r := 0; r < d; r++ {
 		g := order[group[r]:group[r+1]]
-		sortByPeriod(g, periods)
-		start := len(keep)
-		for k, o := range g {
-			if k+1 < len(g) && periods[g[k+1]] == periods[o] {
-				continue
-			}
-			keep = append(keep, o)
-			first = append(first, len(keep)-1 == start)
-		}
+		keep, first = keepLast(g, periods, keep, first)
 	}
 	r, err := assemble(ctx, mem, s, seq, w, keep, first)
 	return r, sortedEntries, err
@@ -268,15 +260,7 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 			}
 		}
 		g := order[lo:hi]
-		sortByPeriod(g, periods)
-		start := len(keep)
-		for k, o := range g {
-			if k+1 < len(g) && periods[g[k+1]] == periods[o] {
-				continue
-			}
-			keep = append(keep, o)
-			first = append(first, len(keep)-1 == start)
-		}
+		keep, first = keepLast(g, periods, keep, first)
 		runCodes = append(runCodes, codes[order[lo]])
 		lo = hi
 	}
@@ -424,4 +408,20 @@ func uint32s(mem memory.Allocator, v []uint32) arrow.Array {
 	defer b.Release()
 	b.AppendValues(v, nil)
 	return b.NewArray()
+}
+
+// keepLast sorts one series' rows g by period, stably, and appends to keep
+// the last row of each period (of two rows with one key the later wins),
+// and to first whether each kept row is its series' first.
+func keepLast(g []int32, periods []arrow.Date32, keep []int32, first []bool) ([]int32, []bool) {
+	sortByPeriod(g, periods)
+	start := len(keep)
+	for k, o := range g {
+		if k+1 < len(g) && periods[g[k+1]] == periods[o] {
+			continue
+		}
+		keep = append(keep, o)
+		first = append(first, len(keep)-1 == start)
+	}
+	return keep, first
 }

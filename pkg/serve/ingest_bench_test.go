@@ -60,8 +60,9 @@ func ingestServer(b *testing.B) (addr string, serverCPU func() int64) {
 	return addr, func() int64 { return procCPUTime(b, pid) }
 }
 
-// startHelperPID is startHelper that also returns the server's pid.
-func startHelperPID(b *testing.B, root string) (string, int) {
+// startHelperPID runs the test binary as a server process on root and
+// returns its address and pid.
+func startHelperPID(b testing.TB, root string) (string, int) {
 	b.Helper()
 	exe, err := os.Executable()
 	if err != nil {

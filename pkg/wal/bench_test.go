@@ -75,21 +75,8 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkReplay measures start-up replay of 64 MiB of 200 KiB records.
 func BenchmarkReplay(b *testing.B) {
-	dir := benchDir(b)
-	w, err := Open(dir, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	w, total := replayBenchLog(b)
 	defer w.Close()
-	p := payload(1, 200<<10)
-	var total int64
-	for total < 64<<20 {
-		batch := [][]byte{p, p, p, p, p, p, p, p}
-		if _, err := w.Append(context.Background(), batch...); err != nil {
-			b.Fatal(err)
-		}
-		total += int64(len(batch) * len(p))
-	}
 	b.SetBytes(total)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -97,4 +84,24 @@ func BenchmarkReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// replayBenchLog is a log of 64 MiB of 200 KiB records, appended eight to
+// a group, and its size.
+func replayBenchLog(b *testing.B) (*WAL, int64) {
+	w, err := Open(benchDir(b), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := payload(1, 200<<10)
+	var total int64
+	for total < 64<<20 {
+		batch := [][]byte{p, p, p, p, p, p, p, p}
+		if _, err := w.Append(context.Background(), batch...); err != nil {
+			w.Close()
+			b.Fatal(err)
+		}
+		total += int64(len(batch) * len(p))
+	}
+	return w, total
 }
