@@ -34,6 +34,22 @@ func benchWrites(s *Schema, base *fakeBase, writes int, revise bool) []arrow.Rec
 // to an empty State over a 100k-series base, merges included: the write
 // path's CPU cost per row, without the WAL and the transport.
 func BenchmarkApply(b *testing.B) {
+	benchLoad(b, func(ctx context.Context, s *Schema, writes []arrow.RecordBatch, base *fakeBase) error {
+		st := Empty(s)
+		for i, w := range writes {
+			var err error
+			if st, err = st.Apply(ctx, memory.DefaultAllocator, w, uint64(i+1), uint64(i+1), base); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// benchLoad times load over 150 writes of 10k rows of a 100k-series base,
+// appends and then revisions, reporting rows/s and the process's CPU time
+// (GC included) per row: what a loaded machine's wall clock hides.
+func benchLoad(b *testing.B, load func(ctx context.Context, s *Schema, writes []arrow.RecordBatch, base *fakeBase) error) {
 	s := testSchema(b)
 	base := newFakeBase(100_000, 150)
 	for _, revise := range []bool{false, true} {
@@ -43,17 +59,11 @@ func BenchmarkApply(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := cpuTime()
 			for b.Loop() {
-				st := Empty(s)
-				for i, w := range writes {
-					var err error
-					if st, err = st.Apply(ctx, memory.DefaultAllocator, w, uint64(i+1), uint64(i+1), base); err != nil {
-						b.Fatal(err)
-					}
+				if err := load(ctx, s, writes, base); err != nil {
+					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.N*150*10_000)/b.Elapsed().Seconds(), "rows/s")
-			// CPU time of the process (GC included) per row: what a loaded
-			// machine's wall clock hides.
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N*150*10_000), "cpu-ns/row")
 		})
 	}

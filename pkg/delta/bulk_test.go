@@ -248,21 +248,8 @@ func TestBulkEdges(t *testing.T) {
 // BenchmarkBulk: the 150 writes of 10k rows of BenchmarkApply (1.5M rows
 // over a 100k-series base) as one replay builds them.
 func BenchmarkBulk(b *testing.B) {
-	s := testSchema(b)
-	base := newFakeBase(100_000, 150)
-	for _, revise := range []bool{false, true} {
-		b.Run(fmt.Sprintf("revise=%v", revise), func(b *testing.B) {
-			writes := benchWrites(s, base, 150, revise)
-			ctx := context.Background()
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for b.Loop() {
-				if _, err := Bulk(ctx, memory.DefaultAllocator, s, writes, 150, 150, base); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N*150*10_000)/b.Elapsed().Seconds(), "rows/s")
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N*150*10_000), "cpu-ns/row")
-		})
-	}
+	benchLoad(b, func(ctx context.Context, s *Schema, writes []arrow.RecordBatch, base *fakeBase) error {
+		_, err := Bulk(ctx, memory.DefaultAllocator, s, writes, 150, 150, base)
+		return err
+	})
 }
