@@ -112,26 +112,23 @@ func packBlock(in []uint64, B, width int, packed []byte) {
 
 // packedBlocks are the 1024-row blocks of a bitpacked buffer of the given
 // width that rows [offset, offset+n) need: [first, blocks), each bs bytes,
-// once the buffer is checked to hold them all.
-func packedBlocks(packed []byte, width, offset, n int) (first, blocks, bs int, err error) {
+// once the buffer is checked to hold them all, and the buffer aligned for
+// reading as words (copied if it was not).
+func packedBlocks(packed []byte, width, offset, n int) (aligned []byte, first, blocks, bs int, err error) {
 	first, blocks, bs = offset/1024, (offset+n+1023)/1024, 128*width
 	if len(packed) < blocks*bs {
-		return 0, 0, 0, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(packed), blocks, width)
+		return nil, 0, 0, 0, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(packed), blocks, width)
 	}
-	return first, blocks, bs, nil
+	return ensureAligned(packed, 8), first, blocks, bs, nil
 }
 
 // bitUnpack decodes rows [offset, offset+n) of a packed buffer, unpacking
 // only the blocks that hold them.
 func bitUnpack(packed []byte, B, width, offset, n int) ([]uint64, error) {
-	first, blocks, bs, err := packedBlocks(packed, width, offset, n)
-	if err != nil {
-		return nil, err
+	packed, first, blocks, bs, err := packedBlocks(packed, width, offset, n)
+	if err != nil || n == 0 {
+		return []uint64{}, err
 	}
-	if n == 0 {
-		return []uint64{}, nil
-	}
-	packed = ensureAligned(packed, 8)
 	out := make([]uint64, (blocks-first)*1024)
 	for b := first; b < blocks; b++ {
 		unpackBlock(packed[b*bs:], B, width, out[(b-first)*1024:])

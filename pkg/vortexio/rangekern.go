@@ -14,14 +14,10 @@ import (
 // bitUnpackBytes is bitUnpack into the values' own width (B/8 bytes each):
 // rows [offset, offset+n), as aligned bytes.
 func (d *decoder) bitUnpackBytes(packed []byte, B, width, offset, n int) ([]byte, error) {
-	first, blocks, _, err := packedBlocks(packed, width, offset, n)
-	if err != nil {
-		return nil, err
+	packed, first, blocks, _, err := packedBlocks(packed, width, offset, n)
+	if err != nil || n == 0 {
+		return []byte{}, err
 	}
-	if n == 0 {
-		return []byte{}, nil
-	}
-	packed = ensureAligned(packed, 8)
 	w := B / 8
 	out := d.buf((blocks - first) * 1024 * w)
 	if width > 0 {
