@@ -49,6 +49,21 @@ type Options struct {
 type Ack struct {
 	Rows        int64  `json:"rows"`
 	WALPosition uint64 `json:"wal_position"` // the log is durable through here
+	// Stages say when the write passed each step of the write path (for
+	// the per-stage latency metrics; not part of the acknowledgement).
+	Stages Stages `json:"-"`
+}
+
+// Stages are the moments a write passed the steps of the write path, so
+// that an acknowledgement's latency can be split into where it went:
+// waiting for the committer, the log append and fsync, waiting for the
+// applier, applying.
+type Stages struct {
+	Queued   time.Time // encoded and handed to the committer's queue
+	Taken    time.Time // taken into a commit group (the append starts)
+	Logged   time.Time // its group is durable (append and fsync done)
+	Prepared time.Time // its sorting into a run is done (PutPrepare; zero otherwise)
+	Applied  time.Time // applied to the State and published
 }
 
 // ReplayInfo says what Open replayed.
@@ -105,6 +120,7 @@ type write struct {
 	ack     Ack
 	err     error
 	done    chan struct{}
+	stages  Stages
 }
 
 // Open opens (or creates) the log in dir, replays the records after
@@ -190,6 +206,7 @@ func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func()
 	if prepare != nil {
 		wr.ready = make(chan struct{})
 	}
+	wr.stages.Queued = time.Now()
 	select {
 	case w.queue <- wr:
 	case <-w.stop:
@@ -200,6 +217,7 @@ func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func()
 	if prepare != nil {
 		if p, err := runPrepare(prepare); err == nil {
 			wr.prep = p
+			wr.stages.Prepared = time.Now()
 		} else {
 			w.opt.Logger.Warn("live: preparing a write failed; the applier sorts it", "error", err)
 		}
@@ -221,6 +239,7 @@ func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func()
 			return Ack{}, ErrClosed
 		}
 	}
+	wr.ack.Stages = wr.stages
 	return wr.ack, wr.err
 }
 
@@ -279,8 +298,15 @@ func (w *Writer) commit(applied, merged chan struct{}) {
 			payloads[i] = wr.payload
 		}
 		t0 := time.Now()
+		for _, wr := range group {
+			wr.stages.Taken = t0
+		}
 		pos, err := w.log.Append(context.Background(), payloads...)
-		w.logged <- loggedGroup{group: group, pos: pos, took: time.Since(t0), err: err}
+		t1 := time.Now()
+		for _, wr := range group {
+			wr.stages.Logged = t1
+		}
+		w.logged <- loggedGroup{group: group, pos: pos, took: t1.Sub(t0), err: err}
 	}
 }
 
@@ -327,7 +353,9 @@ func (w *Writer) apply(applied chan struct{}) {
 			w.t.Publish(st)
 		}
 		w.mu.Unlock()
+		now := time.Now()
 		for _, wr := range lg.group {
+			wr.stages.Applied = now
 			if lg.err != nil {
 				wr.err = lg.err
 			}

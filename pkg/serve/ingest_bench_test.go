@@ -31,9 +31,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,15 +53,139 @@ var ingestInProcess = flag.Bool("ingest.inprocess", false, "BenchmarkIngest*: ru
 const ingestBatchRows = 10_000
 
 // ingestServer is a server on a private copy of the benchmark dataset:
-// its address and a function returning the server's CPU time so far (ns).
-func ingestServer(b *testing.B) (addr string, serverCPU func() int64) {
+// its address, a function returning the server's CPU time so far (ns)
+// and its /metrics address (for the per-stage latencies).
+func ingestServer(b *testing.B) (addr string, serverCPU func() int64, metrics string) {
 	b.Helper()
 	root := liveBenchRoot(b, 100_000, 150)
 	if *ingestInProcess {
-		return startServer(b, Config{Root: root}).FlightAddr().String(), liveCPUTime
+		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0"})
+		return srv.FlightAddr().String(), liveCPUTime, srv.HTTPAddr().String()
 	}
-	addr, pid := startHelperPID(b, root)
-	return addr, func() int64 { return procCPUTime(b, pid) }
+	addr, pid, httpAddr := startHelperHTTP(b, root)
+	return addr, func() int64 { return procCPUTime(b, pid) }, httpAddr
+}
+
+// startHelperHTTP is startHelperPID with the server's HTTP listener on:
+// it also returns that address.
+func startHelperHTTP(b testing.TB, root string) (string, int, string) {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), helperEnv+"="+root, helperEnv+"_HTTP=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	br := bufio.NewReader(out)
+	var lines [2]string
+	for i := range lines {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			b.Fatalf("helper server: %v", err)
+		}
+		lines[i] = strings.TrimSpace(line)
+	}
+	return lines[0], cmd.Process.Pid, lines[1]
+}
+
+// stageCounts are the bucket counts of servingsnap_put_stage_seconds per
+// stage, as scraped from a server's /metrics.
+type stageCounts map[string]map[float64]float64
+
+var stageBucketLine = regexp.MustCompile(`^servingsnap_put_stage_seconds_bucket\{stage="([a-z]+)",le="([^"]+)"\} ([0-9.e+]+)$`)
+
+func scrapeStages(b *testing.B, addr string) stageCounts {
+	b.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatalf("scrape stages: %v", err)
+	}
+	defer resp.Body.Close()
+	out := stageCounts{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := stageBucketLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		le, err1 := strconv.ParseFloat(m[2], 64)
+		n, err2 := strconv.ParseFloat(m[3], 64)
+		if err1 != nil || err2 != nil {
+			b.Fatalf("scrape stages: %q", sc.Text())
+		}
+		if out[m[1]] == nil {
+			out[m[1]] = map[float64]float64{}
+		}
+		out[m[1]][le] = n
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatalf("scrape stages: %v", err)
+	}
+	return out
+}
+
+// reportStages reports each stage's p50 and p99 over the batches
+// acknowledged between the scrapes before and after, interpolated
+// linearly within a bucket (as Prometheus' histogram_quantile does).
+func reportStages(b *testing.B, before, after stageCounts) {
+	for _, stage := range []string{stageCheck, stageQueue, stageFsync, stageApply, stageAck, stageTotal, stagePrepare} {
+		cum := after[stage]
+		if len(cum) == 0 {
+			continue
+		}
+		les := make([]float64, 0, len(cum))
+		for le := range cum {
+			les = append(les, le)
+		}
+		slices.Sort(les)
+		counts := make([]float64, len(les))
+		for i, le := range les {
+			counts[i] = cum[le] - before[stage][le]
+		}
+		total := counts[len(counts)-1]
+		if total == 0 {
+			continue
+		}
+		q := func(p float64) float64 {
+			rank := p * total
+			for i, c := range counts {
+				if c < rank {
+					continue
+				}
+				lo, below := 0.0, 0.0
+				if i > 0 {
+					lo, below = les[i-1], counts[i-1]
+				}
+				if math.IsInf(les[i], 1) {
+					return lo
+				}
+				if c == below {
+					return les[i]
+				}
+				return lo + (les[i]-lo)*(rank-below)/(c-below)
+			}
+			return les[len(les)-1]
+		}
+		b.ReportMetric(q(0.50)*1e6, stage+"-p50-µs")
+		b.ReportMetric(q(0.99)*1e6, stage+"-p99-µs")
+	}
 }
 
 // startHelperPID runs the test binary as a server process on root and
@@ -259,13 +387,15 @@ func BenchmarkIngestSaturated(b *testing.B) {
 	schema, batches := encodedBatches(b)
 	for _, writers := range []int{1, 4} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			addr, serverCPU := ingestServer(b)
+			addr, serverCPU, metrics := ingestServer(b)
 			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: writers, per: max(b.N/writers, 1)}
 			b.ResetTimer()
+			st0 := scrapeStages(b, metrics)
 			s0, c0 := serverCPU(), liveCPUTime()
 			lat, wall := r.run(b)
 			s1, c1 := serverCPU(), liveCPUTime()
 			ingestReport(b, lat, wall, s1-s0, c1-c0)
+			reportStages(b, st0, scrapeStages(b, metrics))
 		})
 	}
 }
@@ -277,16 +407,18 @@ func BenchmarkIngestPaced(b *testing.B) {
 	const streams = 4
 	for _, rate := range []int{250_000, 500_000, 1_000_000} {
 		b.Run(fmt.Sprintf("rate=%dk", rate/1000), func(b *testing.B) {
-			addr, serverCPU := ingestServer(b)
+			addr, serverCPU, metrics := ingestServer(b)
 			// a stream sends a batch every streams × batch / rate
 			interval := time.Duration(float64(time.Second) * streams * ingestBatchRows / float64(rate))
 			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: streams,
 				per: max(b.N/streams, 1), interval: interval}
 			b.ResetTimer()
+			st0 := scrapeStages(b, metrics)
 			s0, c0 := serverCPU(), liveCPUTime()
 			lat, wall := r.run(b)
 			s1, c1 := serverCPU(), liveCPUTime()
 			ingestReport(b, lat, wall, s1-s0, c1-c0)
+			reportStages(b, st0, scrapeStages(b, metrics))
 		})
 	}
 }

@@ -305,7 +305,7 @@ func (s *Service) doPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
 	for batch := 0; rd.Next(); batch++ {
 		rec := rd.RecordBatch()
-		if err := s.putBatch(ctx, d, w, rec, batch, stream); err != nil {
+		if err := s.putBatch(ctx, d, w, rec, batch, stream, time.Now()); err != nil {
 			return err
 		}
 	}
@@ -315,7 +315,7 @@ func (s *Service) doPut(stream flight.FlightService_DoPutServer) error {
 	return nil
 }
 
-func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec arrow.RecordBatch, batch int, stream flight.FlightService_DoPutServer) error {
+func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec arrow.RecordBatch, batch int, stream flight.FlightService_DoPutServer, decoded time.Time) error {
 	if lim := s.limits.MaxPutRows; lim > 0 && rec.NumRows() > lim {
 		return errf(codes.ResourceExhausted, "do_put: batch %d has %d rows, limit %d per batch", batch, rec.NumRows(), lim)
 	}
@@ -338,6 +338,7 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if err != nil {
 		return err
 	}
+	checked := time.Now()
 	// The write is sorted into a run on this stream's goroutine while the
 	// committer logs it, which leaves the write path (one write at a time,
 	// between the fsync and the ack) only the key index's bookkeeping.
@@ -355,7 +356,13 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	}
 	d.stMu.Unlock()
 	md, _ := json.Marshal(ack)
-	return stream.Send(&flight.PutResult{AppMetadata: md})
+	if err := stream.Send(&flight.PutResult{AppMetadata: md}); err != nil {
+		return err
+	}
+	if s.metrics != nil {
+		s.metrics.put.observe(decoded, checked, time.Now(), ack.Stages)
+	}
+	return nil
 }
 
 // putKnown answers Normalize's attribute look-ups for one batch. The base

@@ -47,6 +47,7 @@ type Metrics struct {
 
 	faults *prometheus.CounterVec
 	flow   flowMetrics
+	put    putStageMetrics
 }
 
 // NewMetrics registers the servingsnap metrics plus the Go and process
@@ -119,6 +120,8 @@ func NewMetrics() *Metrics {
 	m.flow = newFlowMetrics()
 	r.MustRegister(m.faults)
 	m.flow.register(r)
+	m.put = newPutStageMetrics()
+	m.put.register(r)
 	r.MustRegister(m.requests, m.latency, m.inflight, m.rows, m.bytes, m.snapshotID, m.mapped,
 		m.dsRows, m.dsSeries, m.authFailed, m.startedUnix,
 		m.reloads, m.reloadFailures, m.reloadDuration, m.lastReload, m.buildInfo, m.created,
