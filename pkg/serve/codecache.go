@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,58 +16,170 @@ import (
 // ack path (10k distinct series a batch, 17 string comparisons each over
 // 100k series). It is filled as writes name series, never at open
 // (invariant 3), and holds at most codeCacheMax series; beyond that a
-// series is looked up in the index as before. A series the base lacks is
-// remembered too (code -1): a write of new series asks again each batch
-// otherwise.
+// series is looked up in the index as before.
 //
-// Readers take no lock: a batch reads one immutable map (read). Series
-// it misses are added to dirty under mu, and once dirty holds a fair share
-// of read's size the two are copied into a new read map (each series is
-// copied a few times in all, amortized). Locking on every probe of 10k a
-// batch, from several DoPut goroutines at once, cost as much as the
-// probes.
+// Series the base has live in an open-addressing table of 64-bit slots,
+// each the hash's top 32 bits beside the index row + 1 (0: empty): no id
+// is copied, since the index holds them, and a probe that matches the tag
+// confirms the id against the index row itself, so a hash collision can
+// cost a comparison but never give a wrong answer. A Go map of 100k
+// string keys cost ~200 ns a probe here (its key strings scattered over
+// the heap, each one more cache miss), most of the checks' CPU; a slot of
+// this table is one 8-byte load in a dense array.
+//
+// Readers take no lock: the table's slots are loaded atomically and filled
+// by compare-and-swap, and a table that grows past half full is rebuilt
+// twice the size under mu and swapped in whole (a reader of the old one
+// still reads correct, if fewer, rows). A series the base lacks is
+// remembered too, in a small copy-on-write map (read, rebuilt from dirty
+// as before): a write of new series asks again each batch otherwise.
 type codeCache struct {
 	x    *sidecar.Index
-	read atomic.Pointer[map[string]int32]
+	seed maphash.Seed
+	tab  atomic.Pointer[codeTable]
 
-	mu    sync.Mutex
-	dirty map[string]int32
+	read atomic.Pointer[map[string]struct{}] // series the base lacks
+
+	mu    sync.Mutex // serialises growing tab and rebuilding read
+	dirty map[string]struct{}
 }
 
-// codeCacheMax bounds the series remembered: about 60 bytes each (id,
-// map slot), so 64 MiB at most for a dataset's writes.
+// codeTable is one generation of the open-addressing table; len(slots)
+// is a power of two.
+type codeTable struct {
+	slots []atomic.Uint64
+	n     atomic.Int64 // filled slots
+}
+
+// codeCacheMax bounds the series remembered: a table slot of 8 bytes, at
+// most half full, so 16 MiB at most for a dataset's writes; and as many
+// series the base lacks (id and map slot, ~60 bytes each).
 const codeCacheMax = 1 << 20
 
-func newCodeCache(x *sidecar.Index) *codeCache {
-	c := &codeCache{x: x, dirty: map[string]int32{}}
-	m := map[string]int32{}
+// codeTableMin is the first table's slots (64 KiB).
+const codeTableMin = 1 << 13
+
+func newCodeCache(x *sidecar.Index) *codeCache { return newCodeCacheSlots(x, codeTableMin) }
+
+// newCodeCacheSlots is newCodeCache with a first table of slots (a power
+// of two; tests start small to grow it often).
+func newCodeCacheSlots(x *sidecar.Index, slots int) *codeCache {
+	c := &codeCache{x: x, seed: maphash.MakeSeed(), dirty: map[string]struct{}{}}
+	c.tab.Store(&codeTable{slots: make([]atomic.Uint64, slots)})
+	m := map[string]struct{}{}
 	c.read.Store(&m)
 	return c
 }
 
 // codeReader is one batch's view of a codeCache.
 type codeReader struct {
-	c *codeCache
-	m map[string]int32
+	c      *codeCache
+	absent map[string]struct{}
 }
 
-func (c *codeCache) reader() codeReader { return codeReader{c: c, m: *c.read.Load()} }
+func (c *codeCache) reader() codeReader { return codeReader{c: c, absent: *c.read.Load()} }
 
 // lookup is x.Lookup(id), remembered.
 func (r codeReader) lookup(id string) (int, bool) {
-	if code, ok := r.m[id]; ok {
-		return int(code), code >= 0
+	c := r.c
+	h := maphash.String(c.seed, id)
+	if code, ok := c.find(h, id); ok {
+		return code, true
 	}
-	i, found := r.c.x.Lookup(id)
-	code := int32(-1)
+	if _, ok := r.absent[id]; ok {
+		return 0, false
+	}
+	i, found := c.x.Lookup(id)
 	if found {
-		code = int32(i)
+		c.insert(h, i)
+	} else {
+		c.addAbsent(id)
 	}
-	r.c.add(id, code)
 	return i, found
 }
 
-func (c *codeCache) add(id string, code int32) {
+// find probes the table for id (hash h).
+func (c *codeCache) find(h uint64, id string) (int, bool) {
+	t := c.tab.Load()
+	mask := uint64(len(t.slots) - 1)
+	tag := h >> 32
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := t.slots[i].Load()
+		if s == 0 {
+			return 0, false
+		}
+		if s>>32 == tag {
+			if code := int(uint32(s)) - 1; c.x.ID(code) == id {
+				return code, true
+			}
+		}
+	}
+}
+
+// insert remembers that the series hashed h is index row code.
+func (c *codeCache) insert(h uint64, code int) {
+	for {
+		t := c.tab.Load()
+		if 2*(t.n.Load()+1) > int64(len(t.slots)) {
+			if !c.grow(t) {
+				return // full: codeCacheMax series
+			}
+			continue
+		}
+		if t.put(h, code) {
+			return
+		}
+	}
+}
+
+// put sets a free slot of t to (h, code), or finds code there already;
+// false if t is full (a concurrent grow's turn).
+func (t *codeTable) put(h uint64, code int) bool {
+	mask := uint64(len(t.slots) - 1)
+	want := h>>32<<32 | uint64(uint32(code+1))
+	for i, probes := h&mask, 0; probes < len(t.slots); i, probes = (i+1)&mask, probes+1 {
+		s := t.slots[i].Load()
+		if s == want {
+			return true
+		}
+		if s == 0 {
+			if t.slots[i].CompareAndSwap(0, want) {
+				t.n.Add(1)
+				return true
+			}
+			if t.slots[i].Load() == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// grow replaces t by a table twice its size holding its rows, unless
+// another grow did already; false if t is as large as it may be.
+func (c *codeCache) grow(t *codeTable) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tab.Load() != t {
+		return true
+	}
+	if len(t.slots) >= 2*codeCacheMax {
+		return false
+	}
+	nt := &codeTable{slots: make([]atomic.Uint64, 2*len(t.slots))}
+	for i := range t.slots {
+		// a slot set while copying is lost to the new table: only a
+		// remembered row, looked up again next time
+		if s := t.slots[i].Load(); s != 0 {
+			code := int(uint32(s)) - 1
+			nt.put(maphash.String(c.seed, c.x.ID(code)), code)
+		}
+	}
+	c.tab.Store(nt)
+	return true
+}
+
+func (c *codeCache) addAbsent(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	read := *c.read.Load()
@@ -74,19 +187,19 @@ func (c *codeCache) add(id string, code int32) {
 		return
 	}
 	// the id may point into a batch's buffer: keep a copy
-	c.dirty[strings.Clone(id)] = code
+	c.dirty[strings.Clone(id)] = struct{}{}
 	if len(c.dirty) < max(4096, len(read)/2) {
 		return
 	}
-	m := make(map[string]int32, len(read)+len(c.dirty))
-	for k, v := range read {
-		m[k] = v
+	m := make(map[string]struct{}, len(read)+len(c.dirty))
+	for k := range read {
+		m[k] = struct{}{}
 	}
-	for k, v := range c.dirty {
-		m[k] = v
+	for k := range c.dirty {
+		m[k] = struct{}{}
 	}
 	c.read.Store(&m)
-	c.dirty = map[string]int32{}
+	c.dirty = map[string]struct{}{}
 }
 
 // codes is the dataset's cache for the base index x, made anew when the

@@ -39,3 +39,48 @@ func TestCodeCache(t *testing.T) {
 		t.Fatalf("read map holds %d series after %d misses: never rebuilt", n, len(ids))
 	}
 }
+
+// TestCodeCacheGrows: from a table of 2 slots the cache grows many times
+// while several goroutines fill it at once (tags collide in so small a
+// table, so a probe must confirm the id), and every answer, then and
+// after, is the index's.
+func TestCodeCacheGrows(t *testing.T) {
+	srv := startServer(t, Config{})
+	d := srv.svc.datasets["SYN"]
+	v := d.acquire()
+	defer v.Release()
+	x := v.Index()
+	c := newCodeCacheSlots(x, 2)
+	var ids []string
+	for i := 0; i < x.Len(); i++ {
+		ids = append(ids, x.SeriesID(i), fmt.Sprintf("absent-%d", i))
+	}
+	check := func(from int) error {
+		r := c.reader()
+		for k := range ids {
+			id := ids[(from+k)%len(ids)]
+			want, wok := x.Lookup(id)
+			got, ok := r.lookup(id)
+			if ok != wok || (ok && got != want) {
+				return fmt.Errorf("%q: (%d, %v), the index says (%d, %v)", id, got, ok, want, wok)
+			}
+		}
+		return nil
+	}
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() { errs <- check(g * 97) }()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := check(0); err != nil {
+		t.Fatal(err)
+	}
+	tab := c.tab.Load()
+	if len(tab.slots) < 2*x.Len() || tab.n.Load() < int64(x.Len()) {
+		t.Fatalf("table of %d slots holds %d of %d series: did not grow to hold them", len(tab.slots), tab.n.Load(), x.Len())
+	}
+}
