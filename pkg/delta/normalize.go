@@ -178,12 +178,18 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	}
 	// New series need their attributes; attributes are constant within a
 	// series and agree with what the dataset already holds.
-	var first map[string]int
-	if len(s.Attrs) > 0 || coder != nil {
-		first = make(map[string]int, min(n, 1<<16))
-	}
 	if coder != nil {
 		codes = make([]int32, n)
+	}
+	if len(s.Attrs) == 0 && coder != nil {
+		// Without attributes a row needs only its series' base code: one
+		// probe of the coder each (a cheap, cached one), rather than that
+		// and a first-occurrence map insert, which cost as much again.
+		seriesBaseCodes(idcol, ids, coder, codes)
+	}
+	var first map[string]int
+	if len(s.Attrs) > 0 {
+		first = make(map[string]int, min(n, 1<<16))
 	}
 	for i := 0; i < n && first != nil; i++ {
 		id := ids.Value(i)
@@ -229,6 +235,37 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	}
 	cols = append(cols, constBool(mem, given, n))
 	return array.NewRecordBatch(s.Write, cols, int64(n)), codes, nil
+}
+
+// seriesBaseCodes sets codes[i] to row i's base code (-1: not in the base). A
+// dictionary-encoded id column is probed once per dictionary value a row
+// uses, not once per row.
+func seriesBaseCodes(idcol arrow.Array, ids *array.String, coder BaseCoder, codes []int32) {
+	probe := func(id string) int32 {
+		if c, ok := coder.BaseCode(id); ok {
+			return int32(c)
+		}
+		return -1
+	}
+	if d, ok := idcol.(*array.Dictionary); ok {
+		if dv, ok := d.Dictionary().(*array.String); ok {
+			per := make([]int32, dv.Len())
+			for k := range per {
+				per[k] = -2 // not probed yet
+			}
+			for i := range codes {
+				k := d.GetValueIndex(i) // valid: null ids were refused
+				if per[k] == -2 {
+					per[k] = probe(dv.Value(k))
+				}
+				codes[i] = per[k]
+			}
+			return
+		}
+	}
+	for i := range codes {
+		codes[i] = probe(ids.Value(i))
+	}
 }
 
 // constBool is a boolean column of n values v, its bitmap filled bytewise.
