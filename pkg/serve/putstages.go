@@ -40,8 +40,8 @@ type putStageMetrics struct {
 
 func newPutStageMetrics() putStageMetrics {
 	return putStageMetrics{h: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "servingsnap_put_stage_seconds",
-		Help: "Time of an acknowledged DoPut batch in each stage of the write path on the server: check, queue, fsync, apply, ack (consecutive), their sum total, and prepare (overlapping queue and fsync).",
+		Name:    "servingsnap_put_stage_seconds",
+		Help:    "Time of an acknowledged DoPut batch in each stage of the write path on the server: check, queue, fsync, apply, ack (consecutive), their sum total, and prepare (overlapping queue and fsync).",
 		Buckets: putStageBuckets,
 	}, []string{"stage"})}
 }
