@@ -36,6 +36,14 @@ type BaseCoder interface {
 	BaseCode(id string) (code int, ok bool)
 }
 
+// NearCoder is a BaseCoder that can start from a hint: the code of the
+// row before. A batch whose rows are grouped by series, or sorted by id
+// as the base is, names the hint's series or one just after it, which an
+// index answers from memory next to the hint's, without a probe.
+type NearCoder interface {
+	BaseCodeNear(id string, hint int) (code int, ok bool)
+}
+
 // Normalize is NormalizeCodes without the codes.
 func Normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.RecordBatch, batch int, known Known) (arrow.RecordBatch, error) {
 	w, _, err := normalize(ctx, mem, s, rec, batch, known, nil)
@@ -241,8 +249,18 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 // dictionary-encoded id column is probed once per dictionary value a row
 // uses, not once per row.
 func seriesBaseCodes(idcol arrow.Array, ids *array.String, coder BaseCoder, codes []int32) {
+	near, _ := coder.(NearCoder)
+	hint := -1
 	probe := func(id string) int32 {
-		if c, ok := coder.BaseCode(id); ok {
+		var c int
+		var ok bool
+		if near != nil && hint >= 0 {
+			c, ok = near.BaseCodeNear(id, hint)
+		} else {
+			c, ok = coder.BaseCode(id)
+		}
+		if ok {
+			hint = c
 			return int32(c)
 		}
 		return -1

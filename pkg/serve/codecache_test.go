@@ -84,3 +84,29 @@ func TestCodeCacheGrows(t *testing.T) {
 		t.Fatalf("table of %d slots holds %d of %d series: did not grow to hold them", len(tab.slots), tab.n.Load(), x.Len())
 	}
 }
+
+// TestBaseCodeNear: from every hint, for every series of the base (before
+// the hint, at it, just after, beyond the gallop's span) and for ids the
+// base lacks (before, between and after its ids), the answer is the
+// index's.
+func TestBaseCodeNear(t *testing.T) {
+	srv := startServer(t, Config{})
+	d := srv.svc.datasets["SYN"]
+	v := d.acquire()
+	defer v.Release()
+	x := v.Index()
+	k := newPutKnown(d, v)
+	ids := []string{"", "\x00", "zzzz-after-all"}
+	for i := 0; i < x.Len(); i++ {
+		ids = append(ids, x.SeriesID(i), x.SeriesID(i)+"\x00")
+	}
+	for _, hint := range []int{0, 1, x.Len() / 2, x.Len() - 2, x.Len() - 1, x.Len(), -1} {
+		for _, id := range ids {
+			want, wok := x.Lookup(id)
+			got, ok := k.BaseCodeNear(id, hint)
+			if ok != wok || (ok && got != want) {
+				t.Fatalf("hint %d, %q: (%d, %v), the index says (%d, %v)", hint, id, got, ok, want, wok)
+			}
+		}
+	}
+}
