@@ -186,58 +186,53 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	}
 	// New series need their attributes; attributes are constant within a
 	// series and agree with what the dataset already holds.
+	// The base codes first, for every row: one probe of the coder each
+	// (a cheap one, most often answered from the row before), rather than
+	// that and a first-occurrence map insert, which cost as much again.
 	if coder != nil {
 		codes = make([]int32, n)
-	}
-	if len(s.Attrs) == 0 && coder != nil {
-		// Without attributes a row needs only its series' base code: one
-		// probe of the coder each (a cheap, cached one), rather than that
-		// and a first-occurrence map insert, which cost as much again.
 		seriesBaseCodes(idcol, ids, coder, codes)
 	}
-	var first map[string]int
-	if len(s.Attrs) > 0 {
-		first = make(map[string]int, min(n, 1<<16))
-	}
-	for i := 0; i < n && first != nil; i++ {
-		id := ids.Value(i)
-		f, seen := first[id]
-		if !seen {
-			first[id] = i
-		}
-		inBase := false
-		if coder != nil {
-			if seen {
-				codes[i] = codes[f]
-			} else {
-				c, ok := coder.BaseCode(id)
-				codes[i] = -1
-				if ok {
-					codes[i] = int32(c)
-				}
-			}
-			inBase = codes[i] >= 0
-		}
-		if len(s.Attrs) == 0 {
-			continue
-		}
-		if !given {
-			if !seen && !inBase {
-				if _, _, ok := known.Attr(id, 0); !ok {
-					return nil, nil, bad(i, sidecar.ColSeriesID, "series %q is new: give its attributes (%s)", id, attrNames(s.Attrs))
-				}
-			}
-			continue
-		}
-		for k, a := range attrCols {
-			if seen {
-				if cellText(a, i) != cellText(a, f) {
-					return nil, nil, bad(i, s.Attrs[k].Name, "series %q has %s here and %s in row %d: an attribute is constant within a series", id, cellText(a, i), cellText(a, f), f)
-				}
+	switch {
+	case len(s.Attrs) == 0:
+	case !given:
+		// A series the base lacks must be known to the delta already;
+		// each is asked once.
+		var asked map[string]struct{}
+		for i := 0; i < n; i++ {
+			if codes != nil && codes[i] >= 0 {
 				continue
 			}
-			if ka, kr, ok := known.Attr(id, k); ok && cellText(ka, kr) != cellText(a, i) {
-				return nil, nil, bad(i, s.Attrs[k].Name, "series %q has %s, the dataset says %s: attributes cannot change by a write", id, cellText(a, i), cellText(ka, kr))
+			id := ids.Value(i)
+			if _, ok := asked[id]; ok {
+				continue
+			}
+			if asked == nil {
+				asked = map[string]struct{}{}
+			}
+			asked[id] = struct{}{}
+			if _, _, ok := known.Attr(id, 0); !ok {
+				return nil, nil, bad(i, sidecar.ColSeriesID, "series %q is new: give its attributes (%s)", id, attrNames(s.Attrs))
+			}
+		}
+	default:
+		first := make(map[string]int, min(n, 1<<16))
+		for i := 0; i < n; i++ {
+			id := ids.Value(i)
+			f, seen := first[id]
+			if !seen {
+				first[id] = i
+			}
+			for k, a := range attrCols {
+				if seen {
+					if cellText(a, i) != cellText(a, f) {
+						return nil, nil, bad(i, s.Attrs[k].Name, "series %q has %s here and %s in row %d: an attribute is constant within a series", id, cellText(a, i), cellText(a, f), f)
+					}
+					continue
+				}
+				if ka, kr, ok := known.Attr(id, k); ok && cellText(ka, kr) != cellText(a, i) {
+					return nil, nil, bad(i, s.Attrs[k].Name, "series %q has %s, the dataset says %s: attributes cannot change by a write", id, cellText(a, i), cellText(ka, kr))
+				}
 			}
 		}
 	}

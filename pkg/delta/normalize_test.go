@@ -2,6 +2,7 @@ package delta
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -93,5 +94,47 @@ func TestNormalizeCodes(t *testing.T) {
 				t.Errorf("%d probes, want %d", coder.probes, tc.probes)
 			}
 		})
+	}
+}
+
+// TestNormalizeCodesAttrs: with attribute columns in the dataset but not
+// in the write, the codes are still every row's, a series the base lacks
+// and the delta does not know is refused naming its first row, and each
+// such series is asked of Known once.
+func TestNormalizeCodesAttrs(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	s := testSchema(t)
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "series_id", Type: arrow.BinaryTypes.String},
+		{Name: "period", Type: arrow.FixedWidthTypes.Date32},
+		{Name: "value", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	}, nil)
+	build := func(ids ...string) arrow.RecordBatch {
+		bld := array.NewRecordBuilder(mem, sc)
+		defer bld.Release()
+		for i, id := range ids {
+			bld.Field(0).(*array.StringBuilder).Append(id)
+			bld.Field(1).(*array.Date32Builder).Append(arrow.Date32(10957 + i))
+			bld.Field(2).(*array.Float64Builder).Append(float64(i))
+		}
+		return bld.NewRecordBatch()
+	}
+	coder := &countingCoder{codes: map[string]int{"A": 0, "B": 1}}
+	rec := build("B", "A", "B")
+	norm, codes, err := NormalizeCodes(context.Background(), mem, s, rec, 0, coder, coder)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm.Release()
+	if want := []int32{1, 0, 1}; len(codes) != 3 || codes[0] != want[0] || codes[1] != want[1] || codes[2] != want[2] {
+		t.Fatalf("codes %v, want %v", codes, want)
+	}
+	rec = build("A", "NEW", "NEW")
+	_, _, err = NormalizeCodes(context.Background(), mem, s, rec, 4, coder, coder)
+	rec.Release()
+	if err == nil || !strings.Contains(err.Error(), "row 1") || !strings.Contains(err.Error(), `"NEW" is new`) {
+		t.Fatalf("a new series without attributes: %v", err)
 	}
 }
