@@ -36,12 +36,11 @@ type BaseCoder interface {
 	BaseCode(id string) (code int, ok bool)
 }
 
-// NearCoder is a BaseCoder that can start from a hint: the code of the
-// row before. A batch whose rows are grouped by series, or sorted by id
-// as the base is, names the hint's series or one just after it, which an
-// index answers from memory next to the hint's, without a probe.
-type NearCoder interface {
-	BaseCodeNear(id string, hint int) (code int, ok bool)
+// BatchCoder is a BaseCoder that answers a whole id column at once
+// (codes[i] for ids[i], -1 for a series the base lacks), which lets it
+// overlap the memory accesses of many rows' look-ups.
+type BatchCoder interface {
+	BaseCodes(ids *array.String, codes []int32)
 }
 
 // Normalize is NormalizeCodes without the codes.
@@ -187,7 +186,7 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	// New series need their attributes; attributes are constant within a
 	// series and agree with what the dataset already holds.
 	// The base codes first, for every row: one probe of the coder each
-	// (a cheap one, most often answered from the row before), rather than
+	// (a cheap one; for a BatchCoder, a column at a time), rather than
 	// that and a first-occurrence map insert, which cost as much again.
 	if coder != nil {
 		codes = make([]int32, n)
@@ -242,20 +241,11 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 
 // seriesBaseCodes sets codes[i] to row i's base code (-1: not in the base). A
 // dictionary-encoded id column is probed once per dictionary value a row
-// uses, not once per row.
+// uses, not once per row; a utf8 one is handed whole to a BatchCoder, or else
+// probed row by row.
 func seriesBaseCodes(idcol arrow.Array, ids *array.String, coder BaseCoder, codes []int32) {
-	near, _ := coder.(NearCoder)
-	hint := -1
 	probe := func(id string) int32 {
-		var c int
-		var ok bool
-		if near != nil && hint >= 0 {
-			c, ok = near.BaseCodeNear(id, hint)
-		} else {
-			c, ok = coder.BaseCode(id)
-		}
-		if ok {
-			hint = c
+		if c, ok := coder.BaseCode(id); ok {
 			return int32(c)
 		}
 		return -1
@@ -275,6 +265,10 @@ func seriesBaseCodes(idcol arrow.Array, ids *array.String, coder BaseCoder, code
 			}
 			return
 		}
+	}
+	if bc, ok := coder.(BatchCoder); ok {
+		bc.BaseCodes(ids, codes)
+		return
 	}
 	for i := range codes {
 		codes[i] = probe(ids.Value(i))

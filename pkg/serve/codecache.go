@@ -2,6 +2,8 @@ package serve
 
 import (
 	"hash/maphash"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,8 +83,51 @@ func (c *codeCache) reader() codeReader { return codeReader{c: c, absent: *c.rea
 
 // lookup is x.Lookup(id), remembered.
 func (r codeReader) lookup(id string) (int, bool) {
+	return r.lookupHash(maphash.String(r.c.seed, id), id)
+}
+
+// lookupAll sets codes[i] to ids[i]'s index row, -1 for a series the
+// base lacks. It answers what lookup does row by row, but in passes over
+// the whole column, each a short loop whose iterations do not depend on
+// each other: hash every id, load every id's first slot, confirm every
+// candidate against the index. A CPU then has many of the cache misses
+// in flight at once (one row's slot, the next rows' slots) instead of
+// one row's three misses after each other, which was most of a probe's
+// time. Rows the first slot does not answer take lookup's path.
+func (r codeReader) lookupAll(ids *array.String, codes []int32) {
 	c := r.c
-	h := maphash.String(c.seed, id)
+	t := c.tab.Load()
+	mask := uint64(len(t.slots) - 1)
+	hs := make([]uint64, len(codes))
+	for i := range hs {
+		hs[i] = maphash.String(c.seed, ids.Value(i))
+	}
+	const unknown = -2
+	for i, h := range hs {
+		codes[i] = unknown
+		if s := t.slots[h&mask].Load(); s != 0 && s>>32 == h>>32 {
+			codes[i] = int32(uint32(s)) - 1
+		}
+	}
+	for i, code := range codes {
+		if code >= 0 && c.x.ID(int(code)) != ids.Value(i) {
+			codes[i] = unknown
+		}
+	}
+	for i, code := range codes {
+		if code != unknown {
+			continue
+		}
+		codes[i] = -1
+		if code, ok := r.lookupHash(hs[i], ids.Value(i)); ok {
+			codes[i] = int32(code)
+		}
+	}
+}
+
+// lookupHash is lookup of id, whose hash is h.
+func (r codeReader) lookupHash(h uint64, id string) (int, bool) {
+	c := r.c
 	if code, ok := c.find(h, id); ok {
 		return code, true
 	}

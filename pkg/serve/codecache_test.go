@@ -3,6 +3,9 @@ package serve
 import (
 	"fmt"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // TestCodeCache: the cache answers as the index does, for series the base
@@ -85,27 +88,36 @@ func TestCodeCacheGrows(t *testing.T) {
 	}
 }
 
-// TestBaseCodeNear: from every hint, for every series of the base (before
-// the hint, at it, just after, beyond the gallop's span) and for ids the
-// base lacks (before, between and after its ids), the answer is the
-// index's.
-func TestBaseCodeNear(t *testing.T) {
+// TestCodeCacheLookupAll: a column at a time, the cache answers as the
+// index does (rows of the base, rows it lacks, repeats), cold, warm, and
+// with a table so small that first slots rarely answer.
+func TestCodeCacheLookupAll(t *testing.T) {
 	srv := startServer(t, Config{})
 	d := srv.svc.datasets["SYN"]
 	v := d.acquire()
 	defer v.Release()
 	x := v.Index()
-	k := newPutKnown(d, v)
-	ids := []string{"", "\x00", "zzzz-after-all"}
+	bld := array.NewStringBuilder(memory.DefaultAllocator)
+	defer bld.Release()
 	for i := 0; i < x.Len(); i++ {
-		ids = append(ids, x.SeriesID(i), x.SeriesID(i)+"\x00")
+		bld.Append(x.SeriesID((i * 7) % x.Len()))
+		bld.Append(fmt.Sprintf("absent-%d", i%13))
 	}
-	for _, hint := range []int{0, 1, x.Len() / 2, x.Len() - 2, x.Len() - 1, x.Len(), -1} {
-		for _, id := range ids {
-			want, wok := x.Lookup(id)
-			got, ok := k.BaseCodeNear(id, hint)
-			if ok != wok || (ok && got != want) {
-				t.Fatalf("hint %d, %q: (%d, %v), the index says (%d, %v)", hint, id, got, ok, want, wok)
+	ids := bld.NewStringArray()
+	defer ids.Release()
+	for _, slots := range []int{2, codeTableMin} {
+		c := newCodeCacheSlots(x, slots)
+		for pass := 0; pass < 3; pass++ {
+			codes := make([]int32, ids.Len())
+			c.reader().lookupAll(ids, codes)
+			for i, got := range codes {
+				want, ok := x.Lookup(ids.Value(i))
+				if !ok {
+					want = -1
+				}
+				if int(got) != want {
+					t.Fatalf("slots %d, pass %d, row %d %q: %d, the index says %d", slots, pass, i, ids.Value(i), got, want)
+				}
 			}
 		}
 	}

@@ -389,51 +389,8 @@ func newPutKnown(d *dataset, v *view) putKnown {
 // BaseCode is the series' row in the base index (delta.BaseCoder).
 func (k putKnown) BaseCode(id string) (int, bool) { return k.codes.lookup(id) }
 
-// nearSpan bounds how far past the hint BaseCodeNear searches the index
-// before it asks the cache.
-const nearSpan = 256
-
-// BaseCodeNear is BaseCode starting from hint, the code of the row before
-// (delta.NearCoder): the hint's series again, or one a little after it in
-// the index's order, is found there, by galloping forward over ids that
-// lie next to each other in memory, which costs less than the cache's
-// probe (cache misses on its slot and on the id it confirms). Anything
-// else is asked of the cache.
-func (k putKnown) BaseCodeNear(id string, hint int) (int, bool) {
-	x := k.codes.c.x
-	n := x.Len()
-	if hint >= 0 && hint < n {
-		switch h := x.ID(hint); {
-		case h == id:
-			return hint, true
-		case h < id:
-			// gallop: lo < id's place ≤ hi
-			lo, step := hint, 1
-			for step <= nearSpan {
-				hi := hint + step
-				if hi >= n {
-					hi = n
-				} else if x.ID(hi) < id {
-					lo, step = hi, 2*step
-					continue
-				}
-				for lo+1 < hi { // x.ID(lo) < id ≤ x.ID(hi), or hi = n
-					m := int(uint(lo+hi) >> 1)
-					if x.ID(m) < id {
-						lo = m
-					} else {
-						hi = m
-					}
-				}
-				if hi < n && x.ID(hi) == id {
-					return hi, true
-				}
-				return k.codes.lookup(id) // between two ids of the base: not in it (the cache says so too)
-			}
-		}
-	}
-	return k.codes.lookup(id)
-}
+// BaseCodes is BaseCode of every id (delta.BatchCoder).
+func (k putKnown) BaseCodes(ids *array.String, codes []int32) { k.codes.lookupAll(ids, codes) }
 
 func (k putKnown) Attr(id string, a int) (arrow.Array, int, bool) {
 	if c, ok := k.codes.lookup(id); ok {
