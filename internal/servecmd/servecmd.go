@@ -79,6 +79,7 @@ Examples:
 			&cli.BoolFlag{Name: "read-only", Usage: "refuse DoPut (a WAL found at start-up is still replayed)"},
 			&cli.Int64Flag{Name: "max-put-rows", Value: d.MaxPutRows, Usage: "most rows one DoPut record batch may hold"},
 			&cli.StringFlag{Name: "max-put-bytes", Value: "256MiB", Usage: "most bytes of record batches all DoPuts may hold at once (more wait, then fail)"},
+			&cli.StringFlag{Name: "grpc-window", Value: "0", Usage: "gRPC flow-control window `SIZE` of each stream (a connection's: 4 times it), e.g. 4MiB for DoPut over a long round trip (0: gRPC's own, 64KiB grown by its bandwidth estimate)"},
 			&cli.StringFlag{Name: "max-inflight-bytes", Value: "128MiB", Usage: "most bytes all DoGet streams may hold unsent at once; a stream that finds them spent waits up to --stream-timeout, then fails with ResourceExhausted (0: no budget)"},
 			&cli.DurationFlag{Name: "stream-timeout", Value: d.StreamTimeout, Usage: "end a DoGet stream (closing its connection) whose client has read nothing for this long (0: never)"},
 			&cli.DurationFlag{Name: "lease-timeout", Value: d.LeaseTimeout, Usage: "end a DoGet stream still reading a snapshot replaced this long ago, so old vintages are unmapped and gc can delete them (0: never)"},
@@ -139,6 +140,11 @@ Examples:
 			if cfg.Compact.Bytes, err = cliutil.ParseSize(c.String("compact-bytes")); err != nil {
 				return cli.Exit("serve: --compact-bytes: "+err.Error(), 2)
 			}
+			window, err := cliutil.ParseSize(c.String("grpc-window"))
+			if err != nil || window > 1<<29 {
+				return cli.Exit(fmt.Sprintf("serve: --grpc-window: %q: want a size from 0 to 512MiB", c.String("grpc-window")), 2)
+			}
+			cfg.WindowBytes = int(window)
 			if cfg.ColdCacheBytes, err = cliutil.ParseSize(c.String("cold-cache")); err != nil {
 				return cli.Exit("serve: --cold-cache: "+err.Error(), 2)
 			}

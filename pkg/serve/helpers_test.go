@@ -134,6 +134,9 @@ func helperServer(root string) int {
 	if d, err := time.ParseDuration(os.Getenv(helperEnv + "_LEASE_TIMEOUT")); err == nil {
 		cfg.Limits.LeaseTimeout = d
 	}
+	if n, err := strconv.Atoi(os.Getenv(helperEnv + "_WINDOW")); err == nil {
+		cfg.WindowBytes = n
+	}
 	if n, err := strconv.ParseInt(os.Getenv(helperEnv+"_INFLIGHT"), 10, 64); err == nil {
 		cfg.Limits.MaxInFlightBytes = n
 	}

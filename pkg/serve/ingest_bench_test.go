@@ -48,7 +48,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 )
 
-var ingestInProcess = flag.Bool("ingest.inprocess", false, "BenchmarkIngest*: run the server in the benchmark's process (for -cpuprofile)")
+var (
+	ingestInProcess = flag.Bool("ingest.inprocess", false, "BenchmarkIngest*: run the server in the benchmark's process (for -cpuprofile)")
+	ingestWindow    = flag.Int("ingest.window", 0, "BenchmarkIngest*: the server's Config.WindowBytes (--grpc-window; 0: gRPC's own)")
+)
 
 const ingestBatchRows = 10_000
 
@@ -59,7 +62,7 @@ func ingestServer(b *testing.B) (addr string, serverCPU func() int64, metrics st
 	b.Helper()
 	root := liveBenchRoot(b, 100_000, 150)
 	if *ingestInProcess {
-		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0"})
+		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0", WindowBytes: *ingestWindow})
 		return srv.FlightAddr().String(), liveCPUTime, srv.HTTPAddr().String()
 	}
 	addr, pid, httpAddr := startHelperHTTP(b, root)
@@ -75,7 +78,7 @@ func startHelperHTTP(b testing.TB, root string) (string, int, string) {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), helperEnv+"="+root, helperEnv+"_HTTP=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+root, helperEnv+"_HTTP=1", helperEnv+"_WINDOW="+strconv.Itoa(*ingestWindow))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"runtime"
@@ -53,6 +54,14 @@ type Config struct {
 	// ColdCacheBytes is the budget of decoded cold rows (--cold-cache)
 	// shared by every tiered snapshot the server opens; 0: no cache.
 	ColdCacheBytes int64
+	// WindowBytes is the gRPC flow-control window of each stream
+	// (--grpc-window): how much a client may send before the server's
+	// WINDOW_UPDATE; a connection's window is 4 times it. 0 leaves gRPC's
+	// own (64 KiB, grown by its bandwidth-delay estimate, which a fixed
+	// window turns off). On loopback a fixed 4 MiB window changed no
+	// DoPut latency measurably (docs/OPERATIONS.md, "Measuring ingest"):
+	// it is for links whose round trip is long against a batch's time.
+	WindowBytes int
 }
 
 // gRPC message limits. Requests are tickets, commands and actions, so the
@@ -120,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 		// goroutines of their own.
 		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if w := min(cfg.WindowBytes, math.MaxInt32/4); w > 0 {
+		opts = append(opts, grpc.InitialWindowSize(int32(w)), grpc.InitialConnWindowSize(int32(4*w)))
 	}
 	if cfg.TLSCert != "" {
 		creds, err := credentials.NewServerTLSFromFile(cfg.TLSCert, cfg.TLSKey)
