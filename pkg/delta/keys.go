@@ -98,12 +98,15 @@ func (k *keyIndex) setCode(e *keyEntry) {
 // (neither the base nor an earlier write), and the run-local series the
 // base lacks.
 func (k *keyIndex) add(r *Run) (added int64, fresh []int32) {
-	return k.addEntries(r, nil)
+	return k.addEntries(r, nil, nil)
 }
 
 // addEntries is add with the run's series' entries at hand (entries[i]
-// for run-local series i), or looked up when entries is nil.
-func (k *keyIndex) addEntries(r *Run, entries []*keyEntry) (added int64, fresh []int32) {
+// for run-local series i), or looked up when entries is nil. inBase, if
+// not nil, says for each of the run's rows whether the base holds its
+// period (Prepare found it off the write path's lock), so only the
+// delta's own periods are searched here.
+func (k *keyIndex) addEntries(r *Run, entries []*keyEntry, inBase []bool) (added int64, fresh []int32) {
 	ps := r.Periods()
 	for i := 0; i < r.NumSeries(); i++ {
 		var e *keyEntry
@@ -120,8 +123,14 @@ func (k *keyIndex) addEntries(r *Run, entries []*keyEntry) (added int64, fresh [
 		// loop appends are unsorted until the end, and a run holds each
 		// period once, so they need no search.
 		older := len(e.periods)
-		for _, p := range ps[lo:hi] {
-			if inDates(e.base, p) || inInts(e.periods[:older], int32(p)) {
+		for j, p := range ps[lo:hi] {
+			var based bool
+			if inBase != nil {
+				based = inBase[lo+j]
+			} else {
+				based = inDates(e.base, p)
+			}
+			if based || inInts(e.periods[:older], int32(p)) {
 				continue
 			}
 			added++

@@ -199,6 +199,11 @@ type Prepared struct {
 	base  Base
 	run   *Run
 	codes []int32 // per run-local series: its code in base, -1 if none
+	// inBase is, per row of run, whether base holds the row's period for
+	// its series: the base's side of counting the rows a write adds, done
+	// here (on the writer's goroutine, beside the fsync) rather than by the
+	// applier, which applies one write at a time.
+	inBase []bool
 }
 
 // Release drops the write Prepare held.
@@ -268,8 +273,23 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 	if err != nil {
 		return nil, err
 	}
+	var inBase []bool
+	if base != nil {
+		inBase = make([]bool, r.Len())
+		ps := r.Periods()
+		for i, c := range runCodes {
+			if c < 0 {
+				continue
+			}
+			bp := base.Periods(int(c))
+			lo, hi := r.Rows(i)
+			for j := lo; j < hi; j++ {
+				inBase[j] = inDates(bp, ps[j])
+			}
+		}
+	}
 	w.Retain()
-	return &Prepared{w: w, base: base, run: r, codes: runCodes}, nil
+	return &Prepared{w: w, base: base, run: r, codes: runCodes, inBase: inBase}, nil
 }
 
 // parallelProbeRows is the size of a write from which newRun probes the

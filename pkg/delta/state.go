@@ -135,7 +135,7 @@ func (st *State) Append(ctx context.Context, mem memory.Allocator, w arrow.Recor
 		return nil, err
 	}
 	r.pos = pos
-	r.added, r.fresh = keys.addEntries(r, entries)
+	r.added, r.fresh = keys.addEntries(r, entries, nil)
 	runs := append(slices.Clip(st.runs), r)
 	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
 }
@@ -166,7 +166,7 @@ func (st *State) AppendPrepared(ctx context.Context, mem memory.Allocator, p *Pr
 		}
 	}
 	r.seq, r.pos = seq, pos
-	r.added, r.fresh = keys.addEntries(r, entries)
+	r.added, r.fresh = keys.addEntries(r, entries, p.inBase)
 	runs := append(slices.Clip(st.runs), r)
 	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
 }
