@@ -187,6 +187,27 @@ func (b *bulk) probe() {
 	}
 	first[w] = len(b.writes)
 	b.local = make([]int32, b.n)
+	list, ok := b.numberByHash(w, first)
+	if !ok {
+		list = b.numberByTable(w, first)
+	}
+	if b.base != nil {
+		const chunk = 4096
+		parallel(b.workers, (len(list)+chunk-1)/chunk, func(c int) {
+			for i := c * chunk; i < min(len(list), (c+1)*chunk); i++ {
+				x := &list[i]
+				if code, ok := b.base.Lookup(x.id); ok {
+					x.code, x.base = int32(code), b.base.Periods(code)
+				}
+			}
+		})
+	}
+	b.parts, b.series = 1, [][]bulkSeries{list}
+}
+
+// numberByTable is probe's exact numbering: per-worker tables that
+// compare the ids themselves, merged into the first.
+func (b *bulk) numberByTable(w int, first []int) []bulkSeries {
 	tables := make([]seriesTable, w)
 	parallel(w, w, func(i int) {
 		t := &tables[i]
@@ -222,19 +243,7 @@ func (b *bulk) probe() {
 			b.local[g] = m[b.local[g]]
 		}
 	})
-	list := all.list
-	if b.base != nil {
-		const chunk = 4096
-		parallel(b.workers, (len(list)+chunk-1)/chunk, func(c int) {
-			for i := c * chunk; i < min(len(list), (c+1)*chunk); i++ {
-				x := &list[i]
-				if code, ok := b.base.Lookup(x.id); ok {
-					x.code, x.base = int32(code), b.base.Periods(code)
-				}
-			}
-		})
-	}
-	b.parts, b.series = 1, [][]bulkSeries{list}
+	return all.list
 }
 
 // seriesTable numbers distinct series ids: open addressing, linear
