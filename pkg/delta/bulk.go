@@ -92,15 +92,15 @@ type bulk struct {
 	periods []arrow.Date32
 	given   *array.Boolean
 
-	parts  int
-	local  []int32 // a row's series number, then its rank
-	series [][]bulkSeries
-	sorted []*bulkSeries // every series in run order
+	shardBits uint
+	local     []int32 // a row's series (shard and number), then its rank
+	series    [][]bulkSeries // each shard's
+	sorted    []*bulkSeries  // every series in run order
 }
 
 // bulkSeries is one distinct series of the writes.
 type bulkSeries struct {
-	id   string // aliases a write's ids until the run is built
+	id   string // aliases its shard's buffer of ids
 	hash uint64
 	code int32 // in the base, -1 if none
 	base []arrow.Date32
@@ -171,146 +171,30 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	return b.assemble(seq, pos, order, group)
 }
 
-// probe numbers the distinct series and each row's series (b.local):
-// the writes are split into row ranges of whole writes, one per goroutine,
-// each reading its ids in order into a hash table of its own (a Go map
-// costs more: its keys are string headers whose bytes are elsewhere; a
-// slot here holds the id's hash and, for ids of up to 16 bytes, the id
-// itself); the tables are then merged into the first, and the series new
-// to it looked up in the base, on every core.
+// probe numbers the distinct series and each row's series (b.local; see
+// numberSeries), then looks the series up in the base, on every core.
 func (b *bulk) probe() {
-	w := max(1, min(b.workers, len(b.writes), b.n/bulkRowsPerWorker))
-	// Worker i takes the writes starting in rows [n*i/w, n*(i+1)/w).
-	first := make([]int, w+1)
-	for i := 1; i <= w; i++ {
-		first[i], _ = slices.BinarySearch(b.off[:len(b.writes)], b.n*i/w)
+	b.numberSeries()
+	if b.base == nil {
+		return
 	}
-	first[w] = len(b.writes)
-	b.local = make([]int32, b.n)
-	list, ok := b.numberByHash(w, first)
-	if !ok {
-		list = b.numberByTable(w, first)
+	const chunk = 4096
+	type span struct{ shard, lo, hi int }
+	var spans []span
+	for p, l := range b.series {
+		for lo := 0; lo < len(l); lo += chunk {
+			spans = append(spans, span{p, lo, min(len(l), lo+chunk)})
+		}
 	}
-	if b.base != nil {
-		const chunk = 4096
-		parallel(b.workers, (len(list)+chunk-1)/chunk, func(c int) {
-			for i := c * chunk; i < min(len(list), (c+1)*chunk); i++ {
-				x := &list[i]
-				if code, ok := b.base.Lookup(x.id); ok {
-					x.code, x.base = int32(code), b.base.Periods(code)
-				}
-			}
-		})
-	}
-	b.parts, b.series = 1, [][]bulkSeries{list}
-}
-
-// numberByTable is probe's exact numbering: per-worker tables that
-// compare the ids themselves, merged into the first.
-func (b *bulk) numberByTable(w int, first []int) []bulkSeries {
-	tables := make([]seriesTable, w)
-	parallel(w, w, func(i int) {
-		t := &tables[i]
-		t.grow()
-		for k := first[i]; k < first[i+1]; k++ {
-			ids, lo := b.ids[k], b.off[k]
-			prev, l := "", int32(-1)
-			for j := 0; j < ids.Len(); j++ {
-				// A write often holds a series' rows one after another:
-				// those need no probe.
-				if id := ids.Value(j); l < 0 || id != prev {
-					prev, l = id, t.add(bulkHash(id), id)
-				}
-				b.local[lo+j] = l
+	parallel(b.workers, len(spans), func(c int) {
+		sp := spans[c]
+		for i := sp.lo; i < sp.hi; i++ {
+			x := &b.series[sp.shard][i]
+			if code, ok := b.base.Lookup(x.id); ok {
+				x.code, x.base = int32(code), b.base.Periods(code)
 			}
 		}
 	})
-	// Merge: the first table takes the others' series.
-	all := &tables[0]
-	remap := make([][]int32, w)
-	for i := 1; i < w; i++ {
-		remap[i] = make([]int32, len(tables[i].list))
-		for l, x := range tables[i].list {
-			remap[i][l] = all.add(x.hash, x.id)
-		}
-	}
-	parallel(w, w, func(i int) {
-		if i == 0 {
-			return
-		}
-		m := remap[i]
-		for g := b.off[first[i]]; g < b.off[first[i+1]]; g++ {
-			b.local[g] = m[b.local[g]]
-		}
-	})
-	return all.list
-}
-
-// seriesTable numbers distinct series ids: open addressing, linear
-// probing, at most half full.
-type seriesTable struct {
-	slots []seriesSlot
-	list  []bulkSeries
-}
-
-// seriesSlot is a slot of a seriesTable: an id's hash, its number + 1 (0:
-// empty) and, when it fits, the id.
-type seriesSlot struct {
-	hash   uint64
-	series int32
-	n      int32 // len(id) if it fits in short, else -1
-	short  [16]byte
-}
-
-// add returns id's number, numbering it if it is new.
-func (t *seriesTable) add(h uint64, id string) int32 {
-	mask := uint64(len(t.slots) - 1)
-	for j := h >> 32 & mask; ; j = (j + 1) & mask {
-		sl := &t.slots[j]
-		if sl.series == 0 {
-			l := int32(len(t.list))
-			t.list = append(t.list, bulkSeries{id: id, hash: h, code: -1})
-			t.set(sl, h, l, id)
-			if 2*len(t.list) > len(t.slots) {
-				t.grow()
-			}
-			return l
-		}
-		if sl.hash != h {
-			continue
-		}
-		if sl.n >= 0 {
-			if int(sl.n) == len(id) && string(sl.short[:sl.n]) == id {
-				return sl.series - 1
-			}
-		} else if t.list[sl.series-1].id == id {
-			return sl.series - 1
-		}
-	}
-}
-
-func (t *seriesTable) set(sl *seriesSlot, h uint64, l int32, id string) {
-	*sl = seriesSlot{hash: h, series: l + 1, n: -1}
-	if len(id) <= len(sl.short) {
-		sl.n = int32(copy(sl.short[:], id))
-	}
-}
-
-// grow doubles the table (or makes its first one).
-func (t *seriesTable) grow() {
-	slots := make([]seriesSlot, max(1024, 2*len(t.slots)))
-	mask := uint64(len(slots) - 1)
-	for _, sl := range t.slots {
-		if sl.series == 0 {
-			continue
-		}
-		j := sl.hash >> 32 & mask
-		for slots[j].series != 0 {
-			j = (j + 1) & mask
-		}
-		slots[j] = sl
-	}
-	t.slots = slots
 }
 
 // rank sorts the series into run order (b.sorted) and returns each
@@ -345,7 +229,7 @@ func (b *bulk) rank() [][]int32 {
 	slices.SortFunc(fresh, func(x, y uint64) int { return strings.Compare(at(x).id, at(y).id) })
 	wg.Wait()
 
-	ranks := make([][]int32, b.parts)
+	ranks := make([][]int32, len(b.series))
 	for p, l := range b.series {
 		ranks[p] = make([]int32, len(l))
 	}
@@ -377,8 +261,10 @@ func (b *bulk) order(ranks [][]int32) (keys []uint64, group []int32) {
 	parallel(w, w, func(i int) {
 		lo, hi := rowRange(i)
 		c := make([]int32, d)
+		shard := uint32(1)<<b.shardBits - 1
 		for g := lo; g < hi; g++ {
-			r := ranks[0][b.local[g]]
+			v := uint32(b.local[g])
+			r := ranks[v&shard][v>>b.shardBits]
 			b.local[g] = r
 			c[r]++
 		}

@@ -98,15 +98,13 @@ func TestBulkMatchesIncremental(t *testing.T) {
 	ctx := context.Background()
 	s := testSchema(t)
 	mem := memory.DefaultAllocator
-	defer func(w, r, p int, h uint64) {
-		bulkWorkers, bulkRowsPerWorker, bulkRowsPerPart, bulkHashBits = w, r, p, h
-	}(bulkWorkers, bulkRowsPerWorker, bulkRowsPerPart, bulkHashBits)
+	defer func(w, r int, h uint64) {
+		bulkWorkers, bulkRowsPerWorker, bulkHashBits = w, r, h
+	}(bulkWorkers, bulkRowsPerWorker, bulkHashBits)
 	for seed := uint64(1); seed <= 40; seed++ {
 		for _, workers := range []int{1, 2, 3, 9} {
 			t.Run(fmt.Sprintf("seed=%d/workers=%d", seed, workers), func(t *testing.T) {
 				bulkWorkers, bulkRowsPerWorker = workers, 1+int(seed%3)*50
-				// From one hash partition to hundreds.
-				bulkRowsPerPart = 1 + int(seed%4)*40
 				// Every fifth seed, ids collide in few hashes: the probe
 				// must tell them apart by the ids themselves.
 				bulkHashBits = ^uint64(0)

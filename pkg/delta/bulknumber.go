@@ -3,191 +3,124 @@ package delta
 import (
 	"math/bits"
 	"slices"
-	"strings"
-	"sync/atomic"
 )
 
-// bulkRowsPerPart is about how many rows numberByHash gives one hash
-// partition: few enough that a partition's table (16 bytes a slot, at
-// most half full) stays in a core's L2 cache. A variable for the tests.
-var bulkRowsPerPart = 1 << 13
-
-// numberByHash numbers the distinct series of the writes (filling
-// b.local) by their 64-bit hashes alone, then checks that guess against
-// the ids themselves; it reports false, with b.local garbage, if two ids
-// share a hash, and probe then numbers them exactly with numberByTable.
+// numberSeries numbers the distinct series of the writes and each row's
+// series (b.local), sharded by hash: every worker reads every row's id,
+// but numbers only the ids whose hash falls in its share of the hash
+// space, in a table of its own; a row's b.local is its number in its
+// shard's list, shifted, with the shard in the low bits (see shardOf).
 //
-// Why: a table of every series of a replay (100k of them: 8 MiB) misses
-// the cache on nearly every row, and that miss was half of Bulk. Here
-// every step reads and writes memory in order or within a small table:
-//
-//  1. each worker hashes its rows in log order and counts them per
-//     partition (the hash's top bits);
-//  2. each worker scatters its rows' (hash, row) pairs to their
-//     partitions, in log order (a partition holds worker 0's rows, then
-//     worker 1's);
-//  3. each partition numbers its distinct hashes in a table sized to its
-//     rows, taking the first row of each as the series' id;
-//  4. the series are numbered globally, partition after partition, their
-//     ids copied into one string (which the run's ids are then copied
-//     from, so nothing aliases the writes);
-//  5. each worker turns its rows' numbers global and compares every id
-//     with its series' id (which, all in one string, stays in cache).
-//
-// Of two ids with one hash, step 5 finds the one that is not its series'.
-func (b *bulk) numberByHash(w int, first []int) ([]bulkSeries, bool) {
-	// The partitions: a power of two, about n/bulkRowsPerPart of them.
-	pbits := 0
-	if parts := b.n / max(1, bulkRowsPerPart); parts > 1 {
-		pbits = min(bits.Len(uint(parts-1)), 12)
-	}
-	nparts := 1 << pbits
-	part := func(h uint64) uint64 { return h >> (64 - pbits) } // 0 when pbits is 0
-	rowLo := func(i int) int { return b.off[first[i]] }
-
-	// 1. Hashes and counts.
-	hashes := make([]uint64, b.n)
-	counts := make([][]int32, w)
-	parallel(w, w, func(i int) {
-		c := make([]int32, nparts)
-		for k := first[i]; k < first[i+1]; k++ {
-			ids, lo := b.ids[k], b.off[k]
-			prev, h := "", uint64(0)
+// Why sharded: a table of every series of a replay (100k of them) would
+// not stay in a core's L2 cache, and a miss a row was half of Bulk; per
+// worker tables over row ranges each held nearly every series too. A
+// shard's table holds its share only, in 8 bytes a slot (a tag of the
+// hash and the series number), and the ids it compares with sit together
+// in one buffer, so most rows touch nothing outside L2. Reading every id
+// in every worker costs a hash per row per worker, which is cheap next
+// to the misses it saves.
+func (b *bulk) numberSeries() {
+	shards := max(1, min(b.workers, b.n/bulkRowsPerWorker, maxShards))
+	b.shardBits = uint(bits.Len(uint(shards - 1)))
+	b.local = make([]int32, b.n)
+	b.series = make([][]bulkSeries, shards)
+	parallel(shards, shards, func(i int) {
+		var t shardTable
+		t.grow()
+		for k, ids := range b.ids {
+			lo := b.off[k]
+			prev, mine, l := "", false, uint32(0)
 			for j := 0; j < ids.Len(); j++ {
-				// A write often holds a series' rows one after another.
-				if id := ids.Value(j); j == 0 || id != prev {
-					prev, h = id, bulkHash(id)
-				}
-				hashes[lo+j] = h
-				c[part(h)]++
-			}
-		}
-		counts[i] = c
-	})
-	// counts[i][p] becomes where worker i's rows of partition p go.
-	partLo := make([]int32, nparts+1)
-	at := int32(0)
-	for p := range nparts {
-		partLo[p] = at
-		for i := range w {
-			c := counts[i][p]
-			counts[i][p] = at
-			at += c
-		}
-	}
-	partLo[nparts] = at
-
-	// 2. Scatter.
-	entHash := make([]uint64, b.n)
-	entRow := make([]uint32, b.n)
-	parallel(w, w, func(i int) {
-		next := counts[i]
-		for g := rowLo(i); g < rowLo(i+1); g++ {
-			h := hashes[g]
-			p := part(h)
-			entHash[next[p]], entRow[next[p]] = h, uint32(g)
-			next[p]++
-		}
-	})
-
-	// 3. Each partition's distinct hashes, on every core: reps[p] lists
-	// the first row of each, in the order numbered.
-	reps := make([][]uint32, nparts)
-	var nextPart atomic.Int64
-	parallel(b.workers, b.workers, func(int) {
-		var slots []hashSlot
-		for {
-			p := int(nextPart.Add(1) - 1)
-			if p >= nparts {
-				return
-			}
-			lo, hi := int(partLo[p]), int(partLo[p+1])
-			size := 1 << bits.Len(uint(2*(hi-lo)))
-			if cap(slots) < size {
-				slots = make([]hashSlot, size)
-			}
-			slots = slots[:size]
-			clear(slots)
-			mask := uint64(size - 1)
-			var rp []uint32
-			for e := lo; e < hi; e++ {
-				h, g := entHash[e], entRow[e]
-				j := h & mask
-				for {
-					sl := &slots[j]
-					if sl.series == 0 {
-						rp = append(rp, g)
-						*sl = hashSlot{hash: h, series: int32(len(rp))}
-						b.local[g] = int32(len(rp) - 1)
-						break
+				id := ids.Value(j)
+				// A write often holds a series' rows one after another:
+				// those need no hash.
+				if j == 0 || id != prev {
+					h := bulkHash(id)
+					prev, mine = id, shardOf(h, shards) == i
+					if mine {
+						l = t.add(h, id)
 					}
-					if sl.hash == h {
-						b.local[g] = sl.series - 1
-						break
-					}
-					j = (j + 1) & mask
 				}
-			}
-			reps[p] = rp
-		}
-	})
-
-	// 4. Global numbers and one string of every series' id.
-	partBase := make([]int32, nparts+1)
-	idBytes := 0
-	idOf := func(g uint32) string {
-		// The write holding row g: the last k with off[k] <= g (writes
-		// of no rows share their offset with the next).
-		k, _ := slices.BinarySearch(b.off, int(g)+1)
-		k--
-		return b.ids[k].Value(int(g) - b.off[k])
-	}
-	for p, rp := range reps {
-		partBase[p+1] = partBase[p] + int32(len(rp))
-		for _, g := range rp {
-			idBytes += len(idOf(g))
-		}
-	}
-	d := int(partBase[nparts])
-	var sb strings.Builder
-	sb.Grow(idBytes)
-	idEnd := make([]int32, d+1)
-	list := make([]bulkSeries, d)
-	for p, rp := range reps {
-		for l, g := range rp {
-			s := int(partBase[p]) + l
-			sb.WriteString(idOf(g))
-			idEnd[s+1] = int32(sb.Len())
-			list[s].hash = hashes[g]
-		}
-	}
-	all := sb.String()
-	for s := range list {
-		list[s].id, list[s].code = all[idEnd[s]:idEnd[s+1]], -1
-	}
-
-	// 5. Global numbers per row, each id checked against its series'.
-	var collided atomic.Bool
-	parallel(w, w, func(i int) {
-		for k := first[i]; k < first[i+1]; k++ {
-			ids, lo := b.ids[k], b.off[k]
-			for j := 0; j < ids.Len(); j++ {
-				g := lo + j
-				s := partBase[part(hashes[g])] + b.local[g]
-				b.local[g] = s
-				if ids.Value(j) != all[idEnd[s]:idEnd[s+1]] {
-					collided.Store(true)
-					return
+				if mine {
+					b.local[lo+j] = int32(l<<b.shardBits | uint32(i))
 				}
 			}
 		}
+		b.series[i] = t.list()
 	})
-	return list, !collided.Load()
 }
 
-// hashSlot is a slot of numberByHash's table: a hash and its series'
-// number in the partition + 1 (0: empty).
-type hashSlot struct {
-	hash   uint64
-	series int32
+// maxShards bounds numberSeries's shards so that a row's number and its
+// shard fit in 32 bits (a run holds fewer than 1<<28 rows).
+const maxShards = 16
+
+// shardOf is the shard, of n, of hash h: its top bits scaled to n.
+func shardOf(h uint64, n int) int { return int((h >> 32) * uint64(n) >> 32) }
+
+// shardTable numbers one shard's distinct ids: open addressing, linear
+// probing, at most 3/4 full. A slot is the series number + 1 (0: empty)
+// in its low half and a tag of the hash in its high half; a tag match is
+// checked against the id itself, kept with the others in one buffer.
+type shardTable struct {
+	slots  []uint64
+	hashes []uint64 // each series' hash, to grow by
+	bytes  []byte   // every series' id, one after the other
+	end    []uint32 // series l's id is bytes[end[l]:end[l+1]]
+}
+
+// tag is the part of a hash kept in a slot: bits the slot's index (the
+// low bits) and the shard (the top ones) do not use, as far as possible.
+func tag(h uint64) uint64 { return h >> 16 << 32 }
+
+// add returns id's number, numbering it if it is new.
+func (t *shardTable) add(h uint64, id string) uint32 {
+	mask := uint64(len(t.slots) - 1)
+	tg := tag(h)
+	for j := h & mask; ; j = (j + 1) & mask {
+		sl := t.slots[j]
+		if sl == 0 {
+			l := uint32(len(t.hashes))
+			t.hashes = append(t.hashes, h)
+			t.bytes = append(t.bytes, id...)
+			t.end = append(t.end, uint32(len(t.bytes)))
+			t.slots[j] = tg | uint64(l+1)
+			if 4*len(t.hashes) > 3*len(t.slots) {
+				t.grow()
+			}
+			return l
+		}
+		if sl&^(1<<32-1) == tg {
+			l := uint32(sl) - 1
+			if string(t.bytes[t.end[l]:t.end[l+1]]) == id {
+				return l
+			}
+		}
+	}
+}
+
+// grow doubles the table (or makes its first one).
+func (t *shardTable) grow() {
+	if t.end == nil {
+		t.end = []uint32{0}
+	}
+	slots := make([]uint64, max(1024, 2*len(t.slots)))
+	mask := uint64(len(slots) - 1)
+	for l, h := range t.hashes {
+		j := h & mask
+		for slots[j] != 0 {
+			j = (j + 1) & mask
+		}
+		slots[j] = tag(h) | uint64(l+1)
+	}
+	t.slots = slots
+}
+
+// list is the shard's series in number order, their ids in one string.
+func (t *shardTable) list() []bulkSeries {
+	all := string(t.bytes)
+	list := make([]bulkSeries, len(t.hashes))
+	for l, h := range t.hashes {
+		list[l] = bulkSeries{id: all[t.end[l]:t.end[l+1]], hash: h, code: -1}
+	}
+	return slices.Clip(list)
 }

@@ -8,11 +8,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// TestNumberByHash: the hash numbering gives every row its series'
-// number, agreeing with the exact table, and owns up to a collision
-// (hashes narrowed to 2 bits) so that probe falls back.
-func TestNumberByHash(t *testing.T) {
-	defer func(p int, h uint64) { bulkRowsPerPart, bulkHashBits = p, h }(bulkRowsPerPart, bulkHashBits)
+// TestNumberSeries: the sharded numbering gives every row its series'
+// number, one per distinct id, whether ids share hashes (narrowed to 2
+// bits, or tags only) or not, with one shard or several, and tables that
+// grow.
+func TestNumberSeries(t *testing.T) {
+	defer func(r int, h uint64) { bulkRowsPerWorker, bulkHashBits = r, h }(bulkRowsPerWorker, bulkHashBits)
 	// Writes of a few rows each, ids repeating within and across them,
 	// one write empty.
 	var writes [][]string
@@ -20,6 +21,12 @@ func TestNumberByHash(t *testing.T) {
 		var ids []string
 		for j := range (k * 7) % 23 {
 			ids = append(ids, fmt.Sprintf("s%d", (k*j+j/3)%17))
+		}
+		if k == 5 {
+			// Enough ids to grow a table, some longer than a word.
+			for j := range 3000 {
+				ids = append(ids, fmt.Sprintf("series/%d", j*7%2500))
+			}
 		}
 		writes = append(writes, ids)
 	}
@@ -42,43 +49,44 @@ func TestNumberByHash(t *testing.T) {
 		panic(g)
 	}
 	for _, tc := range []struct {
-		name    string
-		perPart int
-		bits    uint64
-		ok      bool
+		name string
+		bits uint64
 	}{
-		{"one partition", 1 << 20, ^uint64(0), true},
-		{"many partitions", 3, ^uint64(0), true},
-		{"collisions", 3, 0x3, false},
+		{"full hashes", ^uint64(0)},
+		{"2-bit hashes", 0x3<<32 | 0x3},
+		{"one tag", 1<<16 - 1},
 	} {
-		for _, workers := range []int{1, 2, 3} {
+		for _, workers := range []int{1, 2, 3, 9} {
 			t.Run(fmt.Sprintf("%s/workers=%d", tc.name, workers), func(t *testing.T) {
-				bulkRowsPerPart, bulkHashBits = tc.perPart, tc.bits
+				bulkHashBits, bulkRowsPerWorker = tc.bits, 1
 				b.workers = workers
-				w := min(workers, len(writes))
-				first := make([]int, w+1)
-				for i := 1; i < w; i++ {
-					first[i] = len(writes) * i / w
+				b.numberSeries()
+				if want := min(workers, maxShards); len(b.series) != want {
+					t.Fatalf("%d shards, want %d", len(b.series), want)
 				}
-				first[w] = len(writes)
-				b.local = make([]int32, b.n)
-				list, ok := b.numberByHash(w, first)
-				if ok != tc.ok {
-					t.Fatalf("ok %v, want %v", ok, tc.ok)
+				var list []bulkSeries
+				shard := uint32(1)<<b.shardBits - 1
+				at := func(g int) (*bulkSeries, int) {
+					v := uint32(b.local[g])
+					return &b.series[v&shard][v>>b.shardBits], int(v & shard)
 				}
-				if !ok {
-					return
+				for _, l := range b.series {
+					list = append(list, l...)
 				}
-				seen := map[string]int32{}
+				seen := map[string]*bulkSeries{}
 				for g := range b.n {
 					id := rowID(g)
-					if got := list[b.local[g]].id; got != id {
-						t.Fatalf("row %d: series %q, want %q", g, got, id)
+					x, sh := at(g)
+					if x.id != id {
+						t.Fatalf("row %d: series %q, want %q", g, x.id, id)
 					}
-					if s, dup := seen[id]; dup && s != b.local[g] {
-						t.Fatalf("row %d: %q numbered %d and %d", g, id, s, b.local[g])
+					if sh != shardOf(bulkHash(id), len(b.series)) {
+						t.Fatalf("row %d: %q in shard %d", g, id, sh)
 					}
-					seen[id] = b.local[g]
+					if y, dup := seen[id]; dup && y != x {
+						t.Fatalf("row %d: %q numbered twice", g, id)
+					}
+					seen[id] = x
 				}
 				if len(list) != len(seen) {
 					t.Fatalf("%d series, want %d", len(list), len(seen))
