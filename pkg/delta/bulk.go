@@ -93,7 +93,7 @@ type bulk struct {
 	given   *array.Boolean
 
 	shardBits uint
-	local     []int32 // a row's series (shard and number), then its rank
+	local     []int32        // a row's series (shard and number), then its rank
 	series    [][]bulkSeries // each shard's
 	sorted    []*bulkSeries  // every series in run order
 }
