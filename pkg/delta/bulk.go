@@ -29,12 +29,12 @@ import (
 // WAL position pos.
 //
 // Where Append ranks each write's series through one map on one
-// goroutine, Bulk spreads the work over the cores: the writes are split
-// into row ranges, each numbering its series in a hash table of its own;
-// the tables are merged, new series looked up in the base in parallel,
-// the series sorted once, rows put in series order by a counting sort
-// split by row ranges, and each series' rows sorted by period on the
-// goroutine owning its range. The base's methods are called from several
+// goroutine, Bulk spreads the work over the cores: the series are
+// numbered in tables sharded by hash, one shard per core (numberSeries);
+// each shard's series are sorted by id, the shards merged and the series
+// looked up in the base in id order, in parallel (rank); rows are put in
+// series order by a counting sort split by row ranges, and each series'
+// rows sorted by period on the goroutine owning its range. The base's methods are called from several
 // goroutines at once, as concurrent readers call them.
 //
 // Writes without rows add nothing: Bulk of no rows is Empty(s).
@@ -70,8 +70,8 @@ var bulkHashBits = ^uint64(0)
 
 // Tuning, variables for the tests (which run every path on small data):
 // bulkWorkers is how many goroutines Bulk uses (0: GOMAXPROCS);
-// bulkRowsPerWorker the fewest rows worth a goroutine of the probe and
-// the counting sort.
+// bulkRowsPerWorker the fewest rows worth a goroutine (a shard) of the
+// numbering and of the counting sort.
 var (
 	bulkWorkers       = 0
 	bulkRowsPerWorker = 1 << 14
@@ -162,7 +162,7 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	b.periods = b.cols[datafile.ColumnPeriod].(*array.Date32).Date32Values()
 	b.given = b.cols[len(b.cols)-1].(*array.Boolean)
 
-	b.probe()
+	b.numberSeries()
 	ranks := b.rank()
 	if err := b.ctx.Err(); err != nil {
 		return nil, err
@@ -171,78 +171,54 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	return b.assemble(seq, pos, order, group)
 }
 
-// probe numbers the distinct series and each row's series (b.local; see
-// numberSeries), then looks the series up in the base, on every core.
-func (b *bulk) probe() {
-	b.numberSeries()
-	if b.base == nil {
-		return
-	}
-	const chunk = 4096
-	type span struct{ shard, lo, hi int }
-	var spans []span
-	for p, l := range b.series {
-		for lo := 0; lo < len(l); lo += chunk {
-			spans = append(spans, span{p, lo, min(len(l), lo+chunk)})
-		}
-	}
-	parallel(b.workers, len(spans), func(c int) {
-		sp := spans[c]
-		for i := sp.lo; i < sp.hi; i++ {
-			x := &b.series[sp.shard][i]
-			if code, ok := b.base.Lookup(x.id); ok {
-				x.code, x.base = int32(code), b.base.Periods(code)
-			}
-		}
-	})
-}
-
-// rank sorts the series into run order (b.sorted) and returns each
-// partition's map from its series numbers to their ranks. Base series
-// sort by code, the others by id, and the two lists merge by id.
+// rank sorts the series into run order, by id (b.sorted), looks them up
+// in the base in that order and returns each shard's map from its series
+// numbers to their ranks. Each shard's series are sorted on a core of
+// their own, then merged (an id is in one shard only). In id order, one
+// lookup's binary search in the base's sorted ids walks much the path of
+// the one before it, which is in cache; in hash order, every lookup
+// missed the cache on most of its steps.
 func (b *bulk) rank() [][]int32 {
-	var inBase, fresh []uint64 // partition<<32 | local
-	for p, l := range b.series {
-		for i, x := range l {
-			if x.code >= 0 {
-				inBase = append(inBase, uint64(p)<<32|uint64(i))
-			} else {
-				fresh = append(fresh, uint64(p)<<32|uint64(i))
-			}
+	perms := make([][]int32, len(b.series))
+	parallel(b.workers, len(b.series), func(p int) {
+		l := b.series[p]
+		perm := make([]int32, len(l))
+		for i := range perm {
+			perm[i] = int32(i)
 		}
-	}
-	at := func(v uint64) *bulkSeries { return &b.series[v>>32][uint32(v)] }
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		// By code: the code in the high bits, the series in the low ones.
-		keys := make([]uint64, len(inBase))
-		for i, v := range inBase {
-			keys[i] = uint64(at(v).code)<<32 | uint64(i)
-		}
-		slices.Sort(keys)
-		sorted := make([]uint64, len(inBase))
-		for i, k := range keys {
-			sorted[i] = inBase[uint32(k)]
-		}
-		inBase = sorted
+		slices.SortFunc(perm, func(x, y int32) int { return strings.Compare(l[x].id, l[y].id) })
+		perms[p] = perm
 	})
-	slices.SortFunc(fresh, func(x, y uint64) int { return strings.Compare(at(x).id, at(y).id) })
-	wg.Wait()
-
 	ranks := make([][]int32, len(b.series))
+	d := 0
 	for p, l := range b.series {
 		ranks[p] = make([]int32, len(l))
+		d += len(l)
 	}
-	b.sorted = make([]*bulkSeries, 0, len(inBase)+len(fresh))
-	for i, j := 0, 0; i < len(inBase) || j < len(fresh); {
-		var v uint64
-		if j == len(fresh) || i < len(inBase) && at(inBase[i]).id < at(fresh[j]).id {
-			v, i = inBase[i], i+1
-		} else {
-			v, j = fresh[j], j+1
+	b.sorted = make([]*bulkSeries, 0, d)
+	heads := make([]int, len(b.series))
+	for len(b.sorted) < d {
+		// The least id at the shards' heads (a handful of shards).
+		best := -1
+		for p, h := range heads {
+			if h < len(perms[p]) && (best < 0 || b.series[p][perms[p][h]].id < b.series[best][perms[best][heads[best]]].id) {
+				best = p
+			}
 		}
-		ranks[v>>32][uint32(v)] = int32(len(b.sorted))
-		b.sorted = append(b.sorted, at(v))
+		i := perms[best][heads[best]]
+		heads[best]++
+		ranks[best][i] = int32(len(b.sorted))
+		b.sorted = append(b.sorted, &b.series[best][i])
+	}
+	if b.base != nil {
+		const chunk = 4096
+		parallel(b.workers, (d+chunk-1)/chunk, func(c int) {
+			for _, x := range b.sorted[c*chunk : min(d, (c+1)*chunk)] {
+				if code, ok := b.base.Lookup(x.id); ok {
+					x.code, x.base = int32(code), b.base.Periods(code)
+				}
+			}
+		})
 	}
 	return ranks
 }
