@@ -350,14 +350,20 @@ func (b *bulk) assemble(seq, pos uint64, keys []uint64, group []int32) (_ *State
 			if cap(slab)-len(slab) < len(kept) {
 				slab = make([]int32, 0, max(4096, len(kept)))
 			}
-			bi := 0
+			// A kept row revises a base row or adds one: searched for,
+			// not scanned to, as a base series has many periods and a
+			// replay few rows of it, mostly after its last (appends).
+			base := x.base
 			for _, key := range kept {
 				p := keyPeriod(key)
-				for bi < len(x.base) && x.base[bi] < p {
-					bi++
-				}
-				if bi < len(x.base) && x.base[bi] == p {
-					continue
+				if len(base) > 0 && p <= base[len(base)-1] {
+					i, found := slices.BinarySearch(base, p)
+					base = base[i:]
+					if found {
+						continue
+					}
+				} else {
+					base = nil
 				}
 				slab = append(slab, int32(p))
 			}
