@@ -29,12 +29,12 @@ import (
 // WAL position pos.
 //
 // Where Append ranks each write's series through one map on one
-// goroutine, Bulk spreads the work over the cores: the writes are split
-// into row ranges, each numbering its series in a hash table of its own;
-// the tables are merged, new series looked up in the base in parallel,
-// the series sorted once, rows put in series order by a counting sort
-// split by row ranges, and each series' rows sorted by period on the
-// goroutine owning its range. The base's methods are called from several
+// goroutine, Bulk spreads the work over the cores: the series are
+// numbered in tables sharded by hash, one shard per core (numberSeries);
+// each shard's series are sorted by id, the shards merged and the series
+// looked up in the base in id order, in parallel (rank); rows are put in
+// series order by a counting sort split by row ranges, and each series'
+// rows sorted by period on the goroutine owning its range. The base's methods are called from several
 // goroutines at once, as concurrent readers call them.
 //
 // Writes without rows add nothing: Bulk of no rows is Empty(s).
@@ -70,8 +70,8 @@ var bulkHashBits = ^uint64(0)
 
 // Tuning, variables for the tests (which run every path on small data):
 // bulkWorkers is how many goroutines Bulk uses (0: GOMAXPROCS);
-// bulkRowsPerWorker the fewest rows worth a goroutine of the probe and
-// the counting sort.
+// bulkRowsPerWorker the fewest rows worth a goroutine (a shard) of the
+// numbering and of the counting sort.
 var (
 	bulkWorkers       = 0
 	bulkRowsPerWorker = 1 << 14
@@ -92,15 +92,15 @@ type bulk struct {
 	periods []arrow.Date32
 	given   *array.Boolean
 
-	parts  int
-	local  []int32 // a row's series number, then its rank
-	series [][]bulkSeries
-	sorted []*bulkSeries // every series in run order
+	shardBits uint
+	local     []int32        // a row's series (shard and number), then its rank
+	series    [][]bulkSeries // each shard's
+	sorted    []*bulkSeries  // every series in run order
 }
 
 // bulkSeries is one distinct series of the writes.
 type bulkSeries struct {
-	id   string // aliases a write's ids until the run is built
+	id   string // aliases its shard's buffer of ids
 	hash uint64
 	code int32 // in the base, -1 if none
 	base []arrow.Date32
@@ -162,7 +162,7 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	b.periods = b.cols[datafile.ColumnPeriod].(*array.Date32).Date32Values()
 	b.given = b.cols[len(b.cols)-1].(*array.Boolean)
 
-	b.probe()
+	b.numberSeries()
 	ranks := b.rank()
 	if err := b.ctx.Err(); err != nil {
 		return nil, err
@@ -171,185 +171,54 @@ func (b *bulk) build(seq, pos uint64) (*State, error) {
 	return b.assemble(seq, pos, order, group)
 }
 
-// probe numbers the distinct series and each row's series (b.local):
-// the writes are split into row ranges of whole writes, one per goroutine,
-// each reading its ids in order into a hash table of its own (a Go map
-// costs more: its keys are string headers whose bytes are elsewhere; a
-// slot here holds the id's hash and, for ids of up to 16 bytes, the id
-// itself); the tables are then merged into the first, and the series new
-// to it looked up in the base, on every core.
-func (b *bulk) probe() {
-	w := max(1, min(b.workers, len(b.writes), b.n/bulkRowsPerWorker))
-	// Worker i takes the writes starting in rows [n*i/w, n*(i+1)/w).
-	first := make([]int, w+1)
-	for i := 1; i <= w; i++ {
-		first[i], _ = slices.BinarySearch(b.off[:len(b.writes)], b.n*i/w)
+// rank sorts the series into run order, by id (b.sorted), looks them up
+// in the base in that order and returns each shard's map from its series
+// numbers to their ranks. Each shard's series are sorted on a core of
+// their own, then merged (an id is in one shard only). In id order, one
+// lookup's binary search in the base's sorted ids walks much the path of
+// the one before it, which is in cache; in hash order, every lookup
+// missed the cache on most of its steps.
+func (b *bulk) rank() [][]int32 {
+	perms := make([][]int32, len(b.series))
+	parallel(b.workers, len(b.series), func(p int) {
+		l := b.series[p]
+		perm := make([]int32, len(l))
+		for i := range perm {
+			perm[i] = int32(i)
+		}
+		slices.SortFunc(perm, func(x, y int32) int { return strings.Compare(l[x].id, l[y].id) })
+		perms[p] = perm
+	})
+	ranks := make([][]int32, len(b.series))
+	d := 0
+	for p, l := range b.series {
+		ranks[p] = make([]int32, len(l))
+		d += len(l)
 	}
-	first[w] = len(b.writes)
-	b.local = make([]int32, b.n)
-	tables := make([]seriesTable, w)
-	parallel(w, w, func(i int) {
-		t := &tables[i]
-		t.grow()
-		for k := first[i]; k < first[i+1]; k++ {
-			ids, lo := b.ids[k], b.off[k]
-			prev, l := "", int32(-1)
-			for j := 0; j < ids.Len(); j++ {
-				// A write often holds a series' rows one after another:
-				// those need no probe.
-				if id := ids.Value(j); l < 0 || id != prev {
-					prev, l = id, t.add(bulkHash(id), id)
-				}
-				b.local[lo+j] = l
+	b.sorted = make([]*bulkSeries, 0, d)
+	heads := make([]int, len(b.series))
+	for len(b.sorted) < d {
+		// The least id at the shards' heads (a handful of shards).
+		best := -1
+		for p, h := range heads {
+			if h < len(perms[p]) && (best < 0 || b.series[p][perms[p][h]].id < b.series[best][perms[best][heads[best]]].id) {
+				best = p
 			}
 		}
-	})
-	// Merge: the first table takes the others' series.
-	all := &tables[0]
-	remap := make([][]int32, w)
-	for i := 1; i < w; i++ {
-		remap[i] = make([]int32, len(tables[i].list))
-		for l, x := range tables[i].list {
-			remap[i][l] = all.add(x.hash, x.id)
-		}
+		i := perms[best][heads[best]]
+		heads[best]++
+		ranks[best][i] = int32(len(b.sorted))
+		b.sorted = append(b.sorted, &b.series[best][i])
 	}
-	parallel(w, w, func(i int) {
-		if i == 0 {
-			return
-		}
-		m := remap[i]
-		for g := b.off[first[i]]; g < b.off[first[i+1]]; g++ {
-			b.local[g] = m[b.local[g]]
-		}
-	})
-	list := all.list
 	if b.base != nil {
 		const chunk = 4096
-		parallel(b.workers, (len(list)+chunk-1)/chunk, func(c int) {
-			for i := c * chunk; i < min(len(list), (c+1)*chunk); i++ {
-				x := &list[i]
+		parallel(b.workers, (d+chunk-1)/chunk, func(c int) {
+			for _, x := range b.sorted[c*chunk : min(d, (c+1)*chunk)] {
 				if code, ok := b.base.Lookup(x.id); ok {
 					x.code, x.base = int32(code), b.base.Periods(code)
 				}
 			}
 		})
-	}
-	b.parts, b.series = 1, [][]bulkSeries{list}
-}
-
-// seriesTable numbers distinct series ids: open addressing, linear
-// probing, at most half full.
-type seriesTable struct {
-	slots []seriesSlot
-	list  []bulkSeries
-}
-
-// seriesSlot is a slot of a seriesTable: an id's hash, its number + 1 (0:
-// empty) and, when it fits, the id.
-type seriesSlot struct {
-	hash   uint64
-	series int32
-	n      int32 // len(id) if it fits in short, else -1
-	short  [16]byte
-}
-
-// add returns id's number, numbering it if it is new.
-func (t *seriesTable) add(h uint64, id string) int32 {
-	mask := uint64(len(t.slots) - 1)
-	for j := h >> 32 & mask; ; j = (j + 1) & mask {
-		sl := &t.slots[j]
-		if sl.series == 0 {
-			l := int32(len(t.list))
-			t.list = append(t.list, bulkSeries{id: id, hash: h, code: -1})
-			t.set(sl, h, l, id)
-			if 2*len(t.list) > len(t.slots) {
-				t.grow()
-			}
-			return l
-		}
-		if sl.hash != h {
-			continue
-		}
-		if sl.n >= 0 {
-			if int(sl.n) == len(id) && string(sl.short[:sl.n]) == id {
-				return sl.series - 1
-			}
-		} else if t.list[sl.series-1].id == id {
-			return sl.series - 1
-		}
-	}
-}
-
-func (t *seriesTable) set(sl *seriesSlot, h uint64, l int32, id string) {
-	*sl = seriesSlot{hash: h, series: l + 1, n: -1}
-	if len(id) <= len(sl.short) {
-		sl.n = int32(copy(sl.short[:], id))
-	}
-}
-
-// grow doubles the table (or makes its first one).
-func (t *seriesTable) grow() {
-	slots := make([]seriesSlot, max(1024, 2*len(t.slots)))
-	mask := uint64(len(slots) - 1)
-	for _, sl := range t.slots {
-		if sl.series == 0 {
-			continue
-		}
-		j := sl.hash >> 32 & mask
-		for slots[j].series != 0 {
-			j = (j + 1) & mask
-		}
-		slots[j] = sl
-	}
-	t.slots = slots
-}
-
-// rank sorts the series into run order (b.sorted) and returns each
-// partition's map from its series numbers to their ranks. Base series
-// sort by code, the others by id, and the two lists merge by id.
-func (b *bulk) rank() [][]int32 {
-	var inBase, fresh []uint64 // partition<<32 | local
-	for p, l := range b.series {
-		for i, x := range l {
-			if x.code >= 0 {
-				inBase = append(inBase, uint64(p)<<32|uint64(i))
-			} else {
-				fresh = append(fresh, uint64(p)<<32|uint64(i))
-			}
-		}
-	}
-	at := func(v uint64) *bulkSeries { return &b.series[v>>32][uint32(v)] }
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		// By code: the code in the high bits, the series in the low ones.
-		keys := make([]uint64, len(inBase))
-		for i, v := range inBase {
-			keys[i] = uint64(at(v).code)<<32 | uint64(i)
-		}
-		slices.Sort(keys)
-		sorted := make([]uint64, len(inBase))
-		for i, k := range keys {
-			sorted[i] = inBase[uint32(k)]
-		}
-		inBase = sorted
-	})
-	slices.SortFunc(fresh, func(x, y uint64) int { return strings.Compare(at(x).id, at(y).id) })
-	wg.Wait()
-
-	ranks := make([][]int32, b.parts)
-	for p, l := range b.series {
-		ranks[p] = make([]int32, len(l))
-	}
-	b.sorted = make([]*bulkSeries, 0, len(inBase)+len(fresh))
-	for i, j := 0, 0; i < len(inBase) || j < len(fresh); {
-		var v uint64
-		if j == len(fresh) || i < len(inBase) && at(inBase[i]).id < at(fresh[j]).id {
-			v, i = inBase[i], i+1
-		} else {
-			v, j = fresh[j], j+1
-		}
-		ranks[v>>32][uint32(v)] = int32(len(b.sorted))
-		b.sorted = append(b.sorted, at(v))
 	}
 	return ranks
 }
@@ -368,8 +237,10 @@ func (b *bulk) order(ranks [][]int32) (keys []uint64, group []int32) {
 	parallel(w, w, func(i int) {
 		lo, hi := rowRange(i)
 		c := make([]int32, d)
+		shard := uint32(1)<<b.shardBits - 1
 		for g := lo; g < hi; g++ {
-			r := ranks[0][b.local[g]]
+			v := uint32(b.local[g])
+			r := ranks[v&shard][v>>b.shardBits]
 			b.local[g] = r
 			c[r]++
 		}
@@ -479,14 +350,20 @@ func (b *bulk) assemble(seq, pos uint64, keys []uint64, group []int32) (_ *State
 			if cap(slab)-len(slab) < len(kept) {
 				slab = make([]int32, 0, max(4096, len(kept)))
 			}
-			bi := 0
+			// A kept row revises a base row or adds one: searched for,
+			// not scanned to, as a base series has many periods and a
+			// replay few rows of it, mostly after its last (appends).
+			base := x.base
 			for _, key := range kept {
 				p := keyPeriod(key)
-				for bi < len(x.base) && x.base[bi] < p {
-					bi++
-				}
-				if bi < len(x.base) && x.base[bi] == p {
-					continue
+				if len(base) > 0 && p <= base[len(base)-1] {
+					i, found := slices.BinarySearch(base, p)
+					base = base[i:]
+					if found {
+						continue
+					}
+				} else {
+					base = nil
 				}
 				slab = append(slab, int32(p))
 			}
