@@ -47,7 +47,16 @@ func TestGatherValidity(t *testing.T) {
 						wantNulls++
 					}
 				}
-				buf, nulls := tc.s.gatherValidity(rows)
+				// From a slab holding dirty buffers: get must clear them.
+				p := &slab{}
+				for range 3 {
+					dirty := make([]byte, (n+63)/64*8)
+					for i := range dirty {
+						dirty[i] = 0xff
+					}
+					p.put(dirty)
+				}
+				buf, nulls := tc.s.gatherValidity(rows, p)
 				if nulls != wantNulls {
 					t.Fatalf("%s, %d rows, noRow %v: %d nulls, want %d", tc.name, n, withNoRow, nulls, wantNulls)
 				}
@@ -61,6 +70,18 @@ func TestGatherValidity(t *testing.T) {
 					t.Fatalf("%s, %d rows, noRow %v: bitmap\n%08b\nwant\n%08b", tc.name, n, withNoRow, got, wantBits)
 				}
 			}
+		}
+	}
+}
+
+func TestSlabClass(t *testing.T) {
+	for n := 1; n < 1<<22; n = n*5/4 + 1 {
+		c := slabClass(n)
+		if c < n || c > n+n/4+1 {
+			t.Fatalf("slabClass(%d) = %d: want at least n and at most n+n/4", n, c)
+		}
+		if slabClass(c) != c {
+			t.Fatalf("slabClass(%d) = %d is not a class", n, c)
 		}
 	}
 }
