@@ -17,7 +17,6 @@ import (
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/progress"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
@@ -93,56 +92,12 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	// Duplicates are adjacent after the sort, in input order; "last" keeps
 	// the later one. Series boundaries fall where the rank changes.
 	o := l.ord
-	n := o.len()
-	w := 0
-	keep := keepRanks(opt.Shard, ids, byID)
-	for j := 0; j < n; j++ {
-		if keep != nil && !keep[o.rank(j)] {
-			l.otherShards++
-			continue // another shard's series
-		}
-		if w > 0 && o.key(w-1) == o.key(j) {
-			if opt.OnDuplicate == OnDuplicateError {
-				prev, row := o.row(w-1), o.row(j)
-				return nil, fmt.Errorf("duplicate key (%s %q, %s %s): %s and %s; pass --on-duplicate=last to keep the later row",
-					opt.SeriesColumn, ids[t.series.codes[row]], opt.PeriodColumn, period.Format(o.period(j)),
-					t.location(int64(prev)), t.location(int64(row)))
-			}
-			o.move(w-1, j)
-			l.dropped++
-			continue
-		}
-		if w == 0 || o.rank(w-1) != o.rank(j) {
-			if k := len(l.series); k > 0 {
-				l.series[k-1].end = w
-			}
-			l.series = append(l.series, span{id: ids[byID[o.rank(j)]], start: w})
-		}
-		o.move(w, j)
-		w++
+	var err error
+	l.series, l.dropped, l.otherShards, err = t.cutSeries(o, opt, ids, byID, keepRanks(opt.Shard, ids, byID), opt.Parallel)
+	if err != nil {
+		return nil, err
 	}
-	if k := len(l.series); k > 0 {
-		l.series[k-1].end = w
-	}
-	o.truncate(w)
-
-	for i := range l.series {
-		s := &l.series[i]
-		s.latest = noRow
-		for j := s.end - 1; j >= s.start; j-- {
-			if r := o.row(j); !t.value.isNull(int(r)) {
-				s.latest = r
-				break
-			}
-		}
-		first, last := o.period(s.start), o.period(s.end-1)
-		if i == 0 || first < l.minPeriod {
-			l.minPeriod = first
-		}
-		if i == 0 || last > l.maxPeriod {
-			l.maxPeriod = last
-		}
-	}
+	l.minPeriod, l.maxPeriod = t.latestAndBounds(o, l.series, opt.Parallel)
 
 	// Batches: greedy, cut only between series.
 	bs, rows := 0, 0
