@@ -31,6 +31,26 @@ func (s *store) gatherFrom(rows []uint32, p *slab) (arrow.Array, error) {
 	case kindString:
 		return s.gatherStrings(rows, p)
 	}
+	if s.kind == kindFixed && s.nullsZero && !s.noNull {
+		switch s.width {
+		case 1:
+			return s.gatherValid(rows, p, func(dst []byte, w []uint64) int {
+				return gatherValid(asSlice[uint8](dst), asSlice[uint8](s.data), s.valid, rows, w)
+			})
+		case 2:
+			return s.gatherValid(rows, p, func(dst []byte, w []uint64) int {
+				return gatherValid(asSlice[uint16](dst), asSlice[uint16](s.data), s.valid, rows, w)
+			})
+		case 4:
+			return s.gatherValid(rows, p, func(dst []byte, w []uint64) int {
+				return gatherValid(asSlice[uint32](dst), asSlice[uint32](s.data), s.valid, rows, w)
+			})
+		case 8:
+			return s.gatherValid(rows, p, func(dst []byte, w []uint64) int {
+				return gatherValid(asSlice[uint64](dst), asSlice[uint64](s.data), s.valid, rows, w)
+			})
+		}
+	}
 	valid, nulls := s.gatherValidity(rows, p)
 	var data []byte
 	if s.kind == kindBool {
@@ -94,6 +114,54 @@ func (s *store) gatherValidity(rows []uint32, p *slab) (*memory.Buffer, int) {
 	}
 	bm := wb[:bitutil.BytesForBits(int64(n))]
 	return memory.NewBufferBytes(bm), nulls
+}
+
+// gatherValid builds the array of a fixed-width column with nulls whose
+// null slots hold zero (nullsZero): fill gathers the values and the
+// validity bits in one pass, returning the nulls.
+func (s *store) gatherValid(rows []uint32, p *slab, fill func(dst []byte, words []uint64) int) (arrow.Array, error) {
+	n := len(rows)
+	data := p.get(n * s.width)
+	wb := p.get((n + 63) / 64 * 8)
+	nulls := fill(data, asSlice[uint64](wb))
+	var valid *memory.Buffer
+	if nulls == 0 {
+		p.put(wb)
+	} else {
+		valid = memory.NewBufferBytes(wb[:bitutil.BytesForBits(int64(n))])
+	}
+	ad := array.NewData(s.col.Type, n, []*memory.Buffer{valid, memory.NewBufferBytes(data)}, nil, nulls, 0)
+	defer ad.Release()
+	return array.MakeFromData(ad), nil
+}
+
+// gatherValid copies src[rows[i]] to dst[i] and sets validity bit i (as
+// validityBits does) when the row is valid. A null row's value is zero, so
+// the validity byte is read only for a zero value: the values are read
+// anyway, and skipping the second random read per row (into valid, as
+// large as the input) halved the gather of a nullable value column.
+func gatherValid[T uint8 | uint16 | uint32 | uint64](dst, src []T, valid []byte, rows []uint32, words []uint64) int {
+	set := 0
+	for w := range words {
+		chunk := rows[w*64 : min(w*64+64, len(rows))]
+		out := dst[w*64 : w*64+len(chunk)]
+		var word uint64
+		for i, r := range chunk {
+			var v T
+			var ok uint64
+			if r != noRow {
+				v = src[r]
+				if v != 0 || valid[r] != 0 {
+					ok = 1
+				}
+			}
+			out[i] = v
+			word |= ok << uint(i)
+		}
+		words[w] = word
+		set += bits.OnesCount64(word)
+	}
+	return len(rows) - set
 }
 
 // validityBits sets bit i of words (LSB first, which is Arrow's bit order

@@ -84,6 +84,11 @@ type store struct {
 	// complete, it lets gather skip the per-row validity look-up, a random
 	// read per row per column (false is always safe).
 	noNull bool
+	// nullsZero says every null row's data bytes are zero, as the readers
+	// (fill, putFixed, scatterDict, setNull) leave them: set by noteNulls
+	// on a complete store, it lets gather test validity only for a value
+	// that is zero (see gatherValid). False is always safe.
+	nullsZero bool
 }
 
 // noteNulls records whether the store holds no null (see noNull). Call it
@@ -91,6 +96,7 @@ type store struct {
 // afterwards must reset noNull.
 func (s *store) noteNulls() {
 	s.noNull = (s.kind == kindFixed || s.kind == kindBool) && bytes.IndexByte(s.valid, 0) < 0
+	s.nullsZero = s.kind == kindFixed
 }
 
 // newStore makes the store of column c for rows rows, its arrays from mem
