@@ -11,7 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
@@ -58,6 +57,21 @@ func (l *layout) attrNames(t *table) []string {
 // layout sorts the rows and derives everything the writers need.
 func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	ids := t.series.dict.values
+	l := &layout{isAttr: make([]bool, len(t.others))}
+
+	// Attribute detection reads the input columns in input order and
+	// needs no ranks, so it starts first and runs beside the ranking of
+	// the ids (one core) and the sort: one column at a time, the sort
+	// having the other workers.
+	attrs := make(chan struct{})
+	go func() {
+		defer close(attrs)
+		firstRow := t.firstRowPerCode()
+		for i, st := range t.others {
+			l.isAttr[i] = st.constantPerSeries(t.series.codes, firstRow)
+		}
+	}()
+
 	byID := make([]uint32, len(ids))
 	for i := range byID {
 		byID[i] = uint32(i)
@@ -67,27 +81,11 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	for r, c := range byID {
 		rank[c] = uint32(r)
 	}
-
-	// Attribute detection reads the input columns in input order, so it
-	// runs beside the sort instead of after it.
-	l := &layout{isAttr: make([]bool, len(t.others))}
-	g, _ := errgroup.WithContext(ctx)
-	g.SetLimit(max(opt.Parallel, 1))
-	g.Go(func() error {
-		n := len(t.series.codes)
-		scratch := bigSlice[uint64](t.mem, n)
-		l.ord = sortRowsOn(rank, t.series.codes, t.periods, bigSlice[uint64](t.mem, n), scratch, max(opt.Parallel, 1))
-		drop(t.mem, scratch)
-		return nil
-	})
-	firstRow := t.firstRowPerCode()
-	for i, st := range t.others {
-		g.Go(func() error {
-			l.isAttr[i] = st.constantPerSeries(t.series.codes, firstRow)
-			return nil
-		})
-	}
-	g.Wait()
+	n := len(t.series.codes)
+	scratch := bigSlice[uint64](t.mem, n)
+	l.ord = sortRowsOn(rank, t.series.codes, t.periods, bigSlice[uint64](t.mem, n), scratch, max(opt.Parallel, 1))
+	drop(t.mem, scratch)
+	<-attrs
 
 	// Duplicates are adjacent after the sort, in input order; "last" keeps
 	// the later one. Series boundaries fall where the rank changes.
