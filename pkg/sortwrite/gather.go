@@ -105,6 +105,8 @@ func (s *store) gatherValidity(rows []uint32, p *slab) (*memory.Buffer, int) {
 		nulls = presentBits(words, rows)
 	case s.kind == kindFixed || s.kind == kindBool:
 		nulls = validityBits(words, s.valid, rows)
+	case s.kind == kindString:
+		nulls = codeBits(words, s.codes, rows)
 	default:
 		nulls = bitsWhere(words, rows, func(r uint32) bool { return r != noRow && !s.isNull(int(r)) })
 	}
@@ -209,7 +211,27 @@ func presentBits(words []uint64, rows []uint32) int {
 	return len(rows) - set
 }
 
-// bitsWhere is validityBits for any test of a row (string columns).
+// codeBits is validityBits for a string column's codes (nullCode: null).
+func codeBits(words []uint64, codes []uint32, rows []uint32) int {
+	set := 0
+	for w := range words {
+		chunk := rows[w*64 : min(w*64+64, len(rows))]
+		var word uint64
+		for i, r := range chunk {
+			var v uint64
+			if r != noRow && codes[r] != nullCode {
+				v = 1
+			}
+			word |= v << uint(i)
+		}
+		words[w] = word
+		set += bits.OnesCount64(word)
+	}
+	return len(rows) - set
+}
+
+// bitsWhere is validityBits for any test of a row (the kinds without a
+// loop of their own).
 func bitsWhere(words []uint64, rows []uint32, valid func(uint32) bool) int {
 	set := 0
 	for w := range words {
