@@ -2,6 +2,7 @@ package sortwrite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,13 +11,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/progress"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
@@ -58,6 +57,21 @@ func (l *layout) attrNames(t *table) []string {
 // layout sorts the rows and derives everything the writers need.
 func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	ids := t.series.dict.values
+	l := &layout{isAttr: make([]bool, len(t.others))}
+
+	// Attribute detection reads the input columns in input order and
+	// needs no ranks, so it starts first and runs beside the ranking of
+	// the ids (one core) and the sort: one column at a time, the sort
+	// having the other workers.
+	attrs := make(chan struct{})
+	go func() {
+		defer close(attrs)
+		firstRow := t.firstRowPerCode()
+		for i, st := range t.others {
+			l.isAttr[i] = st.constantPerSeries(t.series.codes, firstRow)
+		}
+	}()
+
 	byID := make([]uint32, len(ids))
 	for i := range byID {
 		byID[i] = uint32(i)
@@ -67,81 +81,21 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	for r, c := range byID {
 		rank[c] = uint32(r)
 	}
-
-	// Attribute detection reads the input columns in input order, so it
-	// runs beside the sort instead of after it.
-	l := &layout{isAttr: make([]bool, len(t.others))}
-	g, _ := errgroup.WithContext(ctx)
-	g.SetLimit(max(opt.Parallel, 1))
-	g.Go(func() error {
-		n := len(t.series.codes)
-		scratch := bigSlice[uint64](t.mem, n)
-		l.ord = sortRowsOn(rank, t.series.codes, t.periods, bigSlice[uint64](t.mem, n), scratch, max(opt.Parallel, 1))
-		drop(t.mem, scratch)
-		return nil
-	})
-	firstRow := t.firstRowPerCode()
-	for i, st := range t.others {
-		g.Go(func() error {
-			l.isAttr[i] = st.constantPerSeries(t.series.codes, firstRow)
-			return nil
-		})
-	}
-	g.Wait()
+	n := len(t.series.codes)
+	scratch := bigSlice[uint64](t.mem, n)
+	l.ord = sortRowsOn(rank, t.series.codes, t.periods, bigSlice[uint64](t.mem, n), scratch, max(opt.Parallel, 1))
+	drop(t.mem, scratch)
+	<-attrs
 
 	// Duplicates are adjacent after the sort, in input order; "last" keeps
 	// the later one. Series boundaries fall where the rank changes.
 	o := l.ord
-	n := o.len()
-	w := 0
-	keep := keepRanks(opt.Shard, ids, byID)
-	for j := 0; j < n; j++ {
-		if keep != nil && !keep[o.rank(j)] {
-			l.otherShards++
-			continue // another shard's series
-		}
-		if w > 0 && o.key(w-1) == o.key(j) {
-			if opt.OnDuplicate == OnDuplicateError {
-				prev, row := o.row(w-1), o.row(j)
-				return nil, fmt.Errorf("duplicate key (%s %q, %s %s): %s and %s; pass --on-duplicate=last to keep the later row",
-					opt.SeriesColumn, ids[t.series.codes[row]], opt.PeriodColumn, period.Format(o.period(j)),
-					t.location(int64(prev)), t.location(int64(row)))
-			}
-			o.move(w-1, j)
-			l.dropped++
-			continue
-		}
-		if w == 0 || o.rank(w-1) != o.rank(j) {
-			if k := len(l.series); k > 0 {
-				l.series[k-1].end = w
-			}
-			l.series = append(l.series, span{id: ids[byID[o.rank(j)]], start: w})
-		}
-		o.move(w, j)
-		w++
+	var err error
+	l.series, l.dropped, l.otherShards, err = t.cutSeries(o, opt, ids, byID, keepRanks(opt.Shard, ids, byID), opt.Parallel)
+	if err != nil {
+		return nil, err
 	}
-	if k := len(l.series); k > 0 {
-		l.series[k-1].end = w
-	}
-	o.truncate(w)
-
-	for i := range l.series {
-		s := &l.series[i]
-		s.latest = noRow
-		for j := s.end - 1; j >= s.start; j-- {
-			if r := o.row(j); !t.value.isNull(int(r)) {
-				s.latest = r
-				break
-			}
-		}
-		first, last := o.period(s.start), o.period(s.end-1)
-		if i == 0 || first < l.minPeriod {
-			l.minPeriod = first
-		}
-		if i == 0 || last > l.maxPeriod {
-			l.maxPeriod = last
-		}
-	}
+	l.minPeriod, l.maxPeriod = t.latestAndBounds(o, l.series, opt.Parallel)
 
 	// Batches: greedy, cut only between series.
 	bs, rows := 0, 0
@@ -245,42 +199,66 @@ func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, p
 		return nil, sc, err
 	}
 	defer dw.Abort()
-	if err := t.writeData(ctx, dw, l, sc.data, extraStores, opt.Parallel, ph); err != nil {
+	// The index's columns (each series' latest value and attributes)
+	// depend only on the layout, so they are gathered beside the data
+	// write rather than after it.
+	type gatheredIndex struct {
+		cols []arrow.Array
+		err  error
+	}
+	idx := make(chan gatheredIndex, 1)
+	go func() {
+		cols, err := t.indexColumns(l, attrStores)
+		idx <- gatheredIndex{cols, err}
+	}()
+	werr := t.writeData(ctx, dw, l, sc.data, extraStores, opt.Parallel, !opt.Tiers.Tiered(), ph)
+	g := <-idx
+	defer func() {
+		for _, c := range g.cols {
+			c.Release()
+		}
+	}()
+	if err := errors.Join(werr, g.err); err != nil {
 		return nil, sc, err
 	}
-	files, err := dw.Close()
+	// Every batch is written, so the sink knows where each series went:
+	// the index is written and fsynced while the data file's footer is
+	// written and fsynced, instead of after it. Both are done before
+	// write returns, so the publish (fsync of the tree, manifest last)
+	// sees only complete files, as before.
+	xw, locs, err := newIndexWriter(filepath.Join(dir, "index.arrow"), t.value.col.Type, attrs, dw, len(l.series))
 	if err != nil {
 		return nil, sc, err
 	}
-	xinfo, err := t.writeIndex(filepath.Join(dir, "index.arrow"), l, dw, attrs, attrStores, &sc)
-	if err != nil {
+	type closed struct {
+		files []manifest.File
+		err   error
+	}
+	dataDone := make(chan closed, 1)
+	go func() {
+		files, err := dw.Close()
+		dataDone <- closed{files, err}
+	}()
+	xinfo, xerr := t.writeIndex(xw, locs, l, g.cols, dw, &sc)
+	d := <-dataDone
+	if err := errors.Join(d.err, xerr); err != nil {
 		return nil, sc, err
 	}
-	return append(files, manifest.File{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
+	return append(d.files, manifest.File{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
 		Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum}), sc, nil
 }
 
-// writeIndex feeds the index writer one series at a time: locations as
-// the data writer recorded them, the latest value and the attributes as
-// rows of arrays gathered once for all series (an attribute is read at the
-// series' first row). It sets sc.index to the schema written.
-func (t *table) writeIndex(path string, l *layout, sink *coldfile.Sink, attrs []arrow.Field, attrStores []*store, sc *schemas) (arrowfile.Info, error) {
+// indexColumns gathers, as arrays with one row per series, the index's
+// latest values (the value at each series' latest non-null row) and each
+// attribute (read at the series' first row). The caller releases them.
+func (t *table) indexColumns(l *layout, attrStores []*store) ([]arrow.Array, error) {
 	n := len(l.series)
-	xw, locs, err := newIndexWriter(path, t.value.col.Type, attrs, sink, n)
-	if err != nil {
-		return arrowfile.Info{}, err
-	}
 	firstRows := make([]uint32, n)
 	latestRows := make([]uint32, n)
 	for i, s := range l.series {
 		firstRows[i], latestRows[i] = l.ord.row(s.start), s.latest
 	}
-	var cols []arrow.Array // the latest values, then each attribute
-	defer func() {
-		for _, c := range cols {
-			c.Release()
-		}
-	}()
+	var cols []arrow.Array
 	for i, st := range append([]*store{t.value}, attrStores...) {
 		rows := firstRows
 		if i == 0 {
@@ -288,10 +266,21 @@ func (t *table) writeIndex(path string, l *layout, sink *coldfile.Sink, attrs []
 		}
 		a, err := st.gather(rows)
 		if err != nil {
-			return arrowfile.Info{}, err
+			for _, c := range cols {
+				c.Release()
+			}
+			return nil, err
 		}
 		cols = append(cols, a)
 	}
+	return cols, nil
+}
+
+// writeIndex feeds the index writer xw one series at a time: locations
+// as the data writer recorded them (locs), the latest value and the
+// attributes from cols (indexColumns). It sets sc.index to the schema
+// written.
+func (t *table) writeIndex(xw *sidecar.Writer, locs []datafile.Location, l *layout, cols []arrow.Array, sink *coldfile.Sink, sc *schemas) (arrowfile.Info, error) {
 	return addSeries(xw, len(l.series), cols[0], cols[1:], sc, sink, func(i int, s *sidecar.Series) {
 		sp := l.series[i]
 		s.ID, s.Location, s.HasLatest = sp.id, locs[i], sp.latest != noRow
@@ -365,7 +354,7 @@ func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 // k+1 overlaps with writing batch k: the gather is random access into the
 // input columns, the write is a check and a copy into the page cache, and
 // the two together would otherwise leave a core idle.
-func (t *table) writeData(ctx context.Context, dw *coldfile.Sink, l *layout, schema *arrow.Schema, extra []*store, workers int, ph progress.Phase) error {
+func (t *table) writeData(ctx context.Context, dw *coldfile.Sink, l *layout, schema *arrow.Schema, extra []*store, workers int, recycle bool, ph progress.Phase) error {
 	// Batches are gathered by up to workers goroutines at once (gathering
 	// is random reads of the input columns, the larger part of this phase)
 	// and written in order as they come. futs carries one result channel
@@ -378,6 +367,13 @@ func (t *table) writeData(ctx context.Context, dw *coldfile.Sink, l *layout, sch
 	}
 	futs := make(chan chan gathered, workers)
 	done := make(chan struct{})
+	// The batches' buffers are recycled once written (see slab), but not
+	// into a tiered sink: its splitter may keep slices of a batch for the
+	// cold file.
+	var pool *slab
+	if recycle {
+		pool = &slab{}
+	}
 	go func() {
 		defer close(futs)
 		sem := make(chan struct{}, workers)
@@ -395,7 +391,7 @@ func (t *table) writeData(ctx context.Context, dw *coldfile.Sink, l *layout, sch
 				return
 			}
 			go func() {
-				rec, err := t.gatherBatch(l, b, schema, extra)
+				rec, err := t.gatherBatch(l, b, schema, extra, pool)
 				<-sem
 				f <- gathered{rec, err}
 			}()
@@ -424,22 +420,27 @@ func (t *table) writeData(ctx context.Context, dw *coldfile.Sink, l *layout, sch
 			}
 			ph.Add(g.rec.NumRows(), 0)
 		}
+		bufs := pool.buffersOf(g.rec) // before the release, which drops the columns
 		g.rec.Release()
+		pool.put(bufs...)
 	}
 	return werr
 }
 
 // gatherBatch builds data record batch b.
-func (t *table) gatherBatch(l *layout, b int, schema *arrow.Schema, extra []*store) (arrow.RecordBatch, error) {
+// Its buffers come from p (nil: new ones).
+func (t *table) gatherBatch(l *layout, b int, schema *arrow.Schema, extra []*store, p *slab) (arrow.RecordBatch, error) {
 	o := l.ord
 	bnd := l.batches[b]
 	rs, re := l.series[bnd[0]].start, l.series[bnd[1]-1].end
-	rows := make([]uint32, re-rs)
-	periods := make([]int32, re-rs)
+	rowBuf := p.get((re - rs) * 4)
+	defer p.put(rowBuf)
+	rows := asSlice[uint32](rowBuf)
+	periods := asSlice[int32](p.get((re - rs) * 4))
 	for j := rs; j < re; j++ {
 		rows[j-rs], periods[j-rs] = o.row(j), o.period(j)
 	}
-	codes := make([]uint32, len(rows))
+	codes := asSlice[uint32](p.get(len(rows) * 4))
 	for si := bnd[0]; si < bnd[1]; si++ {
 		s := l.series[si]
 		for j := s.start; j < s.end; j++ {
@@ -457,11 +458,11 @@ func (t *table) gatherBatch(l *layout, b int, schema *arrow.Schema, extra []*sto
 		}
 	}()
 	var err error
-	if cols[datafile.ColumnValue], err = t.value.gather(rows); err != nil {
+	if cols[datafile.ColumnValue], err = t.value.gatherFrom(rows, p); err != nil {
 		return nil, err
 	}
 	for _, st := range extra {
-		a, err := st.gather(rows)
+		a, err := st.gatherFrom(rows, p)
 		if err != nil {
 			return nil, err
 		}
