@@ -334,18 +334,30 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	k := newPutKnown(d, v)
 	schema := w.State().Schema()
 	norm, seriesCodes, err := delta.NormalizeCodes(ctx, s.mem, schema, rec, batch, k, k)
-	v.Release()
 	if err != nil {
+		v.Release()
 		return err
 	}
 	checked := time.Now()
 	// The write is sorted into a run on this stream's goroutine while the
 	// committer logs it, which leaves the write path (one write at a time,
 	// between the fsync and the ack) only the key index's bookkeeping.
-	base := v.base // an identity only: Prepare reads no snapshot file
+	// Prepare reads the base's periods (which rows a write adds), so the
+	// view stays held until it is done: a reload meanwhile must not unmap
+	// the files under it.
+	base := v.base
+	var released bool
+	release := func() {
+		if !released {
+			released = true
+			v.Release()
+		}
+	}
 	ack, err := w.PutPrepare(ctx, norm, func() (*delta.Prepared, error) {
+		defer release()
 		return delta.Prepare(ctx, s.mem, schema, norm, base, seriesCodes)
 	})
+	release() // PutPrepare may refuse the write before it prepares
 	norm.Release()
 	if err != nil {
 		return fmt.Errorf("dataset %q: batch %d: %w", d.name, batch, err)
