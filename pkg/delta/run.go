@@ -229,14 +229,16 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 	periods := w.Column(1).(*array.Date32).Date32Values()
 	keys := make([]uint64, 0, n)
 	var other []int32
+	var maxCode int32
 	for i, c := range codes {
 		if c >= 0 {
 			keys = append(keys, uint64(c)<<32|uint64(i))
+			maxCode = max(maxCode, c)
 		} else {
 			other = append(other, int32(i))
 		}
 	}
-	slices.Sort(keys)
+	keys = sortByCode(keys, make([]uint64, len(keys)), uint32(maxCode))
 	slices.SortStableFunc(other, func(a, b int32) int { return strings.Compare(ids.Value(int(a)), ids.Value(int(b))) })
 	order := make([]int32, 0, n)
 	for i, j := 0, 0; i < len(keys) || j < len(other); {
