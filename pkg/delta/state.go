@@ -21,6 +21,15 @@ type Base interface {
 	Periods(code int) []arrow.Date32
 }
 
+// BoundedBase is a Base that also knows a series' first and last periods
+// without reading its rows: Prepare uses it to tell appends (periods after
+// the base's) from revisions cheaply.
+type BoundedBase interface {
+	Base
+	// Bounds are the first and last of Periods(code).
+	Bounds(code int) (first, last arrow.Date32)
+}
+
 // State is an immutable set of runs: what one view of the dataset merges
 // over its base. Apply, Freeze, DropFrozen and Rebase return new States.
 type State struct {

@@ -41,6 +41,15 @@ func (b *fakeBase) Lookup(id string) (int, bool) {
 
 func (b *fakeBase) Periods(int) []arrow.Date32 { return b.periods }
 
+// boundedFakeBase is a fakeBase that is a BoundedBase, as the served
+// snapshot is: Prepare then skips the periods of series written outside
+// their bounds.
+type boundedFakeBase struct{ *fakeBase }
+
+func (b boundedFakeBase) Bounds(int) (first, last arrow.Date32) {
+	return b.periods[0], b.periods[len(b.periods)-1]
+}
+
 // testSchema: value float64, an extra varying string column "status", and
 // one attribute "unit".
 func testSchema(t testing.TB) *Schema {
@@ -149,6 +158,10 @@ func TestApplyMatchesOracle(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			base := newFakeBase(50, 20)
 			writes, givens := randomWrites(rng, base, 5+rng.IntN(60), 1+rng.IntN(300))
+			var prepared Base = base // what the Prepare seeds prepare over
+			if seed == 7 {
+				prepared = boundedFakeBase{base}
+			}
 			st := Empty(s)
 			want := map[key]row{}
 			givenAny := map[string]bool{}
@@ -170,7 +183,8 @@ func TestApplyMatchesOracle(t *testing.T) {
 					// as DoPut does: sorted by Prepare, counted in by
 					// AppendPrepared (seed 11: prepared over another base
 					// object, so AppendPrepared sorts it again)
-					over := Base(base)
+					// (seed 7: over a BoundedBase)
+					over := prepared
 					if seed == 11 {
 						over = newFakeBase(50, 20)
 					}
@@ -178,7 +192,7 @@ func TestApplyMatchesOracle(t *testing.T) {
 					if p, err = Prepare(ctx, mem, s, rec, over, baseCodes(base, rec)); err != nil {
 						t.Fatal(err)
 					}
-					next, err = st.AppendPrepared(ctx, mem, p, uint64(i+1), uint64(100*(i+1)), base)
+					next, err = st.AppendPrepared(ctx, mem, p, uint64(i+1), uint64(100*(i+1)), prepared)
 					p.Release()
 				case deferred:
 					next, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(100*(i+1)), base)

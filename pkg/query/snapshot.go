@@ -329,6 +329,13 @@ func (r *SnapshotReader) Latest(code int) (int32, bool) { return r.x.Latest(code
 // Lookup finds a series' code by id.
 func (r *SnapshotReader) Lookup(id string) (int, bool) { return r.x.Lookup(id) }
 
+// Bounds are a series' first and last periods (both tiers), from the
+// index alone.
+func (r *SnapshotReader) Bounds(code int) (first, last arrow.Date32) {
+	f, l := r.x.Bounds(code)
+	return arrow.Date32(f), arrow.Date32(l)
+}
+
 // Periods are a series' periods, ascending (aliasing the mapping; in a
 // tiered snapshot, a series with cold rows gets a copy of both tiers'
 // periods, decoding its cold rows). An entry outside the data, or cold

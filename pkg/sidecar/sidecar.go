@@ -388,6 +388,14 @@ func (x *Index) Entry(i int) Entry {
 	}
 }
 
+// Bounds are series i's first and last periods over both tiers: Entry's
+// FirstPeriod and LastPeriod, read alone (two columns rather than every
+// column of the entry) for a caller that only needs to know whether a
+// period can be one of the series'.
+func (x *Index) Bounds(i int) (first, last int32) {
+	return int32(x.firstPeriod[i]), int32(x.lastPeriod[i])
+}
+
 // Cold is where series i's cold rows lie; the zero Cold in an index that
 // is not tiered.
 func (x *Index) Cold(i int) Cold {
