@@ -146,9 +146,39 @@ func (k *keyIndex) addEntries(r *Run, entries []*keyEntry, inBase []bool) (added
 // inDates and inInts report whether the ascending s holds p. Outside
 // s's bounds (an append after a series' last period, the usual write)
 // they answer without a search.
+//
+// inDates reads a base series' periods, which lie in the mapped data file
+// and are rarely in cache: a binary search over a 150-period series is a
+// chain of cache misses. Periods are mostly evenly spaced (annual, monthly,
+// daily), so it looks first where p would be if they were (interpolation)
+// and at a few neighbours; only an irregular series falls back to the
+// binary search.
 func inDates(s []arrow.Date32, p arrow.Date32) bool {
-	if len(s) == 0 || p < s[0] || p > s[len(s)-1] {
+	n := len(s)
+	if n == 0 || p < s[0] || p > s[n-1] {
 		return false
+	}
+	if span := int64(s[n-1]) - int64(s[0]); n > 8 && span > 0 {
+		g := int(int64(p-s[0]) * int64(n-1) / span)
+		const near = 3 // neighbours looked at either side of the guess
+		switch {
+		case s[g] == p:
+			return true
+		case s[g] < p:
+			for i := g + 1; i < n && i <= g+near; i++ {
+				if s[i] >= p {
+					return s[i] == p
+				}
+			}
+			s = s[min(g+near+1, n):]
+		default:
+			for i := g - 1; i >= 0 && i >= g-near; i-- {
+				if s[i] <= p {
+					return s[i] == p
+				}
+			}
+			s = s[:max(g-near, 0)]
+		}
 	}
 	_, ok := slices.BinarySearch(s, p)
 	return ok

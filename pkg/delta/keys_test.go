@@ -2,6 +2,7 @@ package delta
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -49,5 +50,42 @@ func TestInBounds(t *testing.T) {
 	}
 	if inInts(nil, 1) || inDates(nil, 1) {
 		t.Fatal("empty holds nothing")
+	}
+}
+
+// TestInDatesMatchesSearch: the interpolated look-up answers as a binary
+// search for regular series (daily, monthly, annual), irregular ones,
+// bursts and gaps, at every period in and around them.
+func TestInDatesMatchesSearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	for trial := 0; trial < 300; trial++ {
+		n := 1 + rng.IntN(400)
+		s := make([]arrow.Date32, 0, n)
+		p := arrow.Date32(rng.IntN(20000) - 10000)
+		step := []int{1, 7, 30, 365}[rng.IntN(4)]
+		for i := 0; i < n; i++ {
+			s = append(s, p)
+			switch rng.IntN(6) {
+			case 0: // irregular
+				p += arrow.Date32(1 + rng.IntN(3*step))
+			case 1:
+				if rng.IntN(20) == 0 { // a gap
+					p += arrow.Date32(step * (10 + rng.IntN(100)))
+					continue
+				}
+				fallthrough
+			default: // regular, months of 28 to 31 days
+				p += arrow.Date32(step + rng.IntN(step/10+1) - step/20)
+			}
+			if p <= s[len(s)-1] {
+				p = s[len(s)-1] + 1
+			}
+		}
+		for q := s[0] - 2; q <= s[n-1]+2; q++ {
+			_, want := slices.BinarySearch(s, q)
+			if got := inDates(s, q); got != want {
+				t.Fatalf("trial %d (%d periods, step %d): inDates(%d) = %v, want %v", trial, n, step, q, got, want)
+			}
+		}
 	}
 }
