@@ -73,38 +73,8 @@ func ingestServer(b *testing.B) (addr string, serverCPU func() int64, metrics st
 // it also returns that address.
 func startHelperHTTP(b testing.TB, root string) (string, int, string) {
 	b.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), helperEnv+"="+root, helperEnv+"_HTTP=1", helperEnv+"_WINDOW="+strconv.Itoa(*ingestWindow))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
-	br := bufio.NewReader(out)
-	var lines [2]string
-	for i := range lines {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			b.Fatalf("helper server: %v", err)
-		}
-		lines[i] = strings.TrimSpace(line)
-	}
-	return lines[0], cmd.Process.Pid, lines[1]
+	lines, pid := startHelperProcess(b, root, 2, helperEnv+"_HTTP=1", helperEnv+"_WINDOW="+strconv.Itoa(*ingestWindow))
+	return lines[0], pid, lines[1]
 }
 
 // stageCounts are the bucket counts of servingsnap_put_stage_seconds per
@@ -195,12 +165,21 @@ func reportStages(b *testing.B, before, after stageCounts) {
 // returns its address and pid.
 func startHelperPID(b testing.TB, root string) (string, int) {
 	b.Helper()
+	lines, pid := startHelperProcess(b, root, 1)
+	return lines[0], pid
+}
+
+// startHelperProcess runs the test binary as a server process on root
+// with env added, and returns the first n lines it prints (its addresses)
+// and its pid. The process ends when the test does.
+func startHelperProcess(b testing.TB, root string, n int, env ...string) ([]string, int) {
+	b.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), helperEnv+"="+root)
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+root), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -217,11 +196,16 @@ func startHelperPID(b testing.TB, root string) (string, int) {
 		stdin.Close()
 		cmd.Wait()
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatalf("helper server: %v", err)
+	br := bufio.NewReader(out)
+	lines := make([]string, n)
+	for i := range lines {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			b.Fatalf("helper server: %v", err)
+		}
+		lines[i] = strings.TrimSpace(line)
 	}
-	return strings.TrimSpace(line), cmd.Process.Pid
+	return lines, cmd.Process.Pid
 }
 
 // procCPUTime is process pid's user and system CPU time in nanoseconds
