@@ -68,7 +68,7 @@ def test_truncated_data_file(snapbuild, two_datasets):
             do_get(c, dataset="A", prefix="")
         assert srv.proc.poll() is None, "the server died\n" + srv.stderr
         assert do_get(c, dataset="B", prefix="").num_rows == 10 * 12
-        st = wait_until(lambda: (d := dataset_status(c, "A"))["fallback_id"] and d, what="fallback")
+        st = wait_until(lambda: (d := dataset_status(c, "A")).get("fallback_id") and d, what="fallback")
         assert st["failing"] and st["damaged_id"] == 2 and st["snapshot_id"] == 1, st
         assert st["failing_reason"], st
         t = do_get(c, dataset="A", prefix="")
