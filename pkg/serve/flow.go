@@ -188,8 +188,11 @@ func (f *flowControl) end(st *streamFlow) {
 	delete(f.streams, st)
 	f.mu.Unlock()
 	if st.reserved > 0 {
-		f.sem.Release(st.reserved)
+		// The count first: once released, the budget may be taken (and
+		// counted) by a waiting stream before this goroutine runs again,
+		// and the count would lag the semaphore, above it and the budget.
 		f.reservedNow.Add(-st.reserved)
+		f.sem.Release(st.reserved)
 	}
 	if f.m != nil {
 		f.m.inflight.Set(float64(f.reservedNow.Load()))
