@@ -159,8 +159,8 @@ func inDates(s []arrow.Date32, p arrow.Date32) bool {
 		return false
 	}
 	if span := int64(s[n-1]) - int64(s[0]); n > 8 && span > 0 {
-		g := int(int64(p-s[0]) * int64(n-1) / span)
-		const near = 3 // neighbours looked at either side of the guess
+		g := int((int64(p) - int64(s[0])) * int64(n-1) / span) // in int64: dates far apart overflow int32
+		const near = 3                                         // neighbours looked at either side of the guess
 		switch {
 		case s[g] == p:
 			return true

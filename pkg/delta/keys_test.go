@@ -2,6 +2,7 @@ package delta
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -50,6 +51,14 @@ func TestInBounds(t *testing.T) {
 	}
 	if inInts(nil, 1) || inDates(nil, 1) {
 		t.Fatal("empty holds nothing")
+	}
+	// dates as far apart as date32 allows (a lake's date32 values are not
+	// range-checked): the interpolation must not overflow
+	wide := []arrow.Date32{math.MinInt32, -5, 0, 1, 2, 3, 4, 5, 6, 7, math.MaxInt32}
+	for _, p := range []arrow.Date32{math.MinInt32, math.MinInt32 + 1, -5, -4, 3, 8, math.MaxInt32 - 1, math.MaxInt32} {
+		if _, want := slices.BinarySearch(wide, p); inDates(wide, p) != want {
+			t.Fatalf("%d in %v: want %v", p, wide, want)
+		}
 	}
 }
 
