@@ -2,11 +2,11 @@ package serve
 
 import (
 	"hash/maphash"
-
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -346,13 +347,7 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	// view stays held until it is done: a reload meanwhile must not unmap
 	// the files under it.
 	base := v.base
-	var released bool
-	release := func() {
-		if !released {
-			released = true
-			v.Release()
-		}
-	}
+	release := sync.OnceFunc(v.Release)
 	ack, err := w.PutPrepare(ctx, norm, func() (*delta.Prepared, error) {
 		defer release()
 		return delta.Prepare(ctx, s.mem, schema, norm, base, seriesCodes)
