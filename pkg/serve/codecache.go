@@ -90,10 +90,11 @@ func (r codeReader) lookup(id string) (int, bool) {
 // base lacks. It answers what lookup does row by row, but in passes over
 // the whole column, each a short loop whose iterations do not depend on
 // each other: hash every id, load every id's first slot, confirm every
-// candidate against the index. A CPU then has many of the cache misses
-// in flight at once (one row's slot, the next rows' slots) instead of
-// one row's three misses after each other, which was most of a probe's
-// time. Rows the first slot does not answer take lookup's path.
+// candidate against the index (sidecar.Index.SameIDs, itself in passes).
+// A CPU then has many of the cache misses in flight at once (one row's
+// slot, the next rows' slots) instead of one row's three misses after
+// each other, which was most of a probe's time. Rows the first slot does
+// not answer take lookup's path.
 func (r codeReader) lookupAll(ids *array.String, codes []int32) {
 	c := r.c
 	t := c.tab.Load()
@@ -109,8 +110,10 @@ func (r codeReader) lookupAll(ids *array.String, codes []int32) {
 			codes[i] = int32(uint32(s)) - 1
 		}
 	}
-	for i, code := range codes {
-		if code >= 0 && c.x.ID(int(code)) != ids.Value(i) {
+	same := make([]bool, len(codes))
+	c.x.SameIDs(codes, ids, same)
+	for i, ok := range same {
+		if !ok {
 			codes[i] = unknown
 		}
 	}

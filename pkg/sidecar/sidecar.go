@@ -308,6 +308,42 @@ func (x *Index) ID(i int) string {
 	return unsafeString(x.idData[lo:hi])
 }
 
+// SameIDs sets same[i] to whether series codes[i]'s id is want(i), for
+// every i with codes[i] >= 0 (false elsewhere): ID(codes[i]) == ids.Value(i),
+// in passes over the column rather than row by row. A caller confirming
+// thousands of hash-table candidates at once (a DoPut batch's series)
+// finds them scattered over the index and out of cache, and ID's chain of
+// two dependent misses per row (the offsets, then the bytes) dominated;
+// loading every row's offsets first lets the CPU have many misses in
+// flight, and the comparisons then find their offsets in cache.
+// sameIDsSink keeps SameIDs' touching loads from being optimised away.
+var sameIDsSink byte
+
+func (x *Index) SameIDs(codes []int32, ids *array.String, same []bool) {
+	n := len(x.idOffs) - 1
+	span := make([]uint64, len(codes)) // lo<<32 | hi, or 1<<63 for none
+	for i, c := range codes {
+		span[i] = 1 << 63
+		if c >= 0 && int(c) < n {
+			span[i] = uint64(uint32(x.idOffs[c]))<<32 | uint64(uint32(x.idOffs[c+1]))
+		}
+	}
+	// Touch every id's first byte: a loop of independent loads that
+	// brings their cache lines in, many at once, for the comparisons.
+	var touched byte
+	for _, sp := range span {
+		if lo := int32(sp >> 32); sp != 1<<63 && lo >= 0 && int(lo) < len(x.idData) {
+			touched |= x.idData[lo]
+		}
+	}
+	sameIDsSink = touched
+	for i, sp := range span {
+		lo, hi := int32(sp>>32), int32(uint32(sp))
+		same[i] = sp != 1<<63 && lo >= 0 && lo <= hi && int(hi) <= len(x.idData) &&
+			unsafeString(x.idData[lo:hi]) == ids.Value(i)
+	}
+}
+
 // Check runs every column's first-use check now (IDs, Attribute) and
 // returns the first failure.
 func (x *Index) Check() error {
@@ -386,6 +422,14 @@ func (x *Index) Entry(i int) Entry {
 		LastPeriod:  int32(x.lastPeriod[i]),
 		Cold:        x.Cold(i),
 	}
+}
+
+// Location is where series i's hot rows lie: Entry's Batch, BatchOffset
+// and RowCount, read alone (three columns rather than every column of the
+// entry, its id among them: two more cache misses) for a caller that
+// reads the rows of many series (a DoPut's revisions).
+func (x *Index) Location(i int) (batch, offset int, rows int64) {
+	return int(x.batch[i]), int(x.batchOffset[i]), x.rowCount[i]
 }
 
 // Bounds are series i's first and last periods over both tiers: Entry's

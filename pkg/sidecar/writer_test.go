@@ -3,6 +3,7 @@ package sidecar
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -532,5 +533,35 @@ func fillSeries(s *Series, i int, vals arrow.Array, attrs []arrow.Array) {
 	s.HasLatest, s.LatestPeriod, s.LatestValue = true, 149, Cell{vals, i % vals.Len()}
 	for k, a := range attrs {
 		s.Attrs[k] = Cell{a, i % a.Len()}
+	}
+}
+
+// TestSameIDsAndLocation: SameIDs answers ID(codes[i]) == ids[i] for
+// matches, mismatches, codes past the end and negative codes, and
+// Location is Entry's location.
+func TestSameIDsAndLocation(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	units := strs(mem, "a", "b", "c", "d")
+	defer units.Release()
+	x := writeIndex(t, []arrow.Field{{Name: "units", Type: arrow.BinaryTypes.String, Nullable: true}}, units)
+	codes := []int32{0, 3, 1, -1, 4, 2, 2, -2}
+	want := []string{"S000000", "S000003", "S000002", "S000001", "S000004", "S000002", "S00000", ""}
+	wantSame := []bool{true, true, false, false, false, true, false, false}
+	sb := array.NewStringBuilder(mem)
+	sb.AppendValues(want, nil)
+	ids := sb.NewStringArray()
+	sb.Release()
+	defer ids.Release()
+	same := make([]bool, len(codes))
+	x.SameIDs(codes, ids, same)
+	if !slices.Equal(same, wantSame) {
+		t.Errorf("SameIDs(%v) = %v, want %v", codes, same, wantSame)
+	}
+	for i := range x.Len() {
+		e := x.Entry(i)
+		if b, off, n := x.Location(i); b != e.Batch || off != e.BatchOffset || n != e.RowCount {
+			t.Errorf("Location(%d) = %d, %d, %d; Entry says %d, %d, %d", i, b, off, n, e.Batch, e.BatchOffset, e.RowCount)
+		}
 	}
 }
