@@ -158,9 +158,29 @@ func inDates(s []arrow.Date32, p arrow.Date32) bool {
 	if n == 0 || p < s[0] || p > s[n-1] {
 		return false
 	}
-	if span := int64(s[n-1]) - int64(s[0]); n > 8 && span > 0 {
-		g := int((int64(p) - int64(s[0])) * int64(n-1) / span) // in int64: dates far apart overflow int32
-		const near = 3                                         // neighbours looked at either side of the guess
+	return inDatesNear(s, p, dateGuess(s[0], s[n-1], n, p))
+}
+
+// dateGuess is where p would lie among n periods from first to last if
+// they were evenly spaced, clamped to [0, n); -1 when n is too short to be
+// worth guessing. first and last may come from the index rather than the
+// periods themselves (markInBase): a guess only directs the search, so an
+// index that disagrees costs a search, never a wrong answer.
+func dateGuess(first, last arrow.Date32, n int, p arrow.Date32) int {
+	span := int64(last) - int64(first)
+	if n <= 8 || span <= 0 {
+		return -1
+	}
+	g := (int64(p) - int64(first)) * int64(n-1) / span // in int64: dates far apart overflow int32
+	return int(min(max(g, 0), int64(n-1)))
+}
+
+// inDatesNear is inDates given the guess g (dateGuess): s[g], then a few
+// neighbours, then a binary search of the rest.
+func inDatesNear(s []arrow.Date32, p arrow.Date32, g int) bool {
+	n := len(s)
+	if g >= 0 && g < n {
+		const near = 3 // neighbours looked at either side of the guess
 		switch {
 		case s[g] == p:
 			return true
@@ -182,6 +202,66 @@ func inDates(s []arrow.Date32, p arrow.Date32) bool {
 	}
 	_, ok := slices.BinarySearch(s, p)
 	return ok
+}
+
+// markInBase sets inBase[j] for each row j of r (a run of one write, its
+// series numbered codes in the base, -1 for a series the base lacks)
+// whose (series, period) the base holds.
+//
+// It works in passes over the rows, not row by row: find every row's
+// series' periods and the interpolated guess of its place (dateGuess,
+// from the bounds the index holds when the base is a BoundedBase, so the
+// periods are not read for it), then load every guess, then resolve. The
+// periods lie in the mapped data file, one series' out of cache for each
+// row of a write of many series; row by row that was a chain of two or
+// three misses each (the series' first and last period, then the guess),
+// while the load pass has many independent misses in flight at once.
+func markInBase(base Base, codes []int32, r *Run, inBase []bool) {
+	ps := r.Periods()
+	bb, _ := base.(BoundedBase)
+	type probe struct {
+		s   []arrow.Date32
+		row int32
+		g   int32
+	}
+	probes := make([]probe, 0, len(ps))
+	for i, c := range codes {
+		if c < 0 {
+			continue
+		}
+		lo, hi := r.Rows(i)
+		var first, last arrow.Date32
+		if bb != nil {
+			// A series' rows are by period: none in base when they all
+			// lie outside its bounds (appends, mostly), which spares
+			// reading the series' periods at all.
+			if first, last = bb.Bounds(int(c)); ps[lo] > last || ps[hi-1] < first {
+				continue
+			}
+		}
+		s := base.Periods(int(c))
+		if len(s) == 0 {
+			continue
+		}
+		if bb == nil {
+			first, last = s[0], s[len(s)-1]
+		}
+		for j := lo; j < hi; j++ {
+			if p := ps[j]; p >= first && p <= last {
+				probes = append(probes, probe{s: s, row: int32(j), g: int32(dateGuess(first, last, len(s), p))})
+			}
+		}
+	}
+	at := make([]arrow.Date32, len(probes))
+	for k, pr := range probes {
+		if pr.g >= 0 {
+			at[k] = pr.s[pr.g]
+		}
+	}
+	for k, pr := range probes {
+		p := ps[pr.row]
+		inBase[pr.row] = pr.g >= 0 && at[k] == p || inDatesNear(pr.s, p, int(pr.g))
+	}
 }
 
 func inInts(s []int32, p int32) bool {

@@ -278,26 +278,7 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 	var inBase []bool
 	if base != nil {
 		inBase = make([]bool, r.Len())
-		ps := r.Periods()
-		bb, _ := base.(BoundedBase)
-		for i, c := range runCodes {
-			if c < 0 {
-				continue
-			}
-			lo, hi := r.Rows(i)
-			if bb != nil {
-				// A series' rows are by period: none in base when they all
-				// lie outside its bounds (appends, mostly), which spares
-				// reading the series' periods (a cache miss or several).
-				if first, last := bb.Bounds(int(c)); ps[lo] > last || ps[hi-1] < first {
-					continue
-				}
-			}
-			bp := base.Periods(int(c))
-			for j := lo; j < hi; j++ {
-				inBase[j] = inDates(bp, ps[j])
-			}
-		}
+		markInBase(base, runCodes, r, inBase)
 	}
 	w.Retain()
 	return &Prepared{w: w, base: base, run: r, codes: runCodes, inBase: inBase}, nil

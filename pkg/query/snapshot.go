@@ -341,6 +341,12 @@ func (r *SnapshotReader) Bounds(code int) (first, last arrow.Date32) {
 // periods, decoding its cold rows). An entry outside the data, or cold
 // rows that fail to decode, yield none; opening validated the index.
 func (r *SnapshotReader) Periods(code int) []arrow.Date32 {
+	if !r.x.Tiered() {
+		// only the entry's location: a DoPut asks this of thousands of
+		// series a batch, each entry out of cache
+		b, off, n := r.x.Location(code)
+		return r.s.PeriodsAt(b, off, n)
+	}
 	e := r.x.Entry(code)
 	b, lo, hi, err := r.s.Range(e, AllPeriods.From, AllPeriods.To)
 	if err != nil {

@@ -408,6 +408,16 @@ func (s *Snapshot) Lookup(id string) (int, bool) { return s.idx.Lookup(id) }
 // Periods is data batch i's period column (aliasing the mapping).
 func (s *Snapshot) Periods(i int) []arrow.Date32 { return s.periods[i] }
 
+// PeriodsAt are rows [off, off+n) of data batch b's periods (aliasing
+// the mapping), or nil when they lie outside the data: a damaged entry
+// yields none, never a panic.
+func (s *Snapshot) PeriodsAt(b, off int, n int64) []arrow.Date32 {
+	if b < 0 || b >= len(s.periods) || off < 0 || n < 0 || int64(off)+n > int64(len(s.periods[b])) {
+		return nil
+	}
+	return s.periods[b][off : int64(off)+n]
+}
+
 // Range locates series e's rows whose period lies in [from, to] (date32
 // days; math.MinInt32 / math.MaxInt32 for open bounds): data batch b, rows
 // [lo, hi) of it. Periods are sorted within a series, so the range is two
