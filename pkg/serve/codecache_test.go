@@ -2,7 +2,9 @@ package serve
 
 import (
 	"fmt"
+	"hash/maphash"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -17,8 +19,8 @@ func TestCodeCache(t *testing.T) {
 	v := d.acquire()
 	defer v.Release()
 	x := v.Index()
-	c := d.codes(x)
-	if d.codes(x) != c {
+	c := d.codes(v)
+	if d.codes(v) != c {
 		t.Fatal("a second call made another cache for the same index")
 	}
 	var ids []string
@@ -120,5 +122,82 @@ func TestCodeCacheLookupAll(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkCodeLookup: a DoPut batch's look-up of 10k distinct series (in
+// no order) in the code cache of a 100k-series base: warm (every series
+// remembered); new (the cache made, and its warming started, as the batch
+// arrives: a dataset's first write); unwarmed (a new cache left to fill
+// as writes name series, as a base over codeCacheMax series is). An op is
+// one batch.
+func BenchmarkCodeLookup(b *testing.B) {
+	srv := startServer(b, Config{Root: benchRoot(b, 100_000, 2)})
+	var d *dataset
+	for _, d = range srv.svc.datasets {
+	}
+	v := d.acquire()
+	defer v.Release()
+	x := v.Index()
+	ids := uniformIDs(x.Len())
+	bld := array.NewStringBuilder(memory.DefaultAllocator)
+	defer bld.Release()
+	bld.AppendValues(ids[:10_000], nil)
+	batch := bld.NewStringArray()
+	defer batch.Release()
+	codes := make([]int32, batch.Len())
+	for _, mode := range []string{"warm", "new", "unwarmed"} {
+		b.Run(mode, func(b *testing.B) {
+			c := newCodeCache(x)
+			t0 := time.Now()
+			c.warm()
+			warmed := time.Since(t0)
+			for b.Loop() {
+				if mode != "warm" {
+					b.StopTimer()
+					c = newCodeCache(x)
+					b.StartTimer()
+					if mode == "new" {
+						go c.warm()
+					}
+				}
+				c.reader().lookupAll(batch, codes)
+				if mode == "new" {
+					b.StopTimer()
+					c.retired.Store(true)
+					b.StartTimer()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch.Len()), "ns/row")
+			b.ReportMetric(float64(warmed.Microseconds()), "warm-µs")
+			if codes[0] < 0 {
+				b.Fatalf("%q: not in the base", batch.Value(0))
+			}
+		})
+	}
+}
+
+// TestCodeCacheWarm: warming remembers every series of the base (each is
+// then found in the table itself, with no look-up in the index), and a
+// retired cache is not warmed.
+func TestCodeCacheWarm(t *testing.T) {
+	srv := startServer(t, Config{})
+	d := srv.svc.datasets["SYN"]
+	v := d.acquire()
+	defer v.Release()
+	x := v.Index()
+	c := newCodeCache(x)
+	c.warm()
+	for i := 0; i < x.Len(); i++ {
+		id := x.SeriesID(i)
+		if code, ok := c.find(maphash.String(c.seed, id), id); !ok || code != i {
+			t.Fatalf("series %d %q after warm: %d, %v", i, id, code, ok)
+		}
+	}
+	r := newCodeCache(x)
+	r.retired.Store(true)
+	r.warm()
+	if n := r.tab.Load().n.Load(); n != 0 {
+		t.Errorf("a retired cache was warmed: %d series", n)
 	}
 }

@@ -131,6 +131,9 @@ func (d *dataset) installBase(v *view) error {
 				return nil, fmt.Errorf("snapshot %d has other columns than the live delta (%d rows); compact before changing the schema", v.ID(), st.Rows())
 			}
 		}
+		// writes go on over the new base: its code cache warms now,
+		// before the next batch asks for it
+		d.codes(v)
 		st2 := st.Rebase(v.base)
 		v.st = st2
 		if len(st2.Runs()) > 0 {
@@ -387,7 +390,7 @@ type putKnown struct {
 
 func newPutKnown(d *dataset, v *view) putKnown {
 	x := v.Index()
-	k := putKnown{codes: d.codes(x).reader()}
+	k := putKnown{codes: d.codes(v).reader()}
 	_, k.cols = x.Attributes()
 	k.rest, _ = v.r.(delta.Known)
 	return k

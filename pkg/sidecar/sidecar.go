@@ -14,6 +14,7 @@ package sidecar
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -316,9 +317,6 @@ func (x *Index) ID(i int) string {
 // two dependent misses per row (the offsets, then the bytes) dominated;
 // loading every row's offsets first lets the CPU have many misses in
 // flight, and the comparisons then find their offsets in cache.
-// sameIDsSink keeps SameIDs' touching loads from being optimised away.
-var sameIDsSink byte
-
 func (x *Index) SameIDs(codes []int32, ids *array.String, same []bool) {
 	n := len(x.idOffs) - 1
 	span := make([]uint64, len(codes)) // lo<<32 | hi, or 1<<63 for none
@@ -329,14 +327,15 @@ func (x *Index) SameIDs(codes []int32, ids *array.String, same []bool) {
 		}
 	}
 	// Touch every id's first byte: a loop of independent loads that
-	// brings their cache lines in, many at once, for the comparisons.
+	// brings their cache lines in, many at once, for the comparisons
+	// (KeepAlive keeps the loads from being optimised away).
 	var touched byte
 	for _, sp := range span {
 		if lo := int32(sp >> 32); sp != 1<<63 && lo >= 0 && int(lo) < len(x.idData) {
 			touched |= x.idData[lo]
 		}
 	}
-	sameIDsSink = touched
+	runtime.KeepAlive(touched)
 	for i, sp := range span {
 		lo, hi := int32(sp>>32), int32(uint32(sp))
 		same[i] = sp != 1<<63 && lo >= 0 && lo <= hi && int(hi) <= len(x.idData) &&
