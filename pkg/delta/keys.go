@@ -216,15 +216,11 @@ func inDatesNear(s []arrow.Date32, p arrow.Date32, g int) bool {
 // row of a write of many series; row by row that was a chain of two or
 // three misses each (the series' first and last period, then the guess),
 // while the load pass has many independent misses in flight at once.
-func markInBase(base Base, codes []int32, r *Run, inBase []bool) {
+func markInBase(base Base, codes []int32, r *Run, inBase []bool, sc *prepareScratch) {
 	ps := r.Periods()
 	bb, _ := base.(BoundedBase)
-	type probe struct {
-		s   []arrow.Date32
-		row int32
-		g   int32
-	}
-	probes := make([]probe, 0, len(ps))
+	probes := sc.probes[:0]
+	defer func() { sc.probes = probes[:0] }()
 	for i, c := range codes {
 		if c < 0 {
 			continue
@@ -248,11 +244,12 @@ func markInBase(base Base, codes []int32, r *Run, inBase []bool) {
 		}
 		for j := lo; j < hi; j++ {
 			if p := ps[j]; p >= first && p <= last {
-				probes = append(probes, probe{s: s, row: int32(j), g: int32(dateGuess(first, last, len(s), p))})
+				probes = append(probes, baseProbe{s: s, row: int32(j), g: int32(dateGuess(first, last, len(s), p))})
 			}
 		}
 	}
-	at := make([]arrow.Date32, len(probes))
+	at := slices.Grow(sc.at[:0], len(probes))[:len(probes)]
+	sc.at = at
 	for k, pr := range probes {
 		if pr.g >= 0 {
 			at[k] = pr.s[pr.g]
@@ -262,6 +259,15 @@ func markInBase(base Base, codes []int32, r *Run, inBase []bool) {
 		p := ps[pr.row]
 		inBase[pr.row] = pr.g >= 0 && at[k] == p || inDatesNear(pr.s, p, int(pr.g))
 	}
+	clear(probes) // a recycled scratch must not keep the base's periods reachable
+}
+
+// baseProbe is one row markInBase looks for in its series' base periods s
+// (guess g, dateGuess).
+type baseProbe struct {
+	s   []arrow.Date32
+	row int32
+	g   int32
 }
 
 func inInts(s []int32, p int32) bool {

@@ -227,7 +227,9 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 	}
 	ids := w.Column(0).(*array.String)
 	periods := w.Column(1).(*array.Date32).Date32Values()
-	keys := make([]uint64, 0, n)
+	sc := prepareScratchPool.Get().(*prepareScratch)
+	defer prepareScratchPool.Put(sc)
+	keys := slices.Grow(sc.keys[:0], n)
 	var other []int32
 	var maxCode int32
 	for i, c := range codes {
@@ -238,9 +240,10 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 			other = append(other, int32(i))
 		}
 	}
-	keys = sortByCode(keys, make([]uint64, len(keys)), uint32(maxCode))
+	sc.keys, sc.tmp = keys, slices.Grow(sc.tmp[:0], len(keys))[:len(keys)]
+	keys = sortByCode(keys, sc.tmp, uint32(maxCode))
 	slices.SortStableFunc(other, func(a, b int32) int { return strings.Compare(ids.Value(int(a)), ids.Value(int(b))) })
-	order := make([]int32, 0, n)
+	order := slices.Grow(sc.order[:0], n)
 	for i, j := 0, 0; i < len(keys) || j < len(other); {
 		if j == len(other) || i < len(keys) && ids.Value(int(uint32(keys[i]))) < ids.Value(int(other[j])) {
 			order = append(order, int32(uint32(keys[i])))
@@ -250,10 +253,11 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 			j++
 		}
 	}
+	sc.order = order
 	// Each series by period, stably; then of equal keys keep the last.
-	keep := make([]int32, 0, n)
-	first := make([]bool, 0, n)
-	var runCodes []int32
+	keep := slices.Grow(sc.keep[:0], n)
+	first := slices.Grow(sc.first[:0], n)
+	runCodes := slices.Grow(sc.codes[:0], n)
 	for lo := 0; lo < n; {
 		hi := lo + 1
 		if c := codes[order[lo]]; c >= 0 {
@@ -271,6 +275,8 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 		runCodes = append(runCodes, codes[order[lo]])
 		lo = hi
 	}
+	sc.keep, sc.first, sc.codes = keep, first, runCodes
+	runCodes = slices.Clone(runCodes) // the Prepared keeps it
 	r, err := assemble(ctx, mem, s, 0, w, keep, first)
 	if err != nil {
 		return nil, err
@@ -278,11 +284,25 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 	var inBase []bool
 	if base != nil {
 		inBase = make([]bool, r.Len())
-		markInBase(base, runCodes, r, inBase)
+		markInBase(base, runCodes, r, inBase, sc)
 	}
 	w.Retain()
 	return &Prepared{w: w, base: base, run: r, codes: runCodes, inBase: inBase}, nil
 }
+
+// prepareScratch holds Prepare's temporaries (sort keys, row orders, the
+// base probes), recycled from write to write: fresh, they were most of a
+// DoPut's garbage (~100 B a row, every write), and so of the collections
+// whose marking competes with writes for the cores.
+type prepareScratch struct {
+	keys, tmp          []uint64
+	order, keep, codes []int32
+	first              []bool
+	probes             []baseProbe
+	at                 []arrow.Date32
+}
+
+var prepareScratchPool = sync.Pool{New: func() any { return new(prepareScratch) }}
 
 // parallelProbeRows is the size of a write from which newRun probes the
 // key index on every core: a replay's chunks of a million rows, where the
@@ -336,10 +356,20 @@ func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, 
 	ids := w.Column(0).(*array.String)
 	given := w.Column(int(w.NumCols()) - 1).(*array.Boolean)
 	codes := make([]uint32, n)
-	var start, attrRow []int32
-	var gv []bool
+	series, idBytes := 0, 0
+	for i, k := range rows {
+		if first[i] {
+			series++
+			idBytes += len(ids.Value(int(k)))
+		}
+	}
+	start := make([]int32, 0, series+1)
+	attrRow := make([]int32, 0, series)
+	gv := make([]bool, 0, series)
 	idb := array.NewStringBuilder(mem)
 	defer idb.Release()
+	idb.Reserve(series)
+	idb.ReserveData(idBytes)
 	for i, k := range rows {
 		if first[i] {
 			start = append(start, int32(i))
