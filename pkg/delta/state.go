@@ -123,7 +123,7 @@ func (st *State) Apply(ctx context.Context, mem memory.Allocator, w arrow.Record
 		if !ok {
 			return st, nil
 		}
-		m, err := mergeRuns(ctx, mem, st.schema, rs)
+		m, err := mergeRuns(ctx, mem, st.schema, rs, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +226,14 @@ func (st *State) MergeCandidate() ([]*Run, bool) {
 // only the immutable runs, so it may run without the writer's lock while
 // writes are appended; Replace installs the result.
 func (st *State) Merge(ctx context.Context, mem memory.Allocator, rs []*Run) (*Run, error) {
-	return mergeRuns(ctx, mem, st.schema, rs)
+	return mergeRuns(ctx, mem, st.schema, rs, nil)
+}
+
+// MergePaced is Merge calling pause about every millisecond of work (see
+// pacer), for a merger that must give way to writes: the merge of the
+// largest runs would otherwise hold a core for tens of milliseconds.
+func (st *State) MergePaced(ctx context.Context, mem memory.Allocator, rs []*Run, pause func()) (*Run, error) {
+	return mergeRuns(ctx, mem, st.schema, rs, newPacer(pause))
 }
 
 // Replace returns st with the adjacent runs rs replaced by m, their
@@ -247,8 +254,9 @@ func (st *State) Replace(rs []*Run, m *Run) (*State, bool) {
 // row per key, so the merge is one pass: series by id (string comparisons
 // per series, not per row), rows of a series in several runs by period;
 // for a key in several, the newest run's row wins. Every column is then
-// gathered from the runs directly (gatherK).
-func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_ *Run, err error) {
+// gathered from the runs directly (gatherK). p (nil: none) is stepped
+// with the rows done.
+func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run, p *pacer) (_ *Run, err error) {
 	if len(rs) < 2 || len(rs) > maxSources {
 		return nil, fmt.Errorf("delta: merge of %d runs", len(rs))
 	}
@@ -354,6 +362,7 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 		for _, x := range in {
 			cur[x]++
 		}
+		p.step(int(int32(len(rows)) - start[len(start)-1]))
 	}
 	start = append(start, int32(len(rows)))
 
@@ -389,7 +398,7 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 		for x, r := range rs {
 			srcs[x] = r.rec.Column(c)
 		}
-		g, err := gatherK(mem, srcs, rows)
+		g, err := gatherK(mem, srcs, rows, p)
 		if err != nil {
 			return nil, fmt.Errorf("delta: column %s: %w", s.Data.Field(c).Name, err)
 		}
@@ -401,7 +410,7 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 	for x, r := range rs {
 		srcs[x] = r.ids
 	}
-	ids, err := gatherK(mem, srcs, series)
+	ids, err := gatherK(mem, srcs, series, p)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +423,7 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 		for x, r := range rs {
 			srcs[x] = r.attrs[at]
 		}
-		g, err := gatherK(mem, srcs, series)
+		g, err := gatherK(mem, srcs, series, p)
 		if err != nil {
 			return nil, fmt.Errorf("delta: attribute %s: %w", s.Attrs[at].Name, err)
 		}

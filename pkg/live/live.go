@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -90,7 +92,12 @@ type Writer struct {
 	queue  chan *write
 	logged chan loggedGroup // from the committer to the applier, in log order
 	merges chan struct{}    // wakes the merger (buffered: one wake-up pending at most)
-	stop   chan struct{}
+	// inflight counts the writes between Put's start and its return; idle
+	// (buffered: one signal pending at most) is signalled when it drops
+	// to zero, for a merger waiting for the writes to pass (pauseMerge).
+	inflight atomic.Int64
+	idle     chan struct{}
+	stop     chan struct{}
 	done   chan struct{}
 }
 
@@ -143,7 +150,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	}
 	w := &Writer{log: l, schema: s, t: t, opt: opt, mem: memory.DefaultAllocator, st: delta.Empty(s),
 		queue: make(chan *write, 1024), logged: make(chan loggedGroup, 2), merges: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		idle: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	info := ReplayInfo{Truncated: l.Truncated()}
 	rp, err := replay(context.Background(), l, w.mem, s, folded, t.Base())
 	info.Records, info.Rows = rp.records, rp.rows
@@ -198,6 +205,15 @@ func (w *Writer) PutPrepare(ctx context.Context, norm arrow.RecordBatch, prepare
 }
 
 func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
+	w.inflight.Add(1)
+	defer func() {
+		if w.inflight.Add(-1) == 0 {
+			select {
+			case w.idle <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	payload, err := encode(norm)
 	if err != nil {
 		return Ack{}, err
@@ -368,12 +384,27 @@ func (w *Writer) apply(applied chan struct{}) {
 	}
 }
 
+// mergeWaitMax bounds how long the merger waits for the writes in flight
+// at one pause: merges then progress at a third of a core or more however
+// busy the write path is, so the runs a read visits stay bounded under a
+// saturating load too.
+const mergeWaitMax = 2 * time.Millisecond
+
 // merge is the merger: woken after writes are applied, it merges the
 // State's candidate runs (delta.MergeFanIn at a time) without the lock, installs
 // each result if its runs are still there (a compaction may have frozen
 // them, a reload rebased them), and publishes once it has nothing left.
+//
+// A merge pauses about every millisecond of its work (delta.MergePaced):
+// while writes are in flight it waits for them, up to mergeWaitMax, then
+// yields its core. On the 2-core servers we run, a merge of the largest
+// runs otherwise held one core for tens of milliseconds, leaving every
+// write meanwhile — check, sorting, applying — one core between them.
 func (w *Writer) merge(merged chan struct{}) {
 	defer close(merged)
+	timer := time.NewTimer(mergeWaitMax)
+	timer.Stop()
+	pause := func() { w.pauseMerge(timer) }
 	for {
 		select {
 		case <-w.merges:
@@ -394,7 +425,8 @@ func (w *Writer) merge(merged chan struct{}) {
 			if !ok {
 				break
 			}
-			m, err := st.Merge(context.Background(), w.mem, rs)
+			w.pauseMerge(timer) // (a merge starts only once writes have passed, too)
+			m, err := st.MergePaced(context.Background(), w.mem, rs, pause)
 			if err != nil {
 				// The runs stay as they are: reads merge more of them.
 				w.opt.Logger.Error("merging delta runs", "error", err)
@@ -412,6 +444,26 @@ func (w *Writer) merge(merged chan struct{}) {
 			w.mu.Unlock()
 		}
 	}
+}
+
+// pauseMerge is the merger's pause: it waits while writes are in flight,
+// up to mergeWaitMax (or until the writer stops), then yields the core.
+// timer is the merger's own, stopped.
+func (w *Writer) pauseMerge(timer *time.Timer) {
+	select {
+	case <-w.idle: // a stale signal: inflight below says whether to wait
+	default:
+	}
+	if w.inflight.Load() > 0 {
+		timer.Reset(mergeWaitMax)
+		select {
+		case <-w.idle:
+		case <-timer.C:
+		case <-w.stop:
+		}
+		timer.Stop()
+	}
+	runtime.Gosched()
 }
 
 // State is the current delta.
