@@ -98,7 +98,7 @@ type Writer struct {
 	inflight atomic.Int64
 	idle     chan struct{}
 	stop     chan struct{}
-	done   chan struct{}
+	done     chan struct{}
 }
 
 // loggedGroup is a commit group the log holds (or failed to append).
