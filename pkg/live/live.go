@@ -95,10 +95,11 @@ type Writer struct {
 	// inflight counts the writes between Put's start and its return; idle
 	// (buffered: one signal pending at most) is signalled when it drops
 	// to zero, for a merger waiting for the writes to pass (pauseMerge).
-	inflight atomic.Int64
-	idle     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	inflight  atomic.Int64
+	idle      chan struct{}
+	mergeWait time.Duration // mergeWaitMax (tests: other bounds)
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // loggedGroup is a commit group the log holds (or failed to append).
@@ -150,7 +151,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	}
 	w := &Writer{log: l, schema: s, t: t, opt: opt, mem: memory.DefaultAllocator, st: delta.Empty(s),
 		queue: make(chan *write, 1024), logged: make(chan loggedGroup, 2), merges: make(chan struct{}, 1),
-		idle: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		idle: make(chan struct{}, 1), mergeWait: mergeWaitMax, stop: make(chan struct{}), done: make(chan struct{})}
 	info := ReplayInfo{Truncated: l.Truncated()}
 	rp, err := replay(context.Background(), l, w.mem, s, folded, t.Base())
 	info.Records, info.Rows = rp.records, rp.rows
@@ -402,7 +403,7 @@ const mergeWaitMax = 2 * time.Millisecond
 // write meanwhile — check, sorting, applying — one core between them.
 func (w *Writer) merge(merged chan struct{}) {
 	defer close(merged)
-	timer := time.NewTimer(mergeWaitMax)
+	timer := time.NewTimer(w.mergeWait)
 	timer.Stop()
 	pause := func() { w.pauseMerge(timer) }
 	for {
@@ -447,7 +448,7 @@ func (w *Writer) merge(merged chan struct{}) {
 }
 
 // pauseMerge is the merger's pause: it waits while writes are in flight,
-// up to mergeWaitMax (or until the writer stops), then yields the core.
+// up to w.mergeWait (or until the writer stops), then yields the core.
 // timer is the merger's own, stopped.
 func (w *Writer) pauseMerge(timer *time.Timer) {
 	select {
@@ -455,7 +456,7 @@ func (w *Writer) pauseMerge(timer *time.Timer) {
 	default:
 	}
 	if w.inflight.Load() > 0 {
-		timer.Reset(mergeWaitMax)
+		timer.Reset(w.mergeWait)
 		select {
 		case <-w.idle:
 		case <-timer.C:
