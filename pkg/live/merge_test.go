@@ -38,3 +38,23 @@ func TestPauseMerge(t *testing.T) {
 	w.inflight.Add(1)
 	w.pauseMerge(timer) // stopped: no wait
 }
+
+// TestIncoming: a write announced with Incoming is in flight until done,
+// once however often done is called, and its end signals idle.
+func TestIncoming(t *testing.T) {
+	w := &Writer{idle: make(chan struct{}, 1)}
+	done := w.Incoming()
+	if n := w.inflight.Load(); n != 1 {
+		t.Fatalf("inflight %d after Incoming; want 1", n)
+	}
+	done()
+	done()
+	if n := w.inflight.Load(); n != 0 {
+		t.Fatalf("inflight %d after done twice; want 0", n)
+	}
+	select {
+	case <-w.idle:
+	default:
+		t.Fatal("no idle signal at zero writes in flight")
+	}
+}
