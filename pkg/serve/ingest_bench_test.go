@@ -88,7 +88,7 @@ var stageBucketLine = regexp.MustCompile(`^servingsnap_put_stage_seconds_bucket\
 // the ingest benchmarks report per run (server-gcs, server-B/row): the
 // collector's mark phase takes a core of the two, so the GC's rate shows
 // in the latency tail.
-var goCounters = regexp.MustCompile(`^(go_gc_duration_seconds_count|go_memstats_alloc_bytes_total) ([0-9.e+]+)$`)
+var goCounters = regexp.MustCompile(`^(go_gc_duration_seconds_count|go_memstats_alloc_bytes_total|servingsnap_delta_runs\{[^}]*\}) ([0-9.e+]+)$`)
 
 func scrapeStages(b *testing.B, addr string) stageCounts {
 	b.Helper()
@@ -132,10 +132,14 @@ func scrapeStages(b *testing.B, addr string) stageCounts {
 	return out
 }
 
-// goCounterKey is where stageCounts["go"] keeps a goCounters counter.
+// goCounterKey is where stageCounts["go"] keeps a goCounters counter (the
+// delta's runs, a gauge, ride along at 2: whether merges kept up).
 func goCounterKey(name string) float64 {
-	if name == "go_gc_duration_seconds_count" {
+	switch {
+	case name == "go_gc_duration_seconds_count":
 		return 0
+	case strings.HasPrefix(name, "servingsnap_delta_runs"):
+		return 2
 	}
 	return 1
 }
@@ -143,11 +147,13 @@ func goCounterKey(name string) float64 {
 // reportStages reports each stage's p50 and p99 over the batches
 // acknowledged between the scrapes before and after, interpolated
 // linearly within a bucket (as Prometheus' histogram_quantile does), and
-// the server's GC cycles and bytes allocated a row (rows: the run's).
+// the server's GC cycles and bytes allocated a row (rows: the run's) and
+// the delta's runs at the end.
 func reportStages(b *testing.B, before, after stageCounts, rows int) {
 	if g1, g0 := after["go"], before["go"]; g1 != nil && g0 != nil && rows > 0 {
 		b.ReportMetric(g1[0]-g0[0], "server-gcs")
 		b.ReportMetric((g1[1]-g0[1])/float64(rows), "server-B/row")
+		b.ReportMetric(g1[2], "delta-runs") // at the end of the run
 	}
 	for _, stage := range []string{stageCheck, stageQueue, stageFsync, stageApply, stageAck, stageTotal, stagePrepare} {
 		cum := after[stage]
