@@ -98,6 +98,7 @@ type Writer struct {
 	inflight  atomic.Int64
 	idle      chan struct{}
 	mergeWait time.Duration // mergeWaitMax (tests: other bounds)
+	runs      atomic.Int64  // w.st's unfrozen runs (set under mu), for pauseMerge
 	stop      chan struct{}
 	done      chan struct{}
 }
@@ -160,6 +161,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 		return nil, info, fmt.Errorf("replay %s: %w", dir, err)
 	}
 	w.st, w.seq = rp.st, uint64(rp.records)
+	w.countRunsLocked()
 	info.Duration = time.Since(t0)
 	w.fsync.WALPosition = l.End().Uint64()
 	w.mu.Lock()
@@ -407,6 +409,7 @@ func (w *Writer) apply(applied chan struct{}) {
 				w.fsync.Rows += wr.norm.NumRows()
 			}
 			w.st = st
+			w.countRunsLocked()
 			w.fsync.Groups++
 			w.fsync.FsyncTotal += lg.took
 			w.fsync.FsyncLast = lg.took
@@ -430,10 +433,18 @@ func (w *Writer) apply(applied chan struct{}) {
 }
 
 // mergeWaitMax bounds how long the merger waits for the writes in flight
-// at one pause: merges then progress at a third of a core or more however
-// busy the write path is, so the runs a read visits stay bounded under a
-// saturating load too.
-const mergeWaitMax = 2 * time.Millisecond
+// at one pause, and mergeBacklogRuns the unfrozen runs up to which it
+// waits at all: beyond them the merges have fallen behind (a saturating
+// load leaves no gap between writes) and run flat out, as before pausing
+// existed, so the runs a read visits stay bounded. A State that merges
+// keep up with holds fewer than MergeFanIn runs per size tier, 6–9 in
+// all at the end of the ingest benchmarks; with waits but no backlog
+// bound, 4 saturating writers left ~180 runs and lost a third of their
+// throughput.
+const (
+	mergeWaitMax     = 2 * time.Millisecond
+	mergeBacklogRuns = 4 * delta.MergeFanIn
+)
 
 // merge is the merger: woken after writes are applied, it merges the
 // State's candidate runs (delta.MergeFanIn at a time) without the lock, installs
@@ -480,6 +491,7 @@ func (w *Writer) merge(merged chan struct{}) {
 			w.mu.Lock()
 			if next, ok := w.st.Replace(rs, m); ok {
 				w.st, changed = next, true
+				w.countRunsLocked()
 			}
 			w.mu.Unlock()
 		}
@@ -491,10 +503,14 @@ func (w *Writer) merge(merged chan struct{}) {
 	}
 }
 
-// pauseMerge is the merger's pause: it waits while writes are in flight,
-// up to w.mergeWait (or until the writer stops), then yields the core.
-// timer is the merger's own, stopped.
+// pauseMerge is the merger's pause: unless merges are behind (over
+// mergeBacklogRuns runs), it waits while writes are in flight, up to
+// w.mergeWait (or until the writer stops), then yields the core. timer is
+// the merger's own, stopped.
 func (w *Writer) pauseMerge(timer *time.Timer) {
+	if w.runs.Load() > mergeBacklogRuns {
+		return
+	}
 	select {
 	case <-w.idle: // a stale signal: inflight below says whether to wait
 	default:
@@ -539,7 +555,14 @@ func (w *Writer) Do(fn func(st *delta.State) (*delta.State, error)) error {
 		return err
 	}
 	w.st = st
+	w.countRunsLocked()
 	return nil
+}
+
+// countRunsLocked records how many unfrozen runs w.st has. Requires w.mu
+// held (or the writer not yet started).
+func (w *Writer) countRunsLocked() {
+	w.runs.Store(int64(len(w.st.Runs()) - len(w.st.Frozen())))
 }
 
 // Close stops the committer (writes queued after it are refused) and

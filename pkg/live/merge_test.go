@@ -58,3 +58,14 @@ func TestIncoming(t *testing.T) {
 		t.Fatal("no idle signal at zero writes in flight")
 	}
 }
+
+// TestPauseMergeBacklog: with more runs than mergeBacklogRuns the merges
+// are behind, and the merger does not wait for writes in flight.
+func TestPauseMergeBacklog(t *testing.T) {
+	w := &Writer{idle: make(chan struct{}, 1), stop: make(chan struct{}), mergeWait: time.Hour}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	w.inflight.Add(1)
+	w.runs.Store(mergeBacklogRuns + 1)
+	w.pauseMerge(timer) // behind: no wait (a wrong one hangs the test)
+}
