@@ -23,7 +23,7 @@ func foldRuns(t *testing.T, st *State) *Run {
 	}
 	r := runs[0]
 	for _, next := range runs[1:] {
-		m, err := mergeRuns(context.Background(), memory.DefaultAllocator, st.Schema(), []*Run{r, next})
+		m, err := mergeRuns(context.Background(), memory.DefaultAllocator, st.Schema(), []*Run{r, next}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

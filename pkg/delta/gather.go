@@ -29,11 +29,12 @@ const (
 
 // gather2 returns the selected rows of a and b, in selection order.
 func gather2(mem memory.Allocator, a, b arrow.Array, sel []uint32) (arrow.Array, error) {
-	return gatherK(mem, []arrow.Array{a, b}, sel)
+	return gatherK(mem, []arrow.Array{a, b}, sel, nil)
 }
 
-// gatherK returns the selected rows of srcs, in selection order.
-func gatherK(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (arrow.Array, error) {
+// gatherK returns the selected rows of srcs, in selection order, stepping
+// p (nil: none) as it goes.
+func gatherK(mem memory.Allocator, srcs []arrow.Array, sel []uint32, p *pacer) (arrow.Array, error) {
 	if len(srcs) == 0 || len(srcs) > maxSources {
 		return nil, fmt.Errorf("delta: gather of %d arrays", len(srcs))
 	}
@@ -53,13 +54,16 @@ func gatherK(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (arrow.Arra
 		validity.Resize(int(bitutil.BytesForBits(int64(n))))
 		bits := validity.Bytes()
 		clear(bits)
-		for i, s := range sel {
-			if srcs[s>>srcShift].IsValid(int(s & rowMask)) {
-				bitutil.SetBit(bits, i)
-			} else {
-				nulls++
+		p.chunks(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				s := sel[i]
+				if srcs[s>>srcShift].IsValid(int(s & rowMask)) {
+					bitutil.SetBit(bits, i)
+				} else {
+					nulls++
+				}
 			}
-		}
+		})
 	}
 	release := func(bufs ...*memory.Buffer) {
 		for _, b := range bufs {
@@ -79,14 +83,17 @@ func gatherK(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (arrow.Arra
 		for k, x := range srcs {
 			bs[k] = x.(*array.Boolean)
 		}
-		for i, s := range sel {
-			if bs[s>>srcShift].Value(int(s & rowMask)) {
-				bitutil.SetBit(bits, i)
+		p.chunks(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				s := sel[i]
+				if bs[s>>srcShift].Value(int(s & rowMask)) {
+					bitutil.SetBit(bits, i)
+				}
 			}
-		}
+		})
 		bufs = []*memory.Buffer{validity, out}
 	case *arrow.StringType, *arrow.BinaryType:
-		off, data := gatherVar32(mem, srcs, sel)
+		off, data := gatherVar32(mem, srcs, sel, p)
 		bufs = []*memory.Buffer{validity, off, data}
 	case arrow.FixedWidthDataType:
 		bw := dt.BitWidth()
@@ -98,7 +105,7 @@ func gatherK(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (arrow.Arra
 			release(validity)
 			return gatherSlow(mem, srcs, sel)
 		}
-		bufs = []*memory.Buffer{validity, gatherFixed(mem, srcs, sel, bw/8)}
+		bufs = []*memory.Buffer{validity, gatherFixed(mem, srcs, sel, bw/8, p)}
 	default:
 		release(validity)
 		return gatherSlow(mem, srcs, sel)
@@ -114,7 +121,7 @@ func fixedBytes(a arrow.Array, width int) []byte {
 	return a.Data().Buffers()[1].Bytes()[a.Data().Offset()*width:]
 }
 
-func gatherFixed(mem memory.Allocator, srcs []arrow.Array, sel []uint32, width int) *memory.Buffer {
+func gatherFixed(mem memory.Allocator, srcs []arrow.Array, sel []uint32, width int, p *pacer) *memory.Buffer {
 	out := memory.NewResizableBuffer(mem)
 	out.Resize(len(sel) * width)
 	bs := make([][]byte, len(srcs))
@@ -123,15 +130,20 @@ func gatherFixed(mem memory.Allocator, srcs []arrow.Array, sel []uint32, width i
 	}
 	switch width {
 	case 4:
-		gatherWords(asWords[uint32](out.Bytes()), wordsOf[uint32](bs), sel)
+		o, ws := asWords[uint32](out.Bytes()), wordsOf[uint32](bs)
+		p.chunks(len(sel), func(lo, hi int) { gatherWords(o[lo:hi], ws, sel[lo:hi]) })
 	case 8:
-		gatherWords(asWords[uint64](out.Bytes()), wordsOf[uint64](bs), sel)
+		o, ws := asWords[uint64](out.Bytes()), wordsOf[uint64](bs)
+		p.chunks(len(sel), func(lo, hi int) { gatherWords(o[lo:hi], ws, sel[lo:hi]) })
 	default:
 		o := out.Bytes()
-		for i, s := range sel {
-			from, r := bs[s>>srcShift], int(s&rowMask)
-			copy(o[i*width:(i+1)*width], from[r*width:(r+1)*width])
-		}
+		p.chunks(len(sel), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				s := sel[i]
+				from, r := bs[s>>srcShift], int(s&rowMask)
+				copy(o[i*width:(i+1)*width], from[r*width:(r+1)*width])
+			}
+		})
 	}
 	return out
 }
@@ -173,7 +185,7 @@ func asWords[T uint32 | uint64](b []byte) []T {
 }
 
 // gatherVar32 gathers a string or binary column (int32 offsets).
-func gatherVar32(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (offsets, data *memory.Buffer) {
+func gatherVar32(mem memory.Allocator, srcs []arrow.Array, sel []uint32, p *pacer) (offsets, data *memory.Buffer) {
 	type varArray interface {
 		ValueOffsets() []int32
 		ValueBytes() []byte
@@ -195,19 +207,27 @@ func gatherVar32(mem memory.Allocator, srcs []arrow.Array, sel []uint32) (offset
 	offsets.Resize((len(sel) + 1) * 4)
 	off := asWords[uint32](offsets.Bytes())
 	total := 0
-	for i, s := range sel {
-		off[i] = uint32(total)
-		o, r := ss[s>>srcShift].off, s&rowMask
-		total += int(o[r+1] - o[r])
-	}
+	p.chunks(len(sel), func(lo, hi int) {
+		t := total // (a local in the loop, not the captured variable)
+		for i := lo; i < hi; i++ {
+			s := sel[i]
+			off[i] = uint32(t)
+			o, r := ss[s>>srcShift].off, s&rowMask
+			t += int(o[r+1] - o[r])
+		}
+		total = t
+	})
 	off[len(sel)] = uint32(total)
 	data = memory.NewResizableBuffer(mem)
 	data.Resize(total)
 	d := data.Bytes()
-	for i, s := range sel {
-		x, r := &ss[s>>srcShift], s&rowMask
-		copy(d[off[i]:off[i+1]], x.data[x.off[r]-x.base:x.off[r+1]-x.base])
-	}
+	p.chunks(len(sel), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			s := sel[i]
+			x, r := &ss[s>>srcShift], s&rowMask
+			copy(d[off[i]:off[i+1]], x.data[x.off[r]-x.base:x.off[r+1]-x.base])
+		}
+	})
 	return offsets, data
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -123,7 +124,7 @@ func (st *State) Apply(ctx context.Context, mem memory.Allocator, w arrow.Record
 		if !ok {
 			return st, nil
 		}
-		m, err := mergeRuns(ctx, mem, st.schema, rs)
+		m, err := mergeRuns(ctx, mem, st.schema, rs, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +227,14 @@ func (st *State) MergeCandidate() ([]*Run, bool) {
 // only the immutable runs, so it may run without the writer's lock while
 // writes are appended; Replace installs the result.
 func (st *State) Merge(ctx context.Context, mem memory.Allocator, rs []*Run) (*Run, error) {
-	return mergeRuns(ctx, mem, st.schema, rs)
+	return mergeRuns(ctx, mem, st.schema, rs, nil)
+}
+
+// MergePaced is Merge calling pause about every millisecond of work (see
+// pacer), for a merger that must give way to writes: the merge of the
+// largest runs would otherwise hold a core for tens of milliseconds.
+func (st *State) MergePaced(ctx context.Context, mem memory.Allocator, rs []*Run, pause func()) (*Run, error) {
+	return mergeRuns(ctx, mem, st.schema, rs, newPacer(pause))
 }
 
 // Replace returns st with the adjacent runs rs replaced by m, their
@@ -247,8 +255,9 @@ func (st *State) Replace(rs []*Run, m *Run) (*State, bool) {
 // row per key, so the merge is one pass: series by id (string comparisons
 // per series, not per row), rows of a series in several runs by period;
 // for a key in several, the newest run's row wins. Every column is then
-// gathered from the runs directly (gatherK).
-func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_ *Run, err error) {
+// gathered from the runs directly (gatherK). p (nil: none) is stepped
+// with the rows done.
+func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run, p *pacer) (_ *Run, err error) {
 	if len(rs) < 2 || len(rs) > maxSources {
 		return nil, fmt.Errorf("delta: merge of %d runs", len(rs))
 	}
@@ -264,9 +273,17 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 	for x, r := range rs {
 		ps[x] = r.Periods()
 	}
-	rows := make([]uint32, 0, total)
-	var series []uint32 // per output series: src<<srcShift | its series number there
-	var start []int32
+	sc, _ := mergeScratches.Get().(*mergeScratch)
+	if sc == nil {
+		sc = new(mergeScratch)
+	}
+	rows := slices.Grow(sc.rows[:0], total)
+	series := sc.series[:0] // per output series: src<<srcShift | its series number there
+	start := sc.start[:0]   // (the run keeps a copy of its exact length)
+	defer func() {
+		sc.keep(rows, series, start)
+		mergeScratches.Put(sc)
+	}()
 	var fresh []int32
 	cur := make([]int, k)     // next series of each run
 	freshAt := make([]int, k) // walk of each run's ascending fresh list
@@ -354,11 +371,12 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 		for _, x := range in {
 			cur[x]++
 		}
+		p.step(int(int32(len(rows)) - start[len(start)-1]))
 	}
 	start = append(start, int32(len(rows)))
 
 	last := rs[k-1]
-	m := &Run{seq: last.seq, start: start, fresh: fresh}
+	m := &Run{seq: last.seq, start: slices.Clone(start), fresh: fresh}
 	for _, r := range rs {
 		m.pos = max(m.pos, r.pos)
 		m.added += r.added
@@ -377,19 +395,25 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 			}
 		}
 	}()
-	codes := make([]uint32, len(rows))
+	// the series codes, written into the column's buffer directly
+	cb := memory.NewResizableBuffer(mem)
+	cb.Resize(4 * len(rows))
+	codes := asWords[uint32](cb.Bytes())
 	for q := 0; q+1 < len(start); q++ {
 		for r := start[q]; r < start[q+1]; r++ {
 			codes[r] = uint32(q)
 		}
 	}
-	cols = append(cols, uint32s(mem, codes))
+	cd := array.NewData(s.Data.Field(datafile.ColumnSeriesCode).Type, len(rows), []*memory.Buffer{nil, cb}, nil, 0, 0)
+	cb.Release()
+	cols = append(cols, array.MakeFromData(cd))
+	cd.Release()
 	srcs := make([]arrow.Array, k)
 	for c := datafile.ColumnPeriod; c < s.Data.NumFields(); c++ {
 		for x, r := range rs {
 			srcs[x] = r.rec.Column(c)
 		}
-		g, err := gatherK(mem, srcs, rows)
+		g, err := gatherK(mem, srcs, rows, p)
 		if err != nil {
 			return nil, fmt.Errorf("delta: column %s: %w", s.Data.Field(c).Name, err)
 		}
@@ -401,7 +425,7 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 	for x, r := range rs {
 		srcs[x] = r.ids
 	}
-	ids, err := gatherK(mem, srcs, series)
+	ids, err := gatherK(mem, srcs, series, p)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +438,7 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 		for x, r := range rs {
 			srcs[x] = r.attrs[at]
 		}
-		g, err := gatherK(mem, srcs, series)
+		g, err := gatherK(mem, srcs, series, p)
 		if err != nil {
 			return nil, fmt.Errorf("delta: attribute %s: %w", s.Attrs[at].Name, err)
 		}
@@ -423,6 +447,37 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run) (_
 	m.rec = array.NewRecordBatch(s.Data, cols, int64(len(rows)))
 	m.bytes = RecordBytes(m.rec)
 	return m, nil
+}
+
+// mergeScratch are a merge's selections, recycled through mergeScratches:
+// built by append, growing by doubling, they were most of the merges' own
+// garbage (with the series codes' copy, ~75 B per row ingested in the
+// paced ingest benchmark's profile, of the server's ~415), and merges
+// follow each other on one goroutine, so a recycled one is usually at
+// hand and large enough.
+type mergeScratch struct {
+	rows, series []uint32
+	start        []int32
+}
+
+var mergeScratches sync.Pool
+
+// mergeScratchMax bounds the entries a recycled scratch slice may hold, so
+// one rare huge merge does not pin its selections' memory.
+const mergeScratchMax = 4 << 20
+
+// keep holds the (grown) slices for the next merge.
+func (sc *mergeScratch) keep(rows, series []uint32, start []int32) {
+	sc.rows, sc.series, sc.start = nil, nil, nil
+	if cap(rows) <= mergeScratchMax {
+		sc.rows = rows[:0]
+	}
+	if cap(series) <= mergeScratchMax {
+		sc.series = series[:0]
+	}
+	if cap(start) <= mergeScratchMax {
+		sc.start = start[:0]
+	}
 }
 
 // Freeze marks every run as being folded into the next snapshot; later

@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -90,8 +92,15 @@ type Writer struct {
 	queue  chan *write
 	logged chan loggedGroup // from the committer to the applier, in log order
 	merges chan struct{}    // wakes the merger (buffered: one wake-up pending at most)
-	stop   chan struct{}
-	done   chan struct{}
+	// inflight counts the writes between Put's start and its return; idle
+	// (buffered: one signal pending at most) is signalled when it drops
+	// to zero, for a merger waiting for the writes to pass (pauseMerge).
+	inflight  atomic.Int64
+	idle      chan struct{}
+	mergeWait time.Duration // mergeWaitMax (tests: other bounds)
+	runs      atomic.Int64  // w.st's unfrozen runs (set under mu), for pauseMerge
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // loggedGroup is a commit group the log holds (or failed to append).
@@ -143,7 +152,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	}
 	w := &Writer{log: l, schema: s, t: t, opt: opt, mem: memory.DefaultAllocator, st: delta.Empty(s),
 		queue: make(chan *write, 1024), logged: make(chan loggedGroup, 2), merges: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		idle: make(chan struct{}, 1), mergeWait: mergeWaitMax, stop: make(chan struct{}), done: make(chan struct{})}
 	info := ReplayInfo{Truncated: l.Truncated()}
 	rp, err := replay(context.Background(), l, w.mem, s, folded, t.Base())
 	info.Records, info.Rows = rp.records, rp.rows
@@ -152,6 +161,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 		return nil, info, fmt.Errorf("replay %s: %w", dir, err)
 	}
 	w.st, w.seq = rp.st, uint64(rp.records)
+	w.countRunsLocked()
 	info.Duration = time.Since(t0)
 	w.fsync.WALPosition = l.End().Uint64()
 	w.mu.Lock()
@@ -165,12 +175,28 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	return w, info, nil
 }
 
+// payloadBufs recycles the buffers writes are encoded into for the log
+// (*[]byte): a payload is needed only until the log has copied it into
+// its own write buffer (wal.WAL.Append returns), and a new one for every
+// write was ~50 B a row of garbage, a fifth of the write path's, which
+// paces the GC. A buffer too small for a write is dropped for a larger
+// one, so the pool holds buffers of about the writes' size.
+var payloadBufs sync.Pool
+
+// encode encodes rec as a log record (an Arrow IPC stream of one batch)
+// into a buffer from payloadBufs; recycle returns it.
 func encode(rec arrow.RecordBatch) ([]byte, error) {
-	var buf bytes.Buffer
 	// the buffers, padding and the schema and batch messages: one
 	// allocation rather than a doubling series of them
-	buf.Grow(int(delta.RecordBytes(rec)) + 64*int(rec.NumCols()) + 4096)
-	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
+	need := int(delta.RecordBytes(rec)) + 64*int(rec.NumCols()) + 4096
+	var b []byte
+	if p, ok := payloadBufs.Get().(*[]byte); ok && cap(*p) >= need {
+		b = (*p)[:0]
+	} else {
+		b = make([]byte, 0, need)
+	}
+	buf := bytes.NewBuffer(b)
+	w := ipc.NewWriter(buf, ipc.WithSchema(rec.Schema()))
 	if err := w.Write(rec); err != nil {
 		return nil, err
 	}
@@ -178,6 +204,13 @@ func encode(rec arrow.RecordBatch) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// recycle returns an encoded payload's buffer to payloadBufs. Only a buffer
+// nothing reads any more may be recycled.
+func recycle(payload []byte) {
+	payload = payload[:0]
+	payloadBufs.Put(&payload)
 }
 
 // ErrClosed: the writer was closed.
@@ -197,7 +230,29 @@ func (w *Writer) PutPrepare(ctx context.Context, norm arrow.RecordBatch, prepare
 	return w.put(ctx, norm, prepare)
 }
 
+// Incoming counts a write its caller is about to Put as in flight from
+// now on, until done is called: the merger gives way to writes in flight
+// (pauseMerge), and the checks and normalisation a server does before Put
+// are a write's work too (DoPut's are a third of its CPU). Put counts
+// itself in flight in any case.
+func (w *Writer) Incoming() (done func()) {
+	w.inflight.Add(1)
+	return sync.OnceFunc(w.leave)
+}
+
+// leave ends one write's count in flight, signalling idle at zero.
+func (w *Writer) leave() {
+	if w.inflight.Add(-1) == 0 {
+		select {
+		case w.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
+	w.inflight.Add(1)
+	defer w.leave()
 	payload, err := encode(norm)
 	if err != nil {
 		return Ack{}, err
@@ -210,8 +265,10 @@ func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func()
 	select {
 	case w.queue <- wr:
 	case <-w.stop:
+		recycle(payload)
 		return Ack{}, ErrClosed
 	case <-ctx.Done():
+		recycle(payload)
 		return Ack{}, ctx.Err()
 	}
 	if prepare != nil {
@@ -303,6 +360,12 @@ func (w *Writer) commit(applied, merged chan struct{}) {
 		}
 		pos, err := w.log.Append(context.Background(), payloads...)
 		t1 := time.Now()
+		// The log copied the payloads before returning (never early: no
+		// deadline), so their buffers can take the next writes.
+		for i, wr := range group {
+			recycle(wr.payload)
+			wr.payload, payloads[i] = nil, nil
+		}
 		for _, wr := range group {
 			wr.stages.Logged = t1
 		}
@@ -346,6 +409,7 @@ func (w *Writer) apply(applied chan struct{}) {
 				w.fsync.Rows += wr.norm.NumRows()
 			}
 			w.st = st
+			w.countRunsLocked()
 			w.fsync.Groups++
 			w.fsync.FsyncTotal += lg.took
 			w.fsync.FsyncLast = lg.took
@@ -368,12 +432,35 @@ func (w *Writer) apply(applied chan struct{}) {
 	}
 }
 
+// mergeWaitMax bounds how long the merger waits for the writes in flight
+// at one pause, and mergeBacklogRuns the unfrozen runs up to which it
+// waits at all: beyond them the merges have fallen behind (a saturating
+// load leaves no gap between writes) and run flat out, as before pausing
+// existed, so the runs a read visits stay bounded. A State that merges
+// keep up with holds fewer than MergeFanIn runs per size tier, 6–9 in
+// all at the end of the ingest benchmarks; with waits but no backlog
+// bound, 4 saturating writers left ~180 runs and lost a third of their
+// throughput.
+const (
+	mergeWaitMax     = 2 * time.Millisecond
+	mergeBacklogRuns = 4 * delta.MergeFanIn
+)
+
 // merge is the merger: woken after writes are applied, it merges the
 // State's candidate runs (delta.MergeFanIn at a time) without the lock, installs
 // each result if its runs are still there (a compaction may have frozen
 // them, a reload rebased them), and publishes once it has nothing left.
+//
+// A merge pauses about every millisecond of its work (delta.MergePaced):
+// while writes are in flight it waits for them, up to mergeWaitMax, then
+// yields its core. On the 2-core servers we run, a merge of the largest
+// runs otherwise held one core for tens of milliseconds, leaving every
+// write meanwhile — check, sorting, applying — one core between them.
 func (w *Writer) merge(merged chan struct{}) {
 	defer close(merged)
+	timer := time.NewTimer(w.mergeWait)
+	timer.Stop()
+	pause := func() { w.pauseMerge(timer) }
 	for {
 		select {
 		case <-w.merges:
@@ -394,7 +481,8 @@ func (w *Writer) merge(merged chan struct{}) {
 			if !ok {
 				break
 			}
-			m, err := st.Merge(context.Background(), w.mem, rs)
+			w.pauseMerge(timer) // (a merge starts only once writes have passed, too)
+			m, err := st.MergePaced(context.Background(), w.mem, rs, pause)
 			if err != nil {
 				// The runs stay as they are: reads merge more of them.
 				w.opt.Logger.Error("merging delta runs", "error", err)
@@ -403,6 +491,7 @@ func (w *Writer) merge(merged chan struct{}) {
 			w.mu.Lock()
 			if next, ok := w.st.Replace(rs, m); ok {
 				w.st, changed = next, true
+				w.countRunsLocked()
 			}
 			w.mu.Unlock()
 		}
@@ -412,6 +501,30 @@ func (w *Writer) merge(merged chan struct{}) {
 			w.mu.Unlock()
 		}
 	}
+}
+
+// pauseMerge is the merger's pause: unless merges are behind (over
+// mergeBacklogRuns runs), it waits while writes are in flight, up to
+// w.mergeWait (or until the writer stops), then yields the core. timer is
+// the merger's own, stopped.
+func (w *Writer) pauseMerge(timer *time.Timer) {
+	if w.runs.Load() > mergeBacklogRuns {
+		return
+	}
+	select {
+	case <-w.idle: // a stale signal: inflight below says whether to wait
+	default:
+	}
+	if w.inflight.Load() > 0 {
+		timer.Reset(w.mergeWait)
+		select {
+		case <-w.idle:
+		case <-timer.C:
+		case <-w.stop:
+		}
+		timer.Stop()
+	}
+	runtime.Gosched()
 }
 
 // State is the current delta.
@@ -442,7 +555,14 @@ func (w *Writer) Do(fn func(st *delta.State) (*delta.State, error)) error {
 		return err
 	}
 	w.st = st
+	w.countRunsLocked()
 	return nil
+}
+
+// countRunsLocked records how many unfrozen runs w.st has. Requires w.mu
+// held (or the writer not yet started).
+func (w *Writer) countRunsLocked() {
+	w.runs.Store(int64(len(w.st.Runs()) - len(w.st.Frozen())))
 }
 
 // Close stops the committer (writes queued after it are refused) and

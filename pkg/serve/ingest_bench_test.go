@@ -78,10 +78,17 @@ func startHelperHTTP(b testing.TB, root string) (string, int, string) {
 }
 
 // stageCounts are the bucket counts of servingsnap_put_stage_seconds per
-// stage, as scraped from a server's /metrics.
+// stage, as scraped from a server's /metrics; under the stage "go" it
+// also holds the Go runtime's counters named in goCounters, at le 0.
 type stageCounts map[string]map[float64]float64
 
 var stageBucketLine = regexp.MustCompile(`^servingsnap_put_stage_seconds_bucket\{stage="([a-z]+)",le="([^"]+)"\} ([0-9.e+]+)$`)
+
+// goCounters are the server's GC cycles and heap bytes allocated, which
+// the ingest benchmarks report per run (server-gcs, server-B/row): the
+// collector's mark phase takes a core of the two, so the GC's rate shows
+// in the latency tail.
+var goCounters = regexp.MustCompile(`^(go_gc_duration_seconds_count|go_memstats_alloc_bytes_total|servingsnap_delta_runs\{[^}]*\}) ([0-9.e+]+)$`)
 
 func scrapeStages(b *testing.B, addr string) stageCounts {
 	b.Helper()
@@ -94,6 +101,17 @@ func scrapeStages(b *testing.B, addr string) stageCounts {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
+		if m := goCounters.FindStringSubmatch(sc.Text()); m != nil {
+			n, err := strconv.ParseFloat(m[2], 64)
+			if err != nil {
+				b.Fatalf("scrape stages: %q", sc.Text())
+			}
+			if out["go"] == nil {
+				out["go"] = map[float64]float64{}
+			}
+			out["go"][goCounterKey(m[1])] = n
+			continue
+		}
 		m := stageBucketLine.FindStringSubmatch(sc.Text())
 		if m == nil {
 			continue
@@ -114,10 +132,29 @@ func scrapeStages(b *testing.B, addr string) stageCounts {
 	return out
 }
 
+// goCounterKey is where stageCounts["go"] keeps a goCounters counter (the
+// delta's runs, a gauge, ride along at 2: whether merges kept up).
+func goCounterKey(name string) float64 {
+	switch {
+	case name == "go_gc_duration_seconds_count":
+		return 0
+	case strings.HasPrefix(name, "servingsnap_delta_runs"):
+		return 2
+	}
+	return 1
+}
+
 // reportStages reports each stage's p50 and p99 over the batches
 // acknowledged between the scrapes before and after, interpolated
-// linearly within a bucket (as Prometheus' histogram_quantile does).
-func reportStages(b *testing.B, before, after stageCounts) {
+// linearly within a bucket (as Prometheus' histogram_quantile does), and
+// the server's GC cycles and bytes allocated a row (rows: the run's) and
+// the delta's runs at the end.
+func reportStages(b *testing.B, before, after stageCounts, rows int) {
+	if g1, g0 := after["go"], before["go"]; g1 != nil && g0 != nil && rows > 0 {
+		b.ReportMetric(g1[0]-g0[0], "server-gcs")
+		b.ReportMetric((g1[1]-g0[1])/float64(rows), "server-B/row")
+		b.ReportMetric(g1[2], "delta-runs") // at the end of the run
+	}
 	for _, stage := range []string{stageCheck, stageQueue, stageFsync, stageApply, stageAck, stageTotal, stagePrepare} {
 		cum := after[stage]
 		if len(cum) == 0 {
@@ -382,7 +419,7 @@ func BenchmarkIngestSaturated(b *testing.B) {
 			lat, wall := r.run(b)
 			s1, c1 := serverCPU(), liveCPUTime()
 			ingestReport(b, lat, wall, s1-s0, c1-c0)
-			reportStages(b, st0, scrapeStages(b, metrics))
+			reportStages(b, st0, scrapeStages(b, metrics), len(lat)*ingestBatchRows)
 		})
 	}
 }
@@ -405,7 +442,7 @@ func BenchmarkIngestPaced(b *testing.B) {
 			lat, wall := r.run(b)
 			s1, c1 := serverCPU(), liveCPUTime()
 			ingestReport(b, lat, wall, s1-s0, c1-c0)
-			reportStages(b, st0, scrapeStages(b, metrics))
+			reportStages(b, st0, scrapeStages(b, metrics), len(lat)*ingestBatchRows)
 		})
 	}
 }

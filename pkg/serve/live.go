@@ -326,6 +326,8 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if err := validatePut(rec, batch); err != nil {
 		return err
 	}
+	// From here the write is in flight: the writer's merger gives way.
+	defer w.Incoming()()
 	size := delta.RecordBytes(rec)
 	if err := s.acquirePut(ctx, size, batch); err != nil {
 		return err
