@@ -66,8 +66,15 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	attrs := make(chan struct{})
 	go func() {
 		defer close(attrs)
-		firstRow := t.firstRowPerCode()
+		var firstRow []uint32
 		for i, st := range t.others {
+			if st.att != nil && st.att.decided { // checked while read
+				l.isAttr[i] = true
+				continue
+			}
+			if firstRow == nil {
+				firstRow = t.firstRowPerCode()
+			}
 			l.isAttr[i] = st.constantPerSeries(t.series.codes, firstRow)
 		}
 	}()

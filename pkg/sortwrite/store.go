@@ -28,6 +28,14 @@ type dictionary struct {
 
 func newDictionary() *dictionary { return &dictionary{codes: map[string]uint32{}} }
 
+// len is the number of values interned so far (other workers may be
+// adding more).
+func (d *dictionary) len() int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return len(d.values)
+}
+
 // internLocal maps the values of a chunk-local dictionary to global codes.
 // Codes are given in the order values are first interned; which worker
 // comes first does not matter to the output, which orders series by id
@@ -76,6 +84,11 @@ type store struct {
 
 	dict  *dictionary // kindString
 	codes []uint32    // kindString: per-row codes, nullCode for null
+	// att, for a string column other than the series id in an in-memory
+	// build, checks it for an attribute while it is read (attrread.go).
+	// Once att.decided, codes is never written: the column's values are
+	// att's, per series.
+	att *attrRead
 
 	data  []byte // kindFixed, kindBool: width bytes per row
 	valid []byte // kindFixed, kindBool: 1 = valid, 0 = null
@@ -122,6 +135,7 @@ func newStore(c Column, rows int, mem *bigArena) *store {
 func (s *store) setNull(lo, hi int) {
 	switch s.kind {
 	case kindString:
+		s.att.notePerRow()
 		for i := lo; i < hi; i++ {
 			s.codes[i] = nullCode
 		}
