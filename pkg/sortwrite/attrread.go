@@ -28,8 +28,9 @@ import (
 //
 // When the read ends (finish), a column without conflict and without
 // perRow is an attribute whose value per series is first: gather reads it
-// there. Any other column gets its per-row codes written from the units'
-// pairs (materialize) and the layout checks it over every row as before,
+// there. Any other column gets its per-row codes written (materialize)
+// from first for the units that agreed with it, which keep nothing, and
+// from their own pairs for the few that did not and the layout checks it over every row as before,
 // so the outcome is the one constantPerSeries gives for any input; only
 // the work differs.
 type attrRead struct {
@@ -52,7 +53,9 @@ type attrRead struct {
 }
 
 // attrUnit is one unit's column checked per series: rows [lo, hi) of the
-// stores, pairs of series code<<32 | value (as in first).
+// stores, and pairs of series code<<32 | value (as in first) when some
+// value differs from first's (nil: each series' value is first's, which
+// never changes once set, so the unit needs nothing kept).
 type attrUnit struct {
 	lo, hi int
 	pairs  []uint64
@@ -118,28 +121,21 @@ func checkRows(tab, series, remap, valid []uint32, hasNulls bool, idx []uint32) 
 
 // merge adds a checked unit (rows [lo, hi); tab holds each local series'
 // value, remap the series' global codes) to first, noting a conflict with
-// another unit.
+// another unit. Only a unit in conflict keeps its pairs (allocating them
+// for every unit was 60 MB a build of the 15M-row lake).
 func (a *attrRead) merge(lo, hi int, tab, remap []uint32) {
-	n := 0
-	for _, v := range tab {
-		if v != 0 {
-			n++
-		}
-	}
-	pairs := make([]uint64, 0, n)
-	for i, v := range tab {
-		if v != 0 { // a dictionary entry no row uses has none
-			pairs = append(pairs, uint64(remap[i])<<32|uint64(v))
-		}
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	first := a.first
 	conflict := false
-	for _, p := range pairs {
-		s, v := int(p>>32), uint32(p)
+	for i, v := range tab {
+		if v == 0 { // a dictionary entry no row uses has none
+			continue
+		}
+		s := int(remap[i])
 		if s >= len(first) {
 			a.perRow.Store(true) // more series codes than rows: the general check
+			conflict = true      // and the pairs kept, first cannot say
 			continue
 		}
 		switch f := first[s]; f {
@@ -150,8 +146,14 @@ func (a *attrRead) merge(lo, hi int, tab, remap []uint32) {
 			conflict = true
 		}
 	}
+	var pairs []uint64
 	if conflict {
 		a.conflict.Store(true)
+		for i, v := range tab {
+			if v != 0 {
+				pairs = append(pairs, uint64(remap[i])<<32|uint64(v))
+			}
+		}
 	}
 	a.units = append(a.units, attrUnit{lo, hi, pairs})
 }
@@ -194,18 +196,24 @@ var onAttrsRead func(column string, attr bool)
 // materialize writes the per-row codes of the units checked per series:
 // a unit's rows of series s hold the unit's one value of s.
 func (s *store) materialize(series []uint32, nSeries, parallel int) {
-	units := s.att.units
+	a := s.att
 	var g errgroup.Group
 	g.SetLimit(max(parallel, 1))
 	tabs := sync.Pool{New: func() any { return make([]uint32, nSeries) }}
-	for _, u := range units {
+	for _, u := range a.units {
 		g.Go(func() error {
+			codes := s.codes[u.lo:u.hi]
+			if u.pairs == nil { // the unit's values are first's
+				for i, c := range series[u.lo:u.hi] {
+					codes[i] = a.code(c)
+				}
+				return nil
+			}
 			tab := tabs.Get().([]uint32)
 			defer tabs.Put(tab)
 			for _, p := range u.pairs {
 				tab[p>>32] = uint32(p)
 			}
-			codes := s.codes[u.lo:u.hi]
 			for i, c := range series[u.lo:u.hi] {
 				v := tab[c]
 				if v != nullCode {
