@@ -6,7 +6,7 @@ import (
 )
 
 // bigArena holds the in-memory build's large column arrays (the stores,
-// the periods, the sort keys and their scratch: about 50 bytes a row) in
+// the periods, the sort keys: about 40 bytes a row) in
 // their own anonymous mappings advised for transparent huge pages, where
 // the system has them (Linux, THP "madvise" or "always"). On the Go heap
 // those arrays are faulted in 4 KiB at a time: at 15M rows some 300,000

@@ -633,7 +633,11 @@ func scan(ctx context.Context, opt Options, tbl *source.Table) (*table, error) {
 	t.periods = bigSlice[int32](t.mem, n)
 	for _, c := range u.Columns {
 		if c.Name != opt.SeriesColumn && c.Name != opt.PeriodColumn && c.Name != opt.ValueColumn {
-			t.others = append(t.others, newStore(c, n, t.mem))
+			s := newStore(c, n, t.mem)
+			if s.kind == kindString && !t.external {
+				s.att = newAttrRead(n, t.mem)
+			}
+			t.others = append(t.others, s)
 		}
 	}
 	return t, nil

@@ -8,7 +8,7 @@ import "fmt"
 // is an input error like a null id. The scan runs only when some row has
 // it: the column's dictionary says so in one lookup.
 func (t *table) checkSeriesIDs() error {
-	code, ok := t.series.dict.codes[""]
+	code, ok := t.series.dict.code("")
 	if !ok {
 		return nil
 	}

@@ -29,6 +29,10 @@ func (s *store) gatherFrom(rows []uint32, p *slab) (arrow.Array, error) {
 	case kindNull:
 		return array.NewNull(n), nil
 	case kindString:
+		if s.att != nil && s.att.decided {
+			v, at := s.perSeriesView(rows)
+			return v.gatherStrings(at, p)
+		}
 		return s.gatherStrings(rows, p)
 	}
 	if s.kind == kindFixed && s.nullsZero && !s.noNull {

@@ -67,10 +67,13 @@ func decodeHybrid(b []byte, w int, out []uint32) error {
 			continue
 		}
 		dst := out[i : i+n]
+		// Whole groups of 8 whose windows lie inside p: unrolled, the
+		// byte offset and shift of each of the 8 positions fixed for the
+		// run, so a value costs a load, a shift, a mask and a store.
+		j := unpackGroups(dst, p, w, mask)
 		// Values whose 8-byte window lies inside p: one unaligned load,
 		// shift and mask each (w <= 32, so a value spans at most 5 bytes
 		// after its first bit's byte).
-		j := 0
 		if len(p) >= 8 {
 			last := (len(p) - 8) * 8 / w // values starting within p[:len(p)-7] at bit offset < 8
 			if last > n {
@@ -102,4 +105,33 @@ func decodeHybrid(b []byte, w int, out []uint32) error {
 		i += n
 	}
 	return nil
+}
+
+// unpackGroups decodes the leading groups of 8 values of width w (1 to
+// 32) packed in p into dst, as long as a whole group is wanted and each of
+// its values' 8-byte windows lies inside p, and returns the values done.
+func unpackGroups(dst []uint32, p []byte, w int, mask uint64) int {
+	var off [8]int
+	var sh [8]uint
+	for k := range 8 {
+		off[k], sh[k] = k*w>>3, uint(k*w&7)
+	}
+	o1, o2, o3, o4, o5, o6, o7 := off[1], off[2], off[3], off[4], off[5], off[6], off[7]
+	s1, s2, s3, s4, s5, s6, s7 := sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], sh[7]
+	le := binary.LittleEndian
+	j := 0
+	for base := 0; j+8 <= len(dst) && base+o7+8 <= len(p); base += w {
+		q := p[base : base+o7+8]
+		d := dst[j : j+8 : j+8]
+		d[0] = uint32(le.Uint64(q) & mask)
+		d[1] = uint32(le.Uint64(q[o1:]) >> s1 & mask)
+		d[2] = uint32(le.Uint64(q[o2:]) >> s2 & mask)
+		d[3] = uint32(le.Uint64(q[o3:]) >> s3 & mask)
+		d[4] = uint32(le.Uint64(q[o4:]) >> s4 & mask)
+		d[5] = uint32(le.Uint64(q[o5:]) >> s5 & mask)
+		d[6] = uint32(le.Uint64(q[o6:]) >> s6 & mask)
+		d[7] = uint32(le.Uint64(q[o7:]) >> s7 & mask)
+		j += 8
+	}
+	return j
 }

@@ -115,3 +115,67 @@ func FuzzDecodeHybrid(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeHybridLongRuns decodes bit-packed runs of many groups (as
+// writers emit them: the unrolled group loop's case) at every width.
+func TestDecodeHybridLongRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for w := 1; w <= 32; w++ {
+		for _, n := range []int{8, 16, 100, 1000, 4096} {
+			vals := make([]uint32, n)
+			for i := range vals {
+				vals[i] = uint32(rng.Uint64() & (1<<w - 1))
+			}
+			groups := (n + 7) / 8
+			b := binary.AppendUvarint(nil, uint64(groups)<<1|1)
+			var acc uint64
+			bits := 0
+			for k := 0; k < groups*8; k++ {
+				var v uint32
+				if k < n {
+					v = vals[k]
+				}
+				acc |= uint64(v) << bits
+				for bits += w; bits >= 8; bits -= 8 {
+					b = append(b, byte(acc))
+					acc >>= 8
+				}
+			}
+			got := make([]uint32, n)
+			if err := decodeHybrid(b, w, got); err != nil {
+				t.Fatalf("w=%d n=%d: %v", w, n, err)
+			}
+			if !slices.Equal(got, vals) {
+				t.Fatalf("w=%d n=%d: decoded %v, want %v", w, n, got[:min(n, 20)], vals[:min(n, 20)])
+			}
+		}
+	}
+}
+
+func BenchmarkDecodeHybrid(b *testing.B) {
+	for _, w := range []int{1, 9, 14} {
+		rng := rand.New(rand.NewPCG(7, 8))
+		const n = 1 << 16
+		vals := make([]uint32, n)
+		for i := range vals {
+			vals[i] = uint32(rng.Uint64() & (1<<w - 1))
+		}
+		enc := binary.AppendUvarint(nil, uint64(n/8)<<1|1)
+		var acc uint64
+		bits := 0
+		for _, v := range vals {
+			acc |= uint64(v) << bits
+			for bits += w; bits >= 8; bits -= 8 {
+				enc = append(enc, byte(acc))
+				acc >>= 8
+			}
+		}
+		out := make([]uint32, n)
+		b.Run("w="+string(rune('0'+w/10))+string(rune('0'+w%10)), func(b *testing.B) {
+			b.SetBytes(n * 4)
+			for b.Loop() {
+				decodeHybrid(enc, w, out)
+			}
+		})
+	}
+}

@@ -66,8 +66,15 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 	attrs := make(chan struct{})
 	go func() {
 		defer close(attrs)
-		firstRow := t.firstRowPerCode()
+		var firstRow []uint32
 		for i, st := range t.others {
+			if st.att != nil && st.att.decided { // checked while read
+				l.isAttr[i] = true
+				continue
+			}
+			if firstRow == nil {
+				firstRow = t.firstRowPerCode()
+			}
 			l.isAttr[i] = st.constantPerSeries(t.series.codes, firstRow)
 		}
 	}()
@@ -82,9 +89,9 @@ func (t *table) layout(ctx context.Context, opt Options) (*layout, error) {
 		rank[c] = uint32(r)
 	}
 	n := len(t.series.codes)
-	scratch := bigSlice[uint64](t.mem, n)
-	l.ord = sortRowsOn(rank, t.series.codes, t.periods, bigSlice[uint64](t.mem, n), scratch, max(opt.Parallel, 1))
-	drop(t.mem, scratch)
+	// No scratch of n keys: the sort packs the keys straight into their
+	// buckets and sorts each bucket with a scratch of its own size.
+	l.ord = sortRowsOn(rank, t.series.codes, t.periods, bigSlice[uint64](t.mem, n), nil, max(opt.Parallel, 1))
 	<-attrs
 
 	// Duplicates are adjacent after the sort, in input order; "last" keeps

@@ -48,12 +48,63 @@ type pageTarget struct {
 	periods []int32 // the period column's rows of the unit
 	store   *store
 	lo      int
+	// perSeries: a string column checked for an attribute while read
+	// (store.att): its codes are checked per series of the unit (by the
+	// series column's local indices, kept in pageScratch) instead of
+	// stored per row. keepSeries: the series column, whose local indices
+	// are kept for that.
+	perSeries  bool
+	keepSeries bool
 }
 
 // pageScratch is per-call scratch for the decoded levels and indices.
 type pageScratch struct {
 	defs []uint32
 	idx  []uint32
+	// For checking columns per series (attrRead): the unit's series
+	// column as local dictionary indices per row (seriesIdx), that
+	// dictionary's global codes (seriesRemap; seriesOK once all of it is
+	// kept, no null, no value twice), and tab, one entry per local
+	// series (value code+1 or nullCode; 0: none yet), zero between
+	// chunks. seen marks global codes while a dictionary is checked for
+	// repeats (entries == seenGen).
+	seriesIdx   []uint32
+	seriesRemap []uint32
+	seriesOK    bool
+	tab         []uint32
+	seen        []uint32
+	seenGen     uint32
+}
+
+// keepSeries notes the series column's dictionary (global codes of its
+// local indices): checking other columns by local index needs each
+// series to have one index, so a dictionary that holds a value twice
+// (Parquet does not forbid it) turns the per-series check off.
+func (sc *pageScratch) keepSeries(remap []uint32, rows int) {
+	sc.seriesOK = false
+	sc.seenGen++
+	if sc.seenGen == 0 { // wrapped: old marks could match
+		clear(sc.seen)
+		sc.seenGen = 1
+	}
+	for _, g := range remap {
+		if int(g) >= len(sc.seen) {
+			sc.seen = append(sc.seen, make([]uint32, int(g)+1-len(sc.seen)+len(sc.seen)/4)...)
+		}
+		if sc.seen[g] == sc.seenGen {
+			return
+		}
+		sc.seen[g] = sc.seenGen
+	}
+	sc.seriesRemap = remap
+	if cap(sc.seriesIdx) < rows {
+		sc.seriesIdx = make([]uint32, rows)
+	}
+	sc.seriesIdx = sc.seriesIdx[:rows]
+	if len(sc.tab) < len(remap) {
+		sc.tab = make([]uint32, len(remap))
+	}
+	sc.seriesOK = true
 }
 
 func (sc *pageScratch) grow(n int) {
@@ -131,6 +182,12 @@ func readChunkPages(rg *file.RowGroupReader, leaf int, width int, rows int, dst 
 	}
 	defer pr.Close()
 	c := &columnChunk{dst: dst, width: width, maxDef: rg.MetaData().Schema.Column(leaf).MaxDefinitionLevel(), rows: rows, sc: sc}
+	if dst.perSeries {
+		defer clear(sc.tab[:len(sc.seriesRemap)]) // zeros for the next chunk
+	}
+	if dst.keepSeries {
+		sc.seriesOK = false // until its dictionary is read
+	}
 	for pr.Next() {
 		if err := c.page(pr.Page()); err != nil {
 			return err
@@ -138,6 +195,9 @@ func readChunkPages(rg *file.RowGroupReader, leaf int, width int, rows int, dst 
 	}
 	if pr.Err() != nil || c.done != rows {
 		return errSlow
+	}
+	if dst.perSeries {
+		dst.store.att.merge(dst.lo, dst.lo+rows, sc.tab[:len(sc.seriesRemap)], sc.seriesRemap)
 	}
 	return nil
 }
@@ -230,6 +290,9 @@ func (c *columnChunk) dictionary(p *file.DictionaryPage) error {
 	if err := c.dst.store.dict.internLocal(local, c.remap); err != nil {
 		return err // too many values: the general reader says the same
 	}
+	if c.dst.keepSeries {
+		c.sc.keepSeries(c.remap, c.rows)
+	}
 	return nil
 }
 
@@ -314,8 +377,24 @@ func (c *columnChunk) putIndices(row, n int, valid []uint32, hasNulls bool, idx 
 			out[i] = days[k]
 		}
 		return nil
+	case c.width == 0 && c.dst.perSeries:
+		if !checkRows(c.sc.tab, c.sc.seriesIdx[c.done:c.done+n], c.remap, valid, hasNulls, idx) {
+			// A series with two values: not an attribute, and this
+			// chunk's rows go to the store (through pqarrow).
+			c.dst.store.att.conflict.Store(true)
+			return errSlow
+		}
+		return nil
 	case c.width == 0:
+		c.dst.store.att.notePerRow()
 		mapCodes(c.dst.store.codes[row:row+n], c.remap, valid, hasNulls, idx)
+		if c.dst.keepSeries {
+			if hasNulls || !c.sc.seriesOK {
+				c.sc.seriesOK = false
+			} else {
+				copy(c.sc.seriesIdx[c.done:c.done+n], idx)
+			}
+		}
 		return nil
 	}
 	s := c.dst.store
@@ -436,6 +515,11 @@ func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, store
 			jobs = append(jobs, job{x, pageTarget{store: s, lo: lo}, s.col.Name})
 		}
 	}
+	seriesX := t.series.col.In[u.fileIdx]
+	checkAttrs := false
+	for _, s := range t.others {
+		checkAttrs = checkAttrs || s.att.perSeries()
+	}
 	if len(jobs) == 0 {
 		return nil, nil
 	}
@@ -455,6 +539,7 @@ func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, store
 	done := map[int]bool{}
 	sc := scratchPool.Get().(*pageScratch)
 	defer scratchPool.Put(sc)
+	sc.seriesOK = false
 	for _, j := range jobs {
 		leaf := in.proj.Leaf[j.x]
 		if leaf < 0 || leaf >= sch.NumColumns() {
@@ -463,6 +548,13 @@ func (t *table) readPages(ctx context.Context, u unit, lo int, pField int, store
 		w, ok := pageWidth(in.Schema.Fields[j.x].Type, sch.Column(leaf), j.dst)
 		if !ok {
 			continue
+		}
+		if s := j.dst.store; s == t.series {
+			j.dst.keepSeries = checkAttrs
+		} else if s != nil && s.att.perSeries() && seriesX >= 0 && done[seriesX] && sc.seriesOK {
+			// The unit's series column is read (its job comes first)
+			// and kept: check this column per series.
+			j.dst.perSeries = true
 		}
 		err := readChunkPages(rg, leaf, w, int(raw), j.dst, sc)
 		if errors.Is(err, errSlow) {

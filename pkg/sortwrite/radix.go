@@ -132,6 +132,12 @@ func sortRowsOn(rank []uint32, codes []uint32, periods []int32, keys, scratch []
 		return sortCompare(rank, codes, periods)
 	}
 	keys = resizeSlice(keys, n)
+	hi := ibits + pbits + rbits
+	o := &order{keys: keys, ibits: ibits, pbits: pbits, minP: minP}
+	if hi-ibits > radixDigit && n >= 1<<14 {
+		packSortMSD(keys, rank, codes, periods, minP, pbits, ibits, hi, scratch, workers)
+		return o
+	}
 	unsorted := make([]bool, workers)
 	parallel(workers, func(w int) {
 		a, b := share(w)
@@ -143,9 +149,9 @@ func sortRowsOn(rank []uint32, codes []uint32, periods []int32, keys, scratch []
 		sorted = keys[a-1] <= keys[a]
 	}
 	if !sorted {
-		radixSortMSD(keys, resizeSlice(scratch, n), ibits, ibits+pbits+rbits, workers)
+		radixSortWith(keys, scratch, ibits, hi)
 	}
-	return &order{keys: keys, ibits: ibits, pbits: pbits, minP: minP}
+	return o
 }
 
 // packKeys packs the keys of rows first… of one share (a function, not a
@@ -164,6 +170,129 @@ func packKeys(keys []uint64, first int, rank, codes []uint32, periods []int32, m
 		prev = k
 	}
 	*unsorted = out
+}
+
+// packSortMSD packs the keys of all rows and sorts them by bits [ibits,
+// hi), stably, on up to workers goroutines. The rows are counted by their
+// key's most significant digit first, each worker over its own contiguous
+// share (noting whether the share is already in order), and then packed
+// straight into their digit's bucket of keys, each worker's rows of a
+// bucket after the earlier workers' (so the pass is stable). Each bucket
+// (15M keys: ~7k, 60 KB) is then sorted by the remaining digits LSD while
+// it sits in cache, with a scratch the size of the largest bucket, the
+// buckets shared among the workers.
+//
+// Packing into the buckets rather than packing in row order and then
+// scattering into a second array of n keys saves that array: 8 bytes a
+// row of fresh memory (120 MB at 15M rows), whose first touch (the
+// kernel zeroing the pages) cost more CPU than the scatter itself, and a
+// pass reading every key back. Its price is computing each key twice
+// (count, then pack), which reads only the codes and periods again.
+func packSortMSD(keys []uint64, rank, codes []uint32, periods []int32, minP int32, pbits, ibits, hi uint, scratch []uint64, workers int) {
+	n := len(keys)
+	workers = max(1, min(workers, n>>14))
+	share := func(w int) (int, int) { return n * w / workers, n * (w + 1) / workers }
+	const buckets = 1 << radixDigit
+	shift := hi - radixDigit
+	p := keyPacker{rank: rank, minP: minP, pbits: pbits, ibits: ibits, shift: shift}
+	counts := make([][buckets]int, workers)
+	unsorted := make([]bool, workers)
+	parallel(workers, func(w int) {
+		a, b := share(w)
+		unsorted[w] = p.count(&counts[w], a, codes[a:b], periods[a:b])
+	})
+	sorted := !slices.Contains(unsorted, true)
+	for w := 1; w < workers && sorted; w++ {
+		a, _ := share(w)
+		sorted = p.key(a-1, codes[a-1], periods[a-1]) <= p.key(a, codes[a], periods[a])
+	}
+	if sorted {
+		parallel(workers, func(w int) {
+			a, b := share(w)
+			var ignored bool
+			packKeys(keys[a:b], a, rank, codes[a:b], periods[a:b], minP, pbits, ibits, &ignored)
+		})
+		return
+	}
+	var starts [buckets + 1]int
+	sum, largest := 0, 0
+	for d := range buckets {
+		starts[d] = sum
+		for w := range counts {
+			c := counts[w][d]
+			counts[w][d] = sum
+			sum += c
+		}
+		largest = max(largest, sum-starts[d])
+	}
+	starts[buckets] = n
+	parallel(workers, func(w int) {
+		a, b := share(w)
+		p.scatter(keys, &counts[w], a, codes[a:b], periods[a:b])
+	})
+	var next atomic.Int64
+	parallel(workers, func(w int) {
+		var tmp []uint64
+		if len(scratch) >= workers*largest {
+			tmp = scratch[w*largest : (w+1)*largest]
+		} else {
+			tmp = make([]uint64, largest)
+		}
+		for {
+			d := int(next.Add(1) - 1)
+			if d >= buckets {
+				return
+			}
+			if s, e := starts[d], starts[d+1]; e-s > 1 {
+				radixSortWith(keys[s:e], tmp, ibits, shift)
+			}
+		}
+	})
+}
+
+// keyPacker computes rows' packed keys and their most significant digit
+// (the bits from shift) for packSortMSD. Its methods are plain loops over
+// locals, like packKeys.
+type keyPacker struct {
+	rank         []uint32
+	minP         int32
+	pbits, ibits uint
+	shift        uint
+}
+
+func (p *keyPacker) key(row int, code uint32, period int32) uint64 {
+	return (uint64(p.rank[code])<<p.pbits|uint64(int64(period)-int64(p.minP)))<<p.ibits | uint64(row)
+}
+
+// count adds the digits of rows first… to c and reports whether their
+// keys are out of order.
+func (p *keyPacker) count(c *[1 << radixDigit]int, first int, codes []uint32, periods []int32) bool {
+	rank, minP, pbits, ibits, shift := p.rank, int64(p.minP), p.pbits, p.ibits, p.shift
+	periods = periods[:len(codes)]
+	var prev uint64
+	out := false
+	for i, code := range codes {
+		k := (uint64(rank[code])<<pbits|uint64(int64(periods[i])-minP))<<ibits | uint64(first+i)
+		c[(k>>shift)&(1<<radixDigit-1)]++
+		if k < prev {
+			out = true
+		}
+		prev = k
+	}
+	return out
+}
+
+// scatter packs the keys of rows first… into keys at the positions c gives
+// per digit.
+func (p *keyPacker) scatter(keys []uint64, c *[1 << radixDigit]int, first int, codes []uint32, periods []int32) {
+	rank, minP, pbits, ibits, shift := p.rank, int64(p.minP), p.pbits, p.ibits, p.shift
+	periods = periods[:len(codes)]
+	for i, code := range codes {
+		k := (uint64(rank[code])<<pbits|uint64(int64(periods[i])-minP))<<ibits | uint64(first+i)
+		d := (k >> shift) & (1<<radixDigit - 1)
+		keys[c[d]] = k
+		c[d]++
+	}
 }
 
 // radixDigit is the digit width: 11 bits keep the 2048-entry histograms in
@@ -209,77 +338,6 @@ func radixSortWith(keys, tmp []uint64, lo, hi uint) {
 	}
 	if &src[0] != &keys[0] {
 		copy(keys, src)
-	}
-}
-
-// radixSortMSD sorts keys stably by bits [lo, hi) like radixSortWith, on
-// up to workers goroutines. One pass on the most significant digit splits
-// the keys into buckets: each worker counts and then scatters its own
-// contiguous share, and within a bucket the shares keep input order, so the
-// pass is stable. Each bucket (15M keys: ~7k, 60 KB) is then sorted by the
-// remaining digits LSD while it sits in cache, the buckets shared among the
-// workers. The global LSD passes this replaces each scattered every key
-// across the whole buffer, a cache miss per key.
-func radixSortMSD(keys, tmp []uint64, lo, hi uint, workers int) {
-	n := len(keys)
-	if hi-lo <= radixDigit || n < 1<<14 {
-		radixSortWith(keys, tmp, lo, hi)
-		return
-	}
-	if len(tmp) < n {
-		tmp = make([]uint64, n)
-	}
-	tmp = tmp[:n]
-	workers = max(1, min(workers, n>>14))
-	share := func(w int) (int, int) { return n * w / workers, n * (w + 1) / workers }
-	const buckets = 1 << radixDigit
-	shift := hi - radixDigit
-	mask := uint64(buckets - 1)
-	counts := make([][buckets]int, workers)
-	parallel(workers, func(w int) {
-		a, b := share(w)
-		c := &counts[w]
-		for _, k := range keys[a:b] {
-			c[(k>>shift)&mask]++
-		}
-	})
-	var starts [buckets + 1]int
-	sum := 0
-	for d := range buckets {
-		starts[d] = sum
-		for w := range counts {
-			c := counts[w][d]
-			counts[w][d] = sum
-			sum += c
-		}
-	}
-	starts[buckets] = n
-	parallel(workers, func(w int) {
-		a, b := share(w)
-		scatterDigit(keys[a:b], tmp, &counts[w], shift, mask)
-	})
-	var next atomic.Int64
-	parallel(workers, func(int) {
-		for {
-			d := int(next.Add(1) - 1)
-			if d >= buckets {
-				return
-			}
-			s, e := starts[d], starts[d+1]
-			if e-s > 1 {
-				radixSortWith(tmp[s:e], keys[s:e], lo, shift)
-			}
-			copy(keys[s:e], tmp[s:e])
-		}
-	})
-}
-
-// scatterDigit moves keys to dst at the positions c gives per digit.
-func scatterDigit(keys, dst []uint64, c *[1 << radixDigit]int, shift uint, mask uint64) {
-	for _, k := range keys {
-		d := (k >> shift) & mask
-		dst[c[d]] = k
-		c[d]++
 	}
 }
 

@@ -11,6 +11,7 @@ func TestSortPathsAgree(t *testing.T) {
 	for _, tc := range []struct{ rows, series, span int }{
 		{0, 1, 1}, {1, 1, 1}, {1000, 7, 3}, {50000, 1000, 40000}, {20000, 20000, 1 << 20},
 		{300000, 3, 5}, {300000, 100000, 9000}, {200000, 1 << 20, 1 << 12},
+		{300000, 2000, 200}, // packed into buckets, with many duplicates
 	} {
 		rng := rand.New(rand.NewPCG(uint64(tc.rows), 1))
 		rank := rng.Perm(tc.series)
@@ -25,8 +26,12 @@ func TestSortPathsAgree(t *testing.T) {
 			periods[i] = int32(rng.IntN(tc.span)) - 20000
 		}
 		slow := sortCompare(ranks, codes, periods)
-		for _, workers := range []int{1, 2, 3} {
-			fast := sortRowsOn(ranks, codes, periods, nil, nil, workers)
+		for _, workers := range []int{1, 2, 3, -2} {
+			var scratch []uint64 // the buckets' scratch carved from the caller's
+			if workers < 0 {
+				workers, scratch = -workers, make([]uint64, tc.rows)
+			}
+			fast := sortRowsOn(ranks, codes, periods, nil, scratch, workers)
 			if tc.rows > 0 && fast.keys == nil {
 				t.Fatalf("%+v: expected the packed path", tc)
 			}

@@ -110,6 +110,9 @@ func (t *table) readAll(ctx context.Context, parallel int, sums []string, rep pr
 	for _, in := range t.inputs {
 		in.release()
 	}
+	if err == nil {
+		t.finishAttrs(parallel)
+	}
 	return err
 }
 
@@ -381,6 +384,7 @@ func (s *store) fill(arr arrow.Array, off int) error {
 	case kindNull:
 		return nil
 	case kindString:
+		s.att.notePerRow()
 		return s.fillStrings(arr, s.codes[off:off+n])
 	}
 	valid := s.valid[off : off+n]

@@ -70,6 +70,11 @@ func (t *table) cutSeries(o *order, opt Options, ids []string, byID []uint32, ke
 
 // cutRange is cutSeries over positions [a, b), compacted to start at a.
 func (t *table) cutRange(o *order, opt Options, ids []string, byID []uint32, keep []bool, a, b int) spansPart {
+	if o.keys != nil && keep == nil && a < b {
+		if p, ok := cutKeys(o, opt, ids, byID, a, b); ok {
+			return p
+		}
+	}
 	p := spansPart{start: a}
 	w := a
 	for j := a; j < b; j++ {
@@ -103,6 +108,42 @@ func (t *table) cutRange(o *order, opt Options, ids []string, byID []uint32, kee
 	}
 	p.end = w
 	return p
+}
+
+// cutKeys is cutRange over packed keys when every series is kept: one
+// loop over the keys with the last kept key in a register, rather than
+// the order's accessors (each a branch on the order's kind and a reload
+// of the key before). It gives up (false) at the first duplicate under
+// "error", for cutRange to report.
+func cutKeys(o *order, opt Options, ids []string, byID []uint32, a, b int) (spansPart, bool) {
+	p := spansPart{start: a}
+	keys := o.keys[:b]
+	kshift, rshift := o.ibits, o.ibits+o.pbits
+	last := opt.OnDuplicate == OnDuplicateLast
+	prev := keys[a]
+	p.series = append(p.series, span{id: ids[byID[prev>>rshift]], start: a})
+	w := a + 1
+	for _, k := range keys[a+1:] {
+		if k>>kshift == prev>>kshift { // a duplicate: the later row stays
+			if !last {
+				return spansPart{}, false
+			}
+			keys[w-1] = k
+			prev = k
+			p.dropped++
+			continue
+		}
+		if k>>rshift != prev>>rshift {
+			p.series[len(p.series)-1].end = w
+			p.series = append(p.series, span{id: ids[byID[k>>rshift]], start: w})
+		}
+		keys[w] = k
+		prev = k
+		w++
+	}
+	p.series[len(p.series)-1].end = w
+	p.end = w
+	return p, true
 }
 
 // latestAndBounds sets each series' latest row (its last row with a

@@ -62,6 +62,10 @@ func TestCutSeriesWorkers(t *testing.T) {
 		}
 		return r
 	}
+	all := make([]bool, nSeries) // every series kept, through the general loop rather than cutKeys
+	for r := range all {
+		all[r] = true
+	}
 	for _, tc := range []struct {
 		name string
 		opt  Options
@@ -78,8 +82,14 @@ func TestCutSeriesWorkers(t *testing.T) {
 		if tc.opt.OnDuplicate == OnDuplicateError && want.err == "" {
 			t.Fatalf("%s: no duplicate error", tc.name)
 		}
-		for _, workers := range []int{2, 3, 4} {
-			got := run(tc.opt, tc.keep, workers)
+		for _, workers := range []int{2, 3, 4, -1, -3} {
+			keep := tc.keep
+			if workers < 0 && keep == nil {
+				workers, keep = -workers, all
+			} else if workers < 0 {
+				continue
+			}
+			got := run(tc.opt, keep, workers)
 			if got.err != want.err || got.dropped != want.dropped || got.other != want.other || got.minP != want.minP || got.maxP != want.maxP {
 				t.Fatalf("%s, %d workers: err %q dropped %d other %d periods %d..%d; want %q %d %d %d..%d", tc.name, workers,
 					got.err, got.dropped, got.other, got.minP, got.maxP, want.err, want.dropped, want.other, want.minP, want.maxP)

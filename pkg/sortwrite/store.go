@@ -3,7 +3,6 @@ package sortwrite
 import (
 	"bytes"
 	"math"
-	"sync"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -11,60 +10,6 @@ import (
 
 // nullCode marks a null in a string column's per-row codes.
 const nullCode = math.MaxUint32
-
-// dictionary interns the distinct values of a string column across all
-// inputs. Workers map each chunk's local dictionary in one call, so a lock
-// is taken once per chunk, not per row. The look-ups run under the read
-// lock, so both readers hash at once: after the first row groups nearly
-// every value is known, and a single mutex around the whole chunk made the
-// interning (a hash and a string compare per distinct value per row group,
-// about a fifth of the read phase's CPU on a 15M-row lake) run on one core
-// at a time. Only the values not found take the write lock, once per chunk.
-type dictionary struct {
-	mu     sync.RWMutex
-	codes  map[string]uint32
-	values []string
-}
-
-func newDictionary() *dictionary { return &dictionary{codes: map[string]uint32{}} }
-
-// internLocal maps the values of a chunk-local dictionary to global codes.
-// Codes are given in the order values are first interned; which worker
-// comes first does not matter to the output, which orders series by id
-// and reads other columns' values, never their codes.
-func (d *dictionary) internLocal(local []string, out []uint32) error {
-	var missing []int // positions in local not yet in the dictionary
-	d.mu.RLock()
-	for i, v := range local {
-		c, ok := d.codes[v]
-		if !ok {
-			missing = append(missing, i)
-			continue
-		}
-		out[i] = c
-	}
-	d.mu.RUnlock()
-	if len(missing) == 0 {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, i := range missing {
-		v := local[i]
-		c, ok := d.codes[v] // another worker may have added it meanwhile
-		if !ok {
-			if len(d.values) >= nullCode {
-				return errTooManyValues
-			}
-			c = uint32(len(d.values))
-			v = string([]byte(v)) // own the bytes: the chunk's buffers are released
-			d.codes[v] = c
-			d.values = append(d.values, v)
-		}
-		out[i] = c
-	}
-	return nil
-}
 
 // store holds one input column for every row, in input order, preallocated
 // from the row counts in the Parquet footers so workers can fill disjoint
@@ -76,6 +21,11 @@ type store struct {
 
 	dict  *dictionary // kindString
 	codes []uint32    // kindString: per-row codes, nullCode for null
+	// att, for a string column other than the series id in an in-memory
+	// build, checks it for an attribute while it is read (attrread.go).
+	// Once att.decided, codes is never written: the column's values are
+	// att's, per series.
+	att *attrRead
 
 	data  []byte // kindFixed, kindBool: width bytes per row
 	valid []byte // kindFixed, kindBool: 1 = valid, 0 = null
@@ -122,6 +72,7 @@ func newStore(c Column, rows int, mem *bigArena) *store {
 func (s *store) setNull(lo, hi int) {
 	switch s.kind {
 	case kindString:
+		s.att.notePerRow()
 		for i := lo; i < hi; i++ {
 			s.codes[i] = nullCode
 		}
