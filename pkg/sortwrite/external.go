@@ -439,40 +439,67 @@ func (e *external) writeRun(rt *table, o *order) (err error) {
 	le := binary.LittleEndian
 	// encode packs sorted positions [lo, hi) into buf. Encoding is a
 	// gather at random rows of the run; two chunks are encoded at once
-	// (one per core), then written in order.
-	encode := func(buf []byte, lo, hi int) {
-		for j := lo; j < hi; j++ {
-			rec := buf[(j-lo)*size : (j-lo+1)*size]
-			r := int(o.row(j))
-			le.PutUint32(rec[0:], uint32(rt.base+r))
-			le.PutUint32(rec[4:], rt.series.codes[r])
-			le.PutUint32(rec[8:], uint32(rt.periods[r]))
-			p := spillHeader
-			for _, s := range stores {
-				switch s.kind {
-				case kindString:
-					le.PutUint32(rec[p:], s.codes[r])
-					p += 4
-				case kindFixed, kindBool:
-					w := s.width
-					rec[p] = s.valid[r]
-					copy(rec[p+1:p+1+w], s.data[r*w:(r+1)*w])
-					p += 1 + w
+	// (one per core), then written in order. It goes a column at a time
+	// (the rows' numbers first, then each column's values into its place
+	// in every record): each pass is a short loop whose loads do not
+	// depend on each other, so the CPU has many of the gather's cache
+	// misses in flight at once, where a record at a time (every column of
+	// one row, behind a switch per column) left it one row's few. The
+	// bytes are the same.
+	encode := func(buf []byte, rows []uint32, lo, hi int) {
+		rows = rows[:hi-lo]
+		for k := range rows {
+			rows[k] = o.row(lo + k)
+		}
+		for k, r := range rows {
+			rec := buf[k*size : k*size+spillHeader]
+			le.PutUint32(rec[0:], uint32(rt.base+int(r)))
+		}
+		for k, r := range rows {
+			le.PutUint32(buf[k*size+4:], rt.series.codes[r])
+		}
+		for k, r := range rows {
+			le.PutUint32(buf[k*size+8:], uint32(rt.periods[r]))
+		}
+		p := spillHeader
+		for _, s := range stores {
+			switch s.kind {
+			case kindString:
+				for k, r := range rows {
+					le.PutUint32(buf[k*size+p:], s.codes[r])
 				}
+				p += 4
+			case kindFixed, kindBool:
+				w := s.width
+				for k, r := range rows {
+					buf[k*size+p] = s.valid[r]
+				}
+				if w == 8 {
+					for k, r := range rows {
+						le.PutUint64(buf[k*size+p+1:], le.Uint64(s.data[int(r)*8:]))
+					}
+				} else {
+					for k, r := range rows {
+						at := k*size + p + 1
+						copy(buf[at:at+w], s.data[int(r)*w:(int(r)+1)*w])
+					}
+				}
+				p += 1 + w
 			}
 		}
 	}
 	const chunk = 32 << 10
 	n := o.len()
 	bufA, bufB := make([]byte, chunk*size), make([]byte, chunk*size)
+	rowsA, rowsB := make([]uint32, chunk), make([]uint32, chunk)
 	for lo := 0; lo < n; lo += 2 * chunk {
 		midA, hiB := min(lo+chunk, n), min(lo+2*chunk, n)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			encode(bufB, midA, hiB)
+			encode(bufB, rowsB, midA, hiB)
 		}()
-		encode(bufA, lo, midA)
+		encode(bufA, rowsA, lo, midA)
 		<-done
 		if _, err := f.Write(bufA[:(midA-lo)*size]); err != nil {
 			return fmt.Errorf("spill %s: %w", path, err)
