@@ -87,18 +87,24 @@ func WriteParquet(t testing.TB, dir, rel string, rgRows int, cols ...Col) {
 	sc := arrow.NewSchema(fields, nil)
 	rec := array.NewRecordBatch(sc, arrs, int64(n))
 	defer rec.Release()
-	p := filepath.Join(dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	WriteRecord(t, filepath.Join(dir, filepath.FromSlash(rel)), rgRows, rec)
+}
+
+// WriteRecord writes rec as one Parquet file at path (its directory made
+// as needed) with row groups of at most rgRows rows (0: one group).
+func WriteRecord(t testing.TB, path string, rgRows int, rec arrow.RecordBatch) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(p)
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rgRows <= 0 {
-		rgRows = n + 1
+		rgRows = int(rec.NumRows()) + 1
 	}
-	w, err := pqarrow.NewFileWriter(sc, f, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(rgRows))), pqarrow.DefaultWriterProps())
+	w, err := pqarrow.NewFileWriter(rec.Schema(), f, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(rgRows))), pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,7 @@ import (
 // has and ones it lacks, before and after its read map is rebuilt (more
 // misses than the rebuild threshold), asked once and again.
 func TestCodeCache(t *testing.T) {
-	srv := startServer(t, Config{})
-	d := srv.svc.datasets["SYN"]
-	v := d.acquire()
-	defer v.Release()
+	d, v := synView(t)
 	x := v.Index()
 	c := d.codes(v)
 	if d.codes(v) != c {
@@ -50,10 +47,7 @@ func TestCodeCache(t *testing.T) {
 // table, so a probe must confirm the id), and every answer, then and
 // after, is the index's.
 func TestCodeCacheGrows(t *testing.T) {
-	srv := startServer(t, Config{})
-	d := srv.svc.datasets["SYN"]
-	v := d.acquire()
-	defer v.Release()
+	_, v := synView(t)
 	x := v.Index()
 	c := newCodeCacheSlots(x, 2)
 	var ids []string
@@ -94,10 +88,7 @@ func TestCodeCacheGrows(t *testing.T) {
 // index does (rows of the base, rows it lacks, repeats), cold, warm, and
 // with a table so small that first slots rarely answer.
 func TestCodeCacheLookupAll(t *testing.T) {
-	srv := startServer(t, Config{})
-	d := srv.svc.datasets["SYN"]
-	v := d.acquire()
-	defer v.Release()
+	_, v := synView(t)
 	x := v.Index()
 	bld := array.NewStringBuilder(memory.DefaultAllocator)
 	defer bld.Release()
@@ -181,10 +172,7 @@ func BenchmarkCodeLookup(b *testing.B) {
 // then found in the table itself, with no look-up in the index), and a
 // retired cache is not warmed.
 func TestCodeCacheWarm(t *testing.T) {
-	srv := startServer(t, Config{})
-	d := srv.svc.datasets["SYN"]
-	v := d.acquire()
-	defer v.Release()
+	_, v := synView(t)
 	x := v.Index()
 	c := newCodeCache(x)
 	c.warm()
@@ -200,4 +188,15 @@ func TestCodeCacheWarm(t *testing.T) {
 	if n := r.tab.Load().n.Load(); n != 0 {
 		t.Errorf("a retired cache was warmed: %d series", n)
 	}
+}
+
+// synView is the sample dataset SYN of a started server and a view of it,
+// released when the test ends.
+func synView(t *testing.T) (*dataset, *view) {
+	t.Helper()
+	srv := startServer(t, Config{})
+	d := srv.svc.datasets["SYN"]
+	v := d.acquire()
+	t.Cleanup(v.Release)
+	return d, v
 }

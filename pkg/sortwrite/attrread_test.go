@@ -3,7 +3,6 @@ package sortwrite
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -12,9 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
@@ -65,20 +63,7 @@ func TestAttrsCheckedWhileRead(t *testing.T) {
 		}
 		rec := b.NewRecordBatch()
 		b.Release()
-		fh, err := os.Create(filepath.Join(in, fmt.Sprintf("part-%d.parquet", f)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := pqarrow.NewFileWriter(sc, fh, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(100)), pqarrow.DefaultWriterProps())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		testlake.WriteRecord(t, filepath.Join(in, fmt.Sprintf("part-%d.parquet", f)), 100, rec)
 		rec.Release()
 	}
 	var mu sync.Mutex
