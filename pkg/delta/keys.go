@@ -220,7 +220,6 @@ func markInBase(base Base, codes []int32, r *Run, inBase []bool, sc *prepareScra
 	ps := r.Periods()
 	bb, _ := base.(BoundedBase)
 	probes := sc.probes[:0]
-	defer func() { sc.probes = probes[:0] }()
 	for i, c := range codes {
 		if c < 0 {
 			continue
@@ -260,6 +259,7 @@ func markInBase(base Base, codes []int32, r *Run, inBase []bool, sc *prepareScra
 		inBase[pr.row] = pr.g >= 0 && at[k] == p || inDatesNear(pr.s, p, int(pr.g))
 	}
 	clear(probes) // a recycled scratch must not keep the base's periods reachable
+	sc.probes = probes[:0]
 }
 
 // baseProbe is one row markInBase looks for in its series' base periods s

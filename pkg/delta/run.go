@@ -228,7 +228,11 @@ func Prepare(ctx context.Context, mem memory.Allocator, s *Schema, w arrow.Recor
 	ids := w.Column(0).(*array.String)
 	periods := w.Column(1).(*array.Date32).Date32Values()
 	sc := prepareScratchPool.Get().(*prepareScratch)
-	defer prepareScratchPool.Put(sc)
+	defer func() {
+		if n <= mergeScratchMax { // as merges: one rare huge write does not pin its scratch
+			prepareScratchPool.Put(sc)
+		}
+	}()
 	keys := slices.Grow(sc.keys[:0], n)
 	var other []int32
 	var maxCode int32

@@ -14,7 +14,6 @@ package sidecar
 
 import (
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -309,9 +308,9 @@ func (x *Index) ID(i int) string {
 	return unsafeString(x.idData[lo:hi])
 }
 
-// SameIDs sets same[i] to whether series codes[i]'s id is want(i), for
-// every i with codes[i] >= 0 (false elsewhere): ID(codes[i]) == ids.Value(i),
-// in passes over the column rather than row by row. A caller confirming
+// SameIDs sets same[i] to whether series codes[i]'s id is ids.Value(i),
+// for every i with codes[i] >= 0 (false elsewhere), in two passes over
+// the column rather than row by row. A caller confirming
 // thousands of hash-table candidates at once (a DoPut batch's series)
 // finds them scattered over the index and out of cache, and ID's chain of
 // two dependent misses per row (the offsets, then the bytes) dominated;
@@ -326,16 +325,6 @@ func (x *Index) SameIDs(codes []int32, ids *array.String, same []bool) {
 			span[i] = uint64(uint32(x.idOffs[c]))<<32 | uint64(uint32(x.idOffs[c+1]))
 		}
 	}
-	// Touch every id's first byte: a loop of independent loads that
-	// brings their cache lines in, many at once, for the comparisons
-	// (KeepAlive keeps the loads from being optimised away).
-	var touched byte
-	for _, sp := range span {
-		if lo := int32(sp >> 32); sp != 1<<63 && lo >= 0 && int(lo) < len(x.idData) {
-			touched |= x.idData[lo]
-		}
-	}
-	runtime.KeepAlive(touched)
 	for i, sp := range span {
 		lo, hi := int32(sp>>32), int32(uint32(sp))
 		same[i] = sp != 1<<63 && lo >= 0 && lo <= hi && int(hi) <= len(x.idData) &&
