@@ -137,20 +137,47 @@ func BenchmarkCodeLookup(b *testing.B) {
 	batch := bld.NewStringArray()
 	defer batch.Release()
 	codes := make([]int32, batch.Len())
-	for _, mode := range []string{"warm", "new", "unwarmed"} {
+	// cold: every batch other series, and the caches evicted between
+	// batches (by a pass over 64 MiB), as a server sees them: its writes
+	// come tens of milliseconds apart, with merges, GC and gRPC buffers
+	// between them. warm: the same batch again, its rows hot.
+	thrash := make([]byte, 64<<20)
+	var batches []*array.String
+	for k := 0; k+10_000 <= len(ids); k += 10_000 {
+		bld.AppendValues(ids[k:k+10_000], nil)
+		batches = append(batches, bld.NewStringArray())
+	}
+	defer func() {
+		for _, a := range batches {
+			a.Release()
+		}
+	}()
+	for _, mode := range []string{"warm", "cold", "new", "unwarmed"} {
 		b.Run(mode, func(b *testing.B) {
 			c := newCodeCache(x)
 			t0 := time.Now()
 			c.warm()
 			warmed := time.Since(t0)
+			rot := 0
 			for b.Loop() {
-				if mode != "warm" {
+				if mode == "new" || mode == "unwarmed" {
 					b.StopTimer()
 					c = newCodeCache(x)
 					b.StartTimer()
 					if mode == "new" {
 						go c.warm()
 					}
+				}
+				if mode == "cold" {
+					b.StopTimer()
+					for i := 0; i < len(thrash); i += 64 {
+						thrash[i]++
+					}
+					batch := batches[rot%len(batches)]
+					rot++
+					b.StartTimer()
+					c.reader().lookupAll(batch, codes)
+					continue
 				}
 				c.reader().lookupAll(batch, codes)
 				if mode == "new" {

@@ -119,6 +119,9 @@ func writeMixLake(t testing.TB, dir string) {
 const helperEnv = "SERVINGSNAP_SERVE_HELPER"
 
 func helperServer(root string) int {
+	if os.Getenv(helperEnv+"_FLOOR") != "" {
+		return floorServe()
+	}
 	cfg := Config{Root: root, Addr: "127.0.0.1:0", Limits: DefaultLimits}
 	// the fault suite's knobs (fault_test.go): a reload interval, an HTTP
 	// listener (its address is a second line on stdout)
