@@ -225,23 +225,25 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 		if _, err := d.install(nv); err != nil {
 			return nil, err
 		}
+		// counted as the new snapshot is served, so that a status that
+		// shows it shows its compaction too
+		d.stMu.Lock()
+		d.st.currentID = out.SnapshotID
+		d.cs.count++
+		d.cs.seconds += out.Duration.Seconds()
+		d.cs.last, d.cs.lastError = time.Now(), ""
+		if len(st2.Runs()) == 0 {
+			d.cs.since = time.Time{}
+		} else {
+			d.cs.since = time.Now() // the writes that arrived meanwhile
+		}
+		d.stMu.Unlock()
 		return st2, nil
 	})
 	if err != nil {
 		s.Close()
 		return res, err
 	}
-	d.stMu.Lock()
-	d.st.currentID = out.SnapshotID
-	d.cs.count++
-	d.cs.seconds += out.Duration.Seconds()
-	d.cs.last, d.cs.lastError = time.Now(), ""
-	if len(w.State().Runs()) == 0 {
-		d.cs.since = time.Time{}
-	} else {
-		d.cs.since = time.Now() // the writes that arrived meanwhile
-	}
-	d.stMu.Unlock()
 	if _, err := w.Log().TruncateBefore(wal.PositionFromUint64(pos)); err != nil {
 		log.Warn("wal: segments folded in were not removed", "dataset", d.name, "error", err.Error())
 	}
