@@ -1,10 +1,14 @@
 package serve
 
 import (
+	"encoding/binary"
 	"hash/maphash"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
@@ -29,26 +33,35 @@ import (
 // name series. Nothing of it happens at open (invariant 3): a server that
 // takes no writes never makes one.
 //
-// Series the base has live in an open-addressing table of 64-bit slots,
-// each the hash's top 32 bits beside the index row + 1 (0: empty): no id
-// is copied, since the index holds them, and a probe that matches the tag
-// confirms the id against the index row itself, so a hash collision can
-// cost a comparison but never give a wrong answer. A Go map of 100k
-// string keys cost ~200 ns a probe here (its key strings scattered over
-// the heap, each one more cache miss), most of the checks' CPU; a slot of
-// this table is one 8-byte load in a dense array.
+// The layout is for a batch of thousands of series that finds the cache
+// out of CPU caches: a server's writes come tens of milliseconds apart,
+// with merges, collections and gRPC buffers between them. Every series
+// the table holds has an entry in the table's arena (its index row, its
+// id's length, the id's bytes), and a slot of the open-addressing table
+// is one 64-bit word, the hash's top 32 bits beside the entry's offset +
+// 1 (0: empty). A probe that matches the tag confirms the id against the
+// entry's bytes, so a hash collision can cost a comparison but never give
+// a wrong answer. A row so costs two cache misses, the slot and the
+// entry; with the ids confirmed in the index itself (its offsets, then
+// its bytes) it cost three, and a cold batch ~140 ns a row against ~100
+// now (BenchmarkCodeLookup/cold, lookupAll's passes in both). The arena is
+// the price: a copy of the ids plus 8 bytes each (~1.7 MB for 100k series
+// of 9-byte ids; ~33 MB at codeCacheMax series of 25 bytes).
 //
-// Readers take no lock: the table's slots are loaded atomically and filled
-// by compare-and-swap, and a table that grows past half full is rebuilt
-// twice the size under mu and swapped in whole (a reader of the old one
-// still reads correct, if fewer, rows). A series the base lacks is
-// remembered too, in a small copy-on-write map (read, rebuilt from dirty
-// as before): a write of new series asks again each batch otherwise.
+// Readers take no lock: slots are loaded atomically and filled by
+// compare-and-swap after their entry is written (an entry is never
+// changed once a slot points at it), and a table that grows past half
+// full, or whose arena is full, is rebuilt twice the size under mu and
+// swapped in whole (a reader of the old one still reads correct, if fewer,
+// rows). A series the base lacks is remembered too, in a small
+// copy-on-write map (read, rebuilt from dirty as before): a write of new
+// series asks again each batch otherwise.
 type codeCache struct {
 	x       *sidecar.Index
 	seed    maphash.Seed
 	tab     atomic.Pointer[codeTable]
 	retired atomic.Bool // replaced by a newer base's cache: warm stops
+	avgID   int         // the index's mean id length, for sizing arenas
 
 	read atomic.Pointer[map[string]struct{}] // series the base lacks
 
@@ -56,16 +69,61 @@ type codeCache struct {
 	dirty map[string]struct{}
 }
 
-// codeTable is one generation of the open-addressing table; len(slots)
-// is a power of two.
+// codeTable is one generation of the open-addressing table and its
+// arena; len(slots) is a power of two.
 type codeTable struct {
 	slots []atomic.Uint64
+	arena []byte       // entries: index row (u32), id length (u32), id bytes
+	used  atomic.Int64 // arena bytes handed out
 	n     atomic.Int64 // filled slots
 }
 
+// entryHeader is an arena entry's bytes before its id: the index row and
+// the id's length, little-endian u32 each.
+const entryHeader = 8
+
+// maxArena bounds a table's arena: slots hold an entry's offset in 32 bits.
+const maxArena = math.MaxUint32 - 1
+
+func newCodeTable(slots int, arena int64) *codeTable {
+	return &codeTable{slots: make([]atomic.Uint64, slots), arena: make([]byte, min(arena, maxArena))}
+}
+
+// entry is the index row and id of the entry at off, ok false if off is
+// not inside the arena (never, for an offset a slot holds).
+func (t *codeTable) entry(off uint32) (code int, id string, ok bool) {
+	a := t.arena
+	if int64(off)+entryHeader > int64(len(a)) {
+		return 0, "", false
+	}
+	code = int(binary.LittleEndian.Uint32(a[off:]))
+	n := int64(binary.LittleEndian.Uint32(a[off+4:]))
+	lo := int64(off) + entryHeader
+	if lo+n > int64(len(a)) {
+		return 0, "", false
+	}
+	return code, unsafe.String(unsafe.SliceData(a[lo:]), int(n)), true
+}
+
+// add writes an entry for (code, id) into t's arena and returns its
+// offset; false if the arena has no room left.
+func (t *codeTable) add(code int, id string) (uint32, bool) {
+	need := int64(entryHeader + len(id))
+	end := t.used.Add(need)
+	if end > int64(len(t.arena)) {
+		return 0, false
+	}
+	off := end - need
+	binary.LittleEndian.PutUint32(t.arena[off:], uint32(code))
+	binary.LittleEndian.PutUint32(t.arena[off+4:], uint32(len(id)))
+	copy(t.arena[off+entryHeader:], id)
+	return uint32(off), true
+}
+
 // codeCacheMax bounds the series remembered: a table slot of 8 bytes, at
-// most half full, so 16 MiB at most for a dataset's writes; and as many
-// series the base lacks (id and map slot, ~60 bytes each).
+// most half full, so 16 MiB of slots at most for a dataset's writes, and
+// an arena entry each; and as many series the base lacks (id and map
+// slot, ~60 bytes each).
 const codeCacheMax = 1 << 20
 
 // codeTableMin is the first table's slots (64 KiB).
@@ -85,10 +143,25 @@ func newCodeCache(x *sidecar.Index) *codeCache {
 // of two; tests start small to grow it often).
 func newCodeCacheSlots(x *sidecar.Index, slots int) *codeCache {
 	c := &codeCache{x: x, seed: maphash.MakeSeed(), dirty: map[string]struct{}{}}
-	c.tab.Store(&codeTable{slots: make([]atomic.Uint64, slots)})
+	if n := x.Len(); n > 0 {
+		c.avgID = (x.IDBytes() + n - 1) / n
+	}
+	c.tab.Store(newCodeTable(slots, c.arenaFor(slots)))
 	m := map[string]struct{}{}
 	c.read.Store(&m)
 	return c
+}
+
+// arenaFor is the arena of a table of slots: entries for the most series
+// it holds (half its slots), or for the whole base if that is fewer, at
+// the base's mean id length. Entries longer than the mean can fill it
+// before the slots are: the table then grows early.
+func (c *codeCache) arenaFor(slots int) int64 {
+	n := int64(slots / 2)
+	if whole := int64(c.x.Len()); whole < n {
+		return int64(c.x.IDBytes()) + entryHeader*whole
+	}
+	return n * int64(entryHeader+c.avgID)
 }
 
 // codeReader is one batch's view of a codeCache.
@@ -104,34 +177,71 @@ func (r codeReader) lookup(id string) (int, bool) {
 	return r.lookupHash(maphash.String(r.c.seed, id), id)
 }
 
+// probeScratch is lookupAll's temporaries, recycled (probeScratches): a
+// batch's would be 16 bytes a row of garbage otherwise.
+type probeScratch struct {
+	hs    []uint64 // every row's hash
+	slots []uint64 // every row's candidate slot (0: none)
+}
+
+var probeScratches sync.Pool
+
 // lookupAll sets codes[i] to ids[i]'s index row, -1 for a series the
 // base lacks. It answers what lookup does row by row, but in passes over
 // the whole column, each a short loop whose iterations do not depend on
-// each other: hash every id, load every id's first slot, confirm every
-// candidate against the index (sidecar.Index.SameIDs, itself in passes).
-// A CPU then has many of the cache misses in flight at once (one row's
-// slot, the next rows' slots) instead of one row's three misses after
-// each other, which was most of a probe's time. Rows the first slot does
-// not answer take lookup's path.
+// each other, so that a CPU has many cache misses in flight at once
+// rather than one row's after another's: hash every id; find every row's
+// candidate slot (the first of its probe chain whose tag matches: the
+// chain's next slots are mostly in the same cache line); load every
+// candidate's index row from its entry (a tight loop of loads, which
+// brings the entries' cache lines in); then confirm every candidate's id
+// against its entry, the comparisons' calls and branches finding the
+// bytes in cache. Rows without a confirmed candidate (series not
+// remembered yet, lacking from the base, a tag collision) take lookup's
+// path.
+//
+// A batch sorted by slot first, so that the probes and entries are read
+// forwards in memory, was slower (BenchmarkCodeLookup/cold 125-135
+// against 96-105 ns a row): the sort's own passes, and the rows' ids and
+// codes then read out of order.
 func (r codeReader) lookupAll(ids *array.String, codes []int32) {
 	c := r.c
 	t := c.tab.Load()
-	mask := uint64(len(t.slots) - 1)
-	hs := make([]uint64, len(codes))
+	n := len(codes)
+	sc, _ := probeScratches.Get().(*probeScratch)
+	if sc == nil {
+		sc = &probeScratch{}
+	}
+	defer probeScratches.Put(sc)
+	hs := slices.Grow(sc.hs[:0], n)[:n]
+	cand := slices.Grow(sc.slots[:0], n)[:n]
+	sc.hs, sc.slots = hs, cand
 	for i := range hs {
 		hs[i] = maphash.String(c.seed, ids.Value(i))
 	}
-	const unknown = -2
+	mask := uint64(len(t.slots) - 1)
 	for i, h := range hs {
+		var s uint64
+		for j := h & mask; ; j = (j + 1) & mask {
+			if s = t.slots[j].Load(); s == 0 || s>>32 == h>>32 {
+				break
+			}
+		}
+		cand[i] = s
+	}
+	const unknown = -2
+	arena := t.arena
+	for i, s := range cand {
 		codes[i] = unknown
-		if s := t.slots[h&mask].Load(); s != 0 && s>>32 == h>>32 {
-			codes[i] = int32(uint32(s)) - 1
+		if off := int64(uint32(s)) - 1; s != 0 && off+entryHeader <= int64(len(arena)) {
+			codes[i] = int32(binary.LittleEndian.Uint32(arena[off:]))
 		}
 	}
-	same := make([]bool, len(codes))
-	c.x.SameIDs(codes, ids, same)
-	for i, ok := range same {
-		if !ok {
+	for i, s := range cand {
+		if codes[i] == unknown {
+			continue
+		}
+		if _, id, ok := t.entry(uint32(s) - 1); !ok || id != ids.Value(i) {
 			codes[i] = unknown
 		}
 	}
@@ -157,7 +267,7 @@ func (r codeReader) lookupHash(h uint64, id string) (int, bool) {
 	}
 	i, found := c.x.Lookup(id)
 	if found {
-		c.insert(h, i)
+		c.insert(h, i, id)
 	} else {
 		c.addAbsent(id)
 	}
@@ -166,7 +276,10 @@ func (r codeReader) lookupHash(h uint64, id string) (int, bool) {
 
 // find probes the table for id (hash h).
 func (c *codeCache) find(h uint64, id string) (int, bool) {
-	t := c.tab.Load()
+	return c.tab.Load().find(h, id)
+}
+
+func (t *codeTable) find(h uint64, id string) (int, bool) {
 	mask := uint64(len(t.slots) - 1)
 	tag := h >> 32
 	for i := h & mask; ; i = (i + 1) & mask {
@@ -175,15 +288,15 @@ func (c *codeCache) find(h uint64, id string) (int, bool) {
 			return 0, false
 		}
 		if s>>32 == tag {
-			if code := int(uint32(s)) - 1; c.x.ID(code) == id {
+			if code, eid, ok := t.entry(uint32(s) - 1); ok && eid == id {
 				return code, true
 			}
 		}
 	}
 }
 
-// insert remembers that the series hashed h is index row code.
-func (c *codeCache) insert(h uint64, code int) {
+// insert remembers that the series id, hashed h, is index row code.
+func (c *codeCache) insert(h uint64, code int, id string) {
 	for {
 		t := c.tab.Load()
 		if 2*(t.n.Load()+1) > int64(len(t.slots)) {
@@ -192,33 +305,58 @@ func (c *codeCache) insert(h uint64, code int) {
 			}
 			continue
 		}
-		if t.put(h, code) {
+		switch t.put(h, code, id) {
+		case putDone:
 			return
+		case putArenaFull:
+			if !c.grow(t) {
+				return
+			}
 		}
+		// putTableFull: a concurrent grow's turn
 	}
 }
 
-// put sets a free slot of t to (h, code), or finds code there already;
-// false if t is full (a concurrent grow's turn).
-func (t *codeTable) put(h uint64, code int) bool {
+type putResult int
+
+const (
+	putDone putResult = iota
+	putTableFull
+	putArenaFull
+)
+
+// put writes an entry for (code, id) and sets a free slot of t to it, or
+// finds id there already.
+func (t *codeTable) put(h uint64, code int, id string) putResult {
 	mask := uint64(len(t.slots) - 1)
-	want := h>>32<<32 | uint64(uint32(code+1))
+	tag := h >> 32
+	var want uint64 // the slot's value once the entry is written
 	for i, probes := h&mask, 0; probes < len(t.slots); i, probes = (i+1)&mask, probes+1 {
 		s := t.slots[i].Load()
-		if s == want {
-			return true
-		}
-		if s == 0 {
+		for {
+			if s != 0 {
+				if s>>32 == tag {
+					if _, eid, ok := t.entry(uint32(s) - 1); ok && eid == id {
+						return putDone
+					}
+				}
+				break
+			}
+			if want == 0 {
+				off, ok := t.add(code, id)
+				if !ok {
+					return putArenaFull
+				}
+				want = tag<<32 | uint64(off+1)
+			}
 			if t.slots[i].CompareAndSwap(0, want) {
 				t.n.Add(1)
-				return true
+				return putDone
 			}
-			if t.slots[i].Load() == want {
-				return true
-			}
+			s = t.slots[i].Load() // taken meanwhile: by this id?
 		}
 	}
-	return false
+	return putTableFull
 }
 
 // grow replaces t by a table twice its size holding its rows, unless
@@ -232,17 +370,28 @@ func (c *codeCache) grow(t *codeTable) bool {
 	if len(t.slots) >= 2*codeCacheMax {
 		return false
 	}
-	nt := &codeTable{slots: make([]atomic.Uint64, 2*len(t.slots))}
+	c.tab.Store(c.relaid(t, 2*len(t.slots)))
+	return true
+}
+
+// relaid is a table of slots holding t's rows, each entry copied into
+// its arena. A slot set in t while this runs may be lost to the new
+// table: only a remembered row, looked up again next time. Requires c.mu
+// held.
+func (c *codeCache) relaid(t *codeTable, slots int) *codeTable {
+	arena := c.arenaFor(slots)
+	if used := 2 * t.used.Load(); arena < used { // entries longer than the mean
+		arena = used
+	}
+	nt := newCodeTable(slots, arena)
 	for i := range t.slots {
-		// a slot set while copying is lost to the new table: only a
-		// remembered row, looked up again next time
 		if s := t.slots[i].Load(); s != 0 {
-			code := int(uint32(s)) - 1
-			nt.put(maphash.String(c.seed, c.x.ID(code)), code)
+			if code, id, ok := t.entry(uint32(s) - 1); ok {
+				nt.put(maphash.String(c.seed, id), code, id)
+			}
 		}
 	}
-	c.tab.Store(nt)
-	return true
+	return nt
 }
 
 // warm remembers every series of a base of at most codeCacheMax series,
@@ -258,7 +407,8 @@ func (c *codeCache) warm() {
 		if i%4096 == 0 && c.retired.Load() {
 			return
 		}
-		c.insert(maphash.String(c.seed, c.x.ID(i)), i)
+		id := c.x.ID(i)
+		c.insert(maphash.String(c.seed, id), i, id)
 	}
 }
 

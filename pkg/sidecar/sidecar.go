@@ -308,6 +308,9 @@ func (x *Index) ID(i int) string {
 	return unsafeString(x.idData[lo:hi])
 }
 
+// IDBytes is the total length of every series id (for sizing a copy).
+func (x *Index) IDBytes() int { return len(x.idData) }
+
 // SameIDs sets same[i] to whether series codes[i]'s id is ids.Value(i),
 // for every i with codes[i] >= 0 (false elsewhere), in two passes over
 // the column rather than row by row. A caller confirming
