@@ -311,30 +311,6 @@ func (x *Index) ID(i int) string {
 // IDBytes is the total length of every series id (for sizing a copy).
 func (x *Index) IDBytes() int { return len(x.idData) }
 
-// SameIDs sets same[i] to whether series codes[i]'s id is ids.Value(i),
-// for every i with codes[i] >= 0 (false elsewhere), in two passes over
-// the column rather than row by row. A caller confirming
-// thousands of hash-table candidates at once (a DoPut batch's series)
-// finds them scattered over the index and out of cache, and ID's chain of
-// two dependent misses per row (the offsets, then the bytes) dominated;
-// loading every row's offsets first lets the CPU have many misses in
-// flight, and the comparisons then find their offsets in cache.
-func (x *Index) SameIDs(codes []int32, ids *array.String, same []bool) {
-	n := len(x.idOffs) - 1
-	span := make([]uint64, len(codes)) // lo<<32 | hi, or 1<<63 for none
-	for i, c := range codes {
-		span[i] = 1 << 63
-		if c >= 0 && int(c) < n {
-			span[i] = uint64(uint32(x.idOffs[c]))<<32 | uint64(uint32(x.idOffs[c+1]))
-		}
-	}
-	for i, sp := range span {
-		lo, hi := int32(sp>>32), int32(uint32(sp))
-		same[i] = sp != 1<<63 && lo >= 0 && lo <= hi && int(hi) <= len(x.idData) &&
-			unsafeString(x.idData[lo:hi]) == ids.Value(i)
-	}
-}
-
 // Check runs every column's first-use check now (IDs, Attribute) and
 // returns the first failure.
 func (x *Index) Check() error {

@@ -3,7 +3,6 @@ package sidecar
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -536,28 +535,13 @@ func fillSeries(s *Series, i int, vals arrow.Array, attrs []arrow.Array) {
 	}
 }
 
-// TestSameIDsAndLocation: SameIDs answers ID(codes[i]) == ids[i] for
-// matches, mismatches, codes past the end and negative codes, and
-// Location is Entry's location.
-func TestSameIDsAndLocation(t *testing.T) {
+// TestLocation: Location is Entry's location.
+func TestLocation(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	units := strs(mem, "a", "b", "c", "d")
 	defer units.Release()
 	x := writeIndex(t, []arrow.Field{{Name: "units", Type: arrow.BinaryTypes.String, Nullable: true}}, units)
-	codes := []int32{0, 3, 1, -1, 4, 2, 2, -2}
-	want := []string{"S000000", "S000003", "S000002", "S000001", "S000004", "S000002", "S00000", ""}
-	wantSame := []bool{true, true, false, false, false, true, false, false}
-	sb := array.NewStringBuilder(mem)
-	sb.AppendValues(want, nil)
-	ids := sb.NewStringArray()
-	sb.Release()
-	defer ids.Release()
-	same := make([]bool, len(codes))
-	x.SameIDs(codes, ids, same)
-	if !slices.Equal(same, wantSame) {
-		t.Errorf("SameIDs(%v) = %v, want %v", codes, same, wantSame)
-	}
 	for i := range x.Len() {
 		e := x.Entry(i)
 		if b, off, n := x.Location(i); b != e.Batch || off != e.BatchOffset || n != e.RowCount {
