@@ -184,6 +184,12 @@ func asWords[T uint32 | uint64](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/size)
 }
 
+// rowSelection is rows of one array (source 0) as a selection, in place:
+// rows are non-negative and below maxSourceRows.
+func rowSelection(rows []int32) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(rows))), len(rows))
+}
+
 // gatherVar32 gathers a string or binary column (int32 offsets).
 func gatherVar32(mem memory.Allocator, srcs []arrow.Array, sel []uint32, p *pacer) (offsets, data *memory.Buffer) {
 	type varArray interface {

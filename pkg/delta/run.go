@@ -357,29 +357,22 @@ func sortByPeriod(rows []int32, periods []arrow.Date32) {
 // w; first[i] says row i starts a series.
 func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, w arrow.RecordBatch, rows []int32, first []bool) (_ *Run, err error) {
 	n := len(rows)
-	ids := w.Column(0).(*array.String)
 	given := w.Column(int(w.NumCols()) - 1).(*array.Boolean)
 	codes := make([]uint32, n)
-	series, idBytes := 0, 0
-	for i, k := range rows {
+	series := 0
+	for i := range rows {
 		if first[i] {
 			series++
-			idBytes += len(ids.Value(int(k)))
 		}
 	}
 	start := make([]int32, 0, series+1)
 	attrRow := make([]int32, 0, series)
 	gv := make([]bool, 0, series)
-	idb := array.NewStringBuilder(mem)
-	defer idb.Release()
-	idb.Reserve(series)
-	idb.ReserveData(idBytes)
 	for i, k := range rows {
 		if first[i] {
 			start = append(start, int32(i))
 			attrRow = append(attrRow, k)
 			gv = append(gv, false)
-			idb.Append(ids.Value(int(k)))
 		}
 		last := len(start) - 1
 		if given.Value(int(k)) && !gv[last] {
@@ -391,12 +384,24 @@ func assemble(ctx context.Context, mem memory.Allocator, s *Schema, seq uint64, 
 	}
 	start = append(start, int32(n))
 	cctx := compute.WithAllocator(ctx, mem)
+	// Columns are gathered by hand (gatherK: a copy per value), as merges
+	// do, rather than appended value by value to a builder or taken with
+	// compute.Take (a kernel dispatch, bounds checks): that was half of a
+	// DoPut's sorting into a run (BenchmarkPrepare).
+	gatherable := w.NumRows() <= maxSourceRows
 	take := func(col int, idx []int32) (arrow.Array, error) {
+		if gatherable {
+			return gatherK(mem, []arrow.Array{w.Column(col)}, rowSelection(idx), nil)
+		}
 		ia := int32s(mem, idx)
 		defer ia.Release()
 		return compute.TakeArray(cctx, w.Column(col), ia)
 	}
-	r := &Run{seq: seq, start: start, given: gv, ids: idb.NewStringArray()}
+	idCol, err := take(0, attrRow) // any row of a series holds its id
+	if err != nil {
+		return nil, fmt.Errorf("delta: column series_id: %w", err)
+	}
+	r := &Run{seq: seq, start: start, given: gv, ids: idCol.(*array.String)}
 	cols := []arrow.Array{uint32s(mem, codes)}
 	defer func() {
 		for _, c := range cols {

@@ -1,13 +1,17 @@
 package serve
 
 import (
+	"context"
 	"fmt"
 	"hash/maphash"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/delta"
 )
 
 // TestCodeCache: the cache answers as the index does, for series the base
@@ -226,4 +230,62 @@ func synView(t *testing.T) (*dataset, *view) {
 	v := d.acquire()
 	t.Cleanup(v.Release)
 	return d, v
+}
+
+// BenchmarkPrepare: delta.Prepare of a DoPut batch (10k distinct series of
+// a 100k-series, 150-period base; revisions, whose periods lie inside the
+// base's, and appends, after them) with the caches evicted between
+// batches, as a server's writes find them: the sorting into a run, and
+// the look-up of which rows the base holds (markInBase).
+func BenchmarkPrepare(b *testing.B) {
+	srv := startServer(b, Config{Root: benchRoot(b, 100_000, 150)})
+	var d *dataset
+	for _, d = range srv.svc.datasets {
+	}
+	v := d.acquire()
+	defer v.Release()
+	schema, err := schemaOf(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := uniformIDs(100_000)
+	thrash := make([]byte, 64<<20)
+	for _, revise := range []bool{true, false} {
+		b.Run(fmt.Sprintf("revise=%v", revise), func(b *testing.B) {
+			type batch struct {
+				norm  arrow.RecordBatch
+				codes []int32
+			}
+			var batches []batch
+			for k := 0; k < 8; k++ {
+				rec := benchBatch(ids, k*10_000, 10_000, revise)
+				kn := newPutKnown(d, v)
+				norm, codes, err := delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, schema, rec, 0, kn, kn)
+				rec.Release()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer norm.Release()
+				batches = append(batches, batch{norm, codes})
+			}
+			rot := 0
+			for b.Loop() {
+				b.StopTimer()
+				for i := 0; i < len(thrash); i += 64 {
+					thrash[i]++
+				}
+				bt := batches[rot%len(batches)]
+				rot++
+				b.StartTimer()
+				p, err := delta.Prepare(context.Background(), memory.DefaultAllocator, schema, bt.norm, v.base, bt.codes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				p.Release()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10_000), "ns/row")
+		})
+	}
 }
