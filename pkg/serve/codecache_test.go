@@ -289,3 +289,50 @@ func BenchmarkPrepare(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNormalize: a DoPut batch's check against the base (10k distinct
+// series of 100k; delta.NormalizeCodes through the warm code cache) with
+// the caches evicted between batches: the "check" stage of the ack path.
+func BenchmarkNormalize(b *testing.B) {
+	srv := startServer(b, Config{Root: benchRoot(b, 100_000, 150)})
+	var d *dataset
+	for _, d = range srv.svc.datasets {
+	}
+	v := d.acquire()
+	defer v.Release()
+	schema, err := schemaOf(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.codes(v).warm()
+	ids := uniformIDs(100_000)
+	var recs []arrow.RecordBatch
+	for k := 0; k < 8; k++ {
+		recs = append(recs, benchBatch(ids, k*10_000, 10_000, k%2 == 0))
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	thrash := make([]byte, 64<<20)
+	rot := 0
+	for b.Loop() {
+		b.StopTimer()
+		for i := 0; i < len(thrash); i += 64 {
+			thrash[i]++
+		}
+		rec := recs[rot%len(recs)]
+		rot++
+		b.StartTimer()
+		kn := newPutKnown(d, v)
+		norm, _, err := delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, schema, rec, 0, kn, kn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		norm.Release()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10_000), "ns/row")
+}
