@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/internal/gctune"
 	"github.com/energyscope/servingsnap/pkg/serve"
 	"github.com/energyscope/servingsnap/pkg/shard"
 )
@@ -87,6 +88,7 @@ Examples:
 			&cli.StringFlag{Name: "compact-bytes", Value: "0", Usage: "compact when the delta holds this much memory, e.g. 512MiB (0: never by size)"},
 			&cli.DurationFlag{Name: "compact-age", Usage: "compact when the oldest write not yet folded in is this old, e.g. 1h (0: never by age)"},
 			&cli.StringFlag{Name: "cold-cache", Value: "256MiB", Usage: "memory budget `SIZE` of decoded cold rows (tiered snapshots' cold.vortex), one LRU for the whole server, e.g. 1GiB (0: no cache, every cold read decodes)"},
+			&cli.StringFlag{Name: "gc-headroom", Value: "256MiB", Usage: "keep the Go collector's heap goal at least `SIZE` above the live heap (fewer collections while the heap is small, the delta and requests only; a GOGC in the environment overrides it; 0: the runtime's own GOGC=100)"},
 			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it; reloads always do)"},
 			&cli.DurationFlag{Name: "reload-interval", Value: time.Second, Usage: "how often to check each dataset's CURRENT for a new snapshot; 0 disables (DoAction reload still works)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long running streams may finish after SIGTERM"},
@@ -148,6 +150,10 @@ Examples:
 			if cfg.ColdCacheBytes, err = cliutil.ParseSize(c.String("cold-cache")); err != nil {
 				return cli.Exit("serve: --cold-cache: "+err.Error(), 2)
 			}
+			headroom, err := cliutil.ParseSize(c.String("gc-headroom"))
+			if err != nil {
+				return cli.Exit("serve: --gc-headroom: "+err.Error(), 2)
+			}
 			if cfg.Limits.BatchBytes <= 0 {
 				return cli.Exit("serve: --batch-bytes must be positive", 2)
 			}
@@ -166,6 +172,7 @@ Examples:
 					return fmt.Errorf("serve: --token-file: %w", err)
 				}
 			}
+			defer gctune.Start(headroom).Stop()
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			t0 := time.Now()

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/energyscope/servingsnap/internal/gctune"
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
@@ -143,6 +144,13 @@ func helperServer(root string) int {
 	if n, err := strconv.ParseInt(os.Getenv(helperEnv+"_INFLIGHT"), 10, 64); err == nil {
 		cfg.Limits.MaxInFlightBytes = n
 	}
+	// the collector as `serve` sets it (--gc-headroom; _GC_HEADROOM=0 for
+	// the runtime's own)
+	headroom := int64(gctune.DefaultHeadroom)
+	if n, err := strconv.ParseInt(os.Getenv(helperEnv+"_GC_HEADROOM"), 10, 64); err == nil {
+		headroom = n
+	}
+	defer gctune.Start(headroom).Stop()
 	srv, err := New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

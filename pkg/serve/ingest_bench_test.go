@@ -51,11 +51,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/grpc"
+
+	"github.com/energyscope/servingsnap/internal/gctune"
 )
 
 var (
 	ingestInProcess = flag.Bool("ingest.inprocess", false, "BenchmarkIngest*: run the server in the benchmark's process (for -cpuprofile)")
 	ingestWindow    = flag.Int("ingest.window", 0, "BenchmarkIngest*: the server's Config.WindowBytes (--grpc-window; 0: gRPC's own)")
+	ingestHeadroom  = flag.Int64("ingest.gc-headroom", gctune.DefaultHeadroom, "BenchmarkIngest*: the server's --gc-headroom in bytes (0: the runtime's own GOGC)")
 )
 
 const ingestBatchRows = 10_000
@@ -67,6 +70,8 @@ func ingestServer(b *testing.B) (addr string, serverCPU func() int64, metrics st
 	b.Helper()
 	root := liveBenchRoot(b, 100_000, 150)
 	if *ingestInProcess {
+		tu := gctune.Start(*ingestHeadroom)
+		b.Cleanup(tu.Stop)
 		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0", WindowBytes: *ingestWindow})
 		return srv.FlightAddr().String(), liveCPUTime, srv.HTTPAddr().String()
 	}
@@ -78,7 +83,8 @@ func ingestServer(b *testing.B) (addr string, serverCPU func() int64, metrics st
 // it also returns that address.
 func startHelperHTTP(b testing.TB, root string) (string, int, string) {
 	b.Helper()
-	lines, pid := startHelperProcess(b, root, 2, helperEnv+"_HTTP=1", helperEnv+"_WINDOW="+strconv.Itoa(*ingestWindow))
+	lines, pid := startHelperProcess(b, root, 2, helperEnv+"_HTTP=1", helperEnv+"_WINDOW="+strconv.Itoa(*ingestWindow),
+		helperEnv+"_GC_HEADROOM="+strconv.FormatInt(*ingestHeadroom, 10))
 	return lines[0], pid, lines[1]
 }
 

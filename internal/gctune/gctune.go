@@ -1,0 +1,134 @@
+// Package gctune keeps the Go collector's heap goal at least a fixed
+// headroom above the live heap, for a process whose live heap is small
+// next to the memory it may use.
+//
+// The server maps its snapshots (page cache, not Go heap), so its live
+// heap is only the live-write delta and the requests in flight: 40-60 MB
+// in the ingest benchmarks. At the runtime's default GOGC=100 the heap
+// goal is twice that, and a write load of 60 MB/s of short-lived buffers
+// collects every ~0.7 s; each collection's mark takes a core of two for
+// 10-20 ms, and the acknowledgements that overlap it (2-3% of them) wait
+// for it: more than the 1% a p99 is made of. A fixed GOGC large enough
+// to matter (400) multiplies the heap by 5 whatever its size, and the
+// delta's share of it grows up to the compaction thresholds. A headroom
+// sets the goal to max(2 × live, live + headroom) instead: a bounded
+// amount of extra memory while the heap is small, the runtime's own
+// behaviour once it is large.
+//
+// The runtime has no such setting, so the package sets GOGC itself after
+// every collection (debug.SetGCPercent), from the live heap the
+// collection found (runtime/metrics /gc/heap/live:bytes). A GOMEMLIMIT
+// still bounds the heap: the runtime collects earlier as it nears the
+// limit, whatever GOGC says.
+package gctune
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultHeadroom is the server's default (serve --gc-headroom).
+const DefaultHeadroom = 256 << 20
+
+// maxPercent bounds the GOGC set: a live heap of a few megabytes (an idle
+// server) would otherwise ask for a percent in the tens of thousands.
+const maxPercent = 10_000
+
+// Tuner keeps the heap goal at least its headroom above the live heap
+// until stopped.
+type Tuner struct {
+	headroom int64
+	orig     int // GOGC before Start, restored by Stop
+	stopped  atomic.Bool
+	mu       sync.Mutex // serialises adjust and Stop
+	percent  int        // what adjust set last
+	sample   []metrics.Sample
+}
+
+// Start starts a Tuner with headroom bytes. It does nothing (and returns
+// nil) when headroom is not positive or when the environment sets GOGC:
+// an operator's explicit choice stands.
+func Start(headroom int64) *Tuner {
+	if headroom <= 0 || os.Getenv("GOGC") != "" {
+		return nil
+	}
+	t := &Tuner{headroom: headroom, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t.orig = debug.SetGCPercent(100)
+	t.percent = 100
+	t.adjust()
+	t.arm()
+	return t
+}
+
+// Percent is the GOGC the tuner set last (0 for a nil Tuner).
+func (t *Tuner) Percent() int {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.percent
+}
+
+// Stop stops tuning and restores the GOGC there was before Start.
+func (t *Tuner) Stop() {
+	if t == nil || t.stopped.Swap(true) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	debug.SetGCPercent(t.orig)
+}
+
+// sentinel is an object whose finalizer runs once a collection found it
+// unreachable: a hook after every cycle. (It holds a pointer and is
+// larger than 16 bytes so it is not a tiny allocation, whose finalizers
+// wait for a whole 16-byte block.)
+type sentinel struct {
+	t *Tuner
+	_ [16]byte
+}
+
+// arm allocates the next cycle's sentinel.
+func (t *Tuner) arm() {
+	runtime.SetFinalizer(&sentinel{t: t}, func(s *sentinel) {
+		if s.t.stopped.Load() {
+			return
+		}
+		s.t.adjust()
+		s.t.arm()
+	})
+}
+
+// adjust sets GOGC from the live heap the last collection found, unless it
+// is within 10% of what it is already (SetGCPercent recomputes the pacer's
+// goal under the heap lock; no need to every cycle).
+func (t *Tuner) adjust() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped.Load() {
+		return
+	}
+	metrics.Read(t.sample)
+	p := 100
+	if v := t.sample[0].Value; v.Kind() == metrics.KindUint64 {
+		p = percentFor(int64(v.Uint64()), t.headroom)
+	}
+	if p < t.percent*9/10 || p > t.percent*11/10 {
+		debug.SetGCPercent(p)
+		t.percent = p
+	}
+}
+
+// percentFor is the GOGC whose goal is max(2 × live, live + headroom)
+// for a live heap of live bytes, capped at maxPercent.
+func percentFor(live, headroom int64) int {
+	if live <= 0 {
+		return maxPercent
+	}
+	return int(min(max(100, headroom*100/live), maxPercent))
+}
