@@ -450,13 +450,11 @@ func (*floorServer) DoPut(stream flight.FlightService_DoPutServer) error {
 // floorServe is the helper process as a floorServer on 127.0.0.1:0: it
 // prints the address and stops when stdin closes.
 func floorServe() int {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	g, lis, err := newFloorServer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(minRecvMsgBytes), grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))))
-	flight.RegisterFlightServiceServer(g, &floorServer{})
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
 		g.Stop()
@@ -469,6 +467,18 @@ func floorServe() int {
 	return 0
 }
 
+// newFloorServer is a floorServer's gRPC server (the real server's
+// message limit and stream workers) and its listener on 127.0.0.1:0.
+func newFloorServer() (*grpc.Server, net.Listener, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(minRecvMsgBytes), grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))))
+	flight.RegisterFlightServiceServer(g, &floorServer{})
+	return g, lis, nil
+}
+
 // BenchmarkIngestFloor: BenchmarkIngestPaced's load against floorServer
 // in its own process, for the floor under its latencies.
 func BenchmarkIngestFloor(b *testing.B) {
@@ -476,14 +486,27 @@ func BenchmarkIngestFloor(b *testing.B) {
 	const streams = 4
 	for _, rate := range []int{250_000, 500_000, 1_000_000} {
 		b.Run(fmt.Sprintf("rate=%dk", rate/1000), func(b *testing.B) {
-			lines, pid := startHelperProcess(b, "-", 1, helperEnv+"_FLOOR=1")
+			var addr string
+			serverCPU := liveCPUTime
+			if *ingestInProcess {
+				g, lis, err := newFloorServer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				go g.Serve(lis)
+				b.Cleanup(g.Stop)
+				addr = lis.Addr().String()
+			} else {
+				lines, pid := startHelperProcess(b, "-", 1, helperEnv+"_FLOOR=1")
+				addr, serverCPU = lines[0], func() int64 { return procCPUTime(b, pid) }
+			}
 			interval := time.Duration(float64(time.Second) * streams * ingestBatchRows / float64(rate))
-			r := ingestRun{addr: lines[0], schema: schema, batches: batches, streams: streams,
+			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: streams,
 				per: max(b.N/streams, 1), interval: interval}
 			b.ResetTimer()
-			s0, c0 := procCPUTime(b, pid), liveCPUTime()
+			s0, c0 := serverCPU(), liveCPUTime()
 			lat, wall := r.run(b)
-			s1, c1 := procCPUTime(b, pid), liveCPUTime()
+			s1, c1 := serverCPU(), liveCPUTime()
 			ingestReport(b, lat, wall, s1-s0, c1-c0)
 		})
 	}
