@@ -281,6 +281,10 @@ func listSegments(dir string) ([]uint32, error) {
 	return segs, nil
 }
 
+// prepareSyncBytes is how much of a new segment's zeros prepareSegment
+// writes between fdatasyncs.
+var prepareSyncBytes int64 = 2 << 20
+
 // errStopped is what a preparation abandoned by Close returns.
 var errStopped = errors.New("wal: segment preparation stopped")
 
@@ -318,8 +322,11 @@ func prepareSegment(dir string, n uint32, size int64, stop <-chan struct{}) erro
 		return fmt.Errorf("wal: create segment: %w", err)
 	}
 	_, err = f.WriteAt(segmentHeader(n), 0)
-	if err == nil {
-		err = zeroFill(f, segmentHeaderSize, size, stop)
+	for off := int64(segmentHeaderSize); err == nil && off < size; off += prepareSyncBytes {
+		err = zeroFill(f, off, min(off+prepareSyncBytes, size), stop)
+		if err == nil {
+			err = syncData(f)
+		}
 	}
 	if err == nil {
 		err = f.Sync()
