@@ -794,3 +794,94 @@ func Example() {
 	// 00000001:71 second write
 	// wal_position of the first write: 4294967339
 }
+
+// TestPreparedSegments: every segment is created at its full size; what a
+// preparation leaves behind (a crash before its rename, a Close during it)
+// is not part of the log; a segment installed by a rotation that a crash
+// interrupted before any record went in is a clean, empty newest segment.
+func TestPreparedSegments(t *testing.T) {
+	dir := t.TempDir()
+	const segSize = 4096
+	opts := Options{SegmentSize: segSize}
+	leftovers := func() []string {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			if _, ok := parseSegmentName(e.Name()); !ok && e.Name() != "LOCK" {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
+	os.WriteFile(filepath.Join(dir, nextSegmentName(1)), []byte("half prepared"), 0o644)
+	os.WriteFile(filepath.Join(dir, nextSegmentName(7)), make([]byte, segSize), 0o644)
+	w := open(t, dir, opts)
+	if got := leftovers(); len(got) != 0 {
+		t.Fatalf("Open left %v", got)
+	}
+	var want []rec
+	for i := range 14 { // four records of 1000 bytes fill a segment
+		p := payload(i, 1000)
+		want = append(want, rec{appendOne(t, w, p), p})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := leftovers(); len(got) != 0 {
+		t.Fatalf("Close left %v", got)
+	}
+	last := want[len(want)-1].pos
+	if last.Segment != 4 {
+		t.Fatalf("last record at %v", last)
+	}
+	for s := uint32(1); s <= last.Segment; s++ {
+		end := lastOf(want, s)
+		checkFile(t, segPath(dir, s), segSize, int64(end.Offset))
+	}
+
+	// A crash just after a rotation renamed segment 5 into place.
+	if err := prepareSegment(dir, 5, segSize, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := installSegment(dir, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	// ... while segment 6 was being prepared.
+	os.WriteFile(filepath.Join(dir, nextSegmentName(6)), segmentHeader(6), 0o644)
+	w = open(t, dir, opts)
+	if tr := w.Truncated(); tr != nil {
+		t.Fatalf("clean rotation reported as %v", tr)
+	}
+	if got := leftovers(); len(got) != 0 {
+		t.Fatalf("Open left %v", got)
+	}
+	if end := w.End(); end != (Position{5, segmentHeaderSize}) {
+		t.Fatalf("End %v after an empty newest segment", end)
+	}
+	sameRecs(t, replayAll(t, w, Position{}), want)
+	p := appendOne(t, w, []byte("in 5"))
+	if p != (Position{5, segmentHeaderSize + recordHeaderSize + 4}) {
+		t.Fatalf("append at %v", p)
+	}
+	want = append(want, rec{p, []byte("in 5")})
+	sameRecs(t, replayAll(t, w, Position{}), want)
+	w.Close()
+
+	// Close while the next segment is being prepared: a large segment, so
+	// that its zero fill is likely still running.
+	dir = t.TempDir()
+	w = open(t, dir, Options{SegmentSize: 32 << 20})
+	appendOne(t, w, make([]byte, 16<<20))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := leftovers(); len(got) != 0 {
+		t.Fatalf("Close during a preparation left %v", got)
+	}
+}
