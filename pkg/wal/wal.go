@@ -868,7 +868,11 @@ func (w *WAL) rotate(n uint32) error {
 	<-p.done
 	w.next = nil
 	if p.err != nil {
-		return p.err
+		// It failed in the background, maybe for a reason gone since (a
+		// full disk); try once more, on this caller's time, before failing.
+		if err := prepareSegment(w.dir, p.n, p.size, nil); err != nil {
+			return errors.Join(p.err, err)
+		}
 	}
 	if p.n != n {
 		return fmt.Errorf("wal: prepared segment %d, rotating to %d", p.n, n) // cannot happen
