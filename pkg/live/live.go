@@ -257,6 +257,12 @@ func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func()
 	if err != nil {
 		return Ack{}, err
 	}
+	// Refused here, alone: in the committer's append it would fail its
+	// whole commit group, other clients' writes with it.
+	if max := w.log.MaxRecordSize(); len(payload) > max {
+		recycle(payload)
+		return Ack{}, fmt.Errorf("live: a write of %d rows is %d bytes in the log: %w (at most %d bytes a write)", norm.NumRows(), len(payload), wal.ErrTooLarge, max)
+	}
 	wr := &write{payload: payload, norm: norm, done: make(chan struct{})}
 	if prepare != nil {
 		wr.ready = make(chan struct{})

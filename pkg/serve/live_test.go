@@ -22,6 +22,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/compact"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
 // liveRoot builds dataset LIVE: A (3 monthly rows), B (2), attribute units.
@@ -305,5 +306,15 @@ func TestCompactionByThreshold(t *testing.T) {
 	}
 	if got := rowsOf(t, c, map[string]any{"dataset": "LIVE", "series": []string{"A", "B"}}); !strings.HasSuffix(got, "A 2020-05-01 5\nB 2020-01-01 10\nB 2020-02-01 11\nB 2020-03-01 12") {
 		t.Fatalf("rows after the compaction:\n%s", got)
+	}
+}
+
+// TestTooLargeStatus: a write over the log's record limit reaches the
+// client as ResourceExhausted, saying what to do.
+func TestTooLargeStatus(t *testing.T) {
+	err := fmt.Errorf("dataset %q: batch %d: %w", "LIVE", 3, fmt.Errorf("live: a write of 1000000 rows is 40000000 bytes in the log: %w", wal.ErrTooLarge))
+	st := status.Convert(toStatus(err))
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "batch 3") || !strings.Contains(st.Message(), "fewer rows") {
+		t.Fatalf("%v: %s", st.Code(), st.Message())
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
 // Limits bound what one request may cost. Zero disables a limit.
@@ -832,6 +833,8 @@ func toStatus(err error) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, live.ErrClosed):
 		code = codes.Unavailable
+	case errors.Is(err, wal.ErrTooLarge):
+		code, msg = codes.ResourceExhausted, msg+"; send batches of fewer rows"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	}

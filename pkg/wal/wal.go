@@ -655,6 +655,9 @@ func writeSynced(path string, data []byte) error {
 // tail was clean.
 func (w *WAL) Truncated() *Truncation { return w.truncated }
 
+// MaxRecordSize is the largest payload Append accepts (Options.MaxRecordSize).
+func (w *WAL) MaxRecordSize() int { return w.opts.MaxRecordSize }
+
 // End returns the position after the last durable record (the position of
 // the next record's header while nothing is in flight).
 func (w *WAL) End() Position {
