@@ -36,7 +36,7 @@ import (
 // Defaults for Options.
 const (
 	DefaultSegmentSize   = 64 << 20
-	DefaultMaxRecordSize = 16 << 20
+	DefaultMaxRecordSize = 64 << 20
 )
 
 // maxBatchBytes bounds the payload bytes one write carries, so a burst of
@@ -53,8 +53,10 @@ type Options struct {
 	// 4 GiB - 1, because offsets are 32 bits.
 	SegmentSize int64
 	// MaxRecordSize is the largest payload Append accepts (ErrTooLarge
-	// above it). Default 16 MiB, or less when SegmentSize needs it: a
-	// record always fits in an empty segment.
+	// above it). Default 64 MiB, or less when SegmentSize needs it (at
+	// the default SegmentSize, what an empty segment holds: a record
+	// always fits in one): a DoPut batch of the server's most rows (1M,
+	// 25-40 bytes a row logged) is one record.
 	MaxRecordSize int
 	// Quarantine makes Open keep a damaged newest segment aside (renamed
 	// to NNNNNNNN.wal.corrupt, never deleted) and continue after its last
