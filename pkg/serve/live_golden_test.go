@@ -32,8 +32,8 @@ package serve
 //	                  stop without a clean shutdown: the WAL's files are
 //	                  closed first, so nothing more reaches the disk, a
 //	                  running compaction is abandoned, then the process's
-//	                  state is dropped. garbage/zeros write N bytes after
-//	                  the newest segment's last record (a torn write)
+//	                  state is dropped. garbage/zeros append N bytes to the
+//	                  newest segment (a torn write)
 //	replay            (a clean stop if running, then) start the server and
 //	                  print what it replayed and warned about
 //
@@ -69,7 +69,6 @@ import (
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 	"github.com/energyscope/servingsnap/pkg/verify"
-	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
 const scriptDataset = "LIVE"
@@ -759,17 +758,13 @@ func (s *liveScript) crash(d *directive) string {
 			}
 		}
 		seg := newestSegment(s.t, filepath.Join(s.dir, WALDir))
-		info, err := wal.Scan(filepath.Join(s.dir, WALDir), wal.Position{}, nil)
+		f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		f, err := os.OpenFile(seg, os.O_WRONLY, 0)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		f.WriteAt(tail, int64(info.End.Offset))
+		f.Write(tail)
 		f.Close()
-		out = append(out, fmt.Sprintf("wrote %d %s bytes after the last record of %s", n, kind, filepath.Base(seg)))
+		out = append(out, fmt.Sprintf("appended %d %s bytes to %s", n, kind, filepath.Base(seg)))
 	}
 	return strings.Join(out, "\n")
 }

@@ -74,15 +74,13 @@ func segmentPath(root string, n uint32) string {
 	return filepath.Join(root, "LIVE", WALDir, fmt.Sprintf("%08d.wal", n))
 }
 
-// writeFileAt writes b into the file at path at offset off: a torn write
-// lands after the last record, in the zeros of a preallocated segment.
-func writeFileAt(t *testing.T, path string, b []byte, off int64) {
+func appendFile(t *testing.T, path string, b []byte) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(b, off); err != nil {
+	if _, err := f.Write(b); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
@@ -104,9 +102,7 @@ func flipByte(t *testing.T, path string, off int64) {
 
 func TestLiveStartupTornTail(t *testing.T) {
 	// Each tail is what a crash can leave of a write that was never
-	// acknowledged, after the three that were, in the zeros the segment was
-	// created with. Zeros there (a write of which nothing reached the disk)
-	// are the clean end of the log: no warning.
+	// acknowledged, after the three that were.
 	tails := []struct {
 		name string
 		tail func(last []byte) []byte // last: the bytes of the newest acknowledged record
@@ -132,12 +128,11 @@ func TestLiveStartupTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			end := pos[2]
-			if end.Segment != 1 || int64(end.Offset) > int64(len(b)) || strings.Trim(string(b[end.Offset:]), "\x00") != "" {
-				t.Fatalf("acked through %v, segment 1 holds %d bytes, not all zeros after it", end, len(b))
+			if end.Segment != 1 || int64(end.Offset) != int64(len(b)) {
+				t.Fatalf("acked through %v, segment 1 holds %d bytes", end, len(b))
 			}
 			tail := tc.tail(b[pos[1].Offset:end.Offset])
-			writeFileAt(t, seg, tail, int64(end.Offset))
-			torn := len(strings.TrimRight(string(tail), "\x00")) // the zeros after it are the segment's
+			appendFile(t, seg, tail)
 
 			srv, logs, err := startLogged(t, root)
 			if err != nil {
@@ -147,13 +142,13 @@ func TestLiveStartupTornTail(t *testing.T) {
 			for _, r := range logs.take() {
 				if r.msg == "wal: torn tail cut" {
 					warned = r.level == slog.LevelWarn && r.attrs["segment"] == "1" &&
-						r.attrs["offset"] == fmt.Sprint(end.Offset) && r.attrs["bytes"] == fmt.Sprint(torn)
-					if !warned || torn == 0 {
-						t.Errorf("warning %v, want segment 1 offset %d bytes %d", r.attrs, end.Offset, torn)
+						r.attrs["offset"] == fmt.Sprint(end.Offset) && r.attrs["bytes"] == fmt.Sprint(len(tail))
+					if !warned {
+						t.Errorf("warning %v, want segment 1 offset %d bytes %d", r.attrs, end.Offset, len(tail))
 					}
 				}
 			}
-			if !warned && torn > 0 {
+			if !warned {
 				t.Error("no warning about the torn tail")
 			}
 			c := dial(t, srv)
@@ -284,17 +279,10 @@ func TestLiveStartupCorruptOlderSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Its end: the segment's records stop there, zeros follow.
-	var end1 int64
-	for _, p := range pos {
-		if p.Segment == 1 {
-			end1 = int64(p.Offset)
-		}
+	if n := binary.LittleEndian.Uint32(b[last:]); last+16+int64(n) != int64(len(b)) {
+		t.Fatalf("record at %d of length %d does not end segment 1 (%d bytes)", last, n, len(b))
 	}
-	if n := binary.LittleEndian.Uint32(b[last:]); last+16+int64(n) != end1 || strings.Trim(string(b[end1:]), "\x00") != "" {
-		t.Fatalf("record at %d of length %d does not end segment 1 (%d bytes, records to %d)", last, n, len(b), end1)
-	}
-	flipByte(t, seg1, end1-3)
+	flipByte(t, seg1, int64(len(b))-3)
 
 	_, _, err = startLogged(t, root)
 	if err == nil {

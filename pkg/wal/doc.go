@@ -25,33 +25,13 @@
 // pays one fsync per Append, as it must. Batching needs no timer: it comes
 // from the time an fsync takes.
 //
-// # Preallocated segments
-//
-// Each segment (format version 2) is created at its full size, zero filled
-// by writing and synced, and renamed into place before any record goes in;
-// records then overwrite zeros. So an Append's fdatasync flushes data
-// only: no file size or block allocation goes through the file system's
-// journal, which is most of what an appending fdatasync costs beyond the
-// data. The zero fill is not on the path of an Append: the committer starts
-// preparing the next segment in the background once the active one is
-// half full, and the rotation is a rename and a directory fsync. Segments
-// of version 1, which grew by appending, stay readable, and a version-1
-// newest segment goes on growing until the next segment is due.
-//
 // # Torn tails and corruption
-//
-// The zeros after the last record of a preallocated segment are its clean
-// end, in the newest segment and in older ones alike: a crash that left
-// nothing of the last write is not reported.
 //
 // A crash can leave the newest segment's last write incomplete: a header or
 // payload cut short, a checksum that fails, zeros where data should be,
 // even intact records after a damaged one (the kernel persists a write's
-// pages in any order). None of that was acknowledged, so Open removes it —
-// zeroes it in a preallocated segment, cuts it off in a version-1 one —,
-// reports what it removed (Truncated) and appends after the last intact
-// record. Zeroing matters: an intact record of the torn write left behind
-// the records appended next could later be taken for a write after them.
+// pages in any order). None of that was acknowledged, so Open cuts it off,
+// reports what it cut (Truncated) and appends after the last intact record.
 //
 // Writes are serialised and each is fsynced before the next starts, and each
 // write marks its first record. So damage followed by an intact record that
@@ -64,8 +44,7 @@
 //
 // Damage inside the last write cannot be told from a torn write. If a disk
 // corrupts the last synced write after the fact, Open cuts it as a torn
-// tail — reported in Truncation. Only a synced last write that a disk
-// loses whole, leaving zeros, reads as a clean end without a report.
+// tail — reported in Truncation, never silent.
 //
 // # Failure
 //

@@ -50,9 +50,7 @@ type Truncation struct {
 	// Offset is where the damage starts; the segment now ends there (or
 	// just after its header, when the header itself was torn).
 	Offset int64
-	// Bytes is how many bytes were cut: in a preallocated segment, the
-	// bytes from Offset to the last non-zero one, overwritten with zeros
-	// (the file keeps its size).
+	// Bytes is how many bytes were cut.
 	Bytes int64
 	// Records counts intact records found after the damage that belonged
 	// to the same write, cut with it because that write never completed.

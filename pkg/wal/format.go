@@ -12,19 +12,9 @@ import (
 	"strings"
 )
 
-// FormatVersion is written in every new segment header; a reader refuses
-// versions other than 1 and 2 rather than guess.
-//
-// Version 2 segments are preallocated: created at their full size, zero
-// filled by writing and synced before any record goes in, so that a record
-// overwrites zeros and its fdatasync has no file size or block allocation
-// to commit. The zeros after the last record are the segment's clean end.
-// Version 1 segments grew by appending; their bytes after the last intact
-// record are a torn tail (or corruption), zeros included.
-const FormatVersion = 2
-
-// formatAppend is version 1: records appended, the file ends at the last one.
-const formatAppend = 1
+// FormatVersion is written in every segment header; a reader refuses other
+// versions rather than guess.
+const FormatVersion = 1
 
 const (
 	segmentMagic      = "SSNAPWAL"
@@ -80,18 +70,11 @@ func parseSegmentName(name string) (uint32, bool) {
 	return uint32(n), true
 }
 
-// nextSegmentName is the temporary name under which segment n is prepared
-// (zero filled and synced) before it is renamed into place. Open removes
-// such files: a rename is what makes a prepared segment part of the log.
-func nextSegmentName(n uint32) string { return "." + segmentName(n) + ".next" }
-
-// segmentHeader returns the header of segment n in the current version.
-func segmentHeader(n uint32) []byte { return segmentHeaderVersion(n, FormatVersion) }
-
-func segmentHeaderVersion(n, version uint32) []byte {
+// segmentHeader returns the header of segment n.
+func segmentHeader(n uint32) []byte {
 	b := make([]byte, 0, segmentHeaderSize)
 	b = append(b, segmentMagic...)
-	b = binary.LittleEndian.AppendUint32(b, version)
+	b = binary.LittleEndian.AppendUint32(b, FormatVersion)
 	return binary.LittleEndian.AppendUint32(b, n)
 }
 

@@ -58,11 +58,8 @@ func TestRecordBytes(t *testing.T) {
 	if got != want {
 		t.Fatalf("record bytes\n got %s\nwant %s", got, want)
 	}
-	if got := hex.EncodeToString(segmentHeader(7)); got != "53534e415057414c"+"02000000"+"07000000" {
+	if got := hex.EncodeToString(segmentHeader(7)); got != "53534e415057414c"+"01000000"+"07000000" {
 		t.Fatalf("segment header %s", got)
-	}
-	if got := hex.EncodeToString(segmentHeaderVersion(7, formatAppend)); got != "53534e415057414c"+"01000000"+"07000000" {
-		t.Fatalf("version-1 segment header %s", got)
 	}
 }
 

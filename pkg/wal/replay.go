@@ -72,16 +72,6 @@ func (s *segmentReader) next() (kind byte, payload []byte, err error) {
 	return kind, payload, nil
 }
 
-// cleanEnd reports whether a record problem at off is the clean end of a
-// segment of that version: in a preallocated (version 2) segment, zeros up
-// to end. In a version-1 segment nothing follows the last record.
-func cleanEnd(f *os.File, version uint32, off, end int64) (bool, error) {
-	if version == formatAppend {
-		return false, nil
-	}
-	return zeroFrom(f, off, end)
-}
-
 func isRecordProblem(err error) bool {
 	return errors.Is(err, errShortHeader) || errors.Is(err, errZeroHeader) || errors.Is(err, errBadHeader) ||
 		errors.Is(err, errShortPayload) || errors.Is(err, errBadPayload)
@@ -172,8 +162,7 @@ func (w *WAL) replaySegment(s uint32, start, limit int64, retain bool, fn func(P
 			return &CorruptionError{Dir: w.dir, Segment: s, Offset: math.MaxUint32, Err: errors.New("segment larger than 4 GiB")}
 		}
 	}
-	version, torn, err := checkSegmentHeader(f, s, limit)
-	if err != nil || torn {
+	if torn, err := checkSegmentHeader(f, s, limit); err != nil || torn {
 		if err == nil {
 			err = &CorruptionError{Dir: w.dir, Segment: s, Err: errSegmentHeader}
 		}
@@ -191,9 +180,6 @@ func (w *WAL) replaySegment(s uint32, start, limit int64, retain bool, fn func(P
 			}
 			if err != nil {
 				if isRecordProblem(err) {
-					if zero, zerr := cleanEnd(f, version, sr.off, limit); zerr != nil || zero {
-						return zerr
-					}
 					return &CorruptionError{Dir: w.dir, Segment: s, Offset: sr.off, Err: err}
 				}
 				return fmt.Errorf("wal: replay %s: %w", path, err)
@@ -215,9 +201,6 @@ func (w *WAL) replaySegment(s uint32, start, limit int64, retain bool, fn func(P
 	for off := 0; off < len(buf); {
 		_, payload, size, err := parseRecord(buf[off:])
 		if err != nil {
-			if version != formatAppend && allZero(buf[off:]) {
-				return nil // the clean end of a preallocated segment
-			}
 			return &CorruptionError{Dir: w.dir, Segment: s, Offset: start + int64(off), Err: err}
 		}
 		off += size

@@ -76,8 +76,7 @@ func scanSegment(dir string, n uint32, after Position, fn func(Position, []byte)
 		return si, err
 	}
 	si.Size = st.Size()
-	version, torn, err := checkSegmentHeader(f, n, si.Size)
-	if err != nil || torn {
+	if torn, err := checkSegmentHeader(f, n, si.Size); err != nil || torn {
 		si.Problem = "damaged or incomplete segment header"
 		if err != nil {
 			si.Problem = err.Error()
@@ -93,9 +92,6 @@ func scanSegment(dir string, n uint32, after Position, fn func(Position, []byte)
 		}
 		if err != nil {
 			if isRecordProblem(err) {
-				if zero, err := cleanEnd(f, version, r.off, si.Size); err != nil || zero {
-					return si, err
-				}
 				si.Problem = fmt.Sprintf("offset %d: %v", r.off, err)
 				return si, nil
 			}

@@ -39,14 +39,10 @@ func TestScan(t *testing.T) {
 	w.Close()
 	// a torn tail: the scan reports it and leaves the file alone
 	last := filepath.Join(dir, segmentName(info.End.Segment))
-	f, err := os.OpenFile(last, os.O_WRONLY, 0)
-	if err != nil {
+	st, _ := os.Stat(last)
+	if err := os.Truncate(last, st.Size()-3); err != nil {
 		t.Fatal(err)
 	}
-	// The last record's end lost: a header whose payload runs into zeros.
-	f.WriteAt(make([]byte, 3), int64(info.End.Offset)-3)
-	f.Close()
-	st, _ := os.Stat(last)
 	info, err = Scan(dir, Position{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +51,7 @@ func TestScan(t *testing.T) {
 	if info.Records != 9 || tail.Problem == "" {
 		t.Fatalf("torn tail: %+v", info)
 	}
-	if st2, _ := os.Stat(last); st2.Size() != st.Size() {
+	if st2, _ := os.Stat(last); st2.Size() != st.Size()-3 {
 		t.Error("scan changed the file")
 	}
 }

@@ -5,9 +5,8 @@ import (
 	"syscall"
 )
 
-// syncData makes a file's written bytes durable. fdatasync is enough: it
-// skips the timestamps, and flushes a size change with the data when there
-// is one (a version-1 append); into a preallocated segment there is none.
+// syncData makes a file's written bytes durable. fdatasync is enough for an
+// append: it flushes the size change with the data, and skips the timestamps.
 func syncData(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))

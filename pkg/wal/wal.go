@@ -8,13 +8,6 @@ package wal
 // committer holds it to take and encode a batch, never across I/O.
 // w.files is held shared by Replay and exclusively by TruncateBefore, so a
 // replay never sees a segment vanish under it.
-//
-// Preparation. The next segment is written, zero filled and synced under a
-// temporary name by a goroutine of its own (prepareNext), started by the
-// committer once the active segment is half full; the committer owns w.next
-// and, at rotation, waits for it and renames the file into place. Close
-// stops a preparation only after the committer has exited, so the appends
-// Close waits for can still rotate.
 
 import (
 	"context"
@@ -46,11 +39,10 @@ const maxBatchBytes = 8 << 20
 
 // Options tune a log. The zero value gives the defaults.
 type Options struct {
-	// SegmentSize is the size of a segment: each is created at this size,
-	// zero filled, and a record that would take a non-empty segment past
-	// it goes to the next one, so no segment exceeds it (a segment created
-	// under a larger SegmentSize keeps its size). Default 64 MiB; at most
-	// 4 GiB - 1, because offsets are 32 bits.
+	// SegmentSize is the size at which a new segment starts: a record that
+	// would take a non-empty segment past it goes to the next one, so no
+	// segment exceeds it. Default 64 MiB; at most 4 GiB - 1, because
+	// offsets are 32 bits.
 	SegmentSize int64
 	// MaxRecordSize is the largest payload Append accepts (ErrTooLarge
 	// above it). Default 64 MiB, or less when SegmentSize needs it (at
@@ -106,20 +98,15 @@ type WAL struct {
 	closing bool
 	failed  error // sticky; wraps ErrFailed
 
-	wake     chan struct{} // capacity 1: "the queue is not empty"
-	quit     chan struct{} // closed by Close
-	exited   chan struct{} // closed when run returns
-	stopPrep chan struct{} // closed by Close once run has returned: abandon a preparation
+	wake   chan struct{} // capacity 1: "the queue is not empty"
+	quit   chan struct{} // closed by Close
+	exited chan struct{} // closed when run returns
 
-	// Owned by the committer goroutine (and by Open before it starts; by
-	// Close after it exits).
-	f       *os.File // the active segment, end.Segment
-	seg     uint32
-	size    int64        // where the next record goes
-	limit   int64        // no record may end past it: the segment's size
-	version uint32       // of the active segment: formatAppend grows the file, FormatVersion overwrites zeros
-	next    *nextSegment // segment seg+1 being prepared, or ready; nil if not started
-	bufs    [][]byte     // reused write buffers, one per chunk
+	// Owned by the committer goroutine (and by Open before it starts).
+	f    *os.File // the active segment, end.Segment
+	seg  uint32
+	size int64
+	bufs [][]byte // reused write buffers, one per chunk
 
 	writes atomic.Int64 // writes synced, for benchmarks and later metrics
 }
@@ -132,15 +119,6 @@ type request struct {
 	pos      Position // set before done is closed
 	err      error
 	done     chan struct{}
-}
-
-// nextSegment is a preparation of segment n under nextSegmentName(n). err
-// is set before done is closed.
-type nextSegment struct {
-	n    uint32
-	size int64
-	done chan struct{}
-	err  error
 }
 
 // chunk is one write: records for one segment, written and fsynced together.
@@ -171,13 +149,12 @@ func Open(dir string, opts Options) (*WAL, error) {
 		return nil, fmt.Errorf("wal %s: %w", dir, err)
 	}
 	w := &WAL{
-		dir:      dir,
-		opts:     opts,
-		lock:     lock,
-		wake:     make(chan struct{}, 1),
-		quit:     make(chan struct{}),
-		exited:   make(chan struct{}),
-		stopPrep: make(chan struct{}),
+		dir:    dir,
+		opts:   opts,
+		lock:   lock,
+		wake:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		exited: make(chan struct{}),
 	}
 	if err := w.load(); err != nil {
 		if w.f != nil {
@@ -209,15 +186,11 @@ func (w *WAL) load() error {
 	}
 	if len(segs) == 0 {
 		n := w.opts.After.Segment + 1
-		if err := prepareSegment(w.dir, n, w.opts.SegmentSize, nil); err != nil {
-			return err
-		}
-		f, err := installSegment(w.dir, n)
+		f, err := createSegment(w.dir, n)
 		if err != nil {
 			return err
 		}
 		w.f, w.seg, w.size, w.first = f, n, segmentHeaderSize, n
-		w.version, w.limit = FormatVersion, w.opts.SegmentSize
 		return nil
 	}
 	for i := 1; i < len(segs); i++ {
@@ -226,43 +199,11 @@ func (w *WAL) load() error {
 		}
 	}
 	w.first = segs[0]
-	if err := w.recover(segs[len(segs)-1]); err != nil {
-		return err
-	}
-	return w.fillActive()
-}
-
-// fillActive sets the recovered active segment's limit. A version-2 segment
-// shorter than SegmentSize (the replacement a quarantine wrote, a header
-// rewritten after a torn creation, a file cut short by hand) is first zero
-// filled up to it and synced, so that appends overwrite zeros as in a
-// segment created whole and never grow the file. A version-1 segment goes
-// on growing up to SegmentSize, as it was written.
-func (w *WAL) fillActive() error {
-	if w.version == formatAppend {
-		w.limit = w.opts.SegmentSize
-		return nil
-	}
-	st, err := w.f.Stat()
-	if err != nil {
-		return fmt.Errorf("wal: %w", err)
-	}
-	size := st.Size()
-	if size < w.opts.SegmentSize {
-		if err := zeroFill(w.f, size, w.opts.SegmentSize, nil); err != nil {
-			return err
-		}
-		if err := w.f.Sync(); err != nil {
-			return fmt.Errorf("wal: sync %s: %w", w.f.Name(), err)
-		}
-		size = w.opts.SegmentSize
-	}
-	w.limit = size
-	return nil
+	return w.recover(segs[len(segs)-1])
 }
 
 // listSegments returns the segment numbers in dir, ascending, and removes
-// what an interrupted quarantine or segment preparation left behind.
+// what an interrupted quarantine left behind.
 func listSegments(dir string) ([]uint32, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -273,7 +214,7 @@ func listSegments(dir string) ([]uint32, error) {
 		name := e.Name()
 		if n, ok := parseSegmentName(name); ok && e.Type().IsRegular() {
 			segs = append(segs, n)
-		} else if strings.HasPrefix(name, ".") && (strings.HasSuffix(name, segmentSuffix+".tmp") || strings.HasSuffix(name, segmentSuffix+".next")) {
+		} else if strings.HasPrefix(name, ".") && strings.HasSuffix(name, segmentSuffix+".tmp") {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, err
 			}
@@ -283,83 +224,22 @@ func listSegments(dir string) ([]uint32, error) {
 	return segs, nil
 }
 
-// prepareSyncBytes is how much of a new segment's zeros prepareSegment
-// writes between fdatasyncs.
-var prepareSyncBytes int64 = 2 << 20
-
-// errStopped is what a preparation abandoned by Close returns.
-var errStopped = errors.New("wal: segment preparation stopped")
-
-// zeros is what zeroFill writes; never modified.
-var zeros = make([]byte, 1<<20)
-
-// zeroFill writes zeros to f over [off, end), stopping early with errStopped
-// once stop is closed.
-func zeroFill(f *os.File, off, end int64, stop <-chan struct{}) error {
-	for off < end {
-		select {
-		case <-stop:
-			return errStopped
-		default:
-		}
-		n := min(int64(len(zeros)), end-off)
-		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return fmt.Errorf("wal: write %s at %d: %w", f.Name(), off, err)
-		}
-		off += n
-	}
-	return nil
-}
-
-// prepareSegment writes segment n at its full size under its temporary name
-// (nextSegmentName): the header, then zeros to size, synced. The zeros are
-// written, not fallocated: ext4 keeps fallocated blocks as unwritten
-// extents, and the first write into one changes the extent tree, which an
-// fdatasync must then commit through the journal — the cost preallocation
-// is for avoiding. On error, or once stop is closed, the file is removed.
-func prepareSegment(dir string, n uint32, size int64, stop <-chan struct{}) error {
-	path := filepath.Join(dir, nextSegmentName(n))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("wal: create segment: %w", err)
-	}
-	_, err = f.WriteAt(segmentHeader(n), 0)
-	for off := int64(segmentHeaderSize); err == nil && off < size; off += prepareSyncBytes {
-		err = zeroFill(f, off, min(off+prepareSyncBytes, size), stop)
-		if err == nil {
-			err = syncData(f)
-		}
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		if err != errStopped {
-			err = fmt.Errorf("wal: prepare %s: %w", path, err)
-		}
-		return errors.Join(err, os.Remove(path))
-	}
-	return nil
-}
-
-// installSegment renames prepared segment n into place, fsyncs the
-// directory so that the new name is durable before any record goes in, and
-// returns the segment open for writing. Until the rename the file is not
-// part of the log: Open removes it.
-func installSegment(dir string, n uint32) (*os.File, error) {
+// createSegment creates segment n with its header, durably (file and
+// directory entry), and returns it open for writing.
+func createSegment(dir string, n uint32) (*os.File, error) {
 	path := filepath.Join(dir, segmentName(n))
-	if err := os.Rename(filepath.Join(dir, nextSegmentName(n)), path); err != nil {
-		return nil, fmt.Errorf("wal: install segment: %w", err)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("wal: create segment: %w", err)
+	}
+	if _, err := f.Write(segmentHeader(n)); err != nil {
+		return nil, errors.Join(fmt.Errorf("wal: write %s: %w", path, err), f.Close())
+	}
+	if err := f.Sync(); err != nil {
+		return nil, errors.Join(fmt.Errorf("wal: sync %s: %w", path, err), f.Close())
 	}
 	if err := fileutil.SyncDir(dir); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
+		return nil, errors.Join(err, f.Close())
 	}
 	return f, nil
 }
@@ -383,14 +263,13 @@ func (w *WAL) recover(n uint32) error {
 		return &CorruptionError{Dir: w.dir, Segment: n, Offset: math.MaxUint32, Err: errors.New("segment larger than 4 GiB")}
 	}
 
-	version, torn, err := checkSegmentHeader(f, n, size)
+	torn, err := checkSegmentHeader(f, n, size)
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			return w.damaged(n, 0, size, 0, err)
 		}
 		return err
 	}
-	w.version = version
 	if torn {
 		// Created but its header never reached the disk: no record can
 		// follow it (records are written only after the header is synced).
@@ -403,7 +282,7 @@ func (w *WAL) recover(n uint32) error {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("wal: sync %s: %w", path, err)
 		}
-		w.size, w.version = segmentHeaderSize, FormatVersion
+		w.size = segmentHeaderSize
 		w.truncated = &Truncation{Segment: n, Offset: 0, Bytes: size, Cause: errors.New("segment header cut short")}
 		return nil
 	}
@@ -421,92 +300,50 @@ func (w *WAL) recover(n uint32) error {
 		if !isRecordProblem(err) {
 			return fmt.Errorf("wal: read %s: %w", path, err)
 		}
-		cause, off := err, sr.off
-		if version != formatAppend {
-			// Zeros to the end are the clean end of a preallocated segment:
-			// the records stop there, nothing was torn.
-			zero, err := zeroFrom(f, off, size)
-			if err != nil {
-				return err
-			}
-			if zero {
-				w.size = off
-				return nil
-			}
-		}
+		off := sr.off
 		tail := make([]byte, size-off)
 		if _, err := f.ReadAt(tail, off); err != nil {
 			return fmt.Errorf("wal: read %s: %w", path, err)
 		}
 		at, intact := laterWrite(tail)
 		if at >= 0 {
-			cause := fmt.Errorf("%w, followed by a later write at offset %d", cause, off+int64(at))
+			cause := fmt.Errorf("%w, followed by a later write at offset %d", err, off+int64(at))
 			return w.damaged(n, off, size, intact, &CorruptionError{Dir: w.dir, Segment: n, Offset: off, Err: cause})
 		}
-		cut := size - off
-		if version == formatAppend {
-			if err := w.cut(off, size); err != nil {
-				return err
-			}
-		} else if cut, err = w.wipe(off, tail); err != nil {
+		if err := w.cut(off, size); err != nil {
 			return err
 		}
 		w.size = off
-		w.truncated = &Truncation{Segment: n, Offset: off, Bytes: cut, Records: intact, Cause: cause}
+		w.truncated = &Truncation{Segment: n, Offset: off, Bytes: size - off, Records: intact, Cause: err}
 		return nil
 	}
 }
 
-// wipe overwrites the torn tail of the active preallocated segment, from off
-// (tail holds its bytes) to the last non-zero byte, with zeros, durably, and
-// returns how many bytes it zeroed. The segment keeps its size; its clean
-// end is off again, and no intact record of the torn write stays behind
-// the records appended next, where a later recovery could take it for a
-// write that followed them.
-func (w *WAL) wipe(off int64, tail []byte) (int64, error) {
-	n := int64(len(tail))
-	for n > 0 && tail[n-1] == 0 {
-		n--
-	}
-	if err := zeroFill(w.f, off, off+n, nil); err != nil {
-		return 0, err
-	}
-	if err := syncData(w.f); err != nil {
-		return 0, fmt.Errorf("wal: sync %s: %w", w.f.Name(), err)
-	}
-	return n, nil
-}
-
-// checkSegmentHeader reads the header of segment n and returns its version
-// (1 or 2). torn means the file holds only a prefix of a header followed by
-// zeros (or nothing): a version-1 segment whose creation a crash
-// interrupted (a version-2 one is renamed into place only once synced).
-func checkSegmentHeader(f *os.File, n uint32, size int64) (version uint32, torn bool, err error) {
+// checkSegmentHeader reads the header of segment n. torn means the file
+// holds only a prefix of the header followed by zeros (or nothing): a
+// segment whose creation a crash interrupted.
+func checkSegmentHeader(f *os.File, n uint32, size int64) (torn bool, err error) {
+	want := segmentHeader(n)
 	got := make([]byte, min(size, segmentHeaderSize))
 	if _, err := f.ReadAt(got, 0); err != nil {
-		return 0, false, fmt.Errorf("wal: read %s: %w", f.Name(), err)
+		return false, fmt.Errorf("wal: read %s: %w", f.Name(), err)
+	}
+	if int64(len(got)) == segmentHeaderSize && string(got) == string(want) {
+		return false, nil
 	}
 	k := 0
-	for _, v := range []uint32{FormatVersion, formatAppend} {
-		want := segmentHeaderVersion(n, v)
-		if int64(len(got)) == segmentHeaderSize && string(got) == string(want) {
-			return v, false, nil
-		}
-		j := 0
-		for j < len(got) && got[j] == want[j] {
-			j++
-		}
-		k = max(k, j)
+	for k < len(got) && got[k] == want[k] {
+		k++
 	}
 	zero, err := zeroFrom(f, int64(k), size)
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
 	if zero {
-		return 0, true, nil
+		return true, nil
 	}
-	cause := fmt.Errorf("%w: want magic %q, version %d or %d, segment %d", errSegmentHeader, segmentMagic, formatAppend, FormatVersion, n)
-	return 0, false, &CorruptionError{Dir: filepath.Dir(f.Name()), Segment: n, Offset: 0, Err: cause}
+	cause := fmt.Errorf("%w: want magic %q, version %d, segment %d", errSegmentHeader, segmentMagic, FormatVersion, n)
+	return false, &CorruptionError{Dir: filepath.Dir(f.Name()), Segment: n, Offset: 0, Err: cause}
 }
 
 // zeroFrom reports whether every byte of f in [off, size) is zero.
@@ -560,9 +397,6 @@ func (w *WAL) damaged(n uint32, off, size int64, intact int, cerr error) error {
 		return fmt.Errorf("wal: %w", err)
 	}
 	w.f, w.size = f, max(off, segmentHeaderSize)
-	if off < segmentHeaderSize {
-		w.version = FormatVersion // quarantine wrote a fresh header
-	}
 	var ce *CorruptionError
 	cause := cerr
 	if errors.As(cerr, &ce) {
@@ -782,14 +616,14 @@ func (w *WAL) takeLocked() ([]*request, []chunk) {
 	reqs := slices.Clone(w.queue[:n])
 	w.queue = slices.Delete(w.queue, 0, n)
 
-	seg, size, limit := w.seg, w.size, w.limit
+	seg, size := w.seg, w.size
 	var chunks []chunk
 	for _, r := range reqs {
 		r.taken = true
 		for _, p := range r.payloads {
 			rec := int64(recordHeaderSize + len(p))
-			if size+rec > limit && size > segmentHeaderSize {
-				seg, size, limit = seg+1, segmentHeaderSize, w.opts.SegmentSize
+			if size+rec > w.opts.SegmentSize && size > segmentHeaderSize {
+				seg, size = seg+1, segmentHeaderSize
 				chunks = append(chunks, chunk{seg: seg, start: size, create: true, data: w.buffer(len(chunks))})
 			} else if len(chunks) == 0 {
 				chunks = append(chunks, chunk{seg: seg, start: size, data: w.buffer(0)})
@@ -821,9 +655,18 @@ func (w *WAL) buffer(i int) []byte {
 func (w *WAL) commit(chunks []chunk) (Position, error) {
 	for i, c := range chunks {
 		if c.create {
-			if err := w.rotate(c.seg); err != nil {
+			f, err := createSegment(w.dir, c.seg)
+			if err != nil {
 				return w.durable(), err
 			}
+			old := w.f
+			w.f, w.seg, w.size = f, c.seg, segmentHeaderSize
+			// The old segment was synced after its last write; a close
+			// error cannot lose anything.
+			_ = old.Close()
+			w.mu.Lock()
+			w.end = Position{Segment: c.seg, Offset: segmentHeaderSize}
+			w.mu.Unlock()
 		}
 		if _, err := w.f.WriteAt(c.data, c.start); err != nil {
 			return w.durable(), fmt.Errorf("wal: write %s at %d: %w", w.f.Name(), c.start, err)
@@ -837,9 +680,6 @@ func (w *WAL) commit(chunks []chunk) (Position, error) {
 		w.mu.Lock()
 		w.end = w.durable()
 		w.mu.Unlock()
-		if w.next == nil && 2*(w.size-segmentHeaderSize) >= w.limit-segmentHeaderSize {
-			w.prepareNext()
-		}
 	}
 	for i := range w.bufs {
 		if cap(w.bufs[i]) > 2*maxBatchBytes {
@@ -847,54 +687,6 @@ func (w *WAL) commit(chunks []chunk) (Position, error) {
 		}
 	}
 	return w.durable(), nil
-}
-
-// prepareNext starts preparing segment w.seg+1 in the background, so that
-// the rotation to it, on the path of some caller's acknowledgement, is only
-// a rename and a directory fsync. Called by the committer, when the active
-// segment is half full or, failing that, at the rotation itself.
-func (w *WAL) prepareNext() {
-	p := &nextSegment{n: w.seg + 1, size: w.opts.SegmentSize, done: make(chan struct{})}
-	w.next = p
-	go func() {
-		defer close(p.done)
-		p.err = prepareSegment(w.dir, p.n, p.size, w.stopPrep)
-	}()
-}
-
-// rotate makes segment n (w.seg+1), prepared by prepareNext, the active one.
-// The old segment was synced after its last write; what follows its last
-// record is zeros (version 2) or nothing (version 1).
-func (w *WAL) rotate(n uint32) error {
-	if w.next == nil {
-		w.prepareNext()
-	}
-	p := w.next
-	<-p.done
-	w.next = nil
-	if p.err != nil {
-		// It failed in the background, maybe for a reason gone since (a
-		// full disk); try once more, on this caller's time, before failing.
-		if err := prepareSegment(w.dir, p.n, p.size, nil); err != nil {
-			return errors.Join(p.err, err)
-		}
-	}
-	if p.n != n {
-		return fmt.Errorf("wal: prepared segment %d, rotating to %d", p.n, n) // cannot happen
-	}
-	f, err := installSegment(w.dir, n)
-	if err != nil {
-		return err
-	}
-	old := w.f
-	w.f, w.seg, w.size, w.limit, w.version = f, n, segmentHeaderSize, p.size, FormatVersion
-	// The old segment was synced after its last write; a close error
-	// cannot lose anything.
-	_ = old.Close()
-	w.mu.Lock()
-	w.end = Position{Segment: n, Offset: segmentHeaderSize}
-	w.mu.Unlock()
-	return nil
 }
 
 // durable is the committer's view of the end of the log: w.seg, w.size.
@@ -953,12 +745,12 @@ func (w *WAL) TruncateBefore(pos Position) (int, error) {
 	for s := first; s < end.Segment && s <= pos.Segment; s++ {
 		path := filepath.Join(w.dir, segmentName(s))
 		if s == pos.Segment {
-			before, serr := recordsEndBy(path, int64(pos.Offset))
+			st, serr := os.Stat(path)
 			if serr != nil {
 				err = serr
 				break
 			}
-			if !before {
+			if int64(pos.Offset) < st.Size() {
 				break
 			}
 		}
@@ -979,23 +771,6 @@ func (w *WAL) TruncateBefore(pos Position) (int, error) {
 	return removed, nil
 }
 
-// recordsEndBy reports whether no record of the segment at path lies after
-// offset off: nothing follows it but zeros (the clean end of a version-2
-// segment) or the end of the file. A record after off would start with a
-// header whose kind is not zero.
-func recordsEndBy(path string, off int64) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
-	return zeroFrom(f, off, st.Size())
-}
-
 // Close waits for the appends already queued, then closes the log and
 // releases its lock. Later calls return ErrClosed; Close again returns nil.
 func (w *WAL) Close() error {
@@ -1008,23 +783,12 @@ func (w *WAL) Close() error {
 	w.mu.Unlock()
 	close(w.quit)
 	<-w.exited
-	// Abandon a preparation; a prepared segment is not part of the log.
-	close(w.stopPrep)
-	var err error
-	if p := w.next; p != nil {
-		<-p.done
-		// A failed or stopped preparation removed its file; its error
-		// belongs to a rotation that never came.
-		if p.err == nil {
-			err = os.Remove(filepath.Join(w.dir, nextSegmentName(p.n)))
-		}
-		w.next = nil
-	}
 	// Wait for a running Replay or TruncateBefore.
 	w.files.Lock()
 	defer w.files.Unlock()
+	var err error
 	if w.f != nil {
-		err = errors.Join(err, w.f.Close())
+		err = w.f.Close()
 	}
 	return errors.Join(err, w.lock.Release())
 }

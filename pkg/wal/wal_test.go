@@ -3,7 +3,6 @@ package wal
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -131,15 +130,14 @@ func TestRollover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Size() != segSize {
-			t.Errorf("segment %d is %d bytes, not the %d it was created with", s, st.Size(), segSize)
+		if st.Size() > segSize {
+			t.Errorf("segment %d is %d bytes, over %d", s, st.Size(), segSize)
 		}
 	}
-	// Each segment parses on its own: no record spans two, zeros follow
-	// the last.
+	// Each segment parses on its own: no record spans two.
 	for s := uint32(1); s <= last; s++ {
 		b, _ := os.ReadFile(segPath(dir, s))
-		for off := segmentHeaderSize; off < len(b) && !allZero(b[off:]); {
+		for off := segmentHeaderSize; off < len(b); {
 			_, _, size, err := parseRecord(b[off:])
 			if err != nil {
 				t.Fatalf("segment %d offset %d: %v", s, off, err)
@@ -201,13 +199,8 @@ func lastSegment(rs []rec) []rec {
 	return rs[i:]
 }
 
-// testSegment is the segment size of tests that write a crash's leftovers
-// by hand: small, so that each Open's zero fill costs little.
-const testSegment = 8 << 10
-
 // writeLog writes records with one Append per element of calls, closes the
-// log and returns the records and the newest segment's bytes up to its last
-// record (the zeros after it left off; see preallocated).
+// log and returns the records and the newest segment's bytes.
 func writeLog(t *testing.T, dir string, opts Options, calls [][][]byte) ([]rec, []byte) {
 	t.Helper()
 	w := open(t, dir, opts)
@@ -230,60 +223,16 @@ func writeLog(t *testing.T, dir string, opts Options, calls [][][]byte) ([]rec, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !allZero(b[end.Offset:]) {
-		t.Fatalf("segment %d holds more than zeros after its last record", end.Segment)
-	}
-	return rs, b[:end.Offset]
-}
-
-// preallocated pads segment bytes with zeros to size, as a version-2
-// segment is on disk.
-func preallocated(b []byte, size int) []byte {
-	return append(bytes.Clone(b), make([]byte, max(0, size-len(b)))...)
-}
-
-// asV1 returns segment bytes with the header of version 1 (records are the
-// same in both versions).
-func asV1(b []byte) []byte {
-	b = bytes.Clone(b)
-	copy(b, segmentHeaderVersion(binary.LittleEndian.Uint32(b[12:]), formatAppend))
-	return b
-}
-
-// nonZeroEnd is the offset after the last non-zero byte of b.
-func nonZeroEnd(b []byte) int64 {
-	n := len(b)
-	for n > 0 && b[n-1] == 0 {
-		n--
-	}
-	return int64(n)
-}
-
-// checkFile fails unless the segment at path is size bytes long and holds
-// only zeros from off on.
-func checkFile(t *testing.T, path string, size, off int64) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int64(len(b)) != size || !allZero(b[off:]) {
-		t.Fatalf("%s: %d bytes (want %d), zeros from %d: %v", path, len(b), size, off, allZero(b[min(off, int64(len(b))):]))
-	}
+	return rs, b
 }
 
 func recordStart(r rec) int64 { return int64(r.pos.Offset) - recordHeaderSize - int64(len(r.payload)) }
 
-// TestTornTailEveryOffset tears the newest segment's last write at every
-// byte: the write's prefix reached the disk and the rest did not, leaving
-// the zeros the segment was created with (version 2), the file cut short
-// (version 1; or a version-2 file cut by hand). Open reports the torn bytes
-// unless only zeros follow the last whole record (the clean end of a
-// preallocated segment), Replay yields exactly the records written whole
-// before the tear, and appends continue after them.
+// TestTornTailEveryOffset cuts the newest segment at every byte of its last
+// write: Open reports the cut, Replay yields exactly the records written
+// whole before it, and appends continue after them.
 func TestTornTailEveryOffset(t *testing.T) {
 	base := t.TempDir()
-	opts := Options{SegmentSize: testSegment}
 	for _, tc := range []struct {
 		name string
 		last [][]byte // the last write
@@ -291,74 +240,50 @@ func TestTornTailEveryOffset(t *testing.T) {
 		{"one record", [][]byte{payload(9, 100)}},
 		{"three records in one write", [][]byte{payload(9, 20), payload(10, 0), payload(11, 30)}},
 	} {
-		for _, layout := range []string{"v2 into zeros", "v2 cut short", "v1 cut short"} {
-			t.Run(tc.name+"/"+layout, func(t *testing.T) {
-				calls := [][][]byte{{payload(1, 50)}, {payload(2, 10), payload(3, 60)}, tc.last}
-				rs, seg := writeLog(t, filepath.Join(base, tc.name, layout), opts, calls)
-				if layout == "v1 cut short" {
-					seg = asV1(seg)
+		t.Run(tc.name, func(t *testing.T) {
+			calls := [][][]byte{{payload(1, 50)}, {payload(2, 10), payload(3, 60)}, tc.last}
+			rs, seg := writeLog(t, filepath.Join(base, tc.name), Options{}, calls)
+			first := len(rs) - len(tc.last)
+			from := recordStart(rs[first])
+			for cut := from; cut < int64(len(seg)); cut++ {
+				dir := t.TempDir()
+				if err := os.WriteFile(segPath(dir, 1), seg[:cut], 0o644); err != nil {
+					t.Fatal(err)
 				}
-				first := len(rs) - len(tc.last)
-				from := recordStart(rs[first])
-				for cut := from; cut <= int64(len(seg)); cut++ {
-					dir := t.TempDir()
-					file := seg[:cut]
-					if layout == "v2 into zeros" {
-						file = preallocated(file, testSegment)
-					}
-					if err := os.WriteFile(segPath(dir, 1), file, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					// The records wholly before the cut survive.
-					whole := first
-					for whole < len(rs) && int64(rs[whole].pos.Offset) <= cut {
-						whole++
-					}
-					kept := int64(rs[whole-1].pos.Offset)
-					torn := cut // where the written bytes end
-					if layout != "v1 cut short" {
-						torn = kept + nonZeroEnd(seg[kept:cut]) // zeros there are the clean end
-					}
-					w := open(t, dir, opts)
-					tr := w.Truncated()
-					if (torn == kept) != (tr == nil) {
-						t.Fatalf("cut at %d: truncation %v", cut, tr)
-					}
-					if tr != nil && (tr.Segment != 1 || tr.Offset != kept || tr.Offset+tr.Bytes != torn) {
-						t.Fatalf("cut at %d: truncation %+v, want %d bytes at %d", cut, tr, torn-kept, kept)
-					}
-					sameRecs(t, replayAll(t, w, Position{}), rs[:whole])
-					p := appendOne(t, w, []byte("after"))
-					if p.Offset != uint32(kept)+recordHeaderSize+5 {
-						t.Fatalf("cut at %d: append at %v, want after %d", cut, p, kept)
-					}
-					if err := w.Close(); err != nil {
-						t.Fatal(err)
-					}
-					if layout == "v1 cut short" {
-						checkFile(t, segPath(dir, 1), int64(p.Offset), int64(p.Offset))
-					} else {
-						checkFile(t, segPath(dir, 1), testSegment, int64(p.Offset))
-					}
-					w = open(t, dir, opts)
-					if tr := w.Truncated(); tr != nil {
-						t.Fatalf("cut at %d: reopening after the repair cut again: %v", cut, tr)
-					}
-					sameRecs(t, replayAll(t, w, Position{}), append(slices.Clone(rs[:whole]), rec{p, []byte("after")}))
-					w.Close()
+				// The records wholly before the cut survive.
+				whole := first
+				for whole < len(rs) && int64(rs[whole].pos.Offset) <= cut {
+					whole++
 				}
-			})
-		}
+				w := open(t, dir, Options{})
+				tr := w.Truncated()
+				atBoundary := whole > 0 && int64(rs[whole-1].pos.Offset) == cut
+				if atBoundary != (tr == nil) {
+					t.Fatalf("cut at %d: truncation %v", cut, tr)
+				}
+				if tr != nil && (tr.Segment != 1 || tr.Offset != int64(rs[whole-1].pos.Offset) || tr.Offset+tr.Bytes != cut) {
+					t.Fatalf("cut at %d: truncation %+v", cut, tr)
+				}
+				sameRecs(t, replayAll(t, w, Position{}), rs[:whole])
+				p := appendOne(t, w, []byte("after"))
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				w = open(t, dir, Options{})
+				if tr := w.Truncated(); tr != nil {
+					t.Fatalf("cut at %d: reopening after the repair cut again: %v", cut, tr)
+				}
+				sameRecs(t, replayAll(t, w, Position{}), append(slices.Clone(rs[:whole]), rec{p, []byte("after")}))
+				w.Close()
+			}
+		})
 	}
 }
 
-// TestTornTailKinds covers the other shapes a torn newest segment takes, in
-// a preallocated segment (v2) and in one that grew by appending (v1). In v2
-// the damaged bytes are zeroed in place; in v1 they are cut off.
+// TestTornTailKinds covers the other shapes a torn newest segment takes.
 func TestTornTailKinds(t *testing.T) {
-	opts := Options{SegmentSize: testSegment}
 	calls := [][][]byte{{payload(1, 50)}, {payload(2, 40)}, {payload(3, 30), payload(4, 30), payload(5, 30)}}
-	rs, seg := writeLog(t, t.TempDir(), opts, calls)
+	rs, seg := writeLog(t, t.TempDir(), Options{}, calls)
 	last := rs[len(rs)-3:] // the last write
 	zero := func(b []byte, from, to int64) []byte {
 		b = bytes.Clone(b)
@@ -375,50 +300,35 @@ func TestTornTailKinds(t *testing.T) {
 		seg     []byte
 		keep    int // records that survive
 		cutAt   int64
-		records int  // intact records cut with the damage
-		clean   bool // in v2: zeros follow the records kept, nothing to report
+		records int // intact records cut with the damage
 	}{
-		{"trailing zeros", append(bytes.Clone(seg), make([]byte, 8192)...), len(rs), int64(len(seg)), 0, true},
-		{"a few trailing zeros", append(bytes.Clone(seg), make([]byte, 5)...), len(rs), int64(len(seg)), 0, true},
-		{"trailing garbage", append(bytes.Clone(seg), "garbage after the end"...), len(rs), int64(len(seg)), 0, false},
-		{"last record zeroed", zero(seg, recordStart(last[2]), int64(len(seg))), len(rs) - 1, recordStart(last[2]), 0, true},
-		{"last record crc", flip(seg, int64(len(seg))-1), len(rs) - 1, recordStart(last[2]), 0, false},
-		{"last record length", flip(seg, recordStart(last[2])), len(rs) - 1, recordStart(last[2]), 0, false},
-		{"first of last write zeroed, rest intact", zero(seg, recordStart(last[0]), int64(last[0].pos.Offset)), len(rs) - 3, recordStart(last[0]), 2, false},
-		{"middle of last write damaged", flip(seg, recordStart(last[1])+recordHeaderSize+3), len(rs) - 2, recordStart(last[1]), 1, false},
-		{"page of last write lost", zero(seg, recordStart(last[1])+5, recordStart(last[1])+20), len(rs) - 2, recordStart(last[1]), 1, false},
+		{"trailing zeros", append(bytes.Clone(seg), make([]byte, 8192)...), len(rs), int64(len(seg)), 0},
+		{"a few trailing zeros", append(bytes.Clone(seg), make([]byte, 5)...), len(rs), int64(len(seg)), 0},
+		{"trailing garbage", append(bytes.Clone(seg), "garbage after the end"...), len(rs), int64(len(seg)), 0},
+		{"last record zeroed", zero(seg, recordStart(last[2]), int64(len(seg))), len(rs) - 1, recordStart(last[2]), 0},
+		{"last record crc", flip(seg, int64(len(seg))-1), len(rs) - 1, recordStart(last[2]), 0},
+		{"last record length", flip(seg, recordStart(last[2])), len(rs) - 1, recordStart(last[2]), 0},
+		{"first of last write zeroed, rest intact", zero(seg, recordStart(last[0]), int64(last[0].pos.Offset)), len(rs) - 3, recordStart(last[0]), 2},
+		{"middle of last write damaged", flip(seg, recordStart(last[1])+recordHeaderSize+3), len(rs) - 2, recordStart(last[1]), 1},
+		{"page of last write lost", zero(seg, recordStart(last[1])+5, recordStart(last[1])+20), len(rs) - 2, recordStart(last[1]), 1},
 	} {
-		for _, v1 := range []bool{false, true} {
-			name := tc.name + "/v2"
-			if v1 {
-				name = tc.name + "/v1"
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(segPath(dir, 1), tc.seg, 0o644)
+			w := open(t, dir, Options{})
+			tr := w.Truncated()
+			if tr == nil || tr.Offset != tc.cutAt || tr.Bytes != int64(len(tc.seg))-tc.cutAt || tr.Records != tc.records {
+				t.Fatalf("truncation %+v, want offset %d, %d records", tr, tc.cutAt, tc.records)
 			}
-			t.Run(name, func(t *testing.T) {
-				dir := t.TempDir()
-				file, wantBytes := preallocated(tc.seg, testSegment), nonZeroEnd(tc.seg)-tc.cutAt
-				size := int64(len(file)) // a preallocated segment keeps its size
-				if v1 {
-					file, wantBytes, size = asV1(tc.seg), int64(len(tc.seg))-tc.cutAt, tc.cutAt
-				}
-				os.WriteFile(segPath(dir, 1), file, 0o644)
-				w := open(t, dir, opts)
-				tr := w.Truncated()
-				if tc.clean && !v1 {
-					if tr != nil {
-						t.Fatalf("clean end reported as %v", tr)
-					}
-				} else if tr == nil || tr.Offset != tc.cutAt || tr.Bytes != wantBytes || tr.Records != tc.records {
-					t.Fatalf("truncation %+v, want %d bytes at offset %d, %d records", tr, wantBytes, tc.cutAt, tc.records)
-				} else {
-					t.Log(tr)
-				}
-				sameRecs(t, replayAll(t, w, Position{}), rs[:tc.keep])
-				checkFile(t, segPath(dir, 1), size, tc.cutAt)
-				if p := appendOne(t, w, []byte("x")); int64(p.Offset) != tc.cutAt+recordHeaderSize+1 {
-					t.Fatalf("append after the cut at %v", p)
-				}
-			})
-		}
+			t.Log(tr)
+			sameRecs(t, replayAll(t, w, Position{}), rs[:tc.keep])
+			if st, _ := os.Stat(segPath(dir, 1)); st.Size() != tc.cutAt {
+				t.Fatalf("segment is %d bytes after the cut, want %d", st.Size(), tc.cutAt)
+			}
+			if p := appendOne(t, w, []byte("x")); int64(p.Offset) != tc.cutAt+recordHeaderSize+1 {
+				t.Fatalf("append after the cut at %v", p)
+			}
+		})
 	}
 }
 
@@ -468,15 +378,14 @@ func asCorruption(t *testing.T, err error, seg uint32, off int64) {
 // segment: a later write follows, so Open refuses, naming the record.
 func TestCorruptionMidSegment(t *testing.T) {
 	src := t.TempDir()
-	rs, seg := writeLog(t, src, Options{SegmentSize: testSegment}, [][][]byte{{payload(1, 30)}, {payload(2, 25)}, {payload(3, 30)}})
-	seg = preallocated(seg, testSegment)
+	rs, seg := writeLog(t, src, Options{}, [][][]byte{{payload(1, 30)}, {payload(2, 25)}, {payload(3, 30)}})
 	mid := rs[1]
 	for at := recordStart(mid); at < int64(mid.pos.Offset); at++ {
 		dir := t.TempDir()
 		b := bytes.Clone(seg)
 		b[at] ^= 0x01
 		os.WriteFile(segPath(dir, 1), b, 0o644)
-		_, err := Open(dir, Options{SegmentSize: testSegment})
+		_, err := Open(dir, Options{})
 		asCorruption(t, err, 1, recordStart(mid))
 		if got, _ := os.ReadFile(segPath(dir, 1)); !bytes.Equal(got, b) {
 			t.Fatal("a refused open modified the segment")
@@ -486,28 +395,27 @@ func TestCorruptionMidSegment(t *testing.T) {
 
 func TestQuarantine(t *testing.T) {
 	dir := t.TempDir()
-	rs, seg := writeLog(t, dir, Options{SegmentSize: testSegment}, [][][]byte{{payload(1, 30)}, {payload(2, 25)}, {payload(3, 30)}})
+	rs, seg := writeLog(t, dir, Options{}, [][][]byte{{payload(1, 30)}, {payload(2, 25)}, {payload(3, 30)}})
 	bad := bytes.Clone(seg)
 	bad[recordStart(rs[1])+recordHeaderSize] ^= 0xff
-	os.WriteFile(segPath(dir, 1), preallocated(bad, testSegment), 0o644)
+	os.WriteFile(segPath(dir, 1), bad, 0o644)
 
-	w := open(t, dir, Options{SegmentSize: testSegment, Quarantine: true})
+	w := open(t, dir, Options{Quarantine: true})
 	tr := w.Truncated()
 	if tr == nil || tr.Quarantine == "" || tr.Offset != recordStart(rs[1]) {
 		t.Fatalf("truncation %+v", tr)
 	}
 	t.Log(tr)
 	kept, err := os.ReadFile(tr.Quarantine)
-	if err != nil || !bytes.Equal(kept, preallocated(bad, testSegment)) {
+	if err != nil || !bytes.Equal(kept, bad) {
 		t.Fatalf("quarantined bytes differ from the damaged segment (%v)", err)
 	}
 	sameRecs(t, replayAll(t, w, Position{}), rs[:1])
 	p := appendOne(t, w, []byte("z"))
 	w.Close()
-	checkFile(t, segPath(dir, 1), testSegment, int64(p.Offset)) // the replacement is preallocated too
 
 	// The quarantined file is not a segment; reopening sees a clean log.
-	w = open(t, dir, Options{SegmentSize: testSegment, Quarantine: true})
+	w = open(t, dir, Options{Quarantine: true})
 	if w.Truncated() != nil {
 		t.Fatalf("second open: %v", w.Truncated())
 	}
@@ -518,10 +426,10 @@ func TestQuarantine(t *testing.T) {
 	b, _ := os.ReadFile(segPath(dir, 1))
 	copy(b, "XX")
 	os.WriteFile(segPath(dir, 1), b, 0o644)
-	if _, err := Open(dir, Options{SegmentSize: testSegment}); !errors.Is(err, ErrCorrupt) {
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("bad header without quarantine: %v", err)
 	}
-	w = open(t, dir, Options{SegmentSize: testSegment, Quarantine: true})
+	w = open(t, dir, Options{Quarantine: true})
 	if tr := w.Truncated(); tr == nil || tr.Offset != 0 || filepath.Base(tr.Quarantine) != "00000001.wal.corrupt.1" {
 		t.Fatalf("truncation %+v", tr)
 	}
@@ -555,26 +463,22 @@ func TestCorruptionOlderSegment(t *testing.T) {
 		os.WriteFile(path, f(b), 0o644)
 	}
 
-	end := func(s []rec) int64 { return int64(s[len(s)-1].pos.Offset) }
 	for _, tc := range []struct {
 		name string
-		f    func(b []byte, seg1 []rec) []byte
+		f    func([]byte) []byte
 		off  func(seg1 []rec) int64
 	}{
-		{"flipped byte", func(b []byte, _ []rec) []byte {
-			b[segmentHeaderSize+recordHeaderSize+60+recordHeaderSize+5] ^= 1
-			return b
-		},
+		{"flipped byte", func(b []byte) []byte { b[segmentHeaderSize+recordHeaderSize+60+recordHeaderSize+5] ^= 1; return b },
 			func(s []rec) int64 { return recordStart(s[1]) }},
-		{"cut short", func(b []byte, s []rec) []byte { return b[:end(s)-1] },
+		{"cut short", func(b []byte) []byte { return b[:len(b)-1] },
 			func(s []rec) int64 { return recordStart(s[len(s)-1]) }},
-		{"byte in the zeros", func(b []byte, s []rec) []byte { b[len(b)-1] = 1; return b }, end},
-		{"v1 trailing zeros", func(b []byte, s []rec) []byte { return asV1(b) }, end},
-		{"bad header", func(b []byte, _ []rec) []byte { b[8] = 9; return b }, func([]rec) int64 { return 0 }},
+		{"trailing zeros", func(b []byte) []byte { return append(b, make([]byte, 32)...) },
+			func(s []rec) int64 { return int64(s[len(s)-1].pos.Offset) }},
+		{"bad header", func(b []byte) []byte { b[8] = 9; return b }, func([]rec) int64 { return 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, rs := setup(t)
-			edit(t, segPath(dir, 1), func(b []byte) []byte { return tc.f(b, inSeg(rs, 1)) })
+			edit(t, segPath(dir, 1), tc.f)
 			w := open(t, dir, opts) // only the newest segment is read at open
 			err := w.Replay(Position{}, func(Position, []byte) error { return nil })
 			asCorruption(t, err, 1, tc.off(inSeg(rs, 1)))
@@ -793,95 +697,4 @@ func Example() {
 	// Output:
 	// 00000001:71 second write
 	// wal_position of the first write: 4294967339
-}
-
-// TestPreparedSegments: every segment is created at its full size; what a
-// preparation leaves behind (a crash before its rename, a Close during it)
-// is not part of the log; a segment installed by a rotation that a crash
-// interrupted before any record went in is a clean, empty newest segment.
-func TestPreparedSegments(t *testing.T) {
-	dir := t.TempDir()
-	const segSize = 4096
-	opts := Options{SegmentSize: segSize}
-	leftovers := func() []string {
-		t.Helper()
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range ents {
-			if _, ok := parseSegmentName(e.Name()); !ok && e.Name() != "LOCK" {
-				names = append(names, e.Name())
-			}
-		}
-		return names
-	}
-	os.WriteFile(filepath.Join(dir, nextSegmentName(1)), []byte("half prepared"), 0o644)
-	os.WriteFile(filepath.Join(dir, nextSegmentName(7)), make([]byte, segSize), 0o644)
-	w := open(t, dir, opts)
-	if got := leftovers(); len(got) != 0 {
-		t.Fatalf("Open left %v", got)
-	}
-	var want []rec
-	for i := range 14 { // four records of 1000 bytes fill a segment
-		p := payload(i, 1000)
-		want = append(want, rec{appendOne(t, w, p), p})
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got := leftovers(); len(got) != 0 {
-		t.Fatalf("Close left %v", got)
-	}
-	last := want[len(want)-1].pos
-	if last.Segment != 4 {
-		t.Fatalf("last record at %v", last)
-	}
-	for s := uint32(1); s <= last.Segment; s++ {
-		end := lastOf(want, s)
-		checkFile(t, segPath(dir, s), segSize, int64(end.Offset))
-	}
-
-	// A crash just after a rotation renamed segment 5 into place.
-	if err := prepareSegment(dir, 5, segSize, nil); err != nil {
-		t.Fatal(err)
-	}
-	f, err := installSegment(dir, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	// ... while segment 6 was being prepared.
-	os.WriteFile(filepath.Join(dir, nextSegmentName(6)), segmentHeader(6), 0o644)
-	w = open(t, dir, opts)
-	if tr := w.Truncated(); tr != nil {
-		t.Fatalf("clean rotation reported as %v", tr)
-	}
-	if got := leftovers(); len(got) != 0 {
-		t.Fatalf("Open left %v", got)
-	}
-	if end := w.End(); end != (Position{5, segmentHeaderSize}) {
-		t.Fatalf("End %v after an empty newest segment", end)
-	}
-	sameRecs(t, replayAll(t, w, Position{}), want)
-	p := appendOne(t, w, []byte("in 5"))
-	if p != (Position{5, segmentHeaderSize + recordHeaderSize + 4}) {
-		t.Fatalf("append at %v", p)
-	}
-	want = append(want, rec{p, []byte("in 5")})
-	sameRecs(t, replayAll(t, w, Position{}), want)
-	w.Close()
-
-	// Close while the next segment is being prepared: a large segment, so
-	// that its zero fill is likely still running.
-	dir = t.TempDir()
-	w = open(t, dir, Options{SegmentSize: 32 << 20})
-	appendOne(t, w, make([]byte, 16<<20))
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got := leftovers(); len(got) != 0 {
-		t.Fatalf("Close during a preparation left %v", got)
-	}
 }
