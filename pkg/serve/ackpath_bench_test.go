@@ -1,0 +1,190 @@
+package serve
+
+// Benchmarks of the ack path's stages one at a time, each with the CPU
+// caches evicted between batches: a server's writes come tens of
+// milliseconds apart, with merges, collections and gRPC buffers between
+// them, so a batch finds the code cache, the index and the base's periods
+// out of cache, and a benchmark that repeats one batch hot measures
+// something else (BenchmarkCodeLookup/warm: 20-35 ns a row against ~100
+// cold).
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/delta"
+)
+
+// ackBench is a server over the 100k-series, 150-period benchmark base,
+// a view of its dataset and the delta schema writes to it have.
+type ackBench struct {
+	d      *dataset
+	v      *view
+	schema *delta.Schema
+	thrash []byte
+}
+
+func newAckBench(b *testing.B) *ackBench {
+	srv := startServer(b, Config{Root: benchRoot(b, 100_000, 150)})
+	var d *dataset
+	for _, d = range srv.svc.datasets {
+	}
+	v := d.acquire()
+	b.Cleanup(v.Release)
+	schema, err := schemaOf(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &ackBench{d: d, v: v, schema: schema, thrash: make([]byte, 64<<20)}
+}
+
+// evict writes a line of every 64 bytes of 64 MiB: what the batch will
+// read is then out of the CPU's caches. Call it with the timer stopped.
+func (a *ackBench) evict() {
+	for i := 0; i < len(a.thrash); i += 64 {
+		a.thrash[i]++
+	}
+}
+
+// normBatch is a DoPut batch as the check leaves it: normalized, with its
+// series' codes in the base.
+type normBatch struct {
+	norm  arrow.RecordBatch
+	codes []int32
+}
+
+// batches are n batches of 10k distinct series (benchBatch: revisions
+// when revise(k), appends otherwise), normalized against the base.
+func (a *ackBench) batches(b *testing.B, n int, revise func(k int) bool) []normBatch {
+	ids := uniformIDs(100_000)
+	var out []normBatch
+	for k := 0; k < n; k++ {
+		rec := benchBatch(ids, k*10_000, 10_000, revise(k))
+		kn := newPutKnown(a.d, a.v)
+		norm, codes, err := delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
+		rec.Release()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(norm.Release)
+		out = append(out, normBatch{norm, codes})
+	}
+	return out
+}
+
+// prepare is delta.Prepare of bt over the base.
+func (a *ackBench) prepare(b *testing.B, bt normBatch) *delta.Prepared {
+	p, err := delta.Prepare(context.Background(), memory.DefaultAllocator, a.schema, bt.norm, a.v.base, bt.codes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func reportPerRow(b *testing.B) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10_000), "ns/row")
+}
+
+// BenchmarkNormalize: a DoPut batch's check against the base
+// (delta.NormalizeCodes through the warm code cache): the check stage.
+// Its look-ups in the code cache are ~93% of it.
+func BenchmarkNormalize(b *testing.B) {
+	a := newAckBench(b)
+	a.d.codes(a.v).warm()
+	ids := uniformIDs(100_000)
+	var recs []arrow.RecordBatch
+	for k := 0; k < 8; k++ {
+		recs = append(recs, benchBatch(ids, k*10_000, 10_000, k%2 == 0))
+		b.Cleanup(recs[k].Release)
+	}
+	rot := 0
+	for b.Loop() {
+		b.StopTimer()
+		a.evict()
+		rec := recs[rot%len(recs)]
+		rot++
+		b.StartTimer()
+		kn := newPutKnown(a.d, a.v)
+		norm, _, err := delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		norm.Release()
+		b.StartTimer()
+	}
+	reportPerRow(b)
+}
+
+// BenchmarkPrepare: delta.Prepare of a batch (revisions, whose periods lie
+// inside the base's, and appends, after them): the sorting into a run and
+// the look-up of which rows the base holds (markInBase), beside the fsync.
+func BenchmarkPrepare(b *testing.B) {
+	a := newAckBench(b)
+	for _, revise := range []bool{true, false} {
+		b.Run(fmt.Sprintf("revise=%v", revise), func(b *testing.B) {
+			batches := a.batches(b, 8, func(int) bool { return revise })
+			rot := 0
+			for b.Loop() {
+				b.StopTimer()
+				a.evict()
+				bt := batches[rot%len(batches)]
+				rot++
+				b.StartTimer()
+				p := a.prepare(b, bt)
+				b.StopTimer()
+				p.Release()
+				b.StartTimer()
+			}
+			reportPerRow(b)
+		})
+	}
+}
+
+// BenchmarkAppendPrepared: the applier's share of a batch
+// (delta.State.AppendPrepared: the key index's bookkeeping, under the
+// writer's lock, after the fsync) over a delta that already holds every
+// series of the base.
+func BenchmarkAppendPrepared(b *testing.B) {
+	a := newAckBench(b)
+	ctx := context.Background()
+	batches := a.batches(b, 16, func(k int) bool { return k%2 == 0 })
+	st := delta.Empty(a.schema)
+	seq := uint64(0)
+	apply := func(p *delta.Prepared) {
+		seq++
+		var err error
+		if st, err = st.AppendPrepared(ctx, memory.DefaultAllocator, p, seq, seq, a.v.base); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill := func() { // every series in the key index
+		st = delta.Empty(a.schema)
+		for _, bt := range batches {
+			p := a.prepare(b, bt)
+			apply(p)
+			p.Release()
+		}
+	}
+	fill()
+	rot := 0
+	for b.Loop() {
+		b.StopTimer()
+		p := a.prepare(b, batches[rot%len(batches)])
+		rot++
+		a.evict()
+		b.StartTimer()
+		apply(p)
+		b.StopTimer()
+		p.Release()
+		if len(st.Runs()) > 64 { // a server's merger keeps the runs few; here they just go
+			fill()
+		}
+		b.StartTimer()
+	}
+	reportPerRow(b)
+}
