@@ -14,9 +14,11 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/query"
 )
 
 // ackBench is a server over the 100k-series, 150-period benchmark base,
@@ -187,4 +189,61 @@ func BenchmarkAppendPrepared(b *testing.B) {
 		b.StartTimer()
 	}
 	reportPerRow(b)
+}
+
+// BenchmarkPublishNewSeries: what publishing a State costs the applier
+// (query.NewComposite, under the writer's lock, before the batch is
+// acknowledged) when the delta holds many series the base lacks: every
+// publish collects and sorts the delta's new series anew, so it grows
+// with them (a known limit, not yet fixed: an incremental list is the
+// fix).
+func BenchmarkPublishNewSeries(b *testing.B) {
+	a := newAckBench(b)
+	ctx := context.Background()
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("new=%d", n), func(b *testing.B) {
+			st := delta.Empty(a.schema)
+			for k := 0; k < n/10_000; k++ {
+				rec := newSeriesBatch(k*10_000, 10_000)
+				kn := newPutKnown(a.d, a.v)
+				norm, codes, err := delta.NormalizeCodes(ctx, memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
+				rec.Release()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(norm.Release)
+				p := a.prepare(b, normBatch{norm, codes})
+				if st, err = st.AppendPrepared(ctx, memory.DefaultAllocator, p, uint64(k+1), uint64(k+1), a.v.base); err != nil {
+					b.Fatal(err)
+				}
+				p.Release()
+			}
+			for b.Loop() {
+				c := query.NewComposite(a.v.base, st)
+				if c.Info().Series != int64(a.v.Index().Len()+n) {
+					b.Fatalf("%d series", c.Info().Series)
+				}
+			}
+		})
+	}
+}
+
+// newSeriesBatch is n rows of series the benchmark base lacks ("N.k"…),
+// one row each, with the dataset's attribute.
+func newSeriesBatch(k, n int) arrow.RecordBatch {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "series_id", Type: arrow.BinaryTypes.String},
+		{Name: "period", Type: arrow.FixedWidthTypes.Date32},
+		{Name: "value", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "category", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer bld.Release()
+	for i := k; i < k+n; i++ {
+		bld.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("N.%07d", i))
+		bld.Field(1).(*array.Date32Builder).Append(10957)
+		bld.Field(2).(*array.Float64Builder).Append(float64(i))
+		bld.Field(3).(*array.StringBuilder).Append("c")
+	}
+	return bld.NewRecordBatch()
 }
