@@ -370,15 +370,15 @@ func (c *codeCache) grow(t *codeTable) bool {
 	if len(t.slots) >= 2*codeCacheMax {
 		return false
 	}
-	c.tab.Store(c.relaid(t, 2*len(t.slots)))
+	c.tab.Store(c.rehashed(t, 2*len(t.slots)))
 	return true
 }
 
-// relaid is a table of slots holding t's rows, each entry copied into
+// rehashed is a table of slots holding t's rows, each entry copied into
 // its arena. A slot set in t while this runs may be lost to the new
 // table: only a remembered row, looked up again next time. Requires c.mu
 // held.
-func (c *codeCache) relaid(t *codeTable, slots int) *codeTable {
+func (c *codeCache) rehashed(t *codeTable, slots int) *codeTable {
 	arena := c.arenaFor(slots)
 	if used := 2 * t.used.Load(); arena < used { // entries longer than the mean
 		arena = used
