@@ -490,5 +490,5 @@ func (b *bulk) assemble(seq, pos uint64, keys []uint64, group []int32) (_ *State
 	cols = nil
 	run.attrs = attrs
 	run.bytes = RecordBytes(run.rec)
-	return &State{schema: b.s, runs: []*Run{run}, keys: index}, nil
+	return &State{schema: b.s, runs: []*Run{run}, keys: index, fresh: withFresh(nil, run)}, nil
 }

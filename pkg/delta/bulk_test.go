@@ -205,6 +205,7 @@ func TestBulkMatchesOracle(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkState(t, st, base, want, givenAny)
+		checkFresh(t, st, base, want, givenAny, nil)
 		for _, w := range writes {
 			w.Release()
 		}

@@ -38,6 +38,10 @@ type State struct {
 	runs   []*Run // by seq, oldest first
 	frozen int    // runs[:frozen] are being folded into the next snapshot
 	keys   *keyIndex
+	// fresh are the series the runs hold that keys.base lacks, by id:
+	// extended by each Append (withFresh), carried over by merges and
+	// freezes (which change no series' presence), listed anew by Rebase.
+	fresh []*FreshSeries
 }
 
 // Empty is the State of a dataset without live writes.
@@ -59,6 +63,11 @@ func (st *State) Schema() *Schema { return st.schema }
 
 // Runs are every run, oldest first (frozen ones first).
 func (st *State) Runs() []*Run { return st.runs }
+
+// Fresh are the series the runs hold that their base lacks, sorted by id
+// (shared: the caller must not change it). A view gives them the codes
+// after the base's in this order.
+func (st *State) Fresh() []*FreshSeries { return st.fresh }
 
 // Frozen are the runs a compaction is folding.
 func (st *State) Frozen() []*Run { return st.runs[:st.frozen] }
@@ -147,7 +156,7 @@ func (st *State) Append(ctx context.Context, mem memory.Allocator, w arrow.Recor
 	r.pos = pos
 	r.added, r.fresh = keys.addEntries(r, entries, nil)
 	runs := append(slices.Clip(st.runs), r)
-	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
+	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys, fresh: withFresh(st.fresh, r)}, nil
 }
 
 // AppendPrepared is Append of a write Prepare sorted: it only finds the
@@ -178,7 +187,7 @@ func (st *State) AppendPrepared(ctx context.Context, mem memory.Allocator, p *Pr
 	r.seq, r.pos = seq, pos
 	r.added, r.fresh = keys.addEntries(r, entries, p.inBase)
 	runs := append(slices.Clip(st.runs), r)
-	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys}, nil
+	return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: keys, fresh: withFresh(st.fresh, r)}, nil
 }
 
 // MergeFanIn is how many runs one merge folds together. Runs are grouped
@@ -245,7 +254,7 @@ func (st *State) Replace(rs []*Run, m *Run) (*State, bool) {
 		if slices.Equal(st.runs[k:k+len(rs)], rs) {
 			runs := make([]*Run, 0, len(st.runs)-len(rs)+1)
 			runs = append(append(append(runs, st.runs[:k]...), m), st.runs[k+len(rs):]...)
-			return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: st.keys}, true
+			return &State{schema: st.schema, runs: runs, frozen: st.frozen, keys: st.keys, fresh: st.fresh}, true
 		}
 	}
 	return st, false
@@ -483,7 +492,7 @@ func (sc *mergeScratch) keep(rows, series []uint32, start []int32) {
 // Freeze marks every run as being folded into the next snapshot; later
 // writes are kept apart from them.
 func (st *State) Freeze() *State {
-	return &State{schema: st.schema, runs: st.runs, frozen: len(st.runs), keys: st.keys}
+	return &State{schema: st.schema, runs: st.runs, frozen: len(st.runs), keys: st.keys, fresh: st.fresh}
 }
 
 // DropFrozen removes the frozen runs once the snapshot holding them is
@@ -501,5 +510,6 @@ func (st *State) Rebase(base Base) *State {
 		out.runs = append(out.runs, &c)
 	}
 	out.keys = indexRuns(base, out.runs)
+	out.fresh = listFresh(out.runs)
 	return out
 }

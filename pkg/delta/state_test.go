@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -103,11 +104,12 @@ func write(s *Schema, rows []row, given map[string]bool) arrow.RecordBatch {
 func randomWrites(rng *rand.Rand, base *fakeBase, writes, maxRows int) ([][]row, []map[string]bool) {
 	var out [][]row
 	var givens []map[string]bool
+	known := map[string]bool{} // series given attributes by an earlier write
 	v := 0.0
 	for w := 0; w < writes; w++ {
 		n := 1 + rng.IntN(maxRows)
 		var rows []row
-		given := map[string]bool{}
+		given, omitted := map[string]bool{}, map[string]bool{}
 		// Some writes are one series' many rows, out of order, with
 		// duplicates: the long-series path of the sort.
 		single := rng.IntN(5) == 0
@@ -134,9 +136,15 @@ func randomWrites(rng *rand.Rand, base *fakeBase, writes, maxRows int) ([][]row,
 				r.status, r.null = "", true
 			}
 			rows = append(rows, r)
-			if num%2 == 1 || rng.IntN(3) == 0 {
-				given[id] = true // new series always carry attributes
+			if num%2 == 1 && !given[id] && known[id] && rng.IntN(4) == 0 {
+				omitted[id] = true // a new series' later write may leave its attributes out
 			}
+			if (num%2 == 1 && !omitted[id]) || rng.IntN(3) == 0 {
+				given[id] = true // new series carry attributes the first time
+			}
+		}
+		for id := range given {
+			known[id] = true
 		}
 		out = append(out, rows)
 		givens = append(givens, given)
@@ -165,6 +173,7 @@ func TestApplyMatchesOracle(t *testing.T) {
 			st := Empty(s)
 			want := map[key]row{}
 			givenAny := map[string]bool{}
+			attrOf := map[string]string{}
 			// Odd seeds append and merge as the write path does: a merge
 			// computed from an older State, installed into a newer one
 			// (or dropped when a freeze made it stale).
@@ -175,7 +184,7 @@ func TestApplyMatchesOracle(t *testing.T) {
 			}
 			var queued []pending
 			for i, rows := range writes {
-				rec := write(s, rows, givens[i])
+				rec := retag(write(s, rows, givens[i]), i)
 				var next *State
 				var err error
 				switch {
@@ -223,10 +232,12 @@ func TestApplyMatchesOracle(t *testing.T) {
 				}
 				for id := range givens[i] {
 					givenAny[id] = true
+					attrOf[id] = fmt.Sprintf("unit-%s#%d", id, i) // the newest write's attributes stand
 				}
 				if i == len(writes)/2 {
 					st = st.Freeze() // later writes stay apart from frozen runs
 				}
+				checkFresh(t, st, base, want, givenAny, attrOf)
 			}
 			if deferred {
 				for _, q := range queued {
@@ -249,6 +260,8 @@ func TestApplyMatchesOracle(t *testing.T) {
 				}
 			}
 			checkState(t, st, base, want, givenAny)
+			checkFresh(t, st, base, want, givenAny, attrOf)
+			checkFresh(t, st.Rebase(base), base, want, givenAny, attrOf)
 			if len(writes) > 8 && len(st.Runs()) >= len(writes) {
 				t.Errorf("%d runs after %d writes: runs are not merged", len(st.Runs()), len(writes))
 			}
@@ -307,7 +320,7 @@ func checkState(t *testing.T, st *State, base *fakeBase, want map[key]row, given
 			}
 			if r.Given(i) {
 				gotGiven[r.SeriesID(i)] = true
-				if a := r.Attrs(0).(*array.String); a.IsNull(i) || a.Value(i) != "unit-"+r.SeriesID(i) {
+				if a := r.Attrs(0).(*array.String); a.IsNull(i) || !isUnitOf(a.Value(i), r.SeriesID(i)) {
 					t.Fatalf("run %d series %s: attribute %v", ri, r.SeriesID(i), a)
 				}
 			}
@@ -348,4 +361,78 @@ func TestApplyMatchesOracleParallelProbe(t *testing.T) {
 	parallelProbeRows = 1
 	defer func() { parallelProbeRows = old }()
 	TestApplyMatchesOracle(t)
+}
+
+// checkFresh: the State's list of fresh series, kept up write by write
+// (withFresh), is what a rebase lists in full from its runs (listFresh):
+// the same ids in order, each given exactly when a write gave it
+// attributes, with the attribute values of the newest write that gave
+// them (attrOf; nil: "unit-"+id). And the ids are exactly the written
+// series the base lacks.
+func checkFresh(t *testing.T, st *State, base *fakeBase, want map[key]row, givenAny map[string]bool, attrOf map[string]string) {
+	t.Helper()
+	got, full := st.Fresh(), listFresh(st.Runs())
+	var ids []string
+	seen := map[string]bool{}
+	for k := range want {
+		if _, ok := base.Lookup(k.id); !ok && !seen[k.id] {
+			seen[k.id] = true
+			ids = append(ids, k.id)
+		}
+	}
+	slices.Sort(ids)
+	if len(got) != len(ids) || len(full) != len(ids) {
+		t.Fatalf("%d fresh series kept, %d listed from the runs, want %d", len(got), len(full), len(ids))
+	}
+	for j, f := range got {
+		g := full[j]
+		if f.ID != ids[j] || g.ID != ids[j] {
+			t.Fatalf("fresh series %d: kept %q, listed %q, want %q", j, f.ID, g.ID, ids[j])
+		}
+		if f.Given() != givenAny[f.ID] || g.Given() != f.Given() {
+			t.Fatalf("series %s: given kept %v, listed %v, want %v", f.ID, f.Given(), g.Given(), givenAny[f.ID])
+		}
+		if !f.Given() {
+			continue
+		}
+		wantAttr := "unit-" + f.ID
+		if attrOf != nil {
+			wantAttr = attrOf[f.ID]
+		}
+		for k, c := range []*FreshSeries{f, g} {
+			a, row := c.Attr(0)
+			if s := a.(*array.String); s.IsNull(row) || s.Value(row) != wantAttr {
+				t.Fatalf("series %s (%s): attribute %v at row %d, want %q", f.ID, []string{"kept", "listed"}[k], a, row, wantAttr)
+			}
+		}
+	}
+}
+
+// retag gives the attributes of write number w's series a value of that
+// write's own ("unit-<id>#<w>"), so a test can tell which write's
+// attributes a view shows.
+func retag(rec arrow.RecordBatch, w int) arrow.RecordBatch {
+	defer rec.Release()
+	ids := rec.Column(0).(*array.String)
+	old := rec.Column(4).(*array.String)
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	for i := 0; i < ids.Len(); i++ {
+		if old.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(fmt.Sprintf("unit-%s#%d", ids.Value(i), w))
+		}
+	}
+	tagged := b.NewArray()
+	defer tagged.Release()
+	cols := slices.Clone(rec.Columns())
+	cols[4] = tagged
+	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+}
+
+// isUnitOf reports whether v is an attribute value write or retag gives
+// series id.
+func isUnitOf(v, id string) bool {
+	return v == "unit-"+id || strings.HasPrefix(v, "unit-"+id+"#")
 }

@@ -20,52 +20,40 @@ import (
 // where for one (series, period) the newest run wins (generation
 // precedence: base 0, each run by its sequence). Series that exist only in
 // the delta get codes after the base's, in id order. It shares everything
-// with its base and its delta State; building one costs a pass over the
-// delta's series (the base is never scanned).
+// with its base and its delta State, the State's list of those series
+// (delta.State.Fresh) included, so building one costs a pass over the
+// runs, not over the series: the write path builds one at every
+// acknowledged write.
 type Composite struct {
 	base *SnapshotReader
 	st   *delta.State
 	runs []*delta.Run // newest first: the precedence order
 	nb   int          // base series
 
-	newIDs  []string  // ids only in the delta, sorted
-	newAttr []runCell // per new series: the run and local series holding its attributes
-	info    Info
+	fresh []*delta.FreshSeries // series only in the delta, by id; code nb+j is fresh[j]
+	info  Info
 }
 
-type runCell struct {
-	run   *delta.Run
-	local int
-}
-
-// NewComposite is base with st merged on read.
+// NewComposite is base with st merged on read. st's series that its base
+// lacks are the ones the composite adds after base's, so st must have
+// been counted over base (the write path appends and rebases over the
+// base it serves).
 func NewComposite(base *SnapshotReader, st *delta.State) *Composite {
-	c := &Composite{base: base, st: st, nb: base.x.Len()}
+	c := &Composite{base: base, st: st, nb: base.x.Len(), fresh: st.Fresh()}
 	rs := st.Runs()
 	for i := len(rs) - 1; i >= 0; i-- {
 		c.runs = append(c.runs, rs[i])
 	}
-	found := map[string]runCell{}
-	for _, r := range c.runs { // newest first
-		for _, f := range r.Fresh() {
-			i := int(f)
-			id := r.SeriesID(i)
-			if have, ok := found[id]; !ok || (!have.run.Given(have.local) && r.Given(i)) {
-				found[id] = runCell{r, i}
-			}
-		}
-	}
-	for id := range found {
-		c.newIDs = append(c.newIDs, id)
-	}
-	slices.Sort(c.newIDs)
-	for _, id := range c.newIDs {
-		c.newAttr = append(c.newAttr, found[id])
-	}
 	c.info = base.info
-	c.info.Series += int64(len(c.newIDs))
+	c.info.Series += int64(len(c.fresh))
 	c.info.Rows += st.Added()
 	return c
+}
+
+// findFresh is the index in c.fresh of the first series whose id is not
+// below id, and whether it is id.
+func (c *Composite) findFresh(id string) (int, bool) {
+	return slices.BinarySearchFunc(c.fresh, id, func(f *delta.FreshSeries, id string) int { return strings.Compare(f.ID, id) })
 }
 
 // State is the delta merged over the base.
@@ -81,7 +69,7 @@ func (c *Composite) SeriesID(code int) string {
 	if code < c.nb {
 		return c.base.SeriesID(code)
 	}
-	return c.newIDs[code-c.nb]
+	return c.fresh[code-c.nb].ID
 }
 
 // lookup finds a code in the composite code space.
@@ -89,7 +77,7 @@ func (c *Composite) lookup(id string) (int, bool) {
 	if code, ok := c.base.x.Lookup(id); ok {
 		return code, true
 	}
-	if j, ok := slices.BinarySearch(c.newIDs, id); ok {
+	if j, ok := c.findFresh(id); ok {
 		return c.nb + j, true
 	}
 	return 0, false
@@ -116,9 +104,9 @@ func (c *Composite) Select(s Selector) (Selection, error) {
 		return c.ordered(codes), nil
 	case ByPrefix:
 		lo, hi := c.base.x.Prefix(s.Prefix)
-		nlo, _ := slices.BinarySearch(c.newIDs, s.Prefix)
+		nlo, _ := c.findFresh(s.Prefix)
 		nhi := nlo
-		for nhi < len(c.newIDs) && strings.HasPrefix(c.newIDs[nhi], s.Prefix) {
+		for nhi < len(c.fresh) && strings.HasPrefix(c.fresh[nhi].ID, s.Prefix) {
 			nhi++
 		}
 		if nhi == nlo {
@@ -142,9 +130,8 @@ func (c *Composite) Select(s Selector) (Selection, error) {
 			codes = append(codes, int32(sel.Code(k)))
 		}
 		pos := c.base.shape.category
-		for j, rc := range c.newAttr {
-			a := rc.run.Attrs(pos)
-			if v, ok := stringAt(a, rc.local); ok && MatchCategory(v, s.Category) {
+		for j, f := range c.fresh {
+			if v, ok := stringAt(f.Attr(pos)); ok && MatchCategory(v, s.Category) {
 				codes = append(codes, int32(c.nb+j))
 			}
 		}
@@ -387,8 +374,8 @@ func (c *Composite) Dictionaries(ctx context.Context, sel Selection, attrs []int
 			if code < c.nb {
 				err = appendCell(b, base, code)
 			} else {
-				rc := c.newAttr[code-c.nb]
-				err = appendCell(b, rc.run.Attrs(pos), rc.local)
+				a, row := c.fresh[code-c.nb].Attr(pos)
+				err = appendCell(b, a, row)
 			}
 		}
 		values = append(values, b.NewArray())
@@ -419,9 +406,9 @@ func (c *Composite) Attr(id string, a int) (arrow.Array, int, bool) {
 	if arr, row, ok := c.base.Attr(id, a); ok {
 		return arr, row, true
 	}
-	if j, ok := slices.BinarySearch(c.newIDs, id); ok {
-		rc := c.newAttr[j]
-		return rc.run.Attrs(a), rc.local, true
+	if j, ok := c.findFresh(id); ok {
+		arr, row := c.fresh[j].Attr(a)
+		return arr, row, true
 	}
 	return nil, 0, false
 }
