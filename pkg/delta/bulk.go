@@ -461,6 +461,9 @@ func (b *bulk) assemble(seq, pos uint64, keys []uint64, group []int32) (_ *State
 				e := &ents[r]
 				*e = keyEntry{id: run.ids.Value(r), code: x.code, base: x.base, periods: out[r].periods}
 				index.series[e.id] = e
+				if e.code >= 0 {
+					index.setCode(e) // every base series by its code (keyIndex.byCode)
+				}
 			}
 			if len(index.series) != d {
 				errs[j] = fmt.Errorf("delta: %d distinct series indexed as %d", d, len(index.series))
