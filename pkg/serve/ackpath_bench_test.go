@@ -149,46 +149,67 @@ func BenchmarkPrepare(b *testing.B) {
 
 // BenchmarkAppendPrepared: the applier's share of a batch
 // (delta.State.AppendPrepared: the key index's bookkeeping, under the
-// writer's lock, after the fsync) over a delta that already holds every
-// series of the base.
+// writer's lock, after the fsync). known: over a delta that already holds
+// every series of the base (the steady state). first: each batch's series
+// are new to the key index, as the first writes of each series after a
+// start, a reload or a compaction are (a new index each time).
 func BenchmarkAppendPrepared(b *testing.B) {
 	a := newAckBench(b)
 	ctx := context.Background()
 	batches := a.batches(b, 16, func(k int) bool { return k%2 == 0 })
-	st := delta.Empty(a.schema)
-	seq := uint64(0)
-	apply := func(p *delta.Prepared) {
-		seq++
-		var err error
-		if st, err = st.AppendPrepared(ctx, memory.DefaultAllocator, p, seq, seq, a.v.base); err != nil {
-			b.Fatal(err)
+	b.Run("known", func(b *testing.B) {
+		st := delta.Empty(a.schema)
+		seq := uint64(0)
+		apply := func(p *delta.Prepared) {
+			seq++
+			var err error
+			if st, err = st.AppendPrepared(ctx, memory.DefaultAllocator, p, seq, seq, a.v.base); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
-	fill := func() { // every series in the key index
-		st = delta.Empty(a.schema)
-		for _, bt := range batches {
-			p := a.prepare(b, bt)
+		fill := func() { // every series in the key index
+			st = delta.Empty(a.schema)
+			for _, bt := range batches {
+				p := a.prepare(b, bt)
+				apply(p)
+				p.Release()
+			}
+		}
+		fill()
+		rot := 0
+		for b.Loop() {
+			b.StopTimer()
+			p := a.prepare(b, batches[rot%len(batches)])
+			rot++
+			a.evict()
+			b.StartTimer()
 			apply(p)
+			b.StopTimer()
 			p.Release()
+			if len(st.Runs()) > 64 { // a server's merger keeps the runs few; here they just go
+				fill()
+			}
+			b.StartTimer()
 		}
-	}
-	fill()
-	rot := 0
-	for b.Loop() {
-		b.StopTimer()
-		p := a.prepare(b, batches[rot%len(batches)])
-		rot++
-		a.evict()
-		b.StartTimer()
-		apply(p)
-		b.StopTimer()
-		p.Release()
-		if len(st.Runs()) > 64 { // a server's merger keeps the runs few; here they just go
-			fill()
+		reportPerRow(b)
+	})
+	b.Run("first", func(b *testing.B) {
+		rot := 0
+		for b.Loop() {
+			b.StopTimer()
+			p := a.prepare(b, batches[rot%len(batches)])
+			rot++
+			a.evict()
+			b.StartTimer()
+			if _, err := delta.Empty(a.schema).AppendPrepared(ctx, memory.DefaultAllocator, p, 1, 1, a.v.base); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			p.Release()
+			b.StartTimer()
 		}
-		b.StartTimer()
-	}
-	reportPerRow(b)
+		reportPerRow(b)
+	})
 }
 
 // BenchmarkPublishNewSeries: the applier's work for one acknowledged
