@@ -11,6 +11,9 @@ package serve
 // -cpuprofile; cpu-ns/row is then server and client together). The client
 // encodes each batch's FlightData once and resends the same bytes, so what
 // it costs is gRPC framing and the acknowledgements, not Arrow encoding.
+// The server has taken no write before the measured load unless
+// -ingest.warmup N sends N batches first (16: each series once), which
+// measures the steady state apart from a start's first writes.
 //
 // BenchmarkIngestSaturated is closed-loop: W writers each keep one batch
 // in flight and send the next when its ack arrives. It measures the
@@ -59,6 +62,7 @@ var (
 	ingestInProcess = flag.Bool("ingest.inprocess", false, "BenchmarkIngest*: run the server in the benchmark's process (for -cpuprofile)")
 	ingestWindow    = flag.Int("ingest.window", 0, "BenchmarkIngest*: the server's Config.WindowBytes (--grpc-window; 0: gRPC's own)")
 	ingestHeadroom  = flag.Int64("ingest.gc-headroom", gctune.DefaultHeadroom, "BenchmarkIngest*: the server's --gc-headroom in bytes (0: the runtime's own GOGC)")
+	ingestWarmup    = flag.Int("ingest.warmup", 0, "BenchmarkIngestPaced/Saturated: batches sent (one writer, closed loop) and acknowledged before the measured load, so it sees a server past its first write of each series (0: a server that has taken no write yet)")
 )
 
 const ingestBatchRows = 10_000
@@ -503,6 +507,7 @@ func BenchmarkIngestFloor(b *testing.B) {
 			interval := time.Duration(float64(time.Second) * streams * ingestBatchRows / float64(rate))
 			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: streams,
 				per: max(b.N/streams, 1), interval: interval}
+			warmUp(b, r)
 			b.ResetTimer()
 			s0, c0 := serverCPU(), liveCPUTime()
 			lat, wall := r.run(b)
@@ -523,6 +528,22 @@ func ingestReport(b *testing.B, lat []time.Duration, wall time.Duration, serverC
 	percentiles(b, lat)
 }
 
+// warmUp sends -ingest.warmup batches of r's over one closed-loop
+// stream and waits for their acks. The first write of each series after a
+// start (or a compaction) costs more than later ones: the key index makes
+// its entry, the code cache may still be filling. With a warm-up of as
+// many batches as the generator has (16: every series once) the measured
+// load sees the steady state; without, its first second counts too.
+func warmUp(b *testing.B, r ingestRun) {
+	if *ingestWarmup <= 0 {
+		return
+	}
+	r.streams, r.per, r.interval = 1, *ingestWarmup, 0
+	if _, _ = r.run(b); b.Failed() {
+		b.FailNow()
+	}
+}
+
 // BenchmarkIngestSaturated: closed-loop throughput with the pre-encoded
 // client, 1 and 4 writers (b.N batches in all).
 func BenchmarkIngestSaturated(b *testing.B) {
@@ -531,6 +552,7 @@ func BenchmarkIngestSaturated(b *testing.B) {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			addr, serverCPU, metrics := ingestServer(b)
 			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: writers, per: max(b.N/writers, 1)}
+			warmUp(b, r)
 			b.ResetTimer()
 			st0 := scrapeStages(b, metrics)
 			s0, c0 := serverCPU(), liveCPUTime()
@@ -554,6 +576,7 @@ func BenchmarkIngestPaced(b *testing.B) {
 			interval := time.Duration(float64(time.Second) * streams * ingestBatchRows / float64(rate))
 			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: streams,
 				per: max(b.N/streams, 1), interval: interval}
+			warmUp(b, r)
 			b.ResetTimer()
 			st0 := scrapeStages(b, metrics)
 			s0, c0 := serverCPU(), liveCPUTime()
