@@ -436,3 +436,86 @@ func retag(rec arrow.RecordBatch, w int) arrow.RecordBatch {
 func isUnitOf(v, id string) bool {
 	return v == "unit-"+id || strings.HasPrefix(v, "unit-"+id+"#")
 }
+
+// TestCatchUp: a rebase made from an earlier State of the chain (off the
+// writer's lock) and caught up with the runs appended since is the rebase
+// of the later State, run for run (what each adds, which series are
+// fresh) and in its list of fresh series, whether it drops the frozen
+// runs (a compaction) or keeps them (a reload); and a State whose runs a
+// merge replaced since is refused.
+func TestCatchUp(t *testing.T) {
+	ctx := context.Background()
+	s := testSchema(t)
+	mem := memory.DefaultAllocator
+	for seed := uint64(1); seed <= 8; seed++ {
+		for _, drop := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%d/drop=%v", seed, drop), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, 11))
+				base := newFakeBase(50, 20)
+				next := newFakeBase(70, 25) // the new base: more series, more periods
+				writes, givens := randomWrites(rng, base, 10+rng.IntN(20), 1+rng.IntN(200))
+				st := Empty(s)
+				var pre *State
+				at := 3 + rng.IntN(len(writes)-4) // writes before pre
+				for i, rows := range writes {
+					rec := write(s, rows, givens[i])
+					var err error
+					st, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(i+1), base)
+					rec.Release()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if i == 1 {
+						st = st.Freeze()
+					}
+					if i == at {
+						pre = st
+					}
+				}
+				rebase := func(x *State) *State {
+					if drop {
+						return x.DropFrozen(next)
+					}
+					return x.Rebase(next)
+				}
+				got, ok := st.CatchUp(pre, rebase(pre))
+				if !ok {
+					t.Fatal("refused a State that only appended runs")
+				}
+				want := rebase(st)
+				if len(got.Runs()) != len(want.Runs()) || got.frozen != want.frozen {
+					t.Fatalf("%d runs (%d frozen), want %d (%d)", len(got.Runs()), got.frozen, len(want.Runs()), want.frozen)
+				}
+				for i, r := range got.Runs() {
+					w := want.Runs()[i]
+					if r.Record() != w.Record() || r.added != w.added || !slices.Equal(r.fresh, w.fresh) {
+						t.Fatalf("run %d: added %d fresh %v, want %d %v", i, r.added, r.fresh, w.added, w.fresh)
+					}
+				}
+				if got.Added() != want.Added() {
+					t.Fatalf("added %d, want %d", got.Added(), want.Added())
+				}
+				gf, wf := got.Fresh(), want.Fresh()
+				if len(gf) != len(wf) {
+					t.Fatalf("%d fresh series, want %d", len(gf), len(wf))
+				}
+				for j := range gf {
+					if gf[j].ID != wf[j].ID || gf[j].Given() != wf[j].Given() {
+						t.Fatalf("fresh %d: %q given %v, want %q %v", j, gf[j].ID, gf[j].Given(), wf[j].ID, wf[j].Given())
+					}
+				}
+				// A merge of pre's runs since: refused.
+				if rs, ok := st.MergeCandidate(); ok && slices.Contains(pre.Runs(), rs[0]) {
+					m, err := st.Merge(ctx, mem, rs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					merged, _ := st.Replace(rs, m)
+					if _, ok := merged.CatchUp(pre, rebase(pre)); ok {
+						t.Fatal("caught up a State whose runs a merge replaced")
+					}
+				}
+			})
+		}
+	}
+}
