@@ -99,6 +99,7 @@ type Writer struct {
 	idle      chan struct{}
 	mergeWait time.Duration // mergeWaitMax (tests: other bounds)
 	runs      atomic.Int64  // w.st's unfrozen runs (set under mu), for pauseMerge
+	held      int           // HoldMerges in effect (under mu): no merge is installed
 	stop      chan struct{}
 	done      chan struct{}
 }
@@ -481,10 +482,10 @@ func (w *Writer) merge(merged chan struct{}) {
 			default:
 			}
 			w.mu.Lock()
-			st := w.st
+			st, held := w.st, w.held > 0
 			w.mu.Unlock()
 			rs, ok := st.MergeCandidate()
-			if !ok {
+			if !ok || held {
 				break
 			}
 			w.pauseMerge(timer) // (a merge starts only once writes have passed, too)
@@ -495,6 +496,10 @@ func (w *Writer) merge(merged chan struct{}) {
 				break
 			}
 			w.mu.Lock()
+			if w.held > 0 {
+				w.mu.Unlock()
+				break // dropped: HoldMerges's release wakes the merger again
+			}
 			if next, ok := w.st.Replace(rs, m); ok {
 				w.st, changed = next, true
 				w.countRunsLocked()
@@ -531,6 +536,48 @@ func (w *Writer) pauseMerge(timer *time.Timer) {
 		timer.Stop()
 	}
 	runtime.Gosched()
+}
+
+// HoldMerges keeps the merger from installing merges until release is
+// called (a merge under way is dropped), so the runs of the State it
+// returns stay the prefix of every State until then: writes only append.
+// A rebase onto a new base (delta.State.Rebase, DropFrozen) is then made
+// from that State without the writer's lock and caught up with the
+// appended runs under it (delta.State.CatchUp), instead of made whole
+// with every write waiting.
+func (w *Writer) HoldMerges() (st *delta.State, release func()) {
+	w.mu.Lock()
+	w.held++
+	st = w.st
+	w.mu.Unlock()
+	return st, sync.OnceFunc(func() {
+		w.mu.Lock()
+		w.held--
+		w.mu.Unlock()
+		select {
+		case w.merges <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// PrepareRebase makes rebase (a State's Rebase or DropFrozen onto a new
+// base) of the delta without the writer's lock: merges held, the current
+// State pre is rebased, then caught up once with the writes meanwhile, so
+// that what the caller counts in under the lock (done's CatchUp of the
+// State then, in Do) is only the writes of the last moment. release ends
+// the hold; call it after the Do.
+func (w *Writer) PrepareRebase(rebase func(*delta.State) *delta.State) (pre, done *delta.State, release func()) {
+	pre, release = w.HoldMerges()
+	done = rebase(pre)
+	if later := w.State(); later != pre {
+		// (refused, as a freeze meanwhile would be, done is untouched and
+		// the caller's CatchUp refuses too)
+		if caught, ok := later.CatchUp(pre, done); ok {
+			pre, done = later, caught
+		}
+	}
+	return pre, done, release
 }
 
 // State is the current delta.

@@ -1,8 +1,13 @@
 package live
 
 import (
+	"context"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/energyscope/servingsnap/pkg/delta"
 )
 
 // TestPauseMerge: the merger's pause waits while a write is in flight,
@@ -68,4 +73,46 @@ func TestPauseMergeBacklog(t *testing.T) {
 	w.inflight.Add(1)
 	w.runs.Store(mergeBacklogRuns + 1)
 	w.pauseMerge(timer) // behind: no wait (a wrong one hangs the test)
+}
+
+// TestHoldMerges: while merges are held every write's run stays (the
+// held State's runs are a prefix of every later State's), and once
+// released the merger folds them again.
+func TestHoldMerges(t *testing.T) {
+	s := testSchema(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	tg := &nullTarget{}
+	w, _, err := Open(t.TempDir(), s, 0, tg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := context.Background()
+	put := func(n int) {
+		for i := 0; i < n; i++ {
+			rec := testWrite(s, rng, 50, float64(i))
+			_, err := w.Put(ctx, rec)
+			rec.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(3)
+	pre, release := w.HoldMerges()
+	const writes = 4 * delta.MergeFanIn
+	put(writes)
+	time.Sleep(20 * time.Millisecond) // the merger's chance to (wrongly) merge
+	st := w.State()
+	if n := len(pre.Runs()); len(st.Runs()) != n+writes || !slices.Equal(st.Runs()[:n], pre.Runs()) {
+		t.Fatalf("held: %d runs after %d writes over %d, or the held ones replaced", len(st.Runs()), writes, n)
+	}
+	release()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(w.State().Runs()) >= len(st.Runs()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("released: still %d runs", len(w.State().Runs()))
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
