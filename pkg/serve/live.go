@@ -121,6 +121,10 @@ func (d *dataset) installBase(v *view) error {
 		_, err := d.install(v)
 		return err
 	}
+	// The delta is counted over the new base off the writer's lock
+	// (PrepareRebase), and caught up under it with the last writes.
+	pre, done, release := w.PrepareRebase(func(st *delta.State) *delta.State { return st.Rebase(v.base) })
+	defer release()
 	return w.Do(func(st *delta.State) (*delta.State, error) {
 		if len(st.Runs()) > 0 {
 			s, err := schemaOf(v)
@@ -134,7 +138,10 @@ func (d *dataset) installBase(v *view) error {
 		// writes go on over the new base: its code cache warms now,
 		// before the next batch asks for it
 		d.codes(v)
-		st2 := st.Rebase(v.base)
+		st2, ok := st.CatchUp(pre, done)
+		if !ok {
+			st2 = st.Rebase(v.base)
+		}
 		v.st = st2
 		if len(st2.Runs()) > 0 {
 			v.r = query.NewComposite(v.base, st2)
@@ -216,8 +223,16 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 		return res, err
 	}
 	nv.drained = d.drainedHook
+	// The writes since the freeze are counted over the new base off the
+	// writer's lock (PrepareRebase) and caught up under it with the last
+	// ones: made whole under it, the swap held every write ~90 ms with
+	// 160k rows of 100k series in the delta (BenchmarkRebase).
+	pre, done, release := w.PrepareRebase(func(st *delta.State) *delta.State { return st.DropFrozen(nv.base) })
 	err = w.Do(func(st *delta.State) (*delta.State, error) {
-		st2 := st.DropFrozen(nv.base)
+		st2, ok := st.CatchUp(pre, done)
+		if !ok {
+			st2 = st.DropFrozen(nv.base)
+		}
 		nv.st = st2
 		if len(st2.Runs()) > 0 {
 			nv.r = query.NewComposite(nv.base, st2)
@@ -240,6 +255,7 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 		d.stMu.Unlock()
 		return st2, nil
 	})
+	release()
 	if err != nil {
 		s.Close()
 		return res, err
