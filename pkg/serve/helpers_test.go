@@ -144,6 +144,9 @@ func helperServer(root string) int {
 	if n, err := strconv.ParseInt(os.Getenv(helperEnv+"_INFLIGHT"), 10, 64); err == nil {
 		cfg.Limits.MaxInFlightBytes = n
 	}
+	if n, err := strconv.ParseInt(os.Getenv(helperEnv+"_COMPACT_ROWS"), 10, 64); err == nil {
+		cfg.Compact.Rows = n // --compact-rows
+	}
 	// the collector as `serve` sets it (--gc-headroom; _GC_HEADROOM=0 for
 	// the runtime's own)
 	headroom := int64(gctune.DefaultHeadroom)

@@ -62,6 +62,7 @@ var (
 	ingestInProcess = flag.Bool("ingest.inprocess", false, "BenchmarkIngest*: run the server in the benchmark's process (for -cpuprofile)")
 	ingestWindow    = flag.Int("ingest.window", 0, "BenchmarkIngest*: the server's Config.WindowBytes (--grpc-window; 0: gRPC's own)")
 	ingestHeadroom  = flag.Int64("ingest.gc-headroom", gctune.DefaultHeadroom, "BenchmarkIngest*: the server's --gc-headroom in bytes (0: the runtime's own GOGC)")
+	ingestCompact   = flag.Int64("ingest.compact-rows", 0, "BenchmarkIngest*: the server's --compact-rows, so the load meets compactions (0: none)")
 	ingestWarmup    = flag.Int("ingest.warmup", 0, "BenchmarkIngestPaced/Saturated: batches sent (one writer, closed loop) and acknowledged before the measured load, so it sees a server past its first write of each series (0: a server that has taken no write yet)")
 )
 
@@ -76,7 +77,7 @@ func ingestServer(b *testing.B) (addr string, serverCPU func() int64, metrics st
 	if *ingestInProcess {
 		tu := gctune.Start(*ingestHeadroom)
 		b.Cleanup(tu.Stop)
-		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0", WindowBytes: *ingestWindow})
+		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0", WindowBytes: *ingestWindow, Compact: CompactPolicy{Rows: *ingestCompact}})
 		return srv.FlightAddr().String(), liveCPUTime, srv.HTTPAddr().String()
 	}
 	addr, pid, httpAddr := startHelperHTTP(b, root)
@@ -88,7 +89,7 @@ func ingestServer(b *testing.B) (addr string, serverCPU func() int64, metrics st
 func startHelperHTTP(b testing.TB, root string) (string, int, string) {
 	b.Helper()
 	lines, pid := startHelperProcess(b, root, 2, helperEnv+"_HTTP=1", helperEnv+"_WINDOW="+strconv.Itoa(*ingestWindow),
-		helperEnv+"_GC_HEADROOM="+strconv.FormatInt(*ingestHeadroom, 10))
+		helperEnv+"_GC_HEADROOM="+strconv.FormatInt(*ingestHeadroom, 10), helperEnv+"_COMPACT_ROWS="+strconv.FormatInt(*ingestCompact, 10))
 	return lines[0], pid, lines[1]
 }
 
