@@ -83,7 +83,7 @@ func Create(path string, schema *arrow.Schema, opts ...CreateOption) (*Writer, e
 		return nil, err
 	}
 	h := fileutil.NewHash()
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(&writeBehind{f: f}, 1<<20)
 	cw := &countingWriter{w: bw, h: h}
 	iw, err := ipc.NewFileWriter(cw, ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
