@@ -87,6 +87,27 @@ func (a *ackBench) prepare(b *testing.B, bt normBatch) *delta.Prepared {
 	return p
 }
 
+// appendPrepared is st.AppendPrepared(p) as write seq, over the bench's base.
+func (a *ackBench) appendPrepared(b *testing.B, st *delta.State, p *delta.Prepared, seq uint64) *delta.State {
+	next, err := st.AppendPrepared(context.Background(), memory.DefaultAllocator, p, seq, seq, a.v.base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return next
+}
+
+// appended is st with batches prepared and appended in turn, as writes
+// seq+1, seq+2, ….
+func (a *ackBench) appended(b *testing.B, st *delta.State, seq uint64, batches ...normBatch) *delta.State {
+	for _, bt := range batches {
+		p := a.prepare(b, bt)
+		seq++
+		st = a.appendPrepared(b, st, p, seq)
+		p.Release()
+	}
+	return st
+}
+
 func reportPerRow(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10_000), "ns/row")
 }
@@ -155,29 +176,18 @@ func BenchmarkPrepare(b *testing.B) {
 // start, a reload or a compaction are (a new index each time).
 func BenchmarkAppendPrepared(b *testing.B) {
 	a := newAckBench(b)
-	ctx := context.Background()
 	batches := a.batches(b, 16, func(k int) bool { return k%2 == 0 })
 	b.Run("known", func(b *testing.B) {
-		st := delta.Empty(a.schema)
+		var st *delta.State
 		seq := uint64(0)
-		apply := func(p *delta.Prepared) {
-			seq++
-			var err error
-			if st, err = st.AppendPrepared(ctx, memory.DefaultAllocator, p, seq, seq, a.v.base); err != nil {
-				b.Fatal(err)
-			}
-		}
 		fill := func() { // every series in the key index
-			st = delta.Empty(a.schema)
-			for _, bt := range batches {
-				p := a.prepare(b, bt)
-				apply(p)
-				p.Release()
-			}
+			st = a.appended(b, delta.Empty(a.schema), seq, batches...)
+			seq += uint64(len(batches))
 		}
 		fill()
 		appendEach(b, a, batches, func(p *delta.Prepared) {
-			apply(p)
+			seq++
+			st = a.appendPrepared(b, st, p, seq)
 			if len(st.Runs()) > 64 { // a server's merger keeps the runs few; here they just go
 				b.StopTimer()
 				fill()
@@ -186,11 +196,7 @@ func BenchmarkAppendPrepared(b *testing.B) {
 		})
 	})
 	b.Run("first", func(b *testing.B) {
-		appendEach(b, a, batches, func(p *delta.Prepared) {
-			if _, err := delta.Empty(a.schema).AppendPrepared(ctx, memory.DefaultAllocator, p, 1, 1, a.v.base); err != nil {
-				b.Fatal(err)
-			}
-		})
+		appendEach(b, a, batches, func(p *delta.Prepared) { a.appendPrepared(b, delta.Empty(a.schema), p, 1) })
 	})
 }
 
@@ -238,12 +244,7 @@ func BenchmarkPublishNewSeries(b *testing.B) {
 			st := delta.Empty(a.schema)
 			k := 0
 			for ; k < n/10_000; k++ {
-				p := a.prepare(b, normalized(k))
-				var err error
-				if st, err = st.AppendPrepared(ctx, memory.DefaultAllocator, p, uint64(k+1), uint64(k+1), a.v.base); err != nil {
-					b.Fatal(err)
-				}
-				p.Release()
+				st = a.appended(b, st, uint64(k), normalized(k))
 			}
 			next := normalized(k) // the batch every iteration appends to st
 			for b.Loop() {
@@ -295,18 +296,9 @@ func newSeriesBatch(k, n int) arrow.RecordBatch {
 // holds now.
 func BenchmarkRebase(b *testing.B) {
 	a := newAckBench(b)
-	ctx := context.Background()
 	batches := a.batches(b, 17, func(k int) bool { return k%2 == 0 })
-	st, pre := delta.Empty(a.schema), (*delta.State)(nil)
-	for i, bt := range batches {
-		p := a.prepare(b, bt)
-		pre = st
-		var err error
-		if st, err = st.AppendPrepared(ctx, memory.DefaultAllocator, p, uint64(i+1), uint64(i+1), a.v.base); err != nil {
-			b.Fatal(err)
-		}
-		p.Release()
-	}
+	pre := a.appended(b, delta.Empty(a.schema), 0, batches[:16]...)
+	st := a.appended(b, pre, 16, batches[16])
 	b.Run("whole", func(b *testing.B) {
 		for b.Loop() {
 			st.Rebase(a.v.base)
