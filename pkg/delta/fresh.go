@@ -19,7 +19,8 @@ type FreshSeries struct {
 }
 
 // runAttrs are one run's attribute columns (Run.attrs), shared by the
-// FreshSeries that point into it. A FreshSeries keeps only these alive,
+// FreshSeries that point into it. A FreshSeries keeps only these and its
+// id's bytes (the run's id column, as the key index's entries do) alive,
 // not the run's rows: a merged-away run's rows are freed while its
 // attribute columns stay for the series they describe, until a rebase
 // (a reload, a compaction) lists the fresh series anew.
