@@ -10,38 +10,51 @@ import (
 	"github.com/energyscope/servingsnap/pkg/delta"
 )
 
-// TestPauseMerge: the merger's pause waits while a write is in flight,
-// until it passes or the bound is up, and does not wait otherwise. (The
-// cases that must not wait use a bound of an hour, so a wrong wait hangs
-// the test rather than passing on a loaded machine's timing.)
+// TestPauseMerge: the merger's pause, and GiveWay (the same pause for a
+// compaction), wait while a write is in flight, until it passes or the
+// bound is up, and do not wait otherwise. (The cases that must not wait
+// use a bound of an hour, so a wrong wait hangs the test rather than
+// passing on a loaded machine's timing.)
 func TestPauseMerge(t *testing.T) {
-	const bound = 20 * time.Millisecond
-	w := &Writer{idle: make(chan struct{}, 1), stop: make(chan struct{}), mergeWait: bound}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	w.idle <- struct{}{} // a stale signal from writes long gone
-	w.inflight.Add(1)
-	t0 := time.Now()
-	w.pauseMerge(timer)
-	if d := time.Since(t0); d < bound {
-		t.Errorf("paused %v with a write in flight; want the bound %v (the stale signal ended it)", d, bound)
-	}
+	for _, tc := range []struct {
+		name  string
+		pause func(w *Writer)
+	}{
+		{"pauseMerge", func(w *Writer) {
+			timer := time.NewTimer(time.Hour)
+			timer.Stop()
+			w.pauseMerge(timer)
+		}},
+		{"GiveWay", (*Writer).GiveWay},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const bound = 20 * time.Millisecond
+			w := &Writer{idle: make(chan struct{}, 1), stop: make(chan struct{}), mergeWait: bound}
+			w.idle <- struct{}{} // a stale signal from writes long gone
+			w.inflight.Add(1)
+			t0 := time.Now()
+			tc.pause(w)
+			if d := time.Since(t0); d < bound {
+				t.Errorf("paused %v with a write in flight; want the bound %v (the stale signal ended it)", d, bound)
+			}
 
-	w.mergeWait = time.Hour
-	go func() {
-		time.Sleep(time.Millisecond)
-		if w.inflight.Add(-1) == 0 {
-			w.idle <- struct{}{}
-		}
-	}()
-	w.pauseMerge(timer) // ends when the write passes
-	if n := w.inflight.Load(); n != 0 {
-		t.Fatalf("inflight %d", n)
+			w.mergeWait = time.Hour
+			go func() {
+				time.Sleep(time.Millisecond)
+				if w.inflight.Add(-1) == 0 {
+					w.idle <- struct{}{}
+				}
+			}()
+			tc.pause(w) // ends when the write passes
+			if n := w.inflight.Load(); n != 0 {
+				t.Fatalf("inflight %d", n)
+			}
+			tc.pause(w) // no write in flight: no wait
+			close(w.stop)
+			w.inflight.Add(1)
+			tc.pause(w) // stopped: no wait
+		})
 	}
-	w.pauseMerge(timer) // no write in flight: no wait
-	close(w.stop)
-	w.inflight.Add(1)
-	w.pauseMerge(timer) // stopped: no wait
 }
 
 // TestIncoming: a write announced with Incoming is in flight until done,
