@@ -36,6 +36,9 @@ type Options struct {
 	// Tool names the writer in the manifest: "servingsnap VERSION".
 	Tool string
 	Now  func() time.Time
+	// Yield, if set, is called between the data batches written: a
+	// serving process gives its live writes the cores there.
+	Yield func()
 }
 
 // Result describes the published snapshot.
@@ -90,7 +93,7 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 	if err != nil {
 		return Result{}, err
 	}
-	files, sc, st, err := write(ctx, staged, r, opt.BatchRows, policy)
+	files, sc, st, err := write(ctx, staged, r, opt.BatchRows, policy, opt.Yield)
 	if err != nil {
 		return Result{}, err
 	}
@@ -168,7 +171,7 @@ type stats struct {
 
 // write streams every series of r into data.arrow and index.arrow in dir,
 // and with a tier policy cold.vortex too.
-func write(ctx context.Context, dir string, r query.Reader, batchRows int, policy coldfile.Policy) ([]manifest.File, schemas, stats, error) {
+func write(ctx context.Context, dir string, r query.Reader, batchRows int, policy coldfile.Policy, yield func()) ([]manifest.File, schemas, stats, error) {
 	var st stats
 	mem := memory.DefaultAllocator
 	sh := r.Shape()
@@ -226,6 +229,9 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		}
 		defer rec.Release()
 		pending, pendCodes, pendRows = pending[:0], pendCodes[:0], 0
+		if yield != nil {
+			yield()
+		}
 		return dw.Write(rec)
 	}
 	var buf []query.Piece

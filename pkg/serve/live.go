@@ -203,7 +203,7 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 		return res, fmt.Errorf("compact %s: %w", d.name, err)
 	}
 	r := query.NewComposite(base, frozen)
-	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "servingsnap " + d.version})
+	out, err := compact.Publish(ctx, d.ds, r, v.Manifest, pos, compact.Options{Tool: "servingsnap " + d.version, Yield: w.GiveWay})
 	closeBase()
 	v.Release()
 	if err != nil {
