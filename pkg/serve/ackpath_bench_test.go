@@ -124,23 +124,18 @@ func BenchmarkNormalize(b *testing.B) {
 		recs = append(recs, benchBatch(ids, k*10_000, 10_000, k%2 == 0))
 		b.Cleanup(recs[k].Release)
 	}
-	rot := 0
-	for b.Loop() {
-		b.StopTimer()
-		a.evict()
-		rec := recs[rot%len(recs)]
-		rot++
-		b.StartTimer()
-		kn := newPutKnown(a.d, a.v)
-		norm, _, err := delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		norm.Release()
-		b.StartTimer()
-	}
-	reportPerRow(b)
+	a.timeCold(b, func(k int) (run, cleanup func()) {
+		var norm arrow.RecordBatch
+		return func() {
+				kn := newPutKnown(a.d, a.v)
+				var err error
+				if norm, _, err = delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, recs[k%len(recs)], 0, kn, kn); err != nil {
+					b.Fatal(err)
+				}
+			}, func() {
+				norm.Release()
+			}
+	})
 }
 
 // BenchmarkPrepare: delta.Prepare of a batch (revisions, whose periods lie
@@ -151,19 +146,10 @@ func BenchmarkPrepare(b *testing.B) {
 	for _, revise := range []bool{true, false} {
 		b.Run(fmt.Sprintf("revise=%v", revise), func(b *testing.B) {
 			batches := a.batches(b, 8, func(int) bool { return revise })
-			rot := 0
-			for b.Loop() {
-				b.StopTimer()
-				a.evict()
-				bt := batches[rot%len(batches)]
-				rot++
-				b.StartTimer()
-				p := a.prepare(b, bt)
-				b.StopTimer()
-				p.Release()
-				b.StartTimer()
-			}
-			reportPerRow(b)
+			a.timeCold(b, func(k int) (run, cleanup func()) {
+				var p *delta.Prepared
+				return func() { p = a.prepare(b, batches[k%len(batches)]) }, func() { p.Release() }
+			})
 		})
 	}
 }
@@ -201,19 +187,29 @@ func BenchmarkAppendPrepared(b *testing.B) {
 }
 
 // appendEach times apply of each iteration's batch (the batches in turn),
-// prepared and the CPU's caches evicted with the timer stopped, and
-// reports the time a row.
+// prepared with the timer stopped (timeCold).
 func appendEach(b *testing.B, a *ackBench, batches []normBatch, apply func(*delta.Prepared)) {
-	rot := 0
-	for b.Loop() {
+	a.timeCold(b, func(k int) (run, cleanup func()) {
+		p := a.prepare(b, batches[k%len(batches)])
+		return func() { apply(p) }, p.Release
+	})
+}
+
+// timeCold times run for iterations k = 0, 1, …: op(k) makes it (and
+// whatever it needs) with the timer stopped, the CPU's caches are then
+// evicted, run is timed, and cleanup (nil: none) runs with the timer
+// stopped again. It reports the time a row of a 10k-row batch.
+func (a *ackBench) timeCold(b *testing.B, op func(k int) (run, cleanup func())) {
+	for k := 0; b.Loop(); k++ {
 		b.StopTimer()
-		p := a.prepare(b, batches[rot%len(batches)])
-		rot++
+		run, cleanup := op(k)
 		a.evict()
 		b.StartTimer()
-		apply(p)
+		run()
 		b.StopTimer()
-		p.Release()
+		if cleanup != nil {
+			cleanup()
+		}
 		b.StartTimer()
 	}
 	reportPerRow(b)
