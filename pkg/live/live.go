@@ -589,6 +589,11 @@ func (w *Writer) HoldMerges() (st *delta.State, release func()) {
 // the hold; call it after the Do.
 func (w *Writer) PrepareRebase(rebase func(*delta.State) *delta.State) (pre, done *delta.State, release func()) {
 	pre, release = w.HoldMerges()
+	defer func() {
+		if done == nil {
+			release() // rebase panicked: merges must not stay held
+		}
+	}()
 	done = rebase(pre)
 	if later := w.State(); later != pre {
 		// (refused, as a freeze meanwhile would be, done is untouched and

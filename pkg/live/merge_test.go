@@ -129,3 +129,22 @@ func TestHoldMerges(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestPrepareRebasePanic: a rebase that panics does not leave merges held.
+func TestPrepareRebasePanic(t *testing.T) {
+	w, _, err := Open(t.TempDir(), testSchema(t), 0, &nullTarget{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	func() {
+		defer func() { _ = recover() }()
+		w.PrepareRebase(func(*delta.State) *delta.State { panic("rebase") })
+	}()
+	w.mu.Lock()
+	held := w.held
+	w.mu.Unlock()
+	if held != 0 {
+		t.Fatalf("merges held %d times after a rebase panicked", held)
+	}
+}

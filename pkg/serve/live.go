@@ -228,6 +228,7 @@ func (d *dataset) compact(ctx context.Context, log *slog.Logger) (CompactResult,
 	// ones: made whole under it, the swap held every write ~90 ms with
 	// 160k rows of 100k series in the delta (BenchmarkRebase).
 	pre, done, release := w.PrepareRebase(func(st *delta.State) *delta.State { return st.DropFrozen(nv.base) })
+	defer release() // (also released below, once the swap is done)
 	err = w.Do(func(st *delta.State) (*delta.State, error) {
 		st2, ok := st.CatchUp(pre, done)
 		if !ok {
