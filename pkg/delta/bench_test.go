@@ -3,6 +3,8 @@ package delta
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -92,4 +94,55 @@ func cpuTime() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkMerge: one background merge of MergeFanIn runs, as the write
+// path's merger makes them from 10k-row writes over a 100k-series base:
+// four writes (tier 0: a series a row), and four merges of four writes each
+// (tier 1, the series of one run overlapping another's). As in the
+// server's ingest benchmarks, a write's series are scattered over the base
+// (its ids shuffled), not neighbours.
+func BenchmarkMerge(b *testing.B) {
+	s := testSchema(b)
+	base := newFakeBase(100_000, 150)
+	shuffled := &fakeBase{ids: slices.Clone(base.ids), nPeriods: base.nPeriods}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled.ids), func(i, j int) {
+		shuffled.ids[i], shuffled.ids[j] = shuffled.ids[j], shuffled.ids[i]
+	})
+	ctx, mem := context.Background(), memory.DefaultAllocator
+	st := Empty(s)
+	for i, w := range benchWrites(s, shuffled, 4*MergeFanIn, false) {
+		var err error
+		if st, err = st.Append(ctx, mem, w, uint64(i+1), uint64(i+1), base); err != nil {
+			b.Fatal(err)
+		}
+	}
+	writes := st.Runs()
+	var merged []*Run
+	for g := 0; g < MergeFanIn; g++ {
+		m, err := st.Merge(ctx, mem, writes[g*MergeFanIn:(g+1)*MergeFanIn])
+		if err != nil {
+			b.Fatal(err)
+		}
+		merged = append(merged, m)
+	}
+	for _, c := range []struct {
+		name string
+		runs []*Run
+	}{{"tier=0", writes[:MergeFanIn]}, {"tier=1", merged}} {
+		b.Run(c.name, func(b *testing.B) {
+			rows := 0
+			for _, r := range c.runs {
+				rows += r.Len()
+			}
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := st.Merge(ctx, mem, c.runs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N*rows), "cpu-ns/row")
+		})
+	}
 }

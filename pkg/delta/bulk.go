@@ -404,12 +404,13 @@ func (b *bulk) assemble(seq, pos uint64, keys []uint64, group []int32) (_ *State
 		return array.MakeFromData(data)
 	}
 
-	run := &Run{seq: seq, pos: pos, start: start, given: make([]bool, d)}
+	run := &Run{seq: seq, pos: pos, start: start, given: make([]bool, d), codes: make([]int32, d)}
 	attrRows := make([]uint32, d)
 	var added int64
 	for r := range d {
 		o := &out[r]
 		run.given[r] = o.given
+		run.codes[r] = b.sorted[r].code
 		attrRows[r] = uint32(o.attrRow)
 		added += int64(o.added)
 		if b.sorted[r].code < 0 {
@@ -492,6 +493,7 @@ func (b *bulk) assemble(seq, pos uint64, keys []uint64, group []int32) (_ *State
 	}
 	cols = nil
 	run.attrs = attrs
+	run.coder = index
 	run.bytes = RecordBytes(run.rec)
 	return &State{schema: b.s, runs: []*Run{run}, keys: index, fresh: withFresh(nil, run)}, nil
 }

@@ -123,6 +123,8 @@ func (k *keyIndex) add(r *Run) (added int64, fresh []int32) {
 // delta's own periods are searched here.
 func (k *keyIndex) addEntries(r *Run, entries []*keyEntry, inBase []bool) (added int64, fresh []int32) {
 	ps := r.Periods()
+	// a new slice: r may be a copy of a run other States share
+	r.codes, r.coder = make([]int32, r.NumSeries()), k
 	for i := 0; i < r.NumSeries(); i++ {
 		var e *keyEntry
 		if entries != nil {
@@ -130,6 +132,7 @@ func (k *keyIndex) addEntries(r *Run, entries []*keyEntry, inBase []bool) (added
 		} else {
 			e = k.entry(r.SeriesID(i))
 		}
+		r.codes[i] = e.code
 		if e.code < 0 {
 			fresh = append(fresh, int32(i))
 		}

@@ -38,6 +38,15 @@ type Run struct {
 	// added), so a view finds the delta-only series without looking every
 	// series of every run up in the base.
 	fresh []int32
+	// codes[i] is run-local series i's code in the base of key index
+	// coder (-1: that base lacks it), set where the run's rows are counted
+	// (keyIndex.addEntries, a bulk replay) and carried through merges, so
+	// that a merge of runs counted by one index orders base series by
+	// their codes (the base lists ids in order) instead of comparing id
+	// bytes: most of a merge's series selection for runs of ~1 row a
+	// series. A run copied over another base is counted, so coded, again.
+	codes []int32
+	coder *keyIndex
 }
 
 // Fresh are the run-local numbers of the series its base lacks.

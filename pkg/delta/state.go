@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -306,21 +307,51 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run, p 
 		}
 		return freshAt[x] < len(f) && int(f[freshAt[x]]) == i
 	}
+	// Two base series compare by their codes when one key index coded
+	// every run (Run.codes), any other pair by the ids' bytes: the orders
+	// agree, and integers spare reading ids from every run a series.
+	var runCodes [][]int32
+	if coder := rs[0].coder; coder != nil {
+		runCodes = make([][]int32, k)
+		for x, r := range rs {
+			if r.coder != coder || len(r.codes) != r.NumSeries() {
+				runCodes = nil
+				break
+			}
+			runCodes[x] = r.codes
+		}
+	}
 	for {
 		// the smallest id among the runs' next series, and which hold it
 		in = in[:0]
-		var id string
+		var id string       // the smallest's id, once read (idRead)
+		idCode := int32(-1) // and its code
+		idRead := false
 		for x, r := range rs {
 			if cur[x] == r.NumSeries() {
 				continue
 			}
-			sid := r.SeriesID(cur[x])
+			code := int32(-1)
+			if runCodes != nil {
+				code = runCodes[x][cur[x]]
+			}
 			c := -1
+			var sid string
+			read := false
 			if len(in) > 0 {
-				c = strings.Compare(sid, id)
+				if code >= 0 && idCode >= 0 {
+					c = cmp.Compare(code, idCode)
+				} else {
+					if !idRead {
+						id, idRead = rs[in[0]].SeriesID(cur[in[0]]), true
+					}
+					sid, read = r.SeriesID(cur[x]), true
+					c = strings.Compare(sid, id)
+				}
 			}
 			if c < 0 {
-				in, id = append(in[:0], x), sid
+				in, idCode = append(in[:0], x), code
+				id, idRead = sid, read
 			} else if c == 0 {
 				in = append(in, x)
 			}
@@ -439,6 +470,12 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run, p 
 		return nil, err
 	}
 	m.ids = ids.(*array.String)
+	if runCodes != nil {
+		m.codes, m.coder = make([]int32, len(series)), rs[0].coder
+		for q, sr := range series {
+			m.codes[q] = runCodes[sr>>srcShift][sr&rowMask]
+		}
+	}
 	m.given = make([]bool, len(series))
 	for q, sr := range series {
 		m.given[q] = rs[sr>>srcShift].given[sr&rowMask]

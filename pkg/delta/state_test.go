@@ -17,7 +17,9 @@ import (
 )
 
 // fakeBase is a base snapshot of series "s%05d" for even numbers below
-// 2*n, each with periods 0, 10, 20, ... (nPeriods of them).
+// 2*n (more digits, all of equal width, when 2*n needs them: the ids must
+// sort as the numbers do, or Lookup misses), each with periods 0, 10, 20,
+// ... (nPeriods of them).
 type fakeBase struct {
 	ids      []string
 	periods  []arrow.Date32
@@ -26,8 +28,9 @@ type fakeBase struct {
 
 func newFakeBase(n, nPeriods int) *fakeBase {
 	b := &fakeBase{nPeriods: nPeriods}
+	width := max(5, len(fmt.Sprint(2*n)))
 	for i := 0; i < n; i++ {
-		b.ids = append(b.ids, fmt.Sprintf("s%05d", 2*i))
+		b.ids = append(b.ids, fmt.Sprintf("s%0*d", width, 2*i))
 	}
 	for p := 0; p < nPeriods; p++ {
 		b.periods = append(b.periods, arrow.Date32(10*p))
@@ -289,6 +292,19 @@ func checkState(t *testing.T, st *State, base *fakeBase, want map[key]row, given
 	gotGiven := map[string]bool{}
 	var added int64
 	for ri, r := range st.Runs() {
+		// coded by the State's own index (merges order by the codes)
+		if r.coder != st.keys || len(r.codes) != r.NumSeries() {
+			t.Fatalf("run %d: coded by %p with %d codes, want %p and %d", ri, r.coder, len(r.codes), st.keys, r.NumSeries())
+		}
+		for i, c := range r.codes {
+			want, ok := base.Lookup(r.SeriesID(i))
+			if !ok {
+				want = -1
+			}
+			if c != int32(want) {
+				t.Fatalf("run %d series %q: code %d, want %d", ri, r.SeriesID(i), c, want)
+			}
+		}
 		rec := r.Record()
 		codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
 		ps := r.Periods()
@@ -488,7 +504,7 @@ func TestCatchUp(t *testing.T) {
 				}
 				for i, r := range got.Runs() {
 					w := want.Runs()[i]
-					if r.Record() != w.Record() || r.added != w.added || !slices.Equal(r.fresh, w.fresh) {
+					if r.Record() != w.Record() || r.added != w.added || !slices.Equal(r.fresh, w.fresh) || !slices.Equal(r.codes, w.codes) {
 						t.Fatalf("run %d: added %d fresh %v, want %d %v", i, r.added, r.fresh, w.added, w.fresh)
 					}
 				}
@@ -517,5 +533,96 @@ func TestCatchUp(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMergeByCodes: a merge of runs one key index coded (base series
+// ordered by their codes) gives the same run as the merge of the same runs
+// by ids alone, for runs of base series and new ones interleaved, for
+// merges of merged runs, and for runs coded by different indexes (which
+// merge by ids); a merged run's codes are its series' codes in the base.
+func TestMergeByCodes(t *testing.T) {
+	ctx := context.Background()
+	s := testSchema(t)
+	mem := memory.DefaultAllocator
+	uncoded := func(rs []*Run) []*Run {
+		out := make([]*Run, len(rs))
+		for i, r := range rs {
+			c := *r
+			c.codes, c.coder = nil, nil
+			out[i] = &c
+		}
+		return out
+	}
+	same := func(t *testing.T, got, want *Run) {
+		t.Helper()
+		if !array.Equal(got.ids, want.ids) || !slices.Equal(got.start, want.start) || !slices.Equal(got.given, want.given) ||
+			!slices.Equal(got.fresh, want.fresh) || got.added != want.added || !array.RecordEqual(got.rec, want.rec) {
+			t.Fatalf("merged by codes:\n%v %v\nby ids:\n%v %v", got.ids, got.start, want.ids, want.start)
+		}
+		for a := range got.attrs {
+			if !array.Equal(got.attrs[a], want.attrs[a]) {
+				t.Fatalf("attribute %d: %v, want %v", a, got.attrs[a], want.attrs[a])
+			}
+		}
+	}
+	for seed := uint64(1); seed <= 12; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 5))
+			base := newFakeBase(200, 30)
+			writes, givens := randomWrites(rng, base, 4*MergeFanIn, 1+rng.IntN(300))
+			st := Empty(s)
+			for i, rows := range writes {
+				rec := write(s, rows, givens[i])
+				var err error
+				st, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(i+1), base)
+				rec.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			merge := func(rs []*Run) *Run {
+				t.Helper()
+				m, err := st.Merge(ctx, mem, rs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			check := func(rs []*Run) *Run {
+				t.Helper()
+				m := merge(rs)
+				same(t, m, merge(uncoded(rs)))
+				if m.coder != rs[0].coder || len(m.codes) != m.NumSeries() {
+					t.Fatalf("merged run coded by %p with %d codes, want %p and %d", m.coder, len(m.codes), rs[0].coder, m.NumSeries())
+				}
+				for i := range m.NumSeries() {
+					c, ok := base.Lookup(m.SeriesID(i))
+					if !ok {
+						c = -1
+					}
+					if m.codes[i] != int32(c) {
+						t.Fatalf("series %q: code %d, want %d", m.SeriesID(i), m.codes[i], c)
+					}
+				}
+				return m
+			}
+			runs := st.Runs()
+			var merged []*Run
+			for g := 0; g < MergeFanIn; g++ {
+				n := 2 + rng.IntN(MergeFanIn-1)
+				merged = append(merged, check(runs[g*MergeFanIn:g*MergeFanIn+n]))
+			}
+			check(merged)
+			// runs counted by another index (a rebase's copy beside the
+			// original) merge by ids, and their merge is left uncoded
+			other := st.Rebase(base).Runs()
+			mixed := []*Run{runs[0], other[1], runs[2]}
+			m := merge(mixed)
+			same(t, m, merge(uncoded(mixed)))
+			if m.codes != nil || m.coder != nil {
+				t.Fatal("a merge of runs of two indexes kept codes")
+			}
+		})
 	}
 }
