@@ -324,9 +324,7 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run, p 
 	for {
 		// the smallest id among the runs' next series, and which hold it
 		in = in[:0]
-		var id string       // the smallest's id, once read (idRead)
-		idCode := int32(-1) // and its code
-		idRead := false
+		minCode := int32(-1) // the smallest's code (in[0] holds it)
 		for x, r := range rs {
 			if cur[x] == r.NumSeries() {
 				continue
@@ -336,22 +334,15 @@ func mergeRuns(_ context.Context, mem memory.Allocator, s *Schema, rs []*Run, p 
 				code = runCodes[x][cur[x]]
 			}
 			c := -1
-			var sid string
-			read := false
 			if len(in) > 0 {
-				if code >= 0 && idCode >= 0 {
-					c = cmp.Compare(code, idCode)
+				if code >= 0 && minCode >= 0 {
+					c = cmp.Compare(code, minCode)
 				} else {
-					if !idRead {
-						id, idRead = rs[in[0]].SeriesID(cur[in[0]]), true
-					}
-					sid, read = r.SeriesID(cur[x]), true
-					c = strings.Compare(sid, id)
+					c = strings.Compare(r.SeriesID(cur[x]), rs[in[0]].SeriesID(cur[in[0]]))
 				}
 			}
 			if c < 0 {
-				in, idCode = append(in[:0], x), code
-				id, idRead = sid, read
+				in, minCode = append(in[:0], x), code
 			} else if c == 0 {
 				in = append(in, x)
 			}

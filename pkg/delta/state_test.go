@@ -458,6 +458,20 @@ func isUnitOf(v, id string) bool {
 // of the later State, run for run (what each adds, which series are
 // fresh) and in its list of fresh series, whether it drops the frozen
 // runs (a compaction) or keeps them (a reload); and a State whose runs a
+
+// appendWrite is st.Append of rows as write number n (its sequence number
+// and WAL position).
+func appendWrite(t *testing.T, st *State, rows []row, given map[string]bool, n int, base Base) *State {
+	t.Helper()
+	rec := write(st.Schema(), rows, given)
+	defer rec.Release()
+	next, err := st.Append(context.Background(), memory.DefaultAllocator, rec, uint64(n), uint64(n), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
 // merge replaced since is refused.
 func TestCatchUp(t *testing.T) {
 	ctx := context.Background()
@@ -474,13 +488,7 @@ func TestCatchUp(t *testing.T) {
 				var pre *State
 				at := 3 + rng.IntN(len(writes)-4) // writes before pre
 				for i, rows := range writes {
-					rec := write(s, rows, givens[i])
-					var err error
-					st, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(i+1), base)
-					rec.Release()
-					if err != nil {
-						t.Fatal(err)
-					}
+					st = appendWrite(t, st, rows, givens[i], i+1, base)
 					if i == 1 {
 						st = st.Freeze()
 					}
@@ -573,13 +581,7 @@ func TestMergeByCodes(t *testing.T) {
 			writes, givens := randomWrites(rng, base, 4*MergeFanIn, 1+rng.IntN(300))
 			st := Empty(s)
 			for i, rows := range writes {
-				rec := write(s, rows, givens[i])
-				var err error
-				st, err = st.Append(ctx, mem, rec, uint64(i+1), uint64(i+1), base)
-				rec.Release()
-				if err != nil {
-					t.Fatal(err)
-				}
+				st = appendWrite(t, st, rows, givens[i], i+1, base)
 			}
 			merge := func(rs []*Run) *Run {
 				t.Helper()
