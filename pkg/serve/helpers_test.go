@@ -154,6 +154,14 @@ func helperServer(root string) int {
 		headroom = n
 	}
 	defer gctune.Start(headroom).Stop()
+	if path := os.Getenv(helperEnv + "_TRACE"); path != "" {
+		t, err := newFileTrace(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		putTrace = t
+	}
 	srv, err := New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

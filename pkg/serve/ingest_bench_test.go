@@ -70,26 +70,31 @@ const ingestBatchRows = 10_000
 
 // ingestServer is a server on a private copy of the benchmark dataset:
 // its address, a function returning the server's CPU time so far (ns)
-// and its /metrics address (for the per-stage latencies).
-func ingestServer(b *testing.B) (addr string, serverCPU func() int64, metrics string) {
+// and its /metrics address (for the per-stage latencies). A trace path
+// makes the server write its per-batch trace there (ingest_trace_test.go).
+func ingestServer(b *testing.B, trace string) (addr string, serverCPU func() int64, metrics string) {
 	b.Helper()
 	root := liveBenchRoot(b, 100_000, 150)
+	if trace != "" && *ingestInProcess {
+		b.Fatal("-ingest.trace needs the server in a process of its own (no -ingest.inprocess)")
+	}
 	if *ingestInProcess {
 		tu := gctune.Start(*ingestHeadroom)
 		b.Cleanup(tu.Stop)
 		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0", WindowBytes: *ingestWindow, Compact: CompactPolicy{Rows: *ingestCompact}})
 		return srv.FlightAddr().String(), liveCPUTime, srv.HTTPAddr().String()
 	}
-	addr, pid, httpAddr := startHelperHTTP(b, root)
+	addr, pid, httpAddr := startHelperHTTP(b, root, trace)
 	return addr, func() int64 { return procCPUTime(b, pid) }, httpAddr
 }
 
 // startHelperHTTP is startHelperPID with the server's HTTP listener on:
-// it also returns that address.
-func startHelperHTTP(b testing.TB, root string) (string, int, string) {
+// it also returns that address. A trace path turns its put trace on.
+func startHelperHTTP(b testing.TB, root, trace string) (string, int, string) {
 	b.Helper()
 	lines, pid := startHelperProcess(b, root, 2, helperEnv+"_HTTP=1", helperEnv+"_WINDOW="+strconv.Itoa(*ingestWindow),
-		helperEnv+"_GC_HEADROOM="+strconv.FormatInt(*ingestHeadroom, 10), helperEnv+"_COMPACT_ROWS="+strconv.FormatInt(*ingestCompact, 10))
+		helperEnv+"_GC_HEADROOM="+strconv.FormatInt(*ingestHeadroom, 10), helperEnv+"_COMPACT_ROWS="+strconv.FormatInt(*ingestCompact, 10),
+		helperEnv+"_TRACE="+trace)
 	return lines[0], pid, lines[1]
 }
 
@@ -325,6 +330,8 @@ type ingestRun struct {
 	per     int
 	// interval is a stream's time between batches; 0: closed loop.
 	interval time.Duration
+	// trace, if not nil, takes every paced batch's moments.
+	trace *clientTrace
 }
 
 // run sends the load and returns every batch's latency and the wall time
@@ -358,7 +365,11 @@ func (r ingestRun) run(b *testing.B) ([]time.Duration, time.Duration) {
 // stream is one writer: closed loop (send, wait for the ack) or paced
 // (send on schedule; a second goroutine takes the acks in order).
 func (r ingestRun) stream(c flight.FlightServiceClient, s int, t0 time.Time) ([]time.Duration, error) {
-	st, err := c.DoPut(context.Background())
+	ctx := context.Background()
+	if r.trace != nil {
+		ctx = traceContext(s)
+	}
+	st, err := c.DoPut(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -386,6 +397,14 @@ func (r ingestRun) stream(c flight.FlightServiceClient, s int, t0 time.Time) ([]
 	for i := range due {
 		due[i] = t0.Add(time.Duration(s)*r.interval/time.Duration(r.streams) + time.Duration(i)*r.interval)
 	}
+	var traced []*tracedBatch
+	if r.trace != nil {
+		traced = make([]*tracedBatch, r.per)
+		for i := range traced {
+			traced[i] = r.trace.batch(s, i)
+			traced[i].due = due[i].UnixNano()
+		}
+	}
 	acks := make(chan error, 1)
 	go func() {
 		for i := 0; i < r.per; i++ {
@@ -393,14 +412,24 @@ func (r ingestRun) stream(c flight.FlightServiceClient, s int, t0 time.Time) ([]
 				acks <- fmt.Errorf("stream %d, ack %d: %w", s, i, err)
 				return
 			}
-			lat = append(lat, time.Since(due[i]))
+			now := time.Now()
+			lat = append(lat, now.Sub(due[i]))
+			if traced != nil {
+				traced[i].ack = now.UnixNano()
+			}
 		}
 		acks <- nil
 	}()
 	for i := 0; i < r.per; i++ {
 		waitUntil(due[i])
+		if traced != nil {
+			traced[i].send = time.Now().UnixNano()
+		}
 		if err := st.Send(batch(i)); err != nil {
 			return nil, fmt.Errorf("stream %d, batch %d: %w", s, i, err)
+		}
+		if traced != nil {
+			traced[i].sent = time.Now().UnixNano()
 		}
 	}
 	err = <-acks
@@ -551,7 +580,7 @@ func BenchmarkIngestSaturated(b *testing.B) {
 	schema, batches := encodedBatches(b)
 	for _, writers := range []int{1, 4} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			addr, serverCPU, metrics := ingestServer(b)
+			addr, serverCPU, metrics := ingestServer(b, "")
 			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: writers, per: max(b.N/writers, 1)}
 			warmUp(b, r)
 			b.ResetTimer()
@@ -572,12 +601,20 @@ func BenchmarkIngestPaced(b *testing.B) {
 	const streams = 4
 	for _, rate := range []int{250_000, 500_000, 1_000_000} {
 		b.Run(fmt.Sprintf("rate=%dk", rate/1000), func(b *testing.B) {
-			addr, serverCPU, metrics := ingestServer(b)
+			var trace string
+			if *ingestTrace {
+				trace = filepath.Join(b.TempDir(), "server.trace")
+			}
+			addr, serverCPU, metrics := ingestServer(b, trace)
 			// a stream sends a batch every streams × batch / rate
 			interval := time.Duration(float64(time.Second) * streams * ingestBatchRows / float64(rate))
 			r := ingestRun{addr: addr, schema: schema, batches: batches, streams: streams,
 				per: max(b.N/streams, 1), interval: interval}
 			warmUp(b, r)
+			if trace != "" {
+				r.trace = newClientTrace()
+				defer reportTrace(b, r.trace, trace)
+			}
 			b.ResetTimer()
 			st0 := scrapeStages(b, metrics)
 			s0, c0 := serverCPU(), liveCPUTime()

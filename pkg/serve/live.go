@@ -305,7 +305,11 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 }
 
 func (s *Service) doPut(stream flight.FlightService_DoPutServer) error {
-	rd, err := flight.NewRecordReader(stream)
+	var src flight.DataStreamReader = stream
+	if putTrace != nil {
+		src = &tracedRecv{stream: stream}
+	}
+	rd, err := flight.NewRecordReader(src)
 	if err != nil {
 		return errf(codes.InvalidArgument, "do_put: %v", err)
 	}
@@ -390,10 +394,41 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if err := stream.Send(&flight.PutResult{AppMetadata: md}); err != nil {
 		return err
 	}
+	acked := time.Now()
 	if s.metrics != nil {
-		s.metrics.put.observe(decoded, checked, time.Now(), ack.Stages)
+		s.metrics.put.observe(decoded, checked, acked, ack.Stages)
+	}
+	if putTrace != nil {
+		putTrace.Acked(ctx, batch, decoded, checked, acked, ack.Stages)
 	}
 	return nil
+}
+
+// putTrace, when set, is told when each DoPut message arrived and each
+// acknowledged batch's stage moments. Only the ingest benchmarks' helper
+// server sets it (their -ingest.trace), to match a client's slow
+// acknowledgements with what the server did meanwhile; it is nil in a real
+// server.
+var putTrace interface {
+	// Received: the stream's message msg (0: the schema; batch b is
+	// message b+1) was read from gRPC, before its decoding.
+	Received(ctx context.Context, msg int, at time.Time)
+	Acked(ctx context.Context, batch int, decoded, checked, acked time.Time, st live.Stages)
+}
+
+// tracedRecv tells putTrace when each message of a DoPut stream arrives.
+type tracedRecv struct {
+	stream flight.FlightService_DoPutServer
+	n      int
+}
+
+func (r *tracedRecv) Recv() (*flight.FlightData, error) {
+	fd, err := r.stream.Recv()
+	if err == nil {
+		putTrace.Received(r.stream.Context(), r.n, time.Now())
+		r.n++
+	}
+	return fd, err
 }
 
 // putKnown answers Normalize's attribute look-ups for one batch. The base
