@@ -408,7 +408,8 @@ func (r ingestRun) stream(c flight.FlightServiceClient, s int, t0 time.Time) ([]
 	acks := make(chan error, 1)
 	go func() {
 		for i := 0; i < r.per; i++ {
-			if _, err := st.Recv(); err != nil {
+			res, err := st.Recv()
+			if err != nil {
 				acks <- fmt.Errorf("stream %d, ack %d: %w", s, i, err)
 				return
 			}
@@ -416,6 +417,7 @@ func (r ingestRun) stream(c flight.FlightServiceClient, s int, t0 time.Time) ([]
 			lat = append(lat, now.Sub(due[i]))
 			if traced != nil {
 				traced[i].ack = now.UnixNano()
+				traced[i].walPosition = ackPosition(res.AppMetadata)
 			}
 		}
 		acks <- nil

@@ -16,6 +16,7 @@ package serve
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -118,6 +119,18 @@ type tracedBatch struct {
 	due, send, sent                                                      int64
 	received, decoded, checked, queued, taken, logged, prepared, applied int64
 	acked, ack                                                           int64
+	// walPosition is its acknowledgement's (its commit group's end)
+	walPosition uint64
+}
+
+// ackPosition is the wal_position of a PutResult's app_metadata (0 if it
+// has none).
+func ackPosition(md []byte) uint64 {
+	var a struct {
+		WALPosition uint64 `json:"wal_position"`
+	}
+	json.Unmarshal(md, &a)
+	return a.WALPosition
 }
 
 func newClientTrace() *clientTrace {
@@ -256,14 +269,42 @@ func (t *clientTrace) report(w io.Writer, serverGCs []int64) {
 		}
 		return n
 	}
-	fmt.Fprintln(w, "slowest batches (ms from due; GCs ended in flight: client/server)")
+	// the WAL segments whose first commit group a batch was in: its
+	// fsync created the segment
+	firstSeg := map[uint64]uint64{} // segment → the lowest position acknowledged in it
+	for _, b := range all {
+		seg := b.walPosition >> 32
+		if p, ok := firstSeg[seg]; !ok || b.walPosition < p {
+			firstSeg[seg] = b.walPosition
+		}
+	}
+	t0 := all[0].due
+	for _, b := range all {
+		t0 = min(t0, b.due)
+	}
+	fmt.Fprintln(w, "slowest batches (ms from due; s: due since the run began; GCs ended in flight: client/server; new: its group began a WAL segment)")
 	for _, b := range slow[max(len(slow)-20, 0):] {
 		fmt.Fprintf(w, "%-12s", ms(b.ack-b.due))
 		for _, s := range traceSegments {
 			fmt.Fprintf(w, "%8s", ms(s.to(b)-s.from(b)))
 		}
-		fmt.Fprintf(w, "   gc %d/%d\n", during(t.gcs, b), during(serverGCs, b))
+		fmt.Fprintf(w, "  s %6.2f  gc %d/%d", float64(b.due-t0)/1e9, during(t.gcs, b), during(serverGCs, b))
+		if firstSeg[b.walPosition>>32] == b.walPosition {
+			fmt.Fprint(w, "  new")
+		}
+		fmt.Fprintln(w)
 	}
+	var starts []string
+	for seg, p := range firstSeg {
+		for _, b := range all {
+			if b.walPosition == p {
+				starts = append(starts, fmt.Sprintf("%d@%.2fs(fsync %s ms)", seg, float64(b.due-t0)/1e9, ms(b.logged-b.taken)))
+				break
+			}
+		}
+	}
+	slices.Sort(starts)
+	fmt.Fprintln(w, "WAL segments' first groups:", strings.Join(starts, " "))
 }
 
 // reportTrace joins the server's trace file with the client's trace and
