@@ -1,0 +1,121 @@
+// Command fsyncfloor measures the disk's own durable-write floor: the
+// latency of one write plus fdatasync at a fixed pace, with no server, no
+// WAL framing and no Arrow in the way. It is the evidence behind the live
+// ingest benchmark's acknowledgement tail (issue 11): an acknowledgement
+// waits for an fdatasync, so its p99 cannot be lower than what this disk
+// gives a bare loop.
+//
+//	go run ./bench/fsyncfloor -dir DIR [-d 20s] [-every 10ms] [-size 262144] [-burn N] [-alloc] [-pre]
+//
+// The defaults match the paced ingest benchmark at 1M rows/s in 10k-row
+// batches (one group commit of about 256 KiB every 10 ms). -burn adds N
+// busy goroutines and -alloc makes them allocate, to see whether CPU or
+// GC load moves the figure; -pre writes the file full of zeros and syncs
+// it first, so that the measured writes overwrite allocated blocks and
+// fdatasync has no metadata to commit (the preallocation that session 8
+// measured in the WAL and reverted).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+)
+
+func main() {
+	dir := flag.String("dir", ".", "directory on the disk to measure")
+	dur := flag.Duration("d", 20*time.Second, "how long to measure")
+	every := flag.Duration("every", 10*time.Millisecond, "pace of the writes")
+	size := flag.Int("size", 256<<10, "bytes per write")
+	burn := flag.Int("burn", 0, "busy goroutines running alongside")
+	alloc := flag.Bool("alloc", false, "the busy goroutines allocate 1 MiB per loop")
+	pre := flag.Bool("pre", false, "prewrite the file with zeros and overwrite it")
+	flag.Parse()
+	if err := run(*dir, *dur, *every, *size, *burn, *alloc, *pre); err != nil {
+		fmt.Fprintln(os.Stderr, "fsyncfloor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string, dur, every time.Duration, size, burn int, alloc, pre bool) error {
+	if every <= 0 || size <= 0 || dur < every {
+		return fmt.Errorf("need -every > 0, -size > 0 and -d >= -every")
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	for i := 0; i < burn; i++ {
+		go busy(stop, alloc)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("fsyncfloor-%d.dat", os.Getpid()))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	buf := make([]byte, size)
+	if pre {
+		for i := 0; i < int(dur/every)+10; i++ {
+			if _, err := f.Write(buf); err != nil {
+				return fmt.Errorf("%s: prewrite: %w", path, err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("%s: prewrite sync: %w", path, err)
+		}
+		if _, err := f.Seek(0, 0); err != nil {
+			return err
+		}
+	}
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	var lat []time.Duration
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for end := time.Now().Add(dur); time.Now().Before(end); {
+		<-tick.C
+		if _, err := f.Write(buf); err != nil {
+			return fmt.Errorf("%s: write: %w", path, err)
+		}
+		t := time.Now()
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return fmt.Errorf("%s: fdatasync: %w", path, err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+	over := 0
+	for _, l := range lat {
+		if l > 20*time.Millisecond {
+			over++
+		}
+	}
+	fmt.Printf("pre=%v burn=%d alloc=%v syncs=%d p50=%v p99=%v p999=%v max=%v over20ms=%d\n",
+		pre, burn, alloc, len(lat), q(.5), q(.99), q(.999), lat[len(lat)-1], over)
+	return nil
+}
+
+// busy spins until stop is closed, allocating garbage when alloc is set.
+func busy(stop <-chan struct{}, alloc bool) {
+	var sink []byte
+	for x := 0; ; {
+		select {
+		case <-stop:
+			_ = sink
+			return
+		default:
+		}
+		for j := 0; j < 1e6; j++ {
+			x += j
+		}
+		if alloc {
+			sink = make([]byte, 1<<20)
+		}
+	}
+}
