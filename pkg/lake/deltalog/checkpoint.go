@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/energyscope/servingsnap/pkg/parquetfile"
 )
 
 // actionColumns are the checkpoint columns read; each row sets one of them.
@@ -34,7 +36,7 @@ func readParquetActions(ctx context.Context, r parquet.ReaderAtSeeker) (acts []A
 		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
 	defer pf.Close()
-	if err := checkChunks(pf); err != nil {
+	if err := parquetfile.CheckChunks(pf); err != nil {
 		return nil, err
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 4096}, memory.DefaultAllocator)
@@ -100,35 +102,6 @@ func readParquetActions(ctx context.Context, r parquet.ReaderAtSeeker) (acts []A
 		return nil, err
 	}
 	return acts, nil
-}
-
-// checkChunks refuses column chunks whose byte range is not inside the
-// file. pqarrow opens the readers of a struct's fields on goroutines of
-// its own, and a reader over a negative or oversized range panics there
-// (makeslice) or asks for gigabytes, where readParquetActions' recover
-// cannot reach: a checkpoint's action columns are all structs, so every
-// range is checked here, on the caller's goroutine, first.
-func checkChunks(pf *file.Reader) error {
-	md := pf.MetaData()
-	size := md.GetSourceFileSize()
-	for g := 0; g < pf.NumRowGroups(); g++ {
-		rg := md.RowGroup(g)
-		for c := 0; c < rg.NumColumns(); c++ {
-			cc, err := rg.ColumnChunk(c)
-			if err != nil {
-				return fmt.Errorf("row group %d column %d: %w", g, c, err)
-			}
-			start := cc.DataPageOffset()
-			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
-				start = cc.DictionaryPageOffset()
-			}
-			n := cc.TotalCompressedSize()
-			if start < 0 || n < 0 || start > size || n > size-start {
-				return fmt.Errorf("row group %d column %d: chunk at offset %d of %d bytes is outside the file (%d bytes)", g, c, start, n, size)
-			}
-		}
-	}
-	return nil
 }
 
 // ParseParquetActions reads the actions of Parquet checkpoint bytes.
