@@ -28,6 +28,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/parquetfile"
 	"github.com/energyscope/servingsnap/pkg/vortexio"
 
 	"github.com/energyscope/servingsnap/pkg/progress"
@@ -254,6 +255,10 @@ func openSource(ctx context.Context, path string, f Format) (source, error) {
 	case Parquet:
 		pf, err := file.OpenParquetFile(path, false)
 		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if err := parquetfile.CheckChunks(pf); err != nil {
+			pf.Close()
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/energyscope/servingsnap/pkg/corrupt"
+	"github.com/energyscope/servingsnap/pkg/parquetfile"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
 
@@ -37,6 +38,9 @@ func CheckPortable(ctx context.Context, r query.Reader, f parquet.ReaderAtSeeker
 		return 0, corrupt.Errorf("not a readable Parquet file: %w", err)
 	}
 	defer pf.Close()
+	if err := parquetfile.CheckChunks(pf); err != nil {
+		return 0, corrupt.Errorf("%w", err)
+	}
 	if err := checkRowGroups(pf); err != nil {
 		return 0, err
 	}

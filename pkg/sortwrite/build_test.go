@@ -1,6 +1,7 @@
 package sortwrite
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -191,6 +192,23 @@ func TestBadInput(t *testing.T) {
 		{"not parquet", func(t *testing.T, d string) {
 			os.WriteFile(filepath.Join(d, "junk.parquet"), []byte("hello"), 0o644)
 		}, nil, []string{"junk.parquet", "not a readable Parquet file"}},
+		{"chunk outside the file", func(t *testing.T, d string) {
+			var ids, ps, vs []any
+			for i := 0; i < 20000; i++ {
+				ids, ps, vs = append(ids, "S"), append(ps, arrow.Date32(i)), append(vs, math.Sin(float64(i)))
+			}
+			testlake.WriteParquet(t, d, "cut.parquet", 0, testlake.Col{Name: "series_id", Vals: ids}, testlake.Col{Name: "period", Vals: ps}, testlake.Col{Name: "value", Vals: vs})
+			// Cut page bytes after the leading magic: the footer still reads, and
+			// the last chunks' ranges now run past the end of the file.
+			path := filepath.Join(d, "cut.parquet")
+			b, err := os.ReadFile(path)
+			if err != nil || len(b) < 64<<10 {
+				t.Fatalf("fixture: %d bytes, %v", len(b), err)
+			}
+			if err := os.WriteFile(path, append(b[:4:4], b[4+32<<10:]...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, []string{"cut.parquet", "is outside the file"}},
 		{"no inputs", func(t *testing.T, d string) {}, nil, []string{"holds no .parquet files"}},
 		{"bad on-duplicate", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})

@@ -15,6 +15,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
+	"github.com/energyscope/servingsnap/pkg/parquetfile"
 )
 
 // input is one data file of the table: a Parquet file the builder reads by
@@ -65,7 +66,7 @@ func (in *input) open(ctx context.Context, mmap bool, extra ...file.ReadOption) 
 		if err != nil {
 			return nil, fmt.Errorf("%s: not a readable Parquet file: %w", in.Rel, err)
 		}
-		return pf, nil
+		return in.checked(pf)
 	}
 	f, _, err := in.tbl.Store.Open(ctx, in.src.Name)
 	if err != nil {
@@ -76,7 +77,18 @@ func (in *input) open(ctx context.Context, mmap bool, extra ...file.ReadOption) 
 		f.Close()
 		return nil, fmt.Errorf("%s: not a readable Parquet file: %w", in.Rel, err)
 	}
-	return pf, nil // pf.Close closes f
+	return in.checked(pf) // pf.Close closes f
+}
+
+// checked returns pf if every column chunk lies inside the file, and
+// closes it otherwise: a reader over a chunk outside it would panic or
+// allocate the footer's claimed length.
+func (in *input) checked(pf *file.Reader) (*file.Reader, error) {
+	if err := parquetfile.CheckChunks(pf); err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("%s: %w", in.Rel, err)
+	}
+	return pf, nil
 }
 
 // readFooter opens the file's footer for its row counts and Arrow schema,

@@ -22,6 +22,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/lake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/parquetfile"
 	"github.com/energyscope/servingsnap/pkg/period"
 
 	"github.com/energyscope/servingsnap/pkg/progress"
@@ -464,6 +465,9 @@ func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, attrNames 
 		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
 	defer pf.Close()
+	if err := parquetfile.CheckChunks(pf); err != nil {
+		return nil, err
+	}
 	out := &fileRows{footer: pf.NumRows()}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
 	if err != nil {
