@@ -1,43 +1,33 @@
-package parquetfile
+package parquetfile_test
 
 import (
-	"bytes"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/pkg/parquetfile"
 )
 
-// sample writes a Parquet file of two int64 columns in two row groups,
-// large enough that its pages dwarf its footer.
+// sample writes a Parquet file of two float columns in two row groups,
+// large enough that its pages dwarf its footer, and returns its bytes.
 func sample(t *testing.T) []byte {
 	t.Helper()
-	sc := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}, {Name: "b", Type: arrow.PrimitiveTypes.Int64}}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer b.Release()
-	for i := 0; i < 50000; i++ {
-		b.Field(0).(*array.Int64Builder).Append(int64(i) * 7919)
-		b.Field(1).(*array.Int64Builder).Append(int64(i) * 104729)
+	a, b := make([]any, 50000), make([]any, 50000)
+	for i := range a {
+		a[i], b[i] = math.Sin(float64(i)), math.Cos(float64(i))
 	}
-	rec := b.NewRecord()
-	defer rec.Release()
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(sc, &buf, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(25000), parquet.WithDictionaryDefault(false)), pqarrow.DefaultWriterProps())
+	dir := t.TempDir()
+	testlake.WriteParquet(t, dir, "s.parquet", 25000, testlake.Col{Name: "a", Vals: a}, testlake.Col{Name: "b", Vals: b})
+	data, err := os.ReadFile(filepath.Join(dir, "s.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return data
 }
 
 func TestCheckChunks(t *testing.T) {
@@ -55,12 +45,16 @@ func TestCheckChunks(t *testing.T) {
 		{"pages cut out", short, "row group 1 column 1 (b): chunk at offset"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pf, err := file.NewParquetReader(bytes.NewReader(tc.data))
+			path := filepath.Join(t.TempDir(), "f.parquet")
+			if err := os.WriteFile(path, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pf, err := file.OpenParquetFile(path, false)
 			if err != nil {
 				t.Fatalf("footer: %v", err)
 			}
 			defer pf.Close()
-			err = CheckChunks(pf)
+			err = parquetfile.CheckChunks(pf)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("CheckChunks = %v, want nil", err)
