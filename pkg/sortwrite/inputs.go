@@ -82,8 +82,12 @@ func (in *input) open(ctx context.Context, mmap bool, extra ...file.ReadOption) 
 
 // checked returns pf if every column chunk lies inside the file, and
 // closes it otherwise: a reader over a chunk outside it would panic or
-// allocate the footer's claimed length.
+// allocate the footer's claimed length. A footer is checked once, when
+// readFooter first parses it; later opens reuse it (in.meta) unchecked.
 func (in *input) checked(pf *file.Reader) (*file.Reader, error) {
+	if in.meta != nil {
+		return pf, nil
+	}
 	if err := parquetfile.CheckChunks(pf); err != nil {
 		pf.Close()
 		return nil, fmt.Errorf("%s: %w", in.Rel, err)
