@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,6 +155,20 @@ func helperServer(root string) int {
 		headroom = n
 	}
 	defer gctune.Start(headroom).Stop()
+	// a CPU profile of the server process alone (the ingest benchmarks'
+	// -cpuprofile would be the client's): SERVINGSNAP_SERVE_HELPER_CPUPROFILE=path
+	if path := os.Getenv(helperEnv + "_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if path := os.Getenv(helperEnv + "_TRACE"); path != "" {
 		t, err := newFileTrace(path)
 		if err != nil {
