@@ -81,7 +81,7 @@ fuzz:
 
 # A short coverage-guided run of the parsers of outside bytes (CI runs it
 # after the seed corpora): Vortex files, tickets, manifests, periods, Arrow
-# IPC footers, WAL segments, SQL statements, Delta deletion vectors, commits
+# IPC footers, WAL segments, SQL statements, DoPut string columns, Delta deletion vectors, commits
 # and checkpoints, and the Vortex writer (write → read → equal)
 # (scripts/fuzz-smoke.sh says how a fuzzer deadline is told apart from a
 # failure).
@@ -91,7 +91,7 @@ fuzz-smoke:
 	  ./pkg/vortexio:FuzzReader ./pkg/vortexio:FuzzWriterRoundTrip ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
 	  ./pkg/serve:FuzzServer ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
 	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions \
-	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster ./pkg/verify/arrowcheck:FuzzData
+	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster ./pkg/verify/arrowcheck:FuzzData ./pkg/serve:FuzzValidateStrings
 
 demo: build venv-demo
 	bash examples/demo.sh

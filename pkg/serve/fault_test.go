@@ -538,3 +538,22 @@ func TestPutMalformedArrow(t *testing.T) {
 		t.Fatalf("after the refused put: %v", err)
 	}
 }
+
+// TestPutInvalidUTF8: a DoPut batch whose series ids are not UTF-8 one by
+// one (here a character split across two of them, which the values buffer
+// as a whole would pass) is InvalidArgument naming the column and row, and
+// nothing of it is applied.
+func TestPutInvalidUTF8(t *testing.T) {
+	srv := startServer(t, Config{Root: liveRoot(t)})
+	c := dial(t, srv)
+	// (attributes given: the new series are otherwise refused for lacking them)
+	rec := putRows{"series_id": {"A", "x\xc3", "\xa9"}, "period": {"2020-04", "2020-03", "2020-02"}, "value": {4.0, 12.0, 1.0}, "units": {"u", "w", "w"}}.record(t)
+	defer rec.Release()
+	_, err := doPut(context.Background(), c, "LIVE", rec)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `column "series_id"`) || !strings.Contains(err.Error(), "row 1") {
+		t.Fatalf("DoPut of a split character: %v, want InvalidArgument naming column series_id and row 1", err)
+	}
+	if r, err := get(context.Background(), c, ticket(map[string]any{"dataset": "LIVE", "series": []string{"A"}})); err != nil || len(r.periods) != 3 {
+		t.Fatalf("after the refused put: %v, %d rows of A", err, len(r.periods))
+	}
+}
