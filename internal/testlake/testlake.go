@@ -140,3 +140,22 @@ func Repeat(v any, n int) []any {
 	}
 	return out
 }
+
+// CutPages removes n page bytes from the Parquet file at path, right after
+// its leading magic: the footer still reads, and the last column chunks'
+// byte ranges now run past the end of the file (a truncated or spliced
+// upload). The file must hold more than n bytes of pages.
+func CutPages(t testing.TB, path string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const magic = 4
+	if len(b) < 2*magic+n {
+		t.Fatalf("%s: %d bytes, too few to cut %d page bytes from", path, len(b), n)
+	}
+	if err := os.WriteFile(path, append(b[:magic:magic], b[magic+n:]...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

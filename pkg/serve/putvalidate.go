@@ -91,23 +91,26 @@ func validateFull(col arrow.Array) error {
 // ever follows its character's lead byte. utf8.Valid runs through ASCII
 // (what ids almost always are) a word at a time.
 func validUTF8(offsets []int32, values []byte) error {
-	ok := utf8.Valid(values)
-	base := offsets[0]
-	for _, o := range offsets[1 : len(offsets)-1] {
-		if !ok {
-			break
-		}
-		if at := int(o - base); at < len(values) && values[at]&0xC0 == 0x80 {
-			ok = false
-		}
-	}
-	if ok {
+	if utf8.Valid(values) && !startsInside(offsets, values) {
 		return nil
 	}
+	base := offsets[0]
 	for i := 1; i < len(offsets); i++ {
 		if v := values[offsets[i-1]-base : offsets[i]-base]; !utf8.Valid(v) {
 			return fmt.Errorf("row %d: the string is not valid UTF-8: %q", i-1, v)
 		}
 	}
 	return nil
+}
+
+// startsInside reports whether a value after the first starts with a
+// continuation byte of values.
+func startsInside(offsets []int32, values []byte) bool {
+	base := offsets[0]
+	for _, o := range offsets[1 : len(offsets)-1] {
+		if at := int(o - base); at < len(values) && values[at]&0xC0 == 0x80 {
+			return true
+		}
+	}
+	return false
 }

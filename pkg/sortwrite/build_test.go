@@ -198,16 +198,7 @@ func TestBadInput(t *testing.T) {
 				ids, ps, vs = append(ids, "S"), append(ps, arrow.Date32(i)), append(vs, math.Sin(float64(i)))
 			}
 			testlake.WriteParquet(t, d, "cut.parquet", 0, testlake.Col{Name: "series_id", Vals: ids}, testlake.Col{Name: "period", Vals: ps}, testlake.Col{Name: "value", Vals: vs})
-			// Cut page bytes after the leading magic: the footer still reads, and
-			// the last chunks' ranges now run past the end of the file.
-			path := filepath.Join(d, "cut.parquet")
-			b, err := os.ReadFile(path)
-			if err != nil || len(b) < 64<<10 {
-				t.Fatalf("fixture: %d bytes, %v", len(b), err)
-			}
-			if err := os.WriteFile(path, append(b[:4:4], b[4+32<<10:]...), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			testlake.CutPages(t, filepath.Join(d, "cut.parquet"), 32<<10)
 		}, nil, []string{"cut.parquet", "is outside the file"}},
 		{"no inputs", func(t *testing.T, d string) {}, nil, []string{"holds no .parquet files"}},
 		{"bad on-duplicate", func(t *testing.T, d string) {
