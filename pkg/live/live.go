@@ -252,6 +252,17 @@ func (w *Writer) leave() {
 }
 
 func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
+	if norm.NumRows() == 0 {
+		// Nothing to log or apply: a record and an fsync would change
+		// nothing a replay rebuilds. Acknowledged at the log's durable end,
+		// as every write before it on the caller's stream is.
+		select {
+		case <-w.stop:
+			return Ack{}, ErrClosed
+		default:
+		}
+		return Ack{WALPosition: w.log.End().Uint64()}, nil
+	}
 	w.inflight.Add(1)
 	defer w.leave()
 	payload, err := encode(norm)

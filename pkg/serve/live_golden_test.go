@@ -12,7 +12,8 @@ package serve
 //	                  snapshot (a nightly build from the lake); no reload
 //	put               input rows "ID PERIOD VALUE [units=U] [category=C]"
 //	                  (VALUE may be null), one DoPut; a line ";" starts the
-//	                  next batch of the same stream. Prints each ack; WAL
+//	                  next batch of the same stream, a line "(no rows)" is a
+//	                  batch of no rows. Prints each ack; WAL
 //	                  positions are printed as @1, @2, … in order of first
 //	                  appearance, so scripts do not depend on record sizes
 //	get [args]        DoGet; args: series=A,B prefix=P category=C start=
@@ -444,11 +445,15 @@ func (s *liveScript) put(d *directive) string {
 		batch = nil
 	}
 	for _, l := range strings.Split(d.input, "\n") {
-		if strings.TrimSpace(l) == ";" {
+		switch strings.TrimSpace(l) {
+		case ";":
 			flush()
-			continue
+		case "(no rows)": // a batch of its own with no rows
+			flush()
+			recs = append(recs, s.record(nil))
+		default:
+			batch = append(batch, l)
 		}
-		batch = append(batch, l)
 	}
 	flush()
 	defer func() {
