@@ -5,7 +5,7 @@
 // waits for an fdatasync, so its p99 cannot be lower than what this disk
 // gives a bare loop.
 //
-//	go run ./bench/fsyncfloor -dir DIR [-d 20s] [-every 10ms] [-size 262144] [-burn N] [-alloc] [-pre]
+//	go run ./bench/fsyncfloor -dir DIR [-d 20s] [-every 10ms] [-size 262144] [-burn N] [-alloc] [-pre] [-depth N]
 //
 // The defaults match the paced ingest benchmark at 1M rows/s in 10k-row
 // batches (one group commit of about 256 KiB every 10 ms). -burn adds N
@@ -14,6 +14,15 @@
 // it first, so that the measured writes overwrite allocated blocks and
 // fdatasync has no metadata to commit (the preallocation that session 8
 // measured in the WAL and reverted).
+//
+// -depth N measures a group-commit log instead of a bare loop: writes are
+// due at the pace, a committer writes whatever is due as one batch and
+// fsyncs it, with up to N fsyncs running at once, and a write counts as
+// durable when its fsync and every earlier one have returned. The figure
+// is then from due to durable, queueing included. -depth 1 is pkg/wal's
+// committer, which waits for each fsync before its next write; -depth 2
+// is the pipelined committer session 16 built and measured: here it was
+// no better (docs/OPERATIONS.md, "Session 16"), so pkg/wal keeps one.
 package main
 
 import (
@@ -34,16 +43,17 @@ func main() {
 	burn := flag.Int("burn", 0, "busy goroutines running alongside")
 	alloc := flag.Bool("alloc", false, "the busy goroutines allocate 1 MiB per loop")
 	pre := flag.Bool("pre", false, "prewrite the file with zeros and overwrite it")
+	depth := flag.Int("depth", 0, "measure a group-commit log with up to N fsyncs at once, from due to durable (0: the bare loop)")
 	flag.Parse()
-	if err := run(*dir, *dur, *every, *size, *burn, *alloc, *pre); err != nil {
+	if err := run(*dir, *dur, *every, *size, *burn, *alloc, *pre, *depth); err != nil {
 		fmt.Fprintln(os.Stderr, "fsyncfloor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, dur, every time.Duration, size, burn int, alloc, pre bool) error {
-	if every <= 0 || size <= 0 || dur < every {
-		return fmt.Errorf("need -every > 0, -size > 0 and -d >= -every")
+func run(dir string, dur, every time.Duration, size, burn int, alloc, pre bool, depth int) error {
+	if every <= 0 || size <= 0 || dur < every || depth < 0 {
+		return fmt.Errorf("need -every > 0, -size > 0, -d >= -every and -depth >= 0")
 	}
 	stop := make(chan struct{})
 	defer close(stop)
@@ -74,6 +84,14 @@ func run(dir string, dur, every time.Duration, size, burn int, alloc, pre bool) 
 	for i := range buf {
 		buf[i] = byte(i)
 	}
+	if depth > 0 {
+		lat, err := groupCommit(f, buf, dur, every, depth)
+		if err != nil {
+			return err
+		}
+		report(fmt.Sprintf("pre=%v burn=%d alloc=%v depth=%d writes=%d (due to durable)", pre, burn, alloc, depth, len(lat)), lat)
+		return nil
+	}
 	var lat []time.Duration
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -88,6 +106,12 @@ func run(dir string, dur, every time.Duration, size, burn int, alloc, pre bool) 
 		}
 		lat = append(lat, time.Since(t))
 	}
+	report(fmt.Sprintf("pre=%v burn=%d alloc=%v syncs=%d", pre, burn, alloc, len(lat)), lat)
+	return nil
+}
+
+// report prints what, then the quantiles of lat.
+func report(what string, lat []time.Duration) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
 	over := 0
@@ -96,9 +120,77 @@ func run(dir string, dur, every time.Duration, size, burn int, alloc, pre bool) 
 			over++
 		}
 	}
-	fmt.Printf("pre=%v burn=%d alloc=%v syncs=%d p50=%v p99=%v p999=%v max=%v over20ms=%d\n",
-		pre, burn, alloc, len(lat), q(.5), q(.99), q(.999), lat[len(lat)-1], over)
-	return nil
+	fmt.Printf("%s p50=%v p99=%v p999=%v max=%v over20ms=%d\n", what, q(.5), q(.99), q(.999), lat[len(lat)-1], over)
+}
+
+// groupCommit appends buf to f once per every for dur, through a
+// committer with up to depth fsyncs running, and returns each write's
+// latency from its due time to its durability (its fsync and every
+// earlier one returned).
+func groupCommit(f *os.File, buf []byte, dur, every time.Duration, depth int) ([]time.Duration, error) {
+	n := int(dur / every)
+	due := make(chan time.Time, n)
+	go func() {
+		begin := time.Now()
+		for k := range n {
+			at := begin.Add(time.Duration(k) * every)
+			time.Sleep(time.Until(at))
+			due <- at
+		}
+	}()
+	type batch struct {
+		due  []time.Time
+		took chan error // the fsync's result
+	}
+	syncing := make(chan batch, n) // to the lander, in log order
+	running := make(chan struct{}, depth)
+	var lat []time.Duration
+	landed := make(chan error)
+	go func() { // lands batches in order
+		var err error
+		for b := range syncing {
+			if e := <-b.took; e != nil && err == nil {
+				err = e
+			}
+			now := time.Now()
+			for _, d := range b.due {
+				lat = append(lat, now.Sub(d))
+			}
+		}
+		landed <- err
+	}()
+	var off int64
+	for got := 0; got < n; {
+		ds := []time.Time{<-due}
+		for more := true; more; {
+			select {
+			case d := <-due:
+				ds = append(ds, d)
+			default:
+				more = false
+			}
+		}
+		got += len(ds)
+		b := batch{due: ds, took: make(chan error, 1)}
+		running <- struct{}{} // blocks while depth fsyncs run
+		syncing <- b
+		for range ds {
+			if _, err := f.WriteAt(buf, off); err != nil {
+				return nil, fmt.Errorf("%s: write: %w", f.Name(), err)
+			}
+			off += int64(len(buf))
+		}
+		go func() {
+			err := syscall.Fdatasync(int(f.Fd()))
+			<-running
+			b.took <- err
+		}()
+	}
+	close(syncing)
+	if err := <-landed; err != nil {
+		return nil, fmt.Errorf("%s: fdatasync: %w", f.Name(), err)
+	}
+	return lat, nil
 }
 
 // busy spins until stop is closed, allocating garbage when alloc is set.
