@@ -385,11 +385,13 @@ func (s *Service) putBatch(ctx context.Context, d *dataset, w *live.Writer, rec 
 	if err != nil {
 		return fmt.Errorf("dataset %q: batch %d: %w", d.name, batch, err)
 	}
-	d.stMu.Lock()
-	if d.cs.since.IsZero() {
-		d.cs.since = time.Now()
+	if ack.Rows > 0 { // a batch of no rows adds nothing for --compact-age to age
+		d.stMu.Lock()
+		if d.cs.since.IsZero() {
+			d.cs.since = time.Now()
+		}
+		d.stMu.Unlock()
 	}
-	d.stMu.Unlock()
 	md, _ := json.Marshal(ack)
 	if err := stream.Send(&flight.PutResult{AppMetadata: md}); err != nil {
 		return err

@@ -309,6 +309,28 @@ func TestCompactionByThreshold(t *testing.T) {
 	}
 }
 
+// TestEmptyPutAge: a batch of no rows does not start the age of the
+// oldest unfolded write (--compact-age), a batch of rows does.
+func TestEmptyPutAge(t *testing.T) {
+	srv := startServer(t, Config{Root: liveRoot(t)})
+	c := dial(t, srv)
+	d := srv.svc.datasets["LIVE"]
+	since := func() time.Time { d.stMu.Lock(); defer d.stMu.Unlock(); return d.cs.since }
+	acks, err := doPut(context.Background(), c, "LIVE", putRows{"series_id": {}, "period": {}, "value": {}}.record(t))
+	if err != nil || len(acks) != 1 || acks[0]["rows"] != 0 {
+		t.Fatalf("empty put: %v %v", acks, err)
+	}
+	if !since().IsZero() {
+		t.Fatalf("an empty put started the delta's age at %v", since())
+	}
+	if _, err := doPut(context.Background(), c, "LIVE", putRows{"series_id": {"A"}, "period": {"2020-04"}, "value": {4.0}}.record(t)); err != nil {
+		t.Fatal(err)
+	}
+	if since().IsZero() {
+		t.Fatal("a put of rows did not start the delta's age")
+	}
+}
+
 // TestTooLargeStatus: a write over the log's record limit reaches the
 // client as ResourceExhausted, saying what to do.
 func TestTooLargeStatus(t *testing.T) {
