@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
@@ -219,6 +220,32 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	var pendCodes []uint32
 	var pendRows int64
 	var code uint32
+	// The data file is written on a goroutine of its own, one batch behind
+	// the merge: encoding, checksumming and the write syscalls overlap
+	// the next batch's merge and assembly (as the builder's writer does).
+	out := make(chan arrow.RecordBatch, 1)
+	wg, wctx := errgroup.WithContext(ctx)
+	wg.Go(func() error {
+		for rec := range out {
+			err := dw.Write(rec)
+			rec.Release()
+			if err != nil {
+				for r := range out {
+					r.Release()
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	// finish ends the writer and returns its error, else err.
+	finish := func(err error) error {
+		close(out)
+		if werr := wg.Wait(); werr != nil {
+			return werr
+		}
+		return err
+	}
 	flush := func() error {
 		if pendRows == 0 {
 			return nil
@@ -227,21 +254,26 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		if err != nil {
 			return err
 		}
-		defer rec.Release()
 		pending, pendCodes, pendRows = pending[:0], pendCodes[:0], 0
 		if yield != nil {
 			yield()
 		}
-		return dw.Write(rec)
+		select {
+		case out <- rec:
+			return nil
+		case <-wctx.Done():
+			rec.Release()
+			return wctx.Err()
+		}
 	}
 	var buf []query.Piece
 	for k := 0; k < sel.Len(); k++ {
-		if err := ctx.Err(); err != nil {
-			return nil, schemas{}, st, err
+		if err := wctx.Err(); err != nil {
+			return nil, schemas{}, st, finish(err)
 		}
 		c := sel.Code(k)
 		if buf, err = r.Rows(c, query.AllPeriods, buf[:0]); err != nil {
-			return nil, schemas{}, st, err
+			return nil, schemas{}, st, finish(err)
 		}
 		var n int64
 		for _, p := range buf {
@@ -252,7 +284,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		}
 		if pendRows > 0 && pendRows+n > int64(batchRows) {
 			if err := flush(); err != nil {
-				return nil, schemas{}, st, err
+				return nil, schemas{}, st, finish(err)
 			}
 		}
 		pending = append(pending, buf...)
@@ -271,7 +303,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		written = append(written, k)
 		code++
 	}
-	if err := flush(); err != nil {
+	if err := finish(flush()); err != nil {
 		return nil, schemas{}, st, err
 	}
 	files, err := dw.Close()
@@ -331,15 +363,23 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 // code): the series_code column is written anew, the others are the
 // pieces' slices concatenated.
 func assemble(mem memory.Allocator, sc *arrow.Schema, pieces []query.Piece, codes []uint32, n int64) (arrow.RecordBatch, error) {
-	cb := array.NewUint32Builder(mem)
-	defer cb.Release()
-	cb.Reserve(int(n))
+	// The codes column has no nulls: a bare values buffer, filled per
+	// piece (a builder would set a validity bit a row).
+	cbuf := memory.NewResizableBuffer(mem)
+	cbuf.Resize(int(n) * arrow.Uint32SizeBytes)
+	cv := arrow.Uint32Traits.CastFromBytes(cbuf.Bytes())
+	at := 0
 	for i, p := range pieces {
-		for j := p.Lo; j < p.Hi; j++ {
-			cb.UnsafeAppend(codes[i])
+		fill := cv[at : at+int(p.Hi-p.Lo)]
+		for j := range fill {
+			fill[j] = codes[i]
 		}
+		at += len(fill)
 	}
-	cols := []arrow.Array{cb.NewArray()}
+	cd := array.NewData(arrow.PrimitiveTypes.Uint32, int(n), []*memory.Buffer{nil, cbuf}, nil, 0, 0)
+	cols := []arrow.Array{array.MakeFromData(cd)}
+	cd.Release()
+	cbuf.Release()
 	defer func() {
 		for _, c := range cols {
 			c.Release()

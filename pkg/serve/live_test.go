@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,8 @@ import (
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/compact"
+	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -236,6 +239,72 @@ func TestLiveWritesMergeCompactReplay(t *testing.T) {
 	srv3 := startServer(t, Config{Root: root})
 	if got := rowsOf(t, dial(t, srv3), all); got != want2 {
 		t.Fatalf("after offline compaction:\n%s", got)
+	}
+}
+
+// TestCompactionInBatches: a compaction writes its data file a batch
+// behind its merge, on a goroutine of its own. With one series a batch,
+// every series goes through that hand-off; a compaction cancelled between
+// two batches publishes nothing and leaves no staged files, and the next
+// one folds in every row.
+func TestCompactionInBatches(t *testing.T) {
+	root := liveRoot(t)
+	dir := filepath.Join(root, "LIVE")
+	ctx := context.Background()
+	all := map[string]any{"dataset": "LIVE", "prefix": ""}
+	srv := startServer(t, Config{Root: root})
+	c := dial(t, srv)
+	if _, err := doPut(ctx, c, "LIVE", putRows{
+		"series_id": {"A", "B", "C", "D"},
+		"period":    {"2020-02", "2020-03", "2020-01", "2020-05"},
+		"value":     {20.0, 12.0, 100.0, 7.0},
+		"units":     {"u", "v", "w", "x"},
+	}.record(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := rowsOf(t, c, all)
+	srv.svc.Close()
+
+	cctx, cancel := context.WithCancel(ctx)
+	yields := 0
+	_, err := compact.Offline(cctx, dir, compact.Options{BatchRows: 1, Yield: func() {
+		if yields++; yields == 2 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled compaction: %v, want context.Canceled", err)
+	}
+	ds, err := dsdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := ds.CurrentID(); err != nil || cur != 1 {
+		t.Fatalf("after a cancelled compaction CURRENT is %d (%v), want 1", cur, err)
+	}
+	if staged, _ := os.ReadDir(ds.Path(dsdir.TmpDir)); len(staged) != 0 {
+		t.Errorf("a cancelled compaction left %d staged directories behind", len(staged))
+	}
+
+	yields = 0
+	res, err := compact.Offline(ctx, dir, compact.Options{BatchRows: 1, Yield: func() { yields++ }})
+	if err != nil || res.SnapshotID != 2 || res.Series != 4 || res.Rows != 8 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	if yields != 4 {
+		t.Errorf("%d batches written, want one per series (4)", yields)
+	}
+	s2, err := snapshot.OpenID(dir, 2, snapshot.Options{VerifyData: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s2.Manifest.Files[0].Batches; s2.Manifest.Files[0].Role == manifest.RoleData && n != 4 {
+		t.Errorf("data file of %d batches, want 4", n)
+	}
+	s2.Close()
+	srv2 := startServer(t, Config{Root: root})
+	if got := rowsOf(t, dial(t, srv2), all); got != want {
+		t.Fatalf("after compaction:\n%s\nwant:\n%s", got, want)
 	}
 }
 
