@@ -18,6 +18,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
@@ -394,21 +395,77 @@ func assemble(mem memory.Allocator, sc *arrow.Schema, pieces []query.Piece, code
 		}
 		runs = append(runs, p)
 	}
-	parts := make([]arrow.Array, len(runs))
 	for c := datafile.ColumnPeriod; c < sc.NumFields(); c++ {
-		for i, p := range runs {
-			parts[i] = array.NewSlice(p.Rec.Column(c), p.Lo, p.Hi)
-		}
-		a, err := array.Concatenate(parts, mem)
-		for _, x := range parts {
-			x.Release()
-		}
+		a, err := concatRanges(mem, sc.Field(c).Type, c, runs, n)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", sc.Field(c).Name, err)
 		}
 		cols = append(cols, a)
 	}
 	return array.NewRecordBatch(sc, cols, n), nil
+}
+
+// concatRanges is column c of runs (row ranges of records) end to end, n
+// rows in all. A fixed-width column is copied range by range, its validity
+// bitmap too where a source has one: a compaction's batches are made of
+// hundreds of short ranges, and a slice plus array.Concatenate costs two
+// array headers and a copy of each range's offsets. Other types
+// concatenate through arrow.
+func concatRanges(mem memory.Allocator, t arrow.DataType, c int, runs []query.Piece, n int64) (arrow.Array, error) {
+	fw, ok := t.(arrow.FixedWidthDataType)
+	if !ok || fw.BitWidth()%8 != 0 || t.ID() == arrow.BOOL {
+		parts := make([]arrow.Array, len(runs))
+		for i, p := range runs {
+			parts[i] = array.NewSlice(p.Rec.Column(c), p.Lo, p.Hi)
+		}
+		defer func() {
+			for _, x := range parts {
+				x.Release()
+			}
+		}()
+		return array.Concatenate(parts, mem)
+	}
+	width := int64(fw.BitWidth() / 8)
+	vals := memory.NewResizableBuffer(mem)
+	defer vals.Release()
+	vals.Resize(int(n * width))
+	out := vals.Bytes()
+	var valid *memory.Buffer // made at the first range with nulls
+	at := int64(0)
+	for _, p := range runs {
+		d := p.Rec.Column(c).Data()
+		if !arrow.TypeEqual(d.DataType(), t) {
+			return nil, fmt.Errorf("type %s, want %s", d.DataType(), t)
+		}
+		off, k := int64(d.Offset())+p.Lo, p.Hi-p.Lo
+		if k == 0 {
+			continue
+		}
+		copy(out[at*width:(at+k)*width], d.Buffers()[1].Bytes()[off*width:(off+k)*width])
+		bm := d.Buffers()[0]
+		if valid == nil && bm != nil && d.NullN() != 0 && // (a slice's count may be unknown: -1)
+			bitutil.CountSetBits(bm.Bytes(), int(off), int(k)) < int(k) {
+			valid = memory.NewResizableBuffer(mem)
+			valid.Resize(int(bitutil.BytesForBits(n)))
+			bitutil.SetBitsTo(valid.Bytes(), 0, at, true) // the ranges before had none
+		}
+		if valid != nil {
+			if bm != nil {
+				bitutil.CopyBitmap(bm.Bytes(), int(off), int(k), valid.Bytes(), int(at))
+			} else {
+				bitutil.SetBitsTo(valid.Bytes(), at, k, true)
+			}
+		}
+		at += k
+	}
+	nulls := 0
+	if valid != nil {
+		defer valid.Release()
+		nulls = int(n) - bitutil.CountSetBits(valid.Bytes(), 0, int(n))
+	}
+	d := array.NewData(t, int(n), []*memory.Buffer{valid, vals}, nil, nulls, 0)
+	defer d.Release()
+	return array.MakeFromData(d), nil
 }
 
 func columnsOf(sc *arrow.Schema) []manifest.Column {
