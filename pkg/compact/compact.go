@@ -409,11 +409,13 @@ func assemble(mem memory.Allocator, sc *arrow.Schema, pieces []query.Piece, code
 // rows in all. A fixed-width column is copied range by range, its validity
 // bitmap too where a source has one: a compaction's batches are made of
 // hundreds of short ranges, and a slice plus array.Concatenate costs two
-// array headers and a copy of each range's offsets. Other types
+// array headers a range. Other types (strings, booleans, dictionaries)
 // concatenate through arrow.
 func concatRanges(mem memory.Allocator, t arrow.DataType, c int, runs []query.Piece, n int64) (arrow.Array, error) {
 	fw, ok := t.(arrow.FixedWidthDataType)
-	if !ok || fw.BitWidth()%8 != 0 || t.ID() == arrow.BOOL {
+	// (a dictionary's indices are fixed-width too, but each record's refer
+	// to its own dictionary: arrow unifies them)
+	if !ok || fw.BitWidth()%8 != 0 || t.ID() == arrow.BOOL || t.ID() == arrow.DICTIONARY || t.ID() == arrow.EXTENSION {
 		parts := make([]arrow.Array, len(runs))
 		for i, p := range runs {
 			parts[i] = array.NewSlice(p.Rec.Column(c), p.Lo, p.Hi)

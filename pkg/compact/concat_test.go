@@ -104,3 +104,40 @@ func TestConcatRangesTypeMismatch(t *testing.T) {
 		t.Fatal("a float64 column concatenated as int64")
 	}
 }
+
+// TestConcatRangesDictionary: ranges of dictionary columns whose records
+// have different dictionaries come out as arrow unifies them, not as the
+// indices copied (which would name the other record's values).
+func TestConcatRangesDictionary(t *testing.T) {
+	mem := memory.DefaultAllocator
+	typ := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "flag", Type: typ, Nullable: true}}, nil)
+	record := func(vals ...string) arrow.RecordBatch {
+		b := array.NewDictionaryBuilder(mem, typ).(*array.BinaryDictionaryBuilder)
+		defer b.Release()
+		for _, v := range vals {
+			if err := b.AppendString(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		col := b.NewArray()
+		defer col.Release()
+		rec := array.NewRecordBatch(sc, []arrow.Array{col}, int64(len(vals)))
+		t.Cleanup(rec.Release)
+		return rec
+	}
+	a, b := record("x", "y", "x"), record("z", "x")
+	got, err := concatRanges(mem, typ, 0, []query.Piece{{Rec: a, Lo: 1, Hi: 3}, {Rec: b, Lo: 0, Hi: 2}}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	d := got.(*array.Dictionary)
+	var vals []string
+	for i := 0; i < d.Len(); i++ {
+		vals = append(vals, d.Dictionary().(*array.String).Value(d.GetValueIndex(i)))
+	}
+	if fmt.Sprint(vals) != "[y x z x]" {
+		t.Fatalf("got %v, want [y x z x]", vals)
+	}
+}
