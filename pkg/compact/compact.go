@@ -20,7 +20,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
@@ -222,31 +221,10 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	var pendRows int64
 	var code uint32
 	// The data file is written on a goroutine of its own, one batch behind
-	// the merge: encoding, checksumming and the write syscalls overlap
-	// the next batch's merge and assembly (as the builder's writer does).
-	out := make(chan arrow.RecordBatch, 1)
-	wg, wctx := errgroup.WithContext(ctx)
-	wg.Go(func() error {
-		for rec := range out {
-			err := dw.Write(rec)
-			rec.Release()
-			if err != nil {
-				for r := range out {
-					r.Release()
-				}
-				return err
-			}
-		}
-		return nil
-	})
-	// finish ends the writer and returns its error, else err.
-	finish := func(err error) error {
-		close(out)
-		if werr := wg.Wait(); werr != nil {
-			return werr
-		}
-		return err
-	}
+	// the merge (as the external builder's is): encoding, checksumming and
+	// the write syscalls overlap the next batch's merge and assembly.
+	pipe := coldfile.NewPipe(ctx, dw.Write)
+	finish := pipe.Close
 	flush := func() error {
 		if pendRows == 0 {
 			return nil
@@ -259,17 +237,11 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		if yield != nil {
 			yield()
 		}
-		select {
-		case out <- rec:
-			return nil
-		case <-wctx.Done():
-			rec.Release()
-			return wctx.Err()
-		}
+		return pipe.Send(rec)
 	}
 	var buf []query.Piece
 	for k := 0; k < sel.Len(); k++ {
-		if err := wctx.Err(); err != nil {
+		if err := pipe.Context().Err(); err != nil {
 			return nil, schemas{}, st, finish(err)
 		}
 		c := sel.Code(k)

@@ -5,7 +5,6 @@ import (
 	"container/heap"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -630,21 +629,10 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	latestP := make([]int32, nSeries)
 
 	b := &batcher{e: e, size: size, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows}
-	b.out = make(chan arrow.RecordBatch, 1)
-	wg, wctx := errgroup.WithContext(ctx)
-	wg.Go(func() error {
-		for rec := range b.out {
-			err := dw.Write(rec)
-			rec.Release()
-			if err != nil {
-				for r := range b.out {
-					r.Release()
-				}
-				return err
-			}
-		}
-		return nil
-	})
+	// The data file is written a batch behind the merge, on a goroutine of
+	// its own; a failed write stops the merge at its next batch.
+	b.pipe = coldfile.NewPipe(ctx, dw.Write)
+	wctx := b.pipe.Context()
 
 	le := binary.LittleEndian
 	var (
@@ -715,7 +703,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 		}
 		if nrec++; nrec&(1<<16-1) == 0 {
 			ph.Add(1<<16, int64(1<<16*size))
-			if err := ctx.Err(); err != nil {
+			if err := wctx.Err(); err != nil {
 				mergeErr = err
 				break
 			}
@@ -730,8 +718,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	if mergeErr == nil {
 		mergeErr = b.flush(wctx, b.n)
 	}
-	close(b.out)
-	if err := errors.Join(mergeErr, wg.Wait()); err != nil {
+	if err := b.pipe.Close(mergeErr); err != nil {
 		return nil, err
 	}
 	files, err := dw.Close()
@@ -757,7 +744,7 @@ type batcher struct {
 	extraIdx []int
 	schema   *arrow.Schema
 	limit    int
-	out      chan arrow.RecordBatch
+	pipe     *coldfile.Pipe // to the data file's writer
 
 	buf         []byte // records of the batch being built
 	n           int    // records in buf
@@ -867,11 +854,8 @@ func (b *batcher) flush(ctx context.Context, k int) error {
 	}
 	rec := array.NewRecordBatch(b.schema, cols, int64(k))
 	release()
-	select {
-	case b.out <- rec:
-	case <-ctx.Done():
-		rec.Release()
-		return ctx.Err()
+	if err := b.pipe.Send(rec); err != nil {
+		return err
 	}
 	// Keep the records after k (the current series) at the front.
 	rest := copy(b.buf, b.buf[k*b.size:b.n*b.size])
