@@ -224,7 +224,6 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	// the merge (as the external builder's is): encoding, checksumming and
 	// the write syscalls overlap the next batch's merge and assembly.
 	pipe := coldfile.NewPipe(ctx, dw.Write)
-	finish := pipe.Close
 	flush := func() error {
 		if pendRows == 0 {
 			return nil
@@ -242,11 +241,11 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	var buf []query.Piece
 	for k := 0; k < sel.Len(); k++ {
 		if err := pipe.Context().Err(); err != nil {
-			return nil, schemas{}, st, finish(err)
+			return nil, schemas{}, st, pipe.Close(err)
 		}
 		c := sel.Code(k)
 		if buf, err = r.Rows(c, query.AllPeriods, buf[:0]); err != nil {
-			return nil, schemas{}, st, finish(err)
+			return nil, schemas{}, st, pipe.Close(err)
 		}
 		var n int64
 		for _, p := range buf {
@@ -257,7 +256,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		}
 		if pendRows > 0 && pendRows+n > int64(batchRows) {
 			if err := flush(); err != nil {
-				return nil, schemas{}, st, finish(err)
+				return nil, schemas{}, st, pipe.Close(err)
 			}
 		}
 		pending = append(pending, buf...)
@@ -276,7 +275,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		written = append(written, k)
 		code++
 	}
-	if err := finish(flush()); err != nil {
+	if err := pipe.Close(flush()); err != nil {
 		return nil, schemas{}, st, err
 	}
 	files, err := dw.Close()
@@ -334,7 +333,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 
 // assemble builds one data batch from pieces (each with its new series
 // code): the series_code column is written anew, the others are the
-// pieces' slices concatenated.
+// pieces' row ranges end to end (concatRanges).
 func assemble(mem memory.Allocator, sc *arrow.Schema, pieces []query.Piece, codes []uint32, n int64) (arrow.RecordBatch, error) {
 	// The codes column has no nulls: a bare values buffer, filled per
 	// piece (a builder would set a validity bit a row).
