@@ -282,8 +282,8 @@ func mergeSources(srcs []source, dst []Piece) []Piece {
 		w := srcs[win]
 		lo, end := cur[win], w.hi
 		if bounded {
-			rest := w.ps[lo+1 : w.hi]
-			end = lo + 1 + sort.Search(len(rest), func(k int) bool { return rest[k] >= next })
+			k, _ := slices.BinarySearch(w.ps[lo+1:w.hi], next) // the first period >= next
+			end = lo + 1 + k
 		}
 		cur[win] = end
 		if n := len(dst); n > 0 && dst[n-1].Rec == w.rec && dst[n-1].Hi == int64(lo) {
