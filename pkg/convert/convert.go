@@ -6,6 +6,7 @@
 package convert
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -174,9 +175,32 @@ type Output struct {
 
 	path, tmp string
 	f         *os.File
-	snk       sink
+	snk       sink          // nil: CreateRaw's output
+	raw       *bufio.Writer // CreateRaw's
 	done      bool
 }
+
+// CreateRaw is Create for a writer of its own format (export's Parquet
+// copy of a whole snapshot): the bytes written to Raw land at path the way
+// Create's batches do, complete or not at all.
+func CreateRaw(path string, overwrite bool) (*Output, error) {
+	f, err := FormatOf(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err == nil && !overwrite {
+		return nil, fmt.Errorf("%s exists (pass --overwrite to replace it)", path)
+	}
+	o := &Output{Format: f, path: path, tmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")}
+	if o.f, err = os.Create(o.tmp); err != nil {
+		return nil, err
+	}
+	o.raw = bufio.NewWriterSize(o.f, 1<<20)
+	return o, nil
+}
+
+// Raw is where a CreateRaw output's bytes go.
+func (o *Output) Raw() io.Writer { return o.raw }
 
 // Create starts writing a table of schema to path. An existing path is
 // refused unless overwrite is set.
@@ -215,7 +239,12 @@ func (o *Output) Close() error {
 	if o.done {
 		return nil
 	}
-	err := o.snk.Close()
+	var err error
+	if o.snk != nil {
+		err = o.snk.Close()
+	} else {
+		err = o.raw.Flush()
+	}
 	if err == nil {
 		err = o.f.Sync()
 	}
