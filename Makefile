@@ -7,7 +7,8 @@
 # benchmark peers. One venv, .venv, holds it; each target installs only the
 # pinned requirements it needs, in layers (python/requirements-*.txt):
 #   demo   pyarrow                                  make demo
-#   test   + pytest, duckdb, polars, vortex-data     make test, make venv
+#   test   + pytest, duckdb, polars, vortex-data,    make test, make venv
+#          pyiceberg, hatchling; python/servingsnap
 #   bench  + duckdb, polars, numpy, matplotlib      make bench*
 
 GO        ?= go
@@ -53,6 +54,12 @@ $(VENV)/.bench: $(VENV)/.demo python/requirements-bench.txt
 	$(PIP) -r python/requirements-bench.txt
 	touch $@
 
+# The Python package, rebuilt into the venv whenever its sources change.
+$(VENV)/.servingsnap: $(VENV)/.test python/servingsnap/pyproject.toml $(wildcard python/servingsnap/src/servingsnap/*.py)
+	@echo "== the servingsnap Python package (python/servingsnap) into $(VENV)/"
+	$(PIP) --no-build-isolation --no-deps --force-reinstall ./python/servingsnap
+	touch $@
+
 venv-demo: $(VENV)/.demo
 venv: $(VENV)/.test
 venv-bench: $(VENV)/.bench
@@ -67,8 +74,9 @@ test: vet test-go test-interop bench-report-check
 test-go:
 	$(GO) test -race -count=1 -tags invariants ./...
 
-test-interop: build venv
+test-interop: build venv $(VENV)/.servingsnap
 	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop tests/vortex tests/docs
+	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q python/servingsnap/tests
 
 # Run every fuzz target for FUZZTIME each (CI runs the seed corpora via
 # test-go; this explores).
