@@ -138,6 +138,19 @@ bench-quick: build venv-bench
 bench-tiers: build venv-bench
 	$(VPY) bench/tiers.py --profile $(PROFILE) --bin $(BIN)/snapbuild --go $(GO) --out bench/results $(if $(SNAPSERVE),--snapserve $(SNAPSERVE))
 
+# Parquet copies of a snapshot (make bench's build section alone, on the default lake): build,
+# build --portable's copy and a whole-snapshot export against DuckDB's COPY ... ORDER BY, in the
+# same invocation. Results: bench/results/DATE-copies.{md,json}.
+.PHONY: bench-copies
+bench-copies: build venv-bench
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/harness.py --profile copies --sections build --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+
+# The Python package (python/servingsnap): open and one-series lookup + slice at 2.8M series.
+# Results: bench/results/DATE-python-package.json.
+.PHONY: bench-python
+bench-python: build venv-bench
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/pkgread.py --bin $(BIN)/snapbuild --out bench/results
+
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
 bench-build: build venv-bench
 	$(GO) test -run '^$$' -bench BenchmarkBuild -benchtime 3x ./pkg/sortwrite

@@ -291,6 +291,16 @@ class Snapshot:
 
     # -- answers --------------------------------------------------------------
 
+    def schema(self, attributes: bool = False) -> pa.Schema:
+        """The schema of series() answers (an empty answer has it too)."""
+        fields = [self._id_field] + [self._data.schema.field(i) for i in range(1, len(self._data.schema))]
+        if attributes:
+            for name in self.attributes:
+                t = self.index.schema.field(name).type
+                t = t.value_type if pa.types.is_dictionary(t) else t
+                fields.append(pa.field(name, pa.dictionary(pa.int32(), t)))
+        return pa.schema(fields)
+
     def bounds(self, series_id: str) -> tuple[dt.date, dt.date]:
         """The series' first and last period (over every tier)."""
         k = self.code(series_id)
