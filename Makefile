@@ -6,7 +6,7 @@
 # Python is used by the demo (pyarrow), the interop and doc tests and the
 # benchmark peers. One venv, .venv, holds it; each target installs only the
 # pinned requirements it needs, in layers (python/requirements-*.txt):
-#   demo   pyarrow                                  make demo
+#   demo   pyarrow, the servingsnap package         make demo
 #   test   + pytest, duckdb, polars, vortex-data,    make test, make venv
 #          pyiceberg, hatchling; python/servingsnap
 #   bench  + duckdb, polars, numpy, matplotlib      make bench*
@@ -55,12 +55,12 @@ $(VENV)/.bench: $(VENV)/.demo python/requirements-bench.txt
 	touch $@
 
 # The Python package, rebuilt into the venv whenever its sources change.
-$(VENV)/.servingsnap: $(VENV)/.test python/servingsnap/pyproject.toml $(wildcard python/servingsnap/src/servingsnap/*.py)
+$(VENV)/.servingsnap: $(VENV)/.demo python/servingsnap/pyproject.toml $(wildcard python/servingsnap/src/servingsnap/*.py)
 	@echo "== the servingsnap Python package (python/servingsnap) into $(VENV)/"
 	$(PIP) --no-build-isolation --no-deps --force-reinstall ./python/servingsnap
 	touch $@
 
-venv-demo: $(VENV)/.demo
+venv-demo: $(VENV)/.demo $(VENV)/.servingsnap
 venv: $(VENV)/.test
 venv-bench: $(VENV)/.bench
 
