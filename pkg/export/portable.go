@@ -569,13 +569,29 @@ func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, pa
 			if err := pqarrow.WriteArrowToColumn(wctx, cw, col, def, nil, p.leafNul[i]); err != nil {
 				return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
 			}
-			return nil
+			return flushPages(cw)
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
 	return rgw.Close()
+}
+
+// flushPages encodes and compresses a plain column's last page here, on
+// the column's goroutine, rather than in the row group's Close, which
+// closes the columns one after another (the value column's compression
+// would otherwise run alone). A dictionary column's pages must follow its
+// dictionary page, which Close writes: they are left to it (they are
+// small: runs of indices).
+func flushPages(cw file.ColumnChunkWriter) error {
+	if e := cw.CurrentEncoder().Encoding(); e == parquet.Encodings.PlainDict || e == parquet.Encodings.RLEDict {
+		return nil
+	}
+	if f, ok := cw.(interface{ FlushBufferedDataPages() error }); ok {
+		return f.FlushBufferedDataPages()
+	}
+	return nil
 }
 
 // definitionLevels of a flat optional column: 1 for a value, 0 for a null.
