@@ -2,20 +2,24 @@ package icebergtable_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/energyscope/servingsnap/internal/testiceberg"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/export"
 	"github.com/energyscope/servingsnap/pkg/icebergtable"
+	"github.com/energyscope/servingsnap/pkg/lake/iceberg"
 	"github.com/energyscope/servingsnap/pkg/lakegen"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
@@ -194,4 +198,75 @@ func mustLoad(t *testing.T, d *dataset.Dir, id uint64) *manifest.Manifest {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestSyncREST: the same table kept in a REST catalog (the test catalog of
+// internal/testiceberg, which applies commits with iceberg-go's filesystem
+// catalog): created by the first sync, followed through a second vintage
+// and a rollback, read back through the catalog; a different catalog
+// afterwards is refused, and the token is not stored.
+func TestSyncREST(t *testing.T) {
+	root := t.TempDir()
+	lake := filepath.Join(root, "lake")
+	if _, err := lakegen.Generate(context.Background(), lakegen.Options{Out: lake, Series: 20, FromYear: 2022, ToYear: 2024, Seed: 2, RowGroupRows: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	wh := filepath.Join(root, "warehouse")
+	rc := &testiceberg.RESTCatalog{Warehouse: wh, Token: "tok"}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	ds := filepath.Join(root, "R")
+	d, _ := dataset.Open(ds)
+	cfg := icebergtable.Config{Catalog: icebergtable.CatalogREST, CatalogURI: srv.URL, Table: "serving.pet", Token: "tok"}
+	syncWith := func(c icebergtable.Config) (*icebergtable.Result, error) {
+		w, err := d.LockForWrite()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		return icebergtable.SyncLocked(context.Background(), d, c)
+	}
+	testsnap.Build(t, lake, ds, portable)
+	if res, err := syncWith(cfg); err != nil || res.Main != 1 {
+		t.Fatalf("first sync: %v %+v", err, res)
+	}
+	testsnap.Build(t, lake, ds, portable)
+	w, _ := d.LockForWrite()
+	if _, err := w.Rollback(1, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	// Later syncs find the catalog in ICEBERG.json; only the token is given.
+	if res, err := syncWith(icebergtable.Config{Token: "tok"}); err != nil || res.Main != 1 || len(res.Added) != 1 {
+		t.Fatalf("second sync: %v %+v", err, res)
+	}
+	b, _ := os.ReadFile(filepath.Join(ds, icebergtable.ConfigFile))
+	if strings.Contains(string(b), "tok") || !strings.Contains(string(b), srv.URL) {
+		t.Errorf("ICEBERG.json: %s", b)
+	}
+	cat, err := iceberg.RESTCatalog(context.Background(), iceberg.Options{CatalogURI: srv.URL, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.LoadTable(context.Background(), table.Identifier{"serving", "pet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, main, snaps := state(t, tbl)
+	if len(tags) != 2 || main != 1 || !slices.Equal(snaps, []uint64{1, 2}) {
+		t.Fatalf("REST table: tags %v main %d snapshots %v", tags, main, snaps)
+	}
+	if rows, _ := rowsOf(t, tbl, icebergtable.TagName(2)); rows != mustLoad(t, d, 2).Stats.Rows {
+		t.Errorf("tag 2 reads %d rows", rows)
+	}
+	reqs := strings.Join(rc.Requests(), "\n")
+	if !strings.Contains(reqs, "POST /v1/namespaces/serving/tables\n") || !strings.Contains(reqs, "POST /v1/namespaces/serving/tables/pet") {
+		t.Errorf("the table was not created and committed through the catalog:\n%s", reqs)
+	}
+	if _, err := os.Stat(filepath.Join(ds, icebergtable.TableDir)); err == nil {
+		t.Errorf("a REST table left a Hadoop table in the dataset")
+	}
+	if _, err := syncWith(icebergtable.Config{Catalog: icebergtable.CatalogHadoop}); err == nil || !strings.Contains(err.Error(), "already publishes") {
+		t.Errorf("a sync to another catalog: %v", err)
+	}
 }
