@@ -61,6 +61,9 @@ type Ack struct {
 // waiting for the committer, the log append and fsync, waiting for the
 // applier, applying.
 type Stages struct {
+	// Checked is when the caller had checked and normalized the write,
+	// before handing it to Put (set by the caller, zero otherwise).
+	Checked  time.Time
 	Queued   time.Time // encoded and handed to the committer's queue
 	Taken    time.Time // taken into a commit group (the append starts)
 	Logged   time.Time // its group is durable (append and fsync done)

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 )
 
@@ -28,8 +29,8 @@ func TestDoGetReleasesEverything(t *testing.T) {
 	srv := startServer(t, Config{Allocator: mem, Limits: lim})
 	c := dial(t, srv)
 	ctx := context.Background()
-	v := srv.svc.datasets["SYN"].acquire()
-	syn := func(i int) string { return v.Index().SeriesID(i) }
+	v := acquireView(srv.svc.datasets["SYN"])
+	syn := func(i int) string { return v.Snapshot().Index().SeriesID(i) }
 	defer v.Release()
 	tickets := []struct {
 		name string
@@ -110,7 +111,7 @@ func TestListFlightsTicketStreamsEveryRow(t *testing.T) {
 	const series, rows = 150_000, 2
 	dir := t.TempDir()
 	lake := filepath.Join(dir, "lake")
-	writeUniformLake(t, lake, series, rows)
+	testlake.WriteUniform(t, lake, series, rows)
 	root := filepath.Join(dir, "root")
 	testsnap.Build(t, lake, filepath.Join(root, "BIG"), nil)
 	srv := startServer(t, Config{Root: root})

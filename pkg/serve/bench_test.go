@@ -35,100 +35,20 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/internal/testsnap"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/lakegen"
+	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
-var (
-	benchMu       sync.Mutex
-	benchDir      string // removed by TestMain
-	benchDatasets = map[string]string{}
-)
-
 // benchRoot returns a root holding one dataset "B" of `series` series with
-// `rows` monthly rows each, built once per process.
+// `rows` monthly rows each, built once per process (testsnap.Uniform).
 func benchRoot(b *testing.B, series, rows int) string {
 	b.Helper()
-	key := fmt.Sprintf("%d-%d", series, rows)
-	benchMu.Lock()
-	defer benchMu.Unlock()
-	if r, ok := benchDatasets[key]; ok {
-		return r
-	}
-	if benchDir == "" {
-		d, err := os.MkdirTemp("", "serve-bench-")
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchDir = d
-	}
-	dir := filepath.Join(benchDir, "bench-"+key)
-	lake := filepath.Join(dir, "lake")
-	writeUniformLake(b, lake, series, rows)
-	r := filepath.Join(dir, "root")
-	if _, err := sortwrite.Build(context.Background(), sortwrite.Options{Input: lake, Out: filepath.Join(r, "B"), Parallel: runtime.GOMAXPROCS(0)}); err != nil {
-		b.Fatal(err)
-	}
-	os.RemoveAll(lake)
-	benchDatasets[key] = r
-	return r
-}
-
-// writeUniformLake writes series × rows rows: ids "S.0000042", monthly
-// periods from 2000-01, a value and a category attribute.
-func writeUniformLake(b testing.TB, dir string, series, rows int) {
-	b.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	sc := arrow.NewSchema([]arrow.Field{
-		{Name: "series_id", Type: arrow.BinaryTypes.String},
-		{Name: "period", Type: arrow.FixedWidthTypes.Date32},
-		{Name: "value", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		{Name: "category", Type: arrow.BinaryTypes.String},
-	}, nil)
-	f, err := os.Create(filepath.Join(dir, "part-0.parquet"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := pqarrow.NewFileWriter(sc, f, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(1<<20), parquet.WithDictionaryDefault(false)), pqarrow.DefaultWriterProps())
-	if err != nil {
-		b.Fatal(err)
-	}
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer bld.Release()
-	start := day(b, "2000-01-01")
-	n := 0
-	flush := func() {
-		rec := bld.NewRecordBatch()
-		if err := w.Write(rec); err != nil {
-			b.Fatal(err)
-		}
-		rec.Release()
-		n = 0
-	}
-	for s := 0; s < series; s++ {
-		id := fmt.Sprintf("S.%07d", s)
-		cat := "C" + strconv.Itoa(s%20)
-		for r := 0; r < rows; r++ {
-			bld.Field(0).(*array.StringBuilder).Append(id)
-			bld.Field(1).(*array.Date32Builder).Append(arrow.Date32(start + int32(r*31)))
-			bld.Field(2).(*array.Float64Builder).Append(float64(s) + float64(r)/1000)
-			bld.Field(3).(*array.StringBuilder).Append(cat)
-			if n++; n == 1<<20 {
-				flush()
-			}
-		}
-	}
-	flush()
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
+	return testsnap.Uniform(b, series, rows)
 }
 
 // BenchmarkOpen: opening a dataset (pkg/snapshot.Open plus the server's
@@ -154,10 +74,10 @@ func BenchmarkOpen(b *testing.B) {
 }
 
 // benchIDs lists every series id of the dataset.
-func benchIDs(b *testing.B, v *view) []string {
-	ids := make([]string, v.Index().Len())
+func benchIDs(b *testing.B, v *served.View) []string {
+	ids := make([]string, v.Snapshot().Index().Len())
 	for i := range ids {
-		ids[i] = strings.Clone(v.Index().SeriesID(i))
+		ids[i] = strings.Clone(v.Snapshot().Index().SeriesID(i))
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	return ids
@@ -181,7 +101,7 @@ func BenchmarkLookupSlice(b *testing.B) {
 	}
 	defer svc.Close()
 	d := svc.datasets["B"]
-	v := d.acquire()
+	v := acquireView(d)
 	ids := benchIDs(b, v)
 	v.Release()
 	from, to := day(b, "2003-01-01"), day(b, "2008-12-31")
@@ -195,27 +115,27 @@ func BenchmarkLookupSlice(b *testing.B) {
 				b.ReportAllocs()
 				i, rows := 0, int64(0)
 				for b.Loop() {
-					v := d.acquire()
-					code, ok := v.Lookup(ids[i%len(ids)])
+					v := acquireView(d)
+					code, ok := v.Snapshot().Lookup(ids[i%len(ids)])
 					if !ok {
 						b.Fatal("not found")
 					}
 					switch how {
 					case "snapshot.Rows":
-						rec, err := v.Rows(code, lo, hi)
+						rec, err := v.Snapshot().Rows(code, lo, hi)
 						if err != nil {
 							b.Fatal(err)
 						}
 						rows += rec.NumRows()
 						rec.Release()
 					default:
-						bt, r0, r1, err := v.Range(v.Index().Entry(code), lo, hi)
+						bt, r0, r1, err := v.Snapshot().Range(v.Snapshot().Index().Entry(code), lo, hi)
 						if err != nil {
 							b.Fatal(err)
 						}
 						rows += r1 - r0
 						if how == "lookup+slice" {
-							batch := v.Batch(bt)
+							batch := v.Snapshot().Batch(bt)
 							p := array.NewSlice(batch.Column(1), r0, r1)
 							x := array.NewSlice(batch.Column(2), r0, r1)
 							p.Release()
@@ -240,7 +160,7 @@ func BenchmarkPlanAndRecord(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer svc.Close()
-	v := svc.datasets["B"].acquire()
+	v := acquireView(svc.datasets["B"])
 	ids := benchIDs(b, v)
 	v.Release()
 	tickets := make([][]byte, 1024)
@@ -309,7 +229,7 @@ func BenchmarkDoGet150(b *testing.B) {
 	for _, where := range []string{"in-process", "subprocess"} {
 		b.Run(where, func(b *testing.B) {
 			c := benchClient(b, r, where)
-			ids := uniformIDs(100_000)
+			ids := testlake.UniformIDs(100_000)
 			ctx := context.Background()
 			for i := 0; i < 200; i++ { // warm up the connection
 				doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i]+`"]}`))
@@ -328,16 +248,6 @@ func benchClient(b *testing.B, root, where string) flight.Client {
 	return dial(b, startServer(b, Config{Root: root}))
 }
 
-// uniformIDs are the ids of writeUniformLake, shuffled.
-func uniformIDs(n int) []string {
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("S.%07d", i)
-	}
-	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	return ids
-}
-
 // BenchmarkDoGetConcurrent: 4 clients (own connections) issuing 150-row
 // DoGets back to back against a server in its own process; ns/op is wall
 // time per query over all clients.
@@ -351,7 +261,7 @@ func BenchmarkDoGetConcurrent(b *testing.B) {
 			} else {
 				addr = startServer(b, Config{Root: r}).FlightAddr().String()
 			}
-			ids := uniformIDs(100_000)
+			ids := testlake.UniformIDs(100_000)
 			const clients = 4
 			work := make(chan int, 1024)
 			var wg sync.WaitGroup
@@ -454,9 +364,9 @@ func BenchmarkRSS15M(b *testing.B) {
 	runtime.GC()
 	afterOpen := procStatus(b, "RssAnon")
 	c := dial(b, srv)
-	v := srv.svc.datasets[name].acquire()
+	v := acquireView(srv.svc.datasets[name])
 	ids := benchIDs(b, v)
-	rows := v.Manifest.Stats.Rows
+	rows := v.Manifest().Stats.Rows
 	v.Release()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -504,7 +414,7 @@ func BenchmarkRSS15M(b *testing.B) {
 func BenchmarkDoGetDuringFlips(b *testing.B) {
 	dir := b.TempDir()
 	lake := filepath.Join(dir, "lake")
-	writeUniformLake(b, lake, 10_000, 150)
+	testlake.WriteUniform(b, lake, 10_000, 150)
 	root := filepath.Join(dir, "root")
 	ds := filepath.Join(root, "B")
 	for i := 0; i < 2; i++ { // vintages 1 and 2, same rows
@@ -515,7 +425,7 @@ func BenchmarkDoGetDuringFlips(b *testing.B) {
 	srv := startServer(b, Config{Root: root})
 	svc := srv.Service()
 	c := dial(b, srv)
-	ids := uniformIDs(10_000)
+	ids := testlake.UniformIDs(10_000)
 	ctx := context.Background()
 	for i := 0; i < 200; i++ {
 		doGetRows(ctx, c, []byte(`{"dataset":"B","series":["`+ids[i]+`"]}`))
@@ -558,7 +468,7 @@ func BenchmarkDoGetDuringFlips(b *testing.B) {
 						case <-t.C:
 						}
 						to := uint64(1)
-						if svc.datasets["B"].cur.Load().ID() == 1 {
+						if servedID(svc.datasets["B"]) == 1 {
 							to = 2
 						}
 						flip(to)

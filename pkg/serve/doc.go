@@ -1,21 +1,23 @@
-// Package serve is the Arrow Flight server of `snapbuild serve`: it maps the
-// current snapshot of every dataset under a root directory and answers
-// series queries from the index with zero-copy slices of the mapped data.
+// Package serve is the Arrow Flight server of `snapserve` (and `snapbuild
+// serve`): it adapts Flight and Flight SQL calls to the datasets of
+// pkg/served and maps their errors to gRPC status codes. Nothing below it
+// knows a transport.
 //
-// Start-up opens each snapshot (pkg/snapshot: map the data file, parse its
-// footer, load and checksum the index) and builds nothing per row or per
-// series. A query is a JSON ticket (ticket.go, docs/FLIGHT.md): an index
-// lookup or binary search selects the series, a binary search per series
-// applies the period range, and the rows are streamed as slices of the
-// mapped record batches, split to a byte budget and coalesced when small
-// (stream.go).
+// A query is a JSON ticket (ticket.go, docs/FLIGHT.md) or a restricted SQL
+// statement (flightsql.go, over pkg/sqlq): it is planned through pkg/query
+// over the dataset's current view (served.View: the mapped snapshot with
+// the live delta merged on read) and streamed as slices of the mapped
+// record batches, split to a byte budget and coalesced when small. Every
+// request acquires the view and releases it when its stream ends; a reload
+// or compaction swaps views without waiting for it.
 //
-// Each dataset's live snapshot sits behind a per-dataset state object with
-// an atomic pointer (dataset.go). Every request acquires a reference and
-// releases it when done; swap publishes a new snapshot and drops the old
-// one, which is unmapped when its last reader is gone.
+// DoPut (live.go) checks a batch's Arrow data as it came off the wire
+// (putvalidate.go), bounds the bytes all writes hold, and hands it to the
+// dataset's write path; DoAction runs reload, compact and status.
 //
 // Operations (server.go): optional bearer-token auth (auth.go), TLS, gRPC
-// message limits, graceful shutdown, slog logs and Prometheus metrics with
-// /healthz on a separate HTTP listener (metrics.go).
+// message limits, flow control for slow clients (flow.go), graceful
+// shutdown, slog logs and Prometheus metrics with /healthz and /readyz on a
+// separate HTTP listener (metrics.go); sharded datasets answer
+// GetFlightInfo with one endpoint per shard (shards.go).
 package serve

@@ -430,9 +430,9 @@ func TestBadIndexOffsetInMemory(t *testing.T) {
 	srv := startServer(t, Config{Root: root, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	c := dial(t, srv)
 	d := srv.Service().datasets["A"]
-	v := d.acquire()
-	fields, cols := v.Index().Attributes()
-	ids := []string{v.Index().Entry(3).SeriesID, v.Index().Entry(40).SeriesID}
+	v := acquireView(d)
+	fields, cols := v.Snapshot().Index().Attributes()
+	ids := []string{v.Snapshot().Index().Entry(3).SeriesID, v.Snapshot().Index().Entry(40).SeriesID}
 	var offsets []byte // a plain string attribute's offsets, as mapped
 	for i, f := range fields {
 		if f.Type.ID() == arrow.STRING {

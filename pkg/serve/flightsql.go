@@ -41,6 +41,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/sqlq"
 )
 
@@ -253,7 +254,7 @@ func (ss *sqlServer) parse(sql string) (*sqlq.Statement, error) {
 
 // planHandle parses and binds a statement and plans it against the
 // dataset's current view, which the caller releases.
-func (ss *sqlServer) planHandle(h handle) (*view, *query.Plan, error) {
+func (ss *sqlServer) planHandle(h handle) (*served.View, *query.Plan, error) {
 	st, err := ss.parse(h.SQL)
 	if err != nil {
 		return nil, nil, err
@@ -269,7 +270,7 @@ func (ss *sqlServer) planHandle(h handle) (*view, *query.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := query.NewPlan(v.r, &q.Request, query.Limits{MaxSeries: ss.svc.limits.MaxSeries, MaxRows: ss.svc.limits.MaxRows})
+	p, err := query.NewPlan(v.Reader(), &q.Request, query.Limits{MaxSeries: ss.svc.limits.MaxSeries, MaxRows: ss.svc.limits.MaxRows})
 	if err != nil {
 		v.Release()
 		return nil, nil, err
@@ -328,7 +329,7 @@ func (ss *sqlServer) schemaOf(st *sqlq.Statement) (*arrow.Schema, error) {
 	if !st.Star {
 		req.Columns = st.Columns
 	}
-	p, err := query.NewPlan(v.r, &req, query.Limits{})
+	p, err := query.NewPlan(v.Reader(), &req, query.Limits{})
 	if err != nil {
 		return nil, err
 	}

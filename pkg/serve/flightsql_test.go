@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/energyscope/servingsnap/internal/testlake"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -214,7 +215,7 @@ func BenchmarkSQLOneSeries(b *testing.B) {
 	srv := startServer(b, Config{Root: r})
 	plain := dial(b, srv)
 	c := &flightsql.Client{Client: plain} // one connection for every variant
-	ids := uniformIDs(10_000)
+	ids := testlake.UniformIDs(10_000)
 	ctx := context.Background()
 	rows := func(info *flight.FlightInfo, err error) (int64, error) {
 		if err != nil {

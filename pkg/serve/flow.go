@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/served"
 )
 
 // flowHold is how many batch budgets a stream reserves at most: the
@@ -58,10 +59,17 @@ const minReserve = 64 << 10
 // LeaseTimeout ago.
 var errLeaseExpired = fmt.Errorf("lease timeout")
 
+// leaseOwner is the dataset a stream reads (a *served.Dataset): the flow
+// watchdog asks it whether the stream's view is still the one served.
+type leaseOwner interface {
+	Name() string
+	Serves(v *served.View) bool
+}
+
 // streamFlow is one running DoGet's flow state.
 type streamFlow struct {
-	d        *dataset
-	v        *view
+	d        leaseOwner
+	v        *served.View
 	peer     string
 	reserved int64
 
@@ -143,7 +151,7 @@ func reserveFor(p *query.Plan, batchBytes int64) int64 {
 // begin registers a stream and reserves its share of the budget, waiting
 // up to the stream timeout for it; a budget still spent then is
 // ResourceExhausted.
-func (f *flowControl) begin(ctx context.Context, d *dataset, v *view, want int64) (*streamFlow, error) {
+func (f *flowControl) begin(ctx context.Context, d leaseOwner, v *served.View, want int64) (*streamFlow, error) {
 	st := &streamFlow{d: d, v: v}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		st.peer = p.Addr.String()
@@ -219,7 +227,7 @@ func (f *flowControl) scan(now time.Time) {
 	var cut []*streamFlow
 	for st := range f.streams {
 		if f.lease > 0 && !st.expired.Load() {
-			if live := st.d.cur.Load(); live == nil || live.Snapshot != st.v.Snapshot {
+			if !st.d.Serves(st.v) {
 				st.replacedAt.CompareAndSwap(0, now.UnixNano())
 				if now.Sub(time.Unix(0, st.replacedAt.Load())) > f.lease {
 					st.expired.Store(true)
@@ -254,7 +262,7 @@ func (f *flowControl) scan(now time.Time) {
 		if f.m != nil {
 			f.m.stalled.Inc()
 		}
-		f.log.Warn("ending a stalled stream by closing its connection", "dataset", st.d.name, "snapshot_id", st.v.ID(),
+		f.log.Warn("ending a stalled stream by closing its connection", "dataset", st.d.Name(), "snapshot_id", st.v.ID(),
 			"peer", st.peer, "why", st.why.Load(), "connections_closed", n)
 	}
 }

@@ -25,7 +25,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/pkg/served"
 )
 
 // TestFlowBudget: a stream that finds the in-flight budget spent waits;
@@ -38,8 +38,8 @@ func TestFlowBudget(t *testing.T) {
 	// case costs a second.
 	f := newFlowControl(Limits{MaxInFlightBytes: 100, StreamTimeout: time.Second}, slog.New(slog.DiscardHandler), &m)
 	defer f.close()
-	d := &dataset{name: "X"}
-	v := &view{}
+	d := &fakeOwner{}
+	v := &served.View{}
 	a, err := f.begin(context.Background(), d, v, 80)
 	if err != nil {
 		t.Fatal(err)
@@ -72,9 +72,8 @@ func TestFlowBudget(t *testing.T) {
 func TestFlowLease(t *testing.T) {
 	f := newFlowControl(Limits{LeaseTimeout: 20 * time.Millisecond}, slog.New(slog.DiscardHandler), nil)
 	defer f.close()
-	oldV, liveV := &view{Snapshot: &snapshot.Snapshot{}}, &view{Snapshot: &snapshot.Snapshot{}}
-	d := &dataset{name: "X"}
-	d.cur.Store(liveV)
+	oldV, liveV := &served.View{}, &served.View{}
+	d := &fakeOwner{live: liveV}
 	old, _ := f.begin(context.Background(), d, oldV, 0)
 	cur, _ := f.begin(context.Background(), d, liveV, 0)
 	defer f.end(old)
@@ -90,6 +89,12 @@ func TestFlowLease(t *testing.T) {
 		t.Fatal("a stream on the live snapshot expired")
 	}
 }
+
+// fakeOwner is a dataset X serving the view live.
+type fakeOwner struct{ live *served.View }
+
+func (o *fakeOwner) Name() string               { return "X" }
+func (o *fakeOwner) Serves(v *served.View) bool { return v == o.live }
 
 func insecureDial() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}

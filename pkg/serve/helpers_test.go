@@ -23,6 +23,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/gctune"
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -37,11 +38,10 @@ func TestMain(m *testing.M) {
 		os.Exit(helperServer(r))
 	}
 	code := m.Run()
-	for _, d := range []string{fixtureDir, benchDir} {
-		if d != "" {
-			os.RemoveAll(d)
-		}
+	if fixtureDir != "" {
+		os.RemoveAll(fixtureDir)
 	}
+	testsnap.RemoveUniform()
 	os.Exit(code)
 }
 
@@ -339,4 +339,26 @@ func value(col arrow.Array, j int) any {
 		return a.Value(j)
 	}
 	return col.ValueStr(j)
+}
+
+// acquireView is d's live view, which the caller must Release; nil once d
+// is closed or failing.
+func acquireView(d *served.Dataset) *served.View {
+	v, err := d.Acquire()
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// servedID is the id of the snapshot d serves (0: closed).
+func servedID(d *served.Dataset) uint64 {
+	st, _ := d.Status()
+	return st.SnapshotID
+}
+
+// dsStatus is d's status (the zero value once closed).
+func dsStatus(d *served.Dataset) served.DatasetStatus {
+	st, _ := d.Status()
+	return st
 }

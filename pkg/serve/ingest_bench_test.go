@@ -56,6 +56,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/energyscope/servingsnap/internal/gctune"
+	"github.com/energyscope/servingsnap/internal/testlake"
 )
 
 var (
@@ -287,11 +288,11 @@ func procCPUTime(b *testing.B, pid int) int64 {
 // the schema message with the descriptor, then one message per batch.
 func encodedBatches(b *testing.B) (schema *flight.FlightData, batches []*flight.FlightData) {
 	b.Helper()
-	ids := uniformIDs(100_000)
+	ids := testlake.UniformIDs(100_000)
 	var cs ingestCapture
 	var w *flight.Writer
 	for i := 0; i < 16; i++ {
-		rec := benchBatch(ids, i*ingestBatchRows, ingestBatchRows, i%2 == 0)
+		rec := testlake.UniformBatch(ids, i*ingestBatchRows, ingestBatchRows, i%2 == 0)
 		if w == nil {
 			w = flight.NewRecordWriter(&cs, ipc.WithSchema(rec.Schema()))
 			w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"B"}})

@@ -10,10 +10,6 @@ package serve
 import (
 	"context"
 	"fmt"
-	"io/fs"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -21,71 +17,19 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
-	"github.com/energyscope/servingsnap/pkg/live"
-	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/served"
 )
 
-// liveBenchRoot is a private copy of benchRoot's dataset "B": files are
-// hard-linked (snapshot files are never modified), directories made anew.
+// liveBenchRoot is a private copy of benchRoot's dataset "B" (hard links).
 func liveBenchRoot(b *testing.B, series, rows int) string {
 	b.Helper()
-	src := benchRoot(b, series, rows)
-	dst := filepath.Join(b.TempDir(), "root")
-	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		if e.IsDir() {
-			if e.Name() == WALDir || e.Name() == "leases" {
-				return fs.SkipDir
-			}
-			return os.MkdirAll(to, 0o755)
-		}
-		return os.Link(p, to)
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The fixture's build wrote (and its lake's removal freed) hundreds
-	// of megabytes just before: flush them now, so that their writeback
-	// and the journal's commit of them are not a cause of the measured
-	// load's slow WAL fsyncs. (They were not the only one: with this
-	// flush, -ingest.trace still sees a single fsync take 35-150 ms once
-	// to three times a run on this VM's disk.)
-	syscall.Sync()
-	return dst
-}
-
-// benchBatch is n rows of existing series: for row i, series ids[(k+i) %
-// len], a period after the base's (appends) or inside it (revisions).
-func benchBatch(ids []string, k, n int, revise bool) arrow.RecordBatch {
-	sc := arrow.NewSchema([]arrow.Field{
-		{Name: "series_id", Type: arrow.BinaryTypes.String},
-		{Name: "period", Type: arrow.FixedWidthTypes.Date32},
-		{Name: "value", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-	}, nil)
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer bld.Release()
-	start := int32(10957) // 2000-01-01
-	for i := 0; i < n; i++ {
-		j := k + i
-		bld.Field(0).(*array.StringBuilder).Append(ids[j%len(ids)])
-		p := start + int32(((j/len(ids))%150)*31)
-		if !revise {
-			p = start + int32((150+j/len(ids))*31)
-		}
-		bld.Field(1).(*array.Date32Builder).Append(arrow.Date32(p))
-		bld.Field(2).(*array.Float64Builder).Append(float64(j))
-	}
-	return bld.NewRecordBatch()
+	return testsnap.PrivateCopy(b, benchRoot(b, series, rows))
 }
 
 // BenchmarkDoPut: durable ingest over Flight with 10k-row batches, 1 and 4
@@ -97,10 +41,10 @@ func BenchmarkDoPut(b *testing.B) {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			root := liveBenchRoot(b, 100_000, 150)
 			srv := startServer(b, Config{Root: root})
-			ids := uniformIDs(100_000)
+			ids := testlake.UniformIDs(100_000)
 			recs := make([]arrow.RecordBatch, 16)
 			for i := range recs {
-				recs[i] = benchBatch(ids, i*batchRows, batchRows, i%2 == 0)
+				recs[i] = testlake.UniformBatch(ids, i*batchRows, batchRows, i%2 == 0)
 			}
 			var mu sync.Mutex
 			var lat []time.Duration
@@ -159,25 +103,19 @@ func BenchmarkDoPut(b *testing.B) {
 
 // putDirect applies rows to dataset d through its write path (durably),
 // in 10k-row batches of existing series.
-func putDirect(b *testing.B, d *dataset, ids []string, rows int, revise bool, seed int) {
+func putDirect(b *testing.B, d *served.Dataset, ids []string, rows int, revise bool, seed int) {
 	b.Helper()
-	w, err := d.writer(true, slog.New(slog.DiscardHandler))
+	w, err := d.Writer()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for k := 0; k < rows; k += 10_000 {
-		rec := benchBatch(ids, seed+k, min(10_000, rows-k), revise)
-		v := d.acquire()
-		norm, err := delta.Normalize(context.Background(), memory.DefaultAllocator, w.State().Schema(), rec, 0, v.r.(delta.Known))
-		v.Release()
+		rec := testlake.UniformBatch(ids, seed+k, min(10_000, rows-k), revise)
+		_, err := d.Put(context.Background(), w, memory.DefaultAllocator, rec, 0)
 		rec.Release()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := w.Put(context.Background(), norm); err != nil {
-			b.Fatal(err)
-		}
-		norm.Release()
 	}
 }
 
@@ -190,7 +128,7 @@ func BenchmarkDoGetDelta(b *testing.B) {
 			root := liveBenchRoot(b, 100_000, 150)
 			srv := startServer(b, Config{Root: root})
 			d := srv.svc.datasets["B"]
-			ids := uniformIDs(100_000)
+			ids := testlake.UniformIDs(100_000)
 			n := 15_000_000 * pct / 100
 			putDirect(b, d, ids, n/2, true, 0)
 			putDirect(b, d, ids, n/2, false, 0)
@@ -212,8 +150,8 @@ func BenchmarkDoGetDelta(b *testing.B) {
 			percentiles(b, lat)
 			// what a read merges over: the delta's runs when timing ended
 			// (the merger may still have been folding some)
-			if d.live != nil {
-				b.ReportMetric(float64(len(d.live.State().Runs())), "runs")
+			if ls, ok := d.LiveStats(); ok {
+				b.ReportMetric(float64(ls.Runs), "runs")
 			}
 		})
 	}
@@ -226,7 +164,7 @@ func BenchmarkCompact(b *testing.B) {
 	root := liveBenchRoot(b, 100_000, 150)
 	srv := startServer(b, Config{Root: root})
 	d := srv.svc.datasets["B"]
-	ids := uniformIDs(100_000)
+	ids := testlake.UniformIDs(100_000)
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
@@ -234,7 +172,7 @@ func BenchmarkCompact(b *testing.B) {
 		putDirect(b, d, ids, 75_000, false, i*150_000)
 		b.StartTimer()
 		t := time.Now()
-		res, err := d.compact(context.Background(), srv.log)
+		res, err := d.Compact(context.Background())
 		if err != nil || res.Result != "compacted" {
 			b.Fatalf("%+v %v", res, err)
 		}
@@ -242,45 +180,6 @@ func BenchmarkCompact(b *testing.B) {
 	}
 	slices.Sort(took)
 	b.ReportMetric(took[len(took)/2].Seconds(), "median-s")
-}
-
-// BenchmarkReplay: a WAL of 1.5M rows (150 writes of 10k rows) replayed
-// onto the 15M-row base at open.
-func BenchmarkReplay(b *testing.B) {
-	root := liveBenchRoot(b, 100_000, 150)
-	srv := startServer(b, Config{Root: root})
-	d := srv.svc.datasets["B"]
-	ids := uniformIDs(100_000)
-	const rows = 1_500_000
-	putDirect(b, d, ids, rows, false, 0)
-	srv.svc.Close()
-	dir := filepath.Join(root, "B")
-	s, err := snapshot.Open(dir, snapshot.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	v, err := newView("B", s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sc, err := schemaOf(v)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var cpu, replayed int64
-	for b.Loop() {
-		cpu0 := liveCPUTime()
-		w, info, err := live.Open(filepath.Join(dir, WALDir), sc, 0, benchTarget{v}, live.Options{})
-		if err != nil || info.Rows != rows {
-			b.Fatalf("replay: %+v %v", info, err)
-		}
-		cpu += liveCPUTime() - cpu0
-		replayed += info.Rows
-		b.ReportMetric(float64(info.Rows)/info.Duration.Seconds(), "rows/s")
-		w.Close()
-	}
-	b.ReportMetric(float64(cpu)/float64(max(replayed, 1)), "cpu-ns/row")
 }
 
 // liveCPUTime is the process's user and system CPU time in nanoseconds.
@@ -291,8 +190,3 @@ func liveCPUTime() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
-
-type benchTarget struct{ v *view }
-
-func (t benchTarget) Base() delta.Base     { return t.v.base }
-func (t benchTarget) Publish(*delta.State) {}

@@ -68,6 +68,7 @@ import (
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
@@ -202,10 +203,7 @@ func (s *liveScript) start() error {
 func (s *liveScript) stop(crash bool) {
 	if crash {
 		for _, d := range s.srv.svc.datasets {
-			d.liveMu.Lock()
-			w := d.live
-			d.liveMu.Unlock()
-			if w != nil {
+			if w := d.LiveWriter(); w != nil {
 				w.Log().Close()
 			}
 		}
@@ -243,7 +241,7 @@ func (s *liveScript) label(pos uint64) string {
 	return l
 }
 
-func (s *liveScript) dataset() *dataset { return s.srv.svc.datasets[scriptDataset] }
+func (s *liveScript) dataset() *served.Dataset { return s.srv.svc.datasets[scriptDataset] }
 
 func (s *liveScript) run(d *directive) string {
 	switch d.cmd {
@@ -612,8 +610,8 @@ func (s *liveScript) info(d *directive) string {
 		out = append(out, fmt.Sprintf("MISMATCH: GetFlightInfo says %d rows, DoGet returned %d", fi.TotalRecords, len(a.lines)))
 	}
 	if desc.Type == flight.DescriptorPATH {
-		v := s.dataset().acquire()
-		inf := v.r.Info()
+		v := acquireView(s.dataset())
+		inf := v.Reader().Info()
 		v.Release()
 		if inf.Series != int64(series) || inf.Rows != fi.TotalRecords {
 			out = append(out, fmt.Sprintf("MISMATCH: the view counts %d rows, %d series", inf.Rows, inf.Series))
@@ -638,10 +636,7 @@ func (s *liveScript) info(d *directive) string {
 
 // liveWriter is the dataset's write path, nil before its first write.
 func (s *liveScript) liveWriter() *live.Writer {
-	d := s.dataset()
-	d.liveMu.Lock()
-	defer d.liveMu.Unlock()
-	return d.live
+	return s.dataset().LiveWriter()
 }
 
 func (s *liveScript) action(kind string) ([]byte, error) {

@@ -358,7 +358,7 @@ func TestCompactionByThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if id := srv.svc.datasets["LIVE"].acquire(); id.ID() != 1 {
+	if id := acquireView(srv.svc.datasets["LIVE"]); id.ID() != 1 {
 		t.Fatalf("compacted below the threshold: serving %d", id.ID())
 	} else {
 		id.Release()
@@ -367,36 +367,14 @@ func TestCompactionByThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := srv.svc.datasets["LIVE"]
-	if !waitFor(10*time.Second, func() bool { v := d.acquire(); defer v.Release(); return v.ID() == 2 }) {
+	if !waitFor(10*time.Second, func() bool { v := acquireView(d); defer v.Release(); return v.ID() == 2 }) {
 		t.Fatal("no compaction at 3 delta rows")
 	}
-	if st := d.deltaStatus(); st == nil || st.Compactions != 1 || st.Rows != 0 {
+	if st := dsStatus(d).Delta; st == nil || st.Compactions != 1 || st.Rows != 0 {
 		t.Fatalf("delta status after the compaction: %+v", st)
 	}
 	if got := rowsOf(t, c, map[string]any{"dataset": "LIVE", "series": []string{"A", "B"}}); !strings.HasSuffix(got, "A 2020-05-01 5\nB 2020-01-01 10\nB 2020-02-01 11\nB 2020-03-01 12") {
 		t.Fatalf("rows after the compaction:\n%s", got)
-	}
-}
-
-// TestEmptyPutAge: a batch of no rows does not start the age of the
-// oldest unfolded write (--compact-age), a batch of rows does.
-func TestEmptyPutAge(t *testing.T) {
-	srv := startServer(t, Config{Root: liveRoot(t)})
-	c := dial(t, srv)
-	d := srv.svc.datasets["LIVE"]
-	since := func() time.Time { d.stMu.Lock(); defer d.stMu.Unlock(); return d.cs.since }
-	acks, err := doPut(context.Background(), c, "LIVE", putRows{"series_id": {}, "period": {}, "value": {}}.record(t))
-	if err != nil || len(acks) != 1 || acks[0]["rows"] != 0 {
-		t.Fatalf("empty put: %v %v", acks, err)
-	}
-	if !since().IsZero() {
-		t.Fatalf("an empty put started the delta's age at %v", since())
-	}
-	if _, err := doPut(context.Background(), c, "LIVE", putRows{"series_id": {"A"}, "period": {"2020-04"}, "value": {4.0}}.record(t)); err != nil {
-		t.Fatal(err)
-	}
-	if since().IsZero() {
-		t.Fatal("a put of rows did not start the delta's age")
 	}
 }
 

@@ -227,13 +227,14 @@ func (nopTarget) Publish(*delta.State) {}
 func TestLiveStartupCorruptOlderSegment(t *testing.T) {
 	root := liveRoot(t)
 	srv := startServer(t, Config{Root: root})
-	v := srv.svc.datasets["LIVE"].acquire()
-	s, err := schemaOf(v)
+	v := acquireView(srv.svc.datasets["LIVE"])
+	fields, _ := v.Snapshot().Index().Attributes()
+	s, err := delta.NewSchema(v.Snapshot().Schema(), fields)
 	if err != nil {
 		t.Fatal(err)
 	}
-	known, _ := v.r.(delta.Known)
-	base := v.base
+	known, _ := v.Reader().(delta.Known)
+	base := v.Base()
 	// The log's segments hold about two records each.
 	w, _, err := live.Open(filepath.Join(root, "LIVE", WALDir), s, 0, nopTarget{base}, live.Options{WAL: wal.Options{SegmentSize: 2000}})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
+	"github.com/energyscope/servingsnap/pkg/served"
 )
 
 // Metrics are the server's Prometheus metrics, on their own registry (so
@@ -130,13 +131,14 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-func (m *Metrics) snapshotServed(v *view) {
-	m.snapshotID.WithLabelValues(v.dataset).Set(float64(v.ID()))
-	m.mapped.WithLabelValues(v.dataset).Set(float64(v.MappedBytes()))
-	m.dsRows.WithLabelValues(v.dataset).Set(float64(v.Manifest.Stats.Rows))
-	m.dsSeries.WithLabelValues(v.dataset).Set(float64(v.Manifest.Stats.Series))
-	if t, err := time.Parse(time.RFC3339Nano, v.Manifest.Created); err == nil {
-		m.created.WithLabelValues(v.dataset).Set(float64(t.UnixNano()) / 1e9)
+func (m *Metrics) snapshotServed(v *served.View) {
+	name, man := v.Dataset(), v.Manifest()
+	m.snapshotID.WithLabelValues(name).Set(float64(v.ID()))
+	m.mapped.WithLabelValues(name).Set(float64(v.Snapshot().MappedBytes()))
+	m.dsRows.WithLabelValues(name).Set(float64(man.Stats.Rows))
+	m.dsSeries.WithLabelValues(name).Set(float64(man.Stats.Series))
+	if t, err := time.Parse(time.RFC3339Nano, man.Created); err == nil {
+		m.created.WithLabelValues(name).Set(float64(t.UnixNano()) / 1e9)
 	}
 }
 
@@ -149,18 +151,19 @@ func (m *Metrics) setBuildInfo(version string) {
 // initReload makes the reload series of a dataset exist at zero, so a
 // rate() or an alert on them works before the first reload, and adds the
 // gauges read from the dataset's state at scrape time.
-func (m *Metrics) initReload(d *dataset) {
-	m.reloads.WithLabelValues(d.name, "ok")
-	m.reloads.WithLabelValues(d.name, "error")
-	m.reloadFailures.WithLabelValues(d.name)
-	m.lastReload.WithLabelValues(d.name).Set(0)
-	labels := prometheus.Labels{"dataset": d.name}
+func (m *Metrics) initReload(d *served.Dataset) {
+	name := d.Name()
+	m.reloads.WithLabelValues(name, "ok")
+	m.reloads.WithLabelValues(name, "error")
+	m.reloadFailures.WithLabelValues(name)
+	m.lastReload.WithLabelValues(name).Set(0)
+	labels := prometheus.Labels{"dataset": name}
 	m.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "servingsnap_reload_failing", ConstLabels: labels,
 			Help: "1 while the snapshot CURRENT names is not served because its reload failed, by dataset.",
 		}, func() float64 {
-			if d.reloadStatus().lastError != "" {
+			if d.ReloadFailing() {
 				return 1
 			}
 			return 0
@@ -168,21 +171,21 @@ func (m *Metrics) initReload(d *dataset) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "servingsnap_draining_snapshots", ConstLabels: labels,
 			Help: "Replaced snapshots still mapped because in-flight readers hold them, by dataset.",
-		}, func() float64 { return float64(d.draining.Load()) }),
+		}, func() float64 { return float64(d.Draining()) }),
 	)
 }
 
 // initFault makes a dataset's fault series exist at zero and adds
 // servingsnap_dataset_failing, read from its state at scrape time.
-func (m *Metrics) initFault(d *dataset) {
-	for _, k := range []string{faultMemory, faultChanged, faultCorrupt} {
-		m.faults.WithLabelValues(d.name, k)
+func (m *Metrics) initFault(d *served.Dataset) {
+	for _, k := range served.FaultKinds {
+		m.faults.WithLabelValues(d.Name(), k)
 	}
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "servingsnap_dataset_failing", ConstLabels: prometheus.Labels{"dataset": d.name},
+		Name: "servingsnap_dataset_failing", ConstLabels: prometheus.Labels{"dataset": d.Name()},
 		Help: "1 while the snapshot CURRENT names is damaged (a fallback snapshot, or nothing, is served), by dataset; status says why.",
 	}, func() float64 {
-		if d.faultStatus().failing {
+		if d.Failing() {
 			return 1
 		}
 		return 0
@@ -341,4 +344,53 @@ func (m *Metrics) registerColdCache(c *coldfile.Cache) {
 			Help: "Decoded cold series dropped from the cold cache to stay under its budget (least recently used first).",
 		}, stat(func(s coldfile.CacheStats) int64 { return s.Evictions })),
 	)
+}
+
+// liveCollector exports every dataset's live-write state at scrape time.
+type liveCollector struct{ s *Service }
+
+var (
+	descDeltaRows   = prometheus.NewDesc("servingsnap_delta_rows", "Rows of live writes held in memory (revisions included), by dataset.", []string{"dataset"}, nil)
+	descDeltaBytes  = prometheus.NewDesc("servingsnap_delta_bytes", "Memory the live writes' rows hold, by dataset.", []string{"dataset"}, nil)
+	descDeltaRuns   = prometheus.NewDesc("servingsnap_delta_runs", "Sorted runs merged on read, by dataset.", []string{"dataset"}, nil)
+	descWALBytes    = prometheus.NewDesc("servingsnap_wal_bytes", "Size of the write-ahead log's segments, by dataset.", []string{"dataset"}, nil)
+	descWrites      = prometheus.NewDesc("servingsnap_writes_total", "DoPut batches acknowledged, by dataset.", []string{"dataset"}, nil)
+	descWriteRows   = prometheus.NewDesc("servingsnap_write_rows_total", "Rows acknowledged by DoPut, by dataset.", []string{"dataset"}, nil)
+	descFsync       = prometheus.NewDesc("servingsnap_wal_fsync_seconds_total", "Time spent in WAL appends and fsyncs, by dataset (divide by servingsnap_wal_commits_total for the mean).", []string{"dataset"}, nil)
+	descCommits     = prometheus.NewDesc("servingsnap_wal_commits_total", "Group commits (one append and one fsync each), by dataset.", []string{"dataset"}, nil)
+	descCompactions = prometheus.NewDesc("servingsnap_compactions_total", "Compactions that published a snapshot, by dataset.", []string{"dataset"}, nil)
+	descCompactSecs = prometheus.NewDesc("servingsnap_compaction_seconds_total", "Time spent compacting, by dataset.", []string{"dataset"}, nil)
+)
+
+func (c liveCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descDeltaRows, descDeltaBytes, descDeltaRuns, descWALBytes, descWrites, descWriteRows, descFsync, descCommits, descCompactions, descCompactSecs} {
+		ch <- d
+	}
+}
+
+func (c liveCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, name := range c.s.names {
+		ls, ok := c.s.datasets[name].LiveStats()
+		if !ok {
+			continue
+		}
+		for _, m := range []struct {
+			d *prometheus.Desc
+			t prometheus.ValueType
+			v float64
+		}{
+			{descDeltaRows, prometheus.GaugeValue, float64(ls.Rows)},
+			{descDeltaBytes, prometheus.GaugeValue, float64(ls.Bytes)},
+			{descDeltaRuns, prometheus.GaugeValue, float64(ls.Runs)},
+			{descWALBytes, prometheus.GaugeValue, float64(ls.WALBytes)},
+			{descWrites, prometheus.CounterValue, float64(ls.Writes)},
+			{descWriteRows, prometheus.CounterValue, float64(ls.WriteRows)},
+			{descFsync, prometheus.CounterValue, ls.FsyncTotal.Seconds()},
+			{descCommits, prometheus.CounterValue, float64(ls.Commits)},
+			{descCompactions, prometheus.CounterValue, float64(ls.Compactions)},
+			{descCompactSecs, prometheus.CounterValue, ls.CompactSeconds},
+		} {
+			ch <- prometheus.MustNewConstMetric(m.d, m.t, m.v, name)
+		}
+	}
 }

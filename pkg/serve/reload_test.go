@@ -359,7 +359,7 @@ func TestReloadUnderLoad(t *testing.T) {
 
 	// The flipper.
 	t0 := time.Now()
-	live := func() uint64 { return d.cur.Load().ID() }
+	live := func() uint64 { return servedID(d) }
 	builds, forced := 0, 0
 	for i := 0; i < flips && failures.Load() == 0; i++ {
 		want := 1 + i%2 // live is 2 (marker 2) at start: flip to 1, 2, 1, …
@@ -392,7 +392,7 @@ func TestReloadUnderLoad(t *testing.T) {
 			}
 		}
 		if !waitFor(10*time.Second, func() bool { return live() == target }) {
-			t.Fatalf("flip %d: still serving %d, CURRENT names %d (status %+v)", i, live(), target, d.reloadStatus())
+			t.Fatalf("flip %d: still serving %d, CURRENT names %d (status %+v)", i, live(), target, dsStatus(d))
 		}
 		time.Sleep(time.Millisecond) // let the clients run on the new snapshot
 	}
@@ -412,19 +412,22 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	f.mu.Unlock()
 
-	rs := d.reloadStatus()
-	if rs.reloads != flips || rs.failures != 0 {
-		t.Errorf("reload status: %d reloads, %d failures; want %d, 0", rs.reloads, rs.failures, flips)
+	rs := dsStatus(d)
+	if rs.Reloads != flips || rs.ReloadFailures != 0 {
+		t.Errorf("reload status: %d reloads, %d failures; want %d, 0", rs.Reloads, rs.ReloadFailures, flips)
 	}
 	if got := counterValue(t, srv.Metrics(), "servingsnap_reloads_total", "FLIP", "ok"); got != flips {
 		t.Errorf("servingsnap_reloads_total{result=ok} = %v, want %d", got, flips)
 	}
 	// All readers are gone: only the live snapshot is referenced and mapped.
-	if !waitFor(5*time.Second, func() bool { return d.draining.Load() == 0 }) {
-		t.Errorf("%d replaced snapshots still held", d.draining.Load())
+	if !waitFor(5*time.Second, func() bool { return d.Draining() == 0 }) {
+		t.Errorf("%d replaced snapshots still held", d.Draining())
 	}
-	if n := d.cur.Load().Refs(); n != 1 {
-		t.Errorf("live snapshot has %d references, want the dataset's 1", n)
+	if v := acquireView(d); v.Readers() != 0 {
+		t.Errorf("live snapshot has %d readers besides the dataset and this test", v.Readers())
+		v.Release()
+	} else {
+		v.Release()
 	}
 	maps := snapshotMappings(t, f.dir)
 	liveDir := dsdir.FormatID(live())
@@ -505,15 +508,11 @@ func TestReloadFailureKeepsServing(t *testing.T) {
 	// damage below: point CURRENT back at 2 and wait until 2 is served, so
 	// the damaged 3 can only be opened after it is damaged.
 	f.rollback(t, 2)
-	// Under swapMu no reload is in flight; one that started before the
-	// rollback (and read the undamaged 3) has finished, and any later one
-	// reads CURRENT = 2.
-	if !waitFor(5*time.Second, func() bool {
-		d.swapMu.Lock()
-		defer d.swapMu.Unlock()
-		return d.cur.Load().ID() == 2
-	}) {
-		t.Fatalf("not serving 2 after the rollback: %+v", d.reloadStatus())
+	// A reload of our own waits for one in flight (reloads are
+	// serialised): one that started before the rollback (and read the
+	// undamaged 3) has finished, and any later one reads CURRENT = 2.
+	if res := d.Reload(true); res.SnapshotID != 2 {
+		t.Fatalf("not serving 2 after the rollback: %+v", res)
 	}
 	p := filepath.Join(f.dir, dsdir.SnapshotPath(bad), "data.arrow")
 	os.Chmod(p, 0o644)
@@ -535,7 +534,7 @@ func TestReloadFailureKeepsServing(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "checksum") || !strings.Contains(err.Error(), "still serving 2") {
 		t.Fatalf("reload of a damaged snapshot: %v", err)
 	}
-	if id := d.cur.Load().ID(); id != 2 {
+	if id := servedID(d); id != 2 {
 		t.Fatalf("serving %d after a failed reload, want 2", id)
 	}
 	st := statusOf(t, c)
@@ -555,23 +554,23 @@ func TestReloadFailureKeepsServing(t *testing.T) {
 		t.Fatalf("during the failure: %+v, %v", a, err)
 	}
 	// The poller does not retry the same id at every interval.
-	n := d.reloadStatus().failures
+	n := dsStatus(d).ReloadFailures
 	time.Sleep(50 * time.Millisecond)
-	if m := d.reloadStatus().failures; m != n {
+	if m := dsStatus(d).ReloadFailures; m != n {
 		t.Errorf("the poller retried the broken snapshot %d times in 50 ms", m-n)
 	}
 	// Rolling back to the served snapshot clears the failure.
 	f.rollback(t, 2)
-	if !waitFor(5*time.Second, func() bool { return d.reloadStatus().lastError == "" }) {
-		t.Errorf("failure not cleared after rollback: %+v", d.reloadStatus())
+	if !waitFor(5*time.Second, func() bool { return dsStatus(d).LastError == "" }) {
+		t.Errorf("failure not cleared after rollback: %+v", dsStatus(d))
 	}
 	if v := counterValue(t, srv.Metrics(), "servingsnap_reload_failing", "FLIP"); v != 0 {
 		t.Errorf("servingsnap_reload_failing = %v after rollback, want 0", v)
 	}
 	// A good build is found by the poller.
 	good := f.build(t, 1)
-	if !waitFor(10*time.Second, func() bool { return d.cur.Load().ID() == good }) {
-		t.Fatalf("poller did not pick up snapshot %d: %+v", good, d.reloadStatus())
+	if !waitFor(10*time.Second, func() bool { return servedID(d) == good }) {
+		t.Fatalf("poller did not pick up snapshot %d: %+v", good, dsStatus(d))
 	}
 	a, err = getAnswer(ctx, c, flipQueries[2].tk)
 	if err != nil || a.id != good || a.marker != 1 {
@@ -651,7 +650,7 @@ func TestGCWithServerHoldingSnapshot(t *testing.T) {
 	}
 
 	// A reader pins 1 (what a running DoGet holds); the server moves to 2.
-	v := d.acquire()
+	v := acquireView(d)
 	if v.ID() != 1 {
 		t.Fatalf("serving %d", v.ID())
 	}
@@ -664,21 +663,21 @@ func TestGCWithServerHoldingSnapshot(t *testing.T) {
 		t.Fatalf("gc while a reader holds 1: %+v", r)
 	}
 	// The reader's slices are still valid: the files are there and mapped.
-	if d.draining.Load() != 1 || snapshotMappings(t, f.dir)[dsdir.FormatID(1)] == 0 {
-		t.Errorf("draining %d, mappings %v", d.draining.Load(), snapshotMappings(t, f.dir))
+	if d.Draining() != 1 || snapshotMappings(t, f.dir)[dsdir.FormatID(1)] == 0 {
+		t.Errorf("draining %d, mappings %v", d.Draining(), snapshotMappings(t, f.dir))
 	}
 	p, err := svc.plan(v, &Query{Dataset: "FLIP", HasPrefix: true, Prefix: "S00", From: math.MinInt32, To: math.MaxInt32})
 	if err != nil || p.Rows() != 10*flipRows {
 		t.Fatalf("reading the held snapshot: %v rows, %v", p, err)
 	}
-	if got := v.Batch(0).Column(datafile.ColumnValue).(interface{ Float64Values() []float64 }).Float64Values()[0]; got != 1 {
+	if got := v.Snapshot().Batch(0).Column(datafile.ColumnValue).(interface{ Float64Values() []float64 }).Float64Values()[0]; got != 1 {
 		t.Errorf("held snapshot value %v, want marker 1", got)
 	}
 
 	// The last reader releases: unmapped, lease dropped, gc collects it.
 	v.Release()
-	if d.draining.Load() != 0 {
-		t.Errorf("draining %d after the last release", d.draining.Load())
+	if d.Draining() != 0 {
+		t.Errorf("draining %d after the last release", d.Draining())
 	}
 	if n := snapshotMappings(t, f.dir)[dsdir.FormatID(1)]; n != 0 {
 		t.Errorf("snapshot 1 still has %d mappings", n)
@@ -714,10 +713,10 @@ func TestCategoryBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	v := svc.datasets["FLIP"].acquire()
+	v := acquireView(svc.datasets["FLIP"])
 	defer v.Release()
 	for cat, want := range map[string]int{"Cat": flipSeries, "Cat/": flipSeries, "Cat/Odd": flipSeries / 2, "Ca": 0, "Cat/Od": 0, "Cat/Odd/x": 0} {
-		sel, err := v.r.Select(query.Selector{Kind: query.ByCategory, Category: cat})
+		sel, err := v.Reader().Select(query.Selector{Kind: query.ByCategory, Category: cat})
 		got := sel.Len()
 		if err != nil {
 			if status.Code(toStatus(err)) != codes.NotFound {

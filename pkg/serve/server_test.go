@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"io"
 	"math"
 	"math/big"
@@ -22,12 +21,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -538,86 +534,6 @@ func TestMetricsAndHealth(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
-	}
-}
-
-// TestSwapUnderLoad: readers never fail or see a closed snapshot while the
-// dataset's snapshot is swapped under them, and every replaced snapshot is
-// unmapped once its readers are done.
-func TestSwapUnderLoad(t *testing.T) {
-	dir := t.TempDir()
-	lake, ds := testsnap.Sample(t, dir, "SWP", 50, 9, nil)
-	testsnap.Build(t, lake, ds, nil) // snapshot 2, same rows
-	svc, err := Open(dir, Options{Limits: DefaultLimits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	d := svc.datasets["SWP"]
-	first := d.cur.Load().Snapshot
-
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	errc := make(chan error, 8)
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				v := d.acquire()
-				code, _ := v.Lookup(v.Index().SeriesID(7))
-				p, err := svc.plan(v, &Query{Dataset: "SWP", HasPrefix: true, From: math.MinInt32, To: math.MaxInt32})
-				if err == nil {
-					var rec arrow.RecordBatch
-					rec, err = v.Rows(code, math.MinInt32, math.MaxInt32)
-					if err == nil {
-						_ = rec.Column(1).(*array.Date32).Value(0) // touches the mapping
-						rec.Release()
-					}
-					if err == nil && p.Rows() != v.Manifest.Stats.Rows {
-						err = errors.New("row count changed")
-					}
-				}
-				v.Release()
-				if err != nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
-	var olds []*snapshot.Snapshot
-	for i := 0; i < 40; i++ {
-		id := uint64(1 + i%2)
-		s, err := snapshot.OpenID(filepath.Join(dir, "SWP"), id, snapshot.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		olds = append(olds, d.cur.Load().Snapshot)
-		if _, err := d.swap(s); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(stop)
-	wg.Wait()
-	select {
-	case err := <-errc:
-		t.Fatal(err)
-	default:
-	}
-	for i, s := range append(olds, first) {
-		if s.Refs() != 0 {
-			t.Errorf("replaced snapshot %d still has %d references", i, s.Refs())
-		}
-	}
-	if d.cur.Load().Refs() != 1 {
-		t.Errorf("live snapshot has %d references, want the dataset's 1", d.cur.Load().Refs())
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -23,13 +22,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
-	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/shard"
-	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
@@ -80,8 +78,9 @@ type Service struct {
 	flight.BaseFlightServer
 
 	root     string
-	datasets map[string]*dataset
-	names    []string // sorted
+	host     *served.Root
+	datasets map[string]*served.Dataset // the host's, by name
+	names    []string                   // sorted
 	limits   Limits
 	log      *slog.Logger
 	metrics  *Metrics
@@ -96,15 +95,9 @@ type Service struct {
 
 	flow *flowControl // DoGet budget, stalled streams, leases (flow.go)
 
-	readOnly      bool
-	putSem        *semaphore.Weighted // bytes of DoPut batches in flight
-	compactPolicy CompactPolicy
-	compactDone   chan struct{} // closed when the compaction loop has ended (nil: none runs)
+	putSem *semaphore.Weighted // bytes of DoPut batches in flight
 
 	reloadInterval time.Duration
-	pollStop       chan struct{} // closed by Close: the poller ends
-	pollDone       chan struct{} // closed when the poller has ended
-	polling        bool          // the poller was started
 	closeOnce      sync.Once
 
 	shards shardState // sharded datasets (shards.go)
@@ -166,10 +159,9 @@ func Open(root string, opt Options) (*Service, error) {
 		return nil, fmt.Errorf("serve: root %s is not a directory", root)
 	}
 	s := &Service{
-		root: root, datasets: map[string]*dataset{}, limits: opt.Limits, log: opt.Logger,
+		root: root, datasets: map[string]*served.Dataset{}, limits: opt.Limits, log: opt.Logger,
 		metrics: opt.Metrics, mem: opt.Allocator, started: time.Now(), version: opt.Version,
-		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly, compactPolicy: opt.Compact,
-		pollStop: make(chan struct{}), pollDone: make(chan struct{}),
+		reloadInterval: opt.ReloadInterval,
 	}
 	if opt.ColdCacheBytes > 0 {
 		s.cold = coldfile.NewCache(opt.ColdCacheBytes)
@@ -193,61 +185,29 @@ func Open(root string, opt Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, ent := range ents {
-		name := ent.Name()
-		if manifest.ValidateDatasetName(name) != nil || skip[name] {
-			continue // .tmp, hidden files, anything that cannot be a dataset; shard maps and shards not served
-		}
-		dir := filepath.Join(root, name)
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(dir, dsdir.CurrentFile)); errors.Is(err, os.ErrNotExist) {
-			s.log.Info("skipping directory without CURRENT", "dataset", name, "dir", dir)
-			continue
-		}
-		t0 := time.Now()
-		snap, err := snapshot.Open(dir, snapshot.Options{VerifyData: opt.VerifyData, ColdCache: s.cold})
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
-		}
-		mds, err := dsdir.Open(dir)
-		if err != nil {
-			snap.Close()
-			s.Close()
-			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
-		}
-		version := s.version
-		if version == "" {
-			version = "dev"
-		}
-		d := &dataset{name: name, dir: dir, ds: mds, version: version, cold: s.cold}
-		d.st.currentID = snap.ID()
-		d.st.lastCheck = time.Now()
-		if m := s.metrics; m != nil {
-			d.onSwap = m.snapshotServed
-			d.onReload = func(ok bool, dur time.Duration) { m.reloaded(name, ok, dur) }
-			m.initReload(d)
-			m.initFault(d)
-			d.onFault = func(kind string) { m.faults.WithLabelValues(name, kind).Inc() }
-		}
-		if _, err := d.swap(snap); err != nil {
-			snap.Close()
-			s.Close()
-			return nil, fmt.Errorf("serve: dataset %s: %w", name, err)
-		}
+	hooks := served.Hooks{}
+	if m := s.metrics; m != nil {
+		hooks = served.Hooks{Swapped: m.snapshotServed, Reloaded: m.reloaded,
+			Fault: func(name, kind string) { m.faults.WithLabelValues(name, kind).Inc() }}
+	}
+	s.host, err = served.OpenRoot(root, served.RootOptions{
+		Options: served.Options{VerifyData: opt.VerifyData, ColdCache: s.cold, Logger: s.log,
+			Version: s.version, ReadOnly: opt.ReadOnly, Hooks: hooks},
+		Skip:           func(name string) bool { return skip[name] },
+		ReloadInterval: opt.ReloadInterval,
+		Compact:        opt.Compact,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range s.host.Names() {
+		d, _ := s.host.Dataset(name)
 		s.datasets[name] = d
 		s.names = append(s.names, name)
-		// A dataset that took live writes replays its WAL before serving:
-		// a server never starts without an acknowledged write.
-		if _, err := d.writer(false, s.log); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("serve: %w", err)
+		if m := s.metrics; m != nil {
+			m.initReload(d)
+			m.initFault(d)
 		}
-		m := snap.Manifest
-		s.log.Info("dataset open", "dataset", name, "snapshot_id", snap.ID(), "rows", m.Stats.Rows,
-			"series", m.Stats.Series, "mapped_bytes", snap.MappedBytes(), "open_ms", float64(time.Since(t0).Microseconds())/1000)
 	}
 	sort.Strings(s.names)
 	if err := s.linkShards(opt); err != nil {
@@ -258,52 +218,20 @@ func Open(root string, opt Options) (*Service, error) {
 		m.Registry.MustRegister(liveCollector{s})
 		m.registerColdCache(s.cold)
 	}
-	if s.compactPolicy.enabled() {
-		s.compactDone = make(chan struct{})
-		go s.compactLoop()
-	}
-	if s.reloadInterval > 0 {
-		s.polling = true
-		go s.poll()
-	}
+	s.host.Start()
 	return s, nil
 }
 
-// poll reads every dataset's CURRENT each interval and reloads the ones
-// that changed. Reading a 22-byte file per dataset is cheaper and more
-// robust than a file watch (CURRENT is replaced by rename, so a watch
-// would have to be on the directory, and network file systems deliver no
-// events at all).
-func (s *Service) poll() {
-	s.everyDataset(s.reloadInterval, s.pollDone, func(d *dataset) {
-		d.checkFiles(s.log)
-		d.reload(false, s.log)
-	})
-}
+// ReloadResult is one dataset's answer to a reload (served.ReloadResult).
+type ReloadResult = served.ReloadResult
 
-// everyDataset calls fn for each dataset every interval until Close, then
-// closes done.
-func (s *Service) everyDataset(interval time.Duration, done chan struct{}, fn func(*dataset)) {
-	defer close(done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.pollStop:
-			return
-		case <-t.C:
-		}
-		for _, name := range s.names {
-			select {
-			case <-s.pollStop:
-				return
-			default:
-			}
-			d := s.datasets[name]
-			s.safely("dataset "+name, func() { fn(d) })
-		}
-	}
-}
+// Reload outcomes.
+const (
+	ReloadUnchanged = served.ReloadUnchanged
+	ReloadSwapped   = served.ReloadSwapped
+	ReloadFailed    = served.ReloadFailed
+	ReloadSkipped   = served.ReloadSkipped
+)
 
 // Reload checks the CURRENT of one dataset (name) or of all (name ""), and
 // serves each new snapshot once it is open and validated. Failures leave
@@ -321,7 +249,7 @@ func (s *Service) Reload(name string) ([]ReloadResult, error) {
 	}
 	out := make([]ReloadResult, 0, len(names))
 	for _, n := range names {
-		out = append(out, s.datasets[n].reload(true, s.log))
+		out = append(out, s.datasets[n].Reload(true))
 	}
 	return out, nil
 }
@@ -331,24 +259,17 @@ func (s *Service) Reload(name string) ([]ReloadResult, error) {
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		s.flow.close()
-		close(s.pollStop)
-		if s.polling {
-			<-s.pollDone
-		}
-		if s.compactDone != nil {
-			<-s.compactDone
+		if s.host != nil {
+			s.host.Close()
 		}
 		s.closeRemotes()
 	})
-	for _, d := range s.datasets {
-		d.close()
-	}
 }
 
 // Datasets lists the served dataset names.
 func (s *Service) Datasets() []string { return append([]string(nil), s.names...) }
 
-func (s *Service) lookup(name string) (*dataset, error) {
+func (s *Service) lookup(name string) (*served.Dataset, error) {
 	if err := manifest.ValidateDatasetName(name); err != nil {
 		return nil, errf(codes.InvalidArgument, "%v", err)
 	}
@@ -362,20 +283,12 @@ func (s *Service) lookup(name string) (*dataset, error) {
 	return d, nil
 }
 
-func (s *Service) acquire(name string) (*view, error) {
+func (s *Service) acquire(name string) (*served.View, error) {
 	d, err := s.lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	v := d.acquire()
-	if v == nil {
-		return nil, errf(codes.Unavailable, "dataset %q is closed", name)
-	}
-	if f := d.faultOf(v.ID()); f != nil {
-		v.Release()
-		return nil, failingError(name, f)
-	}
-	return v, nil
+	return d.Acquire()
 }
 
 // ticketFor is the ticket of a whole dataset: every series.
@@ -384,20 +297,20 @@ func ticketFor(name string) []byte {
 	return b
 }
 
-func (s *Service) datasetInfo(v *view, desc *flight.FlightDescriptor) *flight.FlightInfo {
+func (s *Service) datasetInfo(v *served.View, desc *flight.FlightDescriptor) *flight.FlightInfo {
 	return &flight.FlightInfo{
-		Schema:           flight.SerializeSchema(v.defaultSchema(), s.mem),
+		Schema:           flight.SerializeSchema(v.DefaultSchema(), s.mem),
 		FlightDescriptor: desc,
-		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: ticketFor(v.dataset)}}},
-		TotalRecords:     v.r.Info().Rows,
+		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: ticketFor(v.Dataset())}}},
+		TotalRecords:     v.Reader().Info().Rows,
 		TotalBytes:       -1,
 		Ordered:          true,
 		AppMetadata:      appMetadata(v),
 	}
 }
 
-func appMetadata(v *view) []byte {
-	b, _ := json.Marshal(map[string]any{"dataset": v.dataset, "snapshot_id": v.ID()})
+func appMetadata(v *served.View) []byte {
+	b, _ := json.Marshal(map[string]any{"dataset": v.Dataset(), "snapshot_id": v.ID()})
 	return b
 }
 
@@ -409,8 +322,8 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		v := s.datasets[name].acquire()
-		if v == nil {
+		v, err := s.datasets[name].Acquire()
+		if err != nil {
 			continue
 		}
 		info := s.datasetInfo(v, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}})
@@ -453,7 +366,7 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 			return nil, nil, err
 		}
 		defer v.Release()
-		return s.datasetInfo(v, desc), v.defaultSchema(), nil
+		return s.datasetInfo(v, desc), v.DefaultSchema(), nil
 	case flight.DescriptorCMD:
 		q, err := ParseTicket(desc.Cmd, s.limits.MaxTicketBytes, s.limits.MaxSeries)
 		if err != nil {
@@ -469,7 +382,7 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 		defer v.Release()
 		p, err := s.plan(v, q)
 		if err != nil {
-			s.noteCorrupt(q.Dataset, v.ID(), err)
+			s.noteReadError(q.Dataset, v.ID(), err)
 			return nil, nil, err
 		}
 		info := &flight.FlightInfo{
@@ -529,7 +442,7 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 	defer v.Release()
 	p, err := s.plan(v, q)
 	if err != nil {
-		s.noteCorrupt(q.Dataset, v.ID(), err)
+		s.noteReadError(q.Dataset, v.ID(), err)
 		return err
 	}
 	return s.stream(v, p, stream)
@@ -537,12 +450,12 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 
 // stream sends a plan's rows on a DoGet stream (plain tickets and Flight
 // SQL statements alike), with v pinned by the caller.
-func (s *Service) stream(v *view, p *query.Plan, stream flight.FlightService_DoGetServer) error {
+func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightService_DoGetServer) error {
 	budget := s.limits.BatchBytes
 	if budget <= 0 {
 		budget = DefaultLimits.BatchBytes
 	}
-	fl, err := s.flow.begin(stream.Context(), s.datasets[v.dataset], v, reserveFor(p, budget))
+	fl, err := s.flow.begin(stream.Context(), s.datasets[v.Dataset()], v, reserveFor(p, budget))
 	if err != nil {
 		return err
 	}
@@ -561,13 +474,13 @@ func (s *Service) stream(v *view, p *query.Plan, stream flight.FlightService_DoG
 		err = cerr
 	}
 	if s.metrics != nil {
-		s.metrics.sent(v.dataset, st.Rows, cs.bytes)
+		s.metrics.sent(v.Dataset(), st.Rows, cs.bytes)
 	}
 	if err != nil {
-		s.noteCorrupt(v.dataset, v.ID(), err)
+		s.noteReadError(v.Dataset(), v.ID(), err)
 		return err
 	}
-	s.log.Debug("doget", "dataset", v.dataset, "snapshot_id", v.ID(), "series", p.Series(),
+	s.log.Debug("doget", "dataset", v.Dataset(), "snapshot_id", v.ID(), "series", p.Series(),
 		"rows", st.Rows, "batches", st.Batches, "bytes", cs.bytes)
 	return nil
 }
@@ -615,54 +528,16 @@ func contextError(ctx context.Context) error {
 }
 
 // plan resolves a ticket against a view through the read layer.
-func (s *Service) plan(v *view, q *Query) (*query.Plan, error) {
+func (s *Service) plan(v *served.View, q *Query) (*query.Plan, error) {
 	req := q.Request()
-	return query.NewPlan(v.r, &req, query.Limits{MaxSeries: s.limits.MaxSeries, MaxRows: s.limits.MaxRows})
+	return query.NewPlan(v.Reader(), &req, query.Limits{MaxSeries: s.limits.MaxSeries, MaxRows: s.limits.MaxRows})
 }
 
 // DatasetStatus is one dataset in the status action's answer.
-type DatasetStatus struct {
-	Name        string `json:"name"`
-	SnapshotID  uint64 `json:"snapshot_id"`
-	ParentID    uint64 `json:"parent_id"`
-	Rows        int64  `json:"rows"`
-	Series      int64  `json:"series"`
-	FirstPeriod string `json:"first_period"`
-	LastPeriod  string `json:"last_period"`
-	MappedBytes int64  `json:"mapped_bytes"`
-	Created     string `json:"created"`
-	OpenedAt    string `json:"opened_at"`
-	Readers     int64  `json:"readers"` // in-flight references besides the server's own
+type DatasetStatus = served.DatasetStatus
 
-	// Tiers (docs/OPERATIONS.md "Tiered snapshots"): a tiered snapshot
-	// keeps each series' older rows in cold.vortex, decoded on demand.
-	Tiered    bool  `json:"tiered"`
-	ColdBytes int64 `json:"cold_bytes"` // size of cold.vortex (0: not tiered)
-	ColdRows  int64 `json:"cold_rows"`  // rows in cold.vortex (all of them with --format vortex)
-
-	// Reloads (docs/FLIGHT.md "Reload").
-	CurrentID      uint64 `json:"current_id"`      // what CURRENT named at the last check (differs from snapshot_id while a reload fails)
-	Reloads        int64  `json:"reloads"`         // snapshots swapped in since start-up
-	ReloadFailures int64  `json:"reload_failures"` // reload attempts that failed since start-up
-	LastReload     string `json:"last_reload"`     // time of the last swap, "" if none
-	LastCheck      string `json:"last_check"`      // time CURRENT was last read
-	LastError      string `json:"last_error"`      // the last failed attempt's error; "" once a reload succeeds or CURRENT names the served snapshot again
-	LastErrorAt    string `json:"last_error_at"`   // when it failed, "" if never
-	Draining       int64  `json:"draining"`        // replaced snapshots still mapped because readers hold them
-
-	// Faults (docs/OPERATIONS.md "Faults"): damage found in a served
-	// snapshot's files (a memory fault reading them, or a file changed
-	// under the server).
-	Failing       bool   `json:"failing"`                  // the snapshot CURRENT names is damaged; a fallback, or nothing, is served
-	FailingReason string `json:"failing_reason,omitempty"` // what was found, naming the file when known
-	FailingSince  string `json:"failing_since,omitempty"`
-	DamagedID     uint64 `json:"damaged_id,omitempty"`  // the damaged snapshot
-	FallbackID    uint64 `json:"fallback_id,omitempty"` // served instead of it (0: none found; requests are Unavailable)
-	Faults        int64  `json:"faults"`                // damage found since start-up
-
-	// Delta is the live-write state; absent when the dataset took none.
-	Delta *DeltaStatus `json:"delta,omitempty"`
-}
+// DeltaStatus is a dataset's live-write state in DatasetStatus.
+type DeltaStatus = served.DeltaStatus
 
 // Status is the answer of the status action.
 type Status struct {
@@ -700,40 +575,13 @@ func (s *Service) Status() Status {
 		c := s.cold.Stats()
 		st.ColdCache = &ColdCacheStatus{BudgetBytes: c.Budget, UsedBytes: c.Used, Entries: c.Entries, Hits: c.Hits, Misses: c.Misses, Evictions: c.Evictions}
 	}
-	ts := func(t time.Time) string {
-		if t.IsZero() {
-			return ""
-		}
-		return t.UTC().Format(time.RFC3339Nano)
-	}
 	for _, name := range s.names {
-		d := s.datasets[name]
-		v := d.acquire()
-		if v == nil {
+		ds, ok := s.datasets[name].Status()
+		if !ok {
 			continue
 		}
-		m := v.Manifest
-		rs := d.reloadStatus()
-		fs := d.faultStatus()
-		st.Datasets = append(st.Datasets, DatasetStatus{
-			Failing: fs.failing, FailingReason: fs.reason, DamagedID: fs.damaged, FallbackID: fs.fallback, Faults: fs.faults,
-			Name: name, SnapshotID: v.ID(), ParentID: m.ParentID, Rows: v.r.Info().Rows, Series: v.r.Info().Series,
-			FirstPeriod: m.Stats.FirstPeriod, LastPeriod: m.Stats.LastPeriod, MappedBytes: v.MappedBytes(),
-			Created: m.Created, OpenedAt: v.opened.UTC().Format(time.RFC3339Nano), Readers: v.Refs() - 2,
-			CurrentID: rs.currentID, Reloads: rs.reloads, ReloadFailures: rs.failures,
-			LastReload: ts(rs.lastReload), LastCheck: ts(rs.lastCheck), LastError: rs.lastError,
-			LastErrorAt: ts(rs.lastErrorAt), Draining: d.draining.Load(),
-			Delta: d.deltaStatus(),
-		})
-		ds := &st.Datasets[len(st.Datasets)-1]
-		if fs.failing {
-			ds.FailingSince = ts(fs.since)
-		}
-		if cf, ok := m.FileByRole(manifest.RoleCold); ok && v.Tiered() {
-			ds.Tiered, ds.ColdBytes, ds.ColdRows = true, cf.Size, cf.Rows
-		}
-		st.MappedBytes += v.MappedBytes()
-		v.Release()
+		st.Datasets = append(st.Datasets, ds)
+		st.MappedBytes += ds.MappedBytes
 	}
 	return st
 }
@@ -831,12 +679,45 @@ func toStatus(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, delta.ErrInvalid):
 		code = codes.InvalidArgument
-	case errors.Is(err, live.ErrClosed):
+	case errors.Is(err, live.ErrClosed), errors.Is(err, served.ErrClosed), errors.Is(err, served.ErrFailing):
 		code = codes.Unavailable
+	case errors.Is(err, served.ErrReadOnly):
+		code = codes.PermissionDenied
+	case errors.Is(err, served.ErrCompactFailing):
+		code = codes.FailedPrecondition
 	case errors.Is(err, wal.ErrTooLarge):
 		code, msg = codes.ResourceExhausted, msg+"; send batches of fewer rows"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	}
 	return status.Error(code, truncate(msg, 1024))
+}
+
+// panicked turns a panic recovered in a handler into the error the client
+// gets: a memory fault in a served snapshot's mapping marks its dataset
+// failing (served.Root.Panicked) and is Internal; nil for any other panic.
+func (s *Service) panicked(where string, r any) error {
+	if err := s.host.Panicked(where, r); err != nil {
+		return errf(codes.Internal, "%v", err)
+	}
+	return nil
+}
+
+// noteReadError looks at the error a read of dataset name's snapshot id
+// ended with: the client's own mistakes, limits and transport errors are
+// the client's business; anything else may be damage in the served files,
+// which the dataset checks (served.Dataset.ReadFailed).
+func (s *Service) noteReadError(name string, id uint64, err error) {
+	d, ok := s.datasets[name]
+	if err == nil || !ok {
+		return
+	}
+	var e *Error
+	if errors.As(err, &e) || errors.Is(err, errShuttingDown) || errors.Is(err, errLeaseExpired) {
+		return
+	}
+	if _, isStatus := status.FromError(err); isStatus && status.Code(err) != codes.Unknown {
+		return // a transport error: the client went away
+	}
+	d.ReadFailed(id, err)
 }

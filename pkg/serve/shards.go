@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/shard"
 )
 
@@ -51,7 +52,7 @@ import (
 type shardedDataset struct {
 	name  string
 	m     *shard.Map
-	local map[int]*dataset // the shards this server holds
+	local map[int]*served.Dataset // the shards this server holds
 }
 
 // remoteTimeout bounds one GetFlightInfo to another shard server. Calls
@@ -95,7 +96,7 @@ func (s *Service) findShardMaps(root string, ents []os.DirEntry, opt Options) (m
 			return nil, fmt.Errorf("serve: %w", err)
 		}
 		skip[ent.Name()] = true
-		s.shards.sharded[m.Dataset] = &shardedDataset{name: m.Dataset, m: m, local: map[int]*dataset{}}
+		s.shards.sharded[m.Dataset] = &shardedDataset{name: m.Dataset, m: m, local: map[int]*served.Dataset{}}
 		for _, r := range m.Shards {
 			if opt.Shards != nil && !listed[r.Index] {
 				skip[r.Dataset] = true
@@ -174,7 +175,7 @@ func (sd *shardedDataset) localNames() []string {
 	var out []string
 	for i := 0; i < sd.m.Count; i++ {
 		if d := sd.local[i]; d != nil {
-			out = append(out, d.name)
+			out = append(out, d.Name())
 		}
 	}
 	return out
@@ -278,9 +279,9 @@ func (s *Service) shardedDoGet(q *Query, stream flight.FlightService_DoGetServer
 	if d == nil {
 		return s.notServedHere(sd, ps[0].index)
 	}
-	v := d.acquire()
-	if v == nil {
-		return errf(codes.Unavailable, "dataset %q shard %d is closed", sd.name, ps[0].index)
+	v, err := d.Acquire()
+	if err != nil {
+		return err
 	}
 	defer v.Release()
 	p, err := s.plan(v, q)
@@ -396,10 +397,10 @@ func (s *Service) shardedInfo(ctx context.Context, q *Query, raw []byte, desc *f
 }
 
 // countLocal plans q on a local shard: its schema, exact rows, snapshot.
-func (s *Service) countLocal(d *dataset, q *Query) (*arrow.Schema, int64, uint64, error) {
-	v := d.acquire()
-	if v == nil {
-		return nil, 0, 0, errf(codes.Unavailable, "dataset %q is closed", d.name)
+func (s *Service) countLocal(d *served.Dataset, q *Query) (*arrow.Schema, int64, uint64, error) {
+	v, err := d.Acquire()
+	if err != nil {
+		return nil, 0, 0, err
 	}
 	defer v.Release()
 	p, err := s.plan(v, q)

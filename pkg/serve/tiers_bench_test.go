@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
@@ -25,7 +26,7 @@ func BenchmarkTieredDoGet(b *testing.B) {
 	const series, rows = 20_000, 150
 	dir := b.TempDir()
 	lake := filepath.Join(dir, "lake")
-	writeUniformLake(b, lake, series, rows)
+	testlake.WriteUniform(b, lake, series, rows)
 	root := filepath.Join(dir, "root")
 	pol := map[string]coldfile.Policy{"HOT": {}, "TIER": {HotRows: 15}, "VORTEX": {AllCold: true}}
 	for name, p := range pol {
@@ -34,7 +35,7 @@ func BenchmarkTieredDoGet(b *testing.B) {
 		}
 	}
 	os.RemoveAll(lake)
-	ids := uniformIDs(series)
+	ids := testlake.UniformIDs(series)
 	recent := `"start":"` + time.Unix(int64(day(b, "2000-01-01")+int32((rows-12)*31))*86400, 0).UTC().Format(time.DateOnly) + `",`
 	for _, cache := range []struct {
 		name  string

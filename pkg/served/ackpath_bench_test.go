@@ -1,4 +1,4 @@
-package serve
+package served
 
 // Benchmarks of the ack path's stages one at a time, each with the CPU
 // caches evicted between batches: a server's writes come tens of
@@ -17,24 +17,23 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
 
-// ackBench is a server over the 100k-series, 150-period benchmark base,
+// ackBench is a dataset over the 100k-series, 150-period benchmark base,
 // a view of its dataset and the delta schema writes to it have.
 type ackBench struct {
-	d      *dataset
-	v      *view
+	d      *Dataset
+	v      *View
 	schema *delta.Schema
 	thrash []byte
 }
 
 func newAckBench(b *testing.B) *ackBench {
-	srv := startServer(b, Config{Root: benchRoot(b, 100_000, 150)})
-	var d *dataset
-	for _, d = range srv.svc.datasets {
-	}
+	d := benchDataset(b, testsnap.Uniform(b, 100_000, 150))
 	v := d.acquire()
 	b.Cleanup(v.Release)
 	schema, err := schemaOf(v)
@@ -59,13 +58,13 @@ type normBatch struct {
 	codes []int32
 }
 
-// batches are n batches of 10k distinct series (benchBatch: revisions
+// batches are n batches of 10k distinct series (testlake.UniformBatch: revisions
 // when revise(k), appends otherwise), normalized against the base.
 func (a *ackBench) batches(b *testing.B, n int, revise func(k int) bool) []normBatch {
-	ids := uniformIDs(100_000)
+	ids := testlake.UniformIDs(100_000)
 	var out []normBatch
 	for k := 0; k < n; k++ {
-		rec := benchBatch(ids, k*10_000, 10_000, revise(k))
+		rec := testlake.UniformBatch(ids, k*10_000, 10_000, revise(k))
 		kn := newPutKnown(a.d, a.v)
 		norm, codes, err := delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
 		rec.Release()
@@ -118,10 +117,10 @@ func reportPerRow(b *testing.B) {
 func BenchmarkNormalize(b *testing.B) {
 	a := newAckBench(b)
 	a.d.codes(a.v).warm()
-	ids := uniformIDs(100_000)
+	ids := testlake.UniformIDs(100_000)
 	var recs []arrow.RecordBatch
 	for k := 0; k < 8; k++ {
-		recs = append(recs, benchBatch(ids, k*10_000, 10_000, k%2 == 0))
+		recs = append(recs, testlake.UniformBatch(ids, k*10_000, 10_000, k%2 == 0))
 		b.Cleanup(recs[k].Release)
 	}
 	a.timeCold(b, func(k int) (run, cleanup func()) {
@@ -253,7 +252,7 @@ func BenchmarkPublishNewSeries(b *testing.B) {
 				}
 				c := query.NewComposite(a.v.base, st2)
 				b.StopTimer()
-				if c.Info().Series != int64(a.v.Index().Len()+n+10_000) {
+				if c.Info().Series != int64(a.v.snap.Index().Len()+n+10_000) {
 					b.Fatalf("%d series", c.Info().Series)
 				}
 				p.Release()

@@ -1,4 +1,4 @@
-package serve
+package served
 
 import (
 	"encoding/binary"
@@ -439,8 +439,8 @@ func (c *codeCache) addAbsent(id string) {
 // in the background) when the served snapshot changed. The caller holds a
 // reference on v; warming takes one of its own, since it reads the index
 // after the caller may have let go.
-func (d *dataset) codes(v *view) *codeCache {
-	x := v.Index()
+func (d *Dataset) codes(v *View) *codeCache {
+	x := v.snap.Index()
 	for {
 		c := d.codeCache.Load()
 		if c != nil && c.x == x {
@@ -451,7 +451,7 @@ func (d *dataset) codes(v *view) *codeCache {
 			if c != nil {
 				c.retired.Store(true)
 			}
-			if v.Acquire() {
+			if v.acquire() {
 				go func() {
 					defer v.Release()
 					n.warm()

@@ -1,4 +1,4 @@
-package serve
+package served
 
 import (
 	"fmt"
@@ -8,6 +8,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
 // TestCodeCache: the cache answers as the index does, for series the base
@@ -15,7 +19,7 @@ import (
 // misses than the rebuild threshold), asked once and again.
 func TestCodeCache(t *testing.T) {
 	d, v := synView(t)
-	x := v.Index()
+	x := v.snap.Index()
 	c := d.codes(v)
 	if d.codes(v) != c {
 		t.Fatal("a second call made another cache for the same index")
@@ -48,7 +52,7 @@ func TestCodeCache(t *testing.T) {
 // after, is the index's.
 func TestCodeCacheGrows(t *testing.T) {
 	_, v := synView(t)
-	x := v.Index()
+	x := v.snap.Index()
 	c := newCodeCacheSlots(x, 2)
 	var ids []string
 	for i := 0; i < x.Len(); i++ {
@@ -89,7 +93,7 @@ func TestCodeCacheGrows(t *testing.T) {
 // with a table so small that first slots rarely answer.
 func TestCodeCacheLookupAll(t *testing.T) {
 	_, v := synView(t)
-	x := v.Index()
+	x := v.snap.Index()
 	bld := array.NewStringBuilder(memory.DefaultAllocator)
 	defer bld.Release()
 	for i := 0; i < x.Len(); i++ {
@@ -123,14 +127,11 @@ func TestCodeCacheLookupAll(t *testing.T) {
 // as writes name series, as a base over codeCacheMax series is). An op is
 // one batch.
 func BenchmarkCodeLookup(b *testing.B) {
-	srv := startServer(b, Config{Root: benchRoot(b, 100_000, 2)})
-	var d *dataset
-	for _, d = range srv.svc.datasets {
-	}
+	d := benchDataset(b, testsnap.Uniform(b, 100_000, 2))
 	v := d.acquire()
 	defer v.Release()
-	x := v.Index()
-	ids := uniformIDs(x.Len())
+	x := v.snap.Index()
+	ids := testlake.UniformIDs(x.Len())
 	bld := array.NewStringBuilder(memory.DefaultAllocator)
 	defer bld.Release()
 	bld.AppendValues(ids[:10_000], nil)
@@ -200,7 +201,7 @@ func BenchmarkCodeLookup(b *testing.B) {
 // retired cache is not warmed.
 func TestCodeCacheWarm(t *testing.T) {
 	_, v := synView(t)
-	x := v.Index()
+	x := v.snap.Index()
 	c := newCodeCache(x)
 	c.warm()
 	for i := 0; i < x.Len(); i++ {
@@ -217,13 +218,20 @@ func TestCodeCacheWarm(t *testing.T) {
 	}
 }
 
-// synView is the sample dataset SYN of a started server and a view of it,
-// released when the test ends.
-func synView(t *testing.T) (*dataset, *view) {
+// synView is a sample dataset (200 series) opened as a server opens it,
+// and a view of it, both released when the test ends.
+func synView(t *testing.T) (*Dataset, *View) {
 	t.Helper()
-	srv := startServer(t, Config{})
-	d := srv.svc.datasets["SYN"]
-	v := d.acquire()
+	_, dir := testsnap.Sample(t, t.TempDir(), "SYN", 200, 3, func(o *sortwrite.Options) { o.BatchRows = 5000 })
+	d, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	v, err := d.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(v.Release)
 	return d, v
 }

@@ -1,4 +1,4 @@
-package serve
+package served
 
 // Faults in one dataset's files must not take the process down
 // (docs/OPERATIONS.md "Faults").
@@ -32,14 +32,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/query"
@@ -48,10 +44,13 @@ import (
 
 // Fault kinds (the kind label of servingsnap_faults_total).
 const (
-	faultMemory  = "memory_fault" // a read of a mapping faulted (SIGBUS)
-	faultChanged = "file_changed" // a served file changed size, mtime or inode
-	faultCorrupt = "corrupt_read" // a reader found the served bytes damaged (an error marked corrupt)
+	FaultMemory  = "memory_fault" // a read of a mapping faulted (SIGBUS)
+	FaultChanged = "file_changed" // a served file changed size, mtime or inode
+	FaultCorrupt = "corrupt_read" // a reader found the served bytes damaged (an error marked corrupt)
 )
+
+// FaultKinds are every fault kind, for metrics that start at zero.
+var FaultKinds = []string{FaultMemory, FaultChanged, FaultCorrupt}
 
 // faultInfo is the damage found in one of a dataset's snapshots.
 type faultInfo struct {
@@ -74,23 +73,40 @@ type faultState struct {
 
 // faultOf is the damage of snapshot id when it is the live one, nil
 // otherwise. Requests check it after acquire, so it is one atomic load.
-func (d *dataset) faultOf(id uint64) *faultInfo {
+func (d *Dataset) faultOf(id uint64) *faultInfo {
 	if f := d.fault.Load(); f != nil && f.id == id {
 		return f
 	}
 	return nil
 }
 
-// failingError is what a request on a dataset whose live snapshot is
+// ErrFailing is what FailingError matches: a dataset whose served snapshot
+// is damaged and that has no good one to serve instead.
+var ErrFailing = errors.New("dataset is failing")
+
+// FailingError is what a request on a dataset whose live snapshot is
 // damaged gets while no good snapshot could be found.
-func failingError(name string, f *faultInfo) error {
-	return errf(codes.Unavailable, "dataset %q is failing: snapshot %d is damaged (%s); no good snapshot to serve until it is restored or a new one is published", name, f.id, truncate(f.reason, 512))
+type FailingError struct {
+	Dataset string
+	ID      uint64 // the damaged snapshot
+	Reason  string
+}
+
+func (e *FailingError) Error() string {
+	return fmt.Sprintf("dataset %q is failing: snapshot %d is damaged (%s); no good snapshot to serve until it is restored or a new one is published", e.Dataset, e.ID, query.Truncate(e.Reason, 512))
+}
+
+// Is makes errors.Is(err, ErrFailing) hold.
+func (e *FailingError) Is(target error) bool { return target == ErrFailing }
+
+func (f *faultInfo) err(name string) error {
+	return &FailingError{Dataset: name, ID: f.id, Reason: f.reason}
 }
 
 // markFailing records damage in snapshot id (if it is still served), logs
 // it and switches to a good view if one exists. It returns at once if the
 // damage is already known; the fallback runs under swapMu.
-func (d *dataset) markFailing(id uint64, kind string, cause error, log *slog.Logger) {
+func (d *Dataset) markFailing(id uint64, kind string, cause error) {
 	if d.faultOf(id) != nil {
 		return
 	}
@@ -112,19 +128,19 @@ func (d *dataset) markFailing(id uint64, kind string, cause error, log *slog.Log
 	// reload action at once): a damaged file is not re-read every poll
 	d.st.failedID, d.st.retryAt = id, f.at.Add(failedRetry)
 	d.stMu.Unlock()
-	if d.onFault != nil {
-		d.onFault(kind)
+	if h := d.opt.Hooks.Fault; h != nil {
+		h(d.name, kind)
 	}
-	log.Error("dataset failing: a served snapshot is damaged", "dataset", d.name, "snapshot_id", id,
+	d.log.Error("dataset failing: a served snapshot is damaged", "dataset", d.name, "snapshot_id", id,
 		"kind", kind, "error", f.reason)
-	d.fallBack(log)
+	d.fallBack()
 }
 
 // fallBack serves the best good snapshot in place of the damaged live
 // one: what CURRENT names (if another id), then the other vintages, newest
 // first; each is opened with every file checksummed. It runs with panics
 // on faults turned into errors, as it reads files that may be damaged too.
-func (d *dataset) fallBack(log *slog.Logger) {
+func (d *Dataset) fallBack() {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
@@ -149,7 +165,7 @@ func (d *dataset) fallBack(log *slog.Logger) {
 		if err == nil && s.Manifest.Dataset != d.name {
 			err = fmt.Errorf("manifest %d names dataset %q", id, s.Manifest.Dataset)
 		}
-		var v *view
+		var v *View
 		if err == nil {
 			if v, err = newView(d.name, s); err == nil {
 				v.drained = d.drainedHook
@@ -160,7 +176,7 @@ func (d *dataset) fallBack(log *slog.Logger) {
 			if s != nil {
 				s.Close()
 			}
-			log.Warn("fallback snapshot not usable", "dataset", d.name, "snapshot_id", id, "error", err.Error())
+			d.log.Warn("fallback snapshot not usable", "dataset", d.name, "snapshot_id", id, "error", err.Error())
 			continue
 		}
 		d.stMu.Lock()
@@ -168,10 +184,10 @@ func (d *dataset) fallBack(log *slog.Logger) {
 		d.st.failedID, d.st.retryAt = f.id, time.Now().Add(failedRetry)
 		d.st.lastError, d.st.lastErrorAt = "snapshot "+fmt.Sprint(f.id)+" damaged: "+f.reason, time.Now()
 		d.stMu.Unlock()
-		log.Warn("dataset failing: serving a fallback snapshot", "dataset", d.name, "snapshot_id", id, "damaged_id", f.id)
+		d.log.Warn("dataset failing: serving a fallback snapshot", "dataset", d.name, "snapshot_id", id, "damaged_id", f.id)
 		return
 	}
-	log.Error("dataset failing: no good snapshot to serve", "dataset", d.name, "damaged_id", f.id)
+	d.log.Error("dataset failing: no good snapshot to serve", "dataset", d.name, "damaged_id", f.id)
 }
 
 // openSafely opens vintage id with every file checksummed, on a goroutine
@@ -184,7 +200,7 @@ func openSafely(dir string, id uint64, opt snapshot.Options) (*snapshot.Snapshot
 
 // clearFailing ends the failing state: a snapshot that verified is served
 // as what CURRENT names. Requires swapMu held.
-func (d *dataset) clearFailingLocked(log *slog.Logger) {
+func (d *Dataset) clearFailingLocked() {
 	if d.fault.Swap(nil) == nil {
 		return
 	}
@@ -192,34 +208,34 @@ func (d *dataset) clearFailingLocked(log *slog.Logger) {
 	was := d.fs
 	d.fs.failing, d.fs.reason, d.fs.fallback = false, "", 0
 	d.stMu.Unlock()
-	log.Info("dataset no longer failing", "dataset", d.name, "damaged_id", was.damaged, "failing_for", time.Since(was.since).Round(time.Millisecond).String())
+	d.log.Info("dataset no longer failing", "dataset", d.name, "damaged_id", was.damaged, "failing_for", time.Since(was.since).Round(time.Millisecond).String())
 }
 
-// checkFiles is the poller's per-dataset check: a served file that
+// CheckFiles is the poller's per-dataset check: a served file that
 // changed marks the dataset failing before a reader faults on it.
-func (d *dataset) checkFiles(log *slog.Logger) {
+func (d *Dataset) CheckFiles() {
 	v := d.acquire()
 	if v == nil {
 		return
 	}
-	id, err := v.ID(), v.FilesChanged()
+	id, err := v.ID(), v.snap.FilesChanged()
 	v.Release()
 	if err != nil {
-		d.markFailing(id, faultChanged, err, log)
+		d.markFailing(id, FaultChanged, err)
 	}
 }
 
 // faultStatus copies the fault state.
-func (d *dataset) faultStatus() faultState {
+func (d *Dataset) faultStatus() faultState {
 	d.stMu.Lock()
 	defer d.stMu.Unlock()
 	return d.fs
 }
 
-// faultAddr is the address of a memory fault, if r (a recovered panic
+// FaultAddr is the address of a memory fault, if r (a recovered panic
 // value) is one: with SetPanicOnFault, the runtime panics with a
 // runtime.Error that has an Addr method.
-func faultAddr(r any) (uintptr, bool) {
+func FaultAddr(r any) (uintptr, bool) {
 	if _, ok := r.(runtime.Error); !ok {
 		return 0, false
 	}
@@ -230,30 +246,24 @@ func faultAddr(r any) (uintptr, bool) {
 	return a.Addr(), true
 }
 
-// panicked turns a panic recovered in a handler (or a background loop)
-// into the error the caller gets, and marks the dataset whose mapping a
-// memory fault was in as failing. It never panics itself.
-func (s *Service) panicked(where string, r any) error {
-	addr, isFault := faultAddr(r)
-	if !isFault {
+// Faulted looks for the snapshot of this dataset whose mapping holds addr,
+// the address of a memory fault in where; if there is one, the dataset is
+// marked failing (in the background: the fallback opens files) and the
+// error to give the caller is returned, marked corrupt. nil: the address
+// is not in this dataset's mappings.
+func (d *Dataset) Faulted(addr uintptr, where string) error {
+	snap := d.mappedAt(addr)
+	if snap == 0 {
 		return nil
 	}
-	for _, name := range s.names {
-		d := s.datasets[name]
-		snap := d.mappedAt(addr)
-		if snap == 0 {
-			continue
-		}
-		err := corrupt.Errorf("dataset %s snapshot %d: memory fault at %#x reading its mapped files in %s (a file truncated or rewritten in place?)", name, snap, addr, where)
-		go d.markFailing(snap, faultMemory, err, s.log)
-		return errf(codes.Internal, "%v", err)
-	}
-	return errf(codes.Internal, "%v", corrupt.Errorf("memory fault at %#x in %s outside any served snapshot", addr, where))
+	err := corrupt.Errorf("dataset %s snapshot %d: memory fault at %#x reading its mapped files in %s (a file truncated or rewritten in place?)", d.name, snap, addr, where)
+	go d.markFailing(snap, FaultMemory, err)
+	return err
 }
 
 // mappedAt is the id of the dataset's snapshot whose mapping holds addr
 // (0: none). Requires nothing; reads the set of mapped snapshots.
-func (d *dataset) mappedAt(addr uintptr) uint64 {
+func (d *Dataset) mappedAt(addr uintptr) uint64 {
 	d.mapMu.Lock()
 	defer d.mapMu.Unlock()
 	for s := range d.mapped {
@@ -266,7 +276,7 @@ func (d *dataset) mappedAt(addr uintptr) uint64 {
 
 // trackMapped and untrackMapped keep the set of this dataset's snapshots
 // whose files are mapped (live and draining), for mappedAt.
-func (d *dataset) trackMapped(s *snapshot.Snapshot) {
+func (d *Dataset) trackMapped(s *snapshot.Snapshot) {
 	d.mapMu.Lock()
 	if d.mapped == nil {
 		d.mapped = map[*snapshot.Snapshot]struct{}{}
@@ -275,52 +285,32 @@ func (d *dataset) trackMapped(s *snapshot.Snapshot) {
 	d.mapMu.Unlock()
 }
 
-func (d *dataset) untrackMapped(s *snapshot.Snapshot) {
+func (d *Dataset) untrackMapped(s *snapshot.Snapshot) {
 	d.mapMu.Lock()
 	delete(d.mapped, s)
 	d.mapMu.Unlock()
 }
 
-// safely runs fn (a background loop's step) with faults as panics and
-// any panic recovered: a damaged file costs that step, not the process.
-func (s *Service) safely(where string, fn func()) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err := s.panicked(where, r)
-			if err == nil {
-				err = fmt.Errorf("panic: %v", r)
-			}
-			s.log.Error("recovered in background loop", "where", where, "error", err.Error(), "stack", string(debug.Stack()))
-		}
-	}()
-	fn()
-}
-
-// noteCorrupt looks at a request's error on dataset name's snapshot id:
-// one marked corrupt marks the dataset failing; another unexpected one (not
-// the client's, not a limit: an arrow-go error, say, that recovered a fault
-// itself and lost its address) makes it check the served files.
-func (s *Service) noteCorrupt(name string, id uint64, err error) {
-	d, ok := s.datasets[name]
-	if err == nil || !ok {
+// ReadFailed looks at the error a read of snapshot id ended with, when it
+// was none of the client's doing (the transport decides that): one marked
+// corrupt marks the dataset failing; any other unexpected one (an arrow-go
+// error, say, that recovered a fault itself and lost its address) makes it
+// check the served files.
+func (d *Dataset) ReadFailed(id uint64, err error) {
+	if err == nil {
 		return
 	}
 	if corrupt.Is(err) {
-		go d.markFailing(id, faultCorrupt, err, s.log)
+		go d.markFailing(id, FaultCorrupt, err)
 		return
 	}
-	var e *Error
-	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, query.ErrNotFound) || errors.Is(err, query.ErrInvalid) || errors.Is(err, query.ErrLimit) ||
-		errors.Is(err, query.ErrStale) || errors.Is(err, errShuttingDown) {
+		errors.Is(err, query.ErrStale) {
 		return
 	}
-	if _, isStatus := status.FromError(err); isStatus && status.Code(err) != codes.Unknown {
-		return // a transport error: the client went away
-	}
-	go d.checkFiles(s.log)
+	go d.CheckFiles()
 }
 
-// errFailing refuses compaction of a failing dataset.
-var errFailing = errors.New("dataset is failing (a served snapshot is damaged); compaction waits until it is restored")
+// ErrCompactFailing refuses compaction of a failing dataset.
+var ErrCompactFailing = errors.New("dataset is failing (a served snapshot is damaged); compaction waits until it is restored")

@@ -1,26 +1,55 @@
-package serve
+package served
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
-	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
-// dataset is the per-dataset state: a pointer to the live view, swapped
-// atomically. Every request does
+// ErrClosed: the dataset was closed (the server is stopping).
+var ErrClosed = errors.New("dataset is closed")
+
+// Options configure the datasets a server opens.
+type Options struct {
+	// VerifyData checksums every file of the snapshot opened at start-up
+	// (reloads, fallbacks and compactions always do).
+	VerifyData bool
+	// ColdCache is the server's one cache of decoded cold rows, shared by
+	// every tiered snapshot it opens (nil: none, every cold read decodes).
+	ColdCache *coldfile.Cache
+	Logger    *slog.Logger
+	// Version is the server's, recorded in the manifests its compactions
+	// write.
+	Version string
+	// ReadOnly: the dataset takes no live writes.
+	ReadOnly bool
+	// Hooks tell the server's metrics what happens.
+	Hooks Hooks
+}
+
+// Hooks are told what happens to a dataset (metrics). Each may be nil.
+type Hooks struct {
+	// Swapped is told about each published view.
+	Swapped func(v *View)
+	// Reloaded is told about each reload attempt that opened something or
+	// failed: ok false is a failure.
+	Reloaded func(dataset string, ok bool, dur time.Duration)
+	// Fault is told about each damage found, by kind (FaultMemory, …).
+	Fault func(dataset, kind string)
+}
+
+// Dataset is one served dataset over its life: a pointer to the live
+// view, swapped atomically. Every request does
 //
-//	v := d.acquire()   // load the pointer, take a reference on its snapshot
+//	v, err := d.Acquire() // load the pointer, take a reference on its snapshot
 //	defer v.Release()
 //
 // and never touches a snapshot it holds no reference on. A reload opens the
@@ -29,32 +58,26 @@ import (
 // served, then swaps the pointer: the dataset's reference on the old
 // snapshot is dropped and its files are unmapped when its last in-flight
 // reader releases it (pebble's readState pattern). Readers never wait for
-// a reload: acquire takes no lock.
-type dataset struct {
-	name    string
-	dir     string
-	version string // the server's, recorded in the manifests its compactions write
-	ds      *dsdir.Dir
-	cold    *coldfile.Cache // the server's cache of decoded cold rows (nil: none)
+// a reload: Acquire takes no lock.
+type Dataset struct {
+	name string
+	dir  string
+	ds   *dsdir.Dir
+	opt  Options
+	log  *slog.Logger
 
-	cur    atomic.Pointer[view]
+	cur    atomic.Pointer[View]
 	swapMu sync.Mutex // serialises reloads and compactions (acquire never takes it)
 	viewMu sync.Mutex // serialises pointer swaps; taken after live's lock, never before
 	closed bool       // under viewMu: no view may be published after close
 
-	// live is the write path (nil until the first DoPut, or when the
+	// live is the write path (nil until the first write, or when the
 	// dataset has a WAL at start-up). Lock order: swapMu, then live's lock,
 	// then viewMu.
 	liveMu sync.Mutex
 	live   *live.Writer
-	// codeCache speeds DoPut's checks against the served base (codecache.go).
+	// codeCache speeds a write's checks against the served base (codecache.go).
 	codeCache atomic.Pointer[codeCache]
-
-	// onSwap, if set, is told about each published view (metrics).
-	onSwap func(*view)
-	// onReload, if set, is told about each reload attempt that opened
-	// something or failed (metrics): ok false is a failure.
-	onReload func(ok bool, dur time.Duration)
 
 	draining atomic.Int64 // replaced snapshots whose readers have not all released them
 
@@ -65,19 +88,56 @@ type dataset struct {
 
 	// fault is the live snapshot's damage (fault.go); nil: none.
 	fault atomic.Pointer[faultInfo]
-	// onFault, if set, is told about each damage found (metrics).
-	onFault func(kind string)
 	// mapped is every snapshot of this dataset whose files are mapped
 	// (live and draining): a fault's address is looked up in it.
 	mapMu  sync.Mutex
 	mapped map[*snapshot.Snapshot]struct{}
 }
 
+// Open opens the dataset in dir (named name): its current snapshot, mapped
+// and checked as opt says, and its live writes if it has a write-ahead
+// log (replayed before it serves: a server never starts without an
+// acknowledged write).
+func Open(dir string, opt Options) (*Dataset, error) {
+	if opt.Logger == nil {
+		opt.Logger = discard
+	}
+	if opt.Version == "" {
+		opt.Version = "dev"
+	}
+	mds, err := dsdir.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := snapshot.Open(dir, snapshot.Options{VerifyData: opt.VerifyData, ColdCache: opt.ColdCache})
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", mds.Name, err)
+	}
+	d := &Dataset{name: mds.Name, dir: dir, ds: mds, opt: opt, log: opt.Logger}
+	d.st.currentID = snap.ID()
+	d.st.lastCheck = time.Now()
+	if _, err := d.swap(snap); err != nil {
+		snap.Close()
+		return nil, fmt.Errorf("dataset %s: %w", d.name, err)
+	}
+	if _, err := d.writer(false); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Name is the dataset's name.
+func (d *Dataset) Name() string { return d.name }
+
+// Dir is the dataset's directory.
+func (d *Dataset) Dir() string { return d.dir }
+
 // verified are the options of every open after start-up (reload,
 // fallback, compaction): every file checksummed, cold rows cached in the
 // server's one cache.
-func (d *dataset) verified() snapshot.Options {
-	return snapshot.Options{VerifyData: true, ColdCache: d.cold}
+func (d *Dataset) verified() snapshot.Options {
+	return snapshot.Options{VerifyData: true, ColdCache: d.opt.ColdCache}
 }
 
 // reloadState is what status reports about a dataset's reloads.
@@ -116,21 +176,44 @@ type ReloadResult struct {
 // retries). A broken snapshot is not re-checksummed every poll.
 const failedRetry = 30 * time.Second
 
+// Acquire returns the live view with a reference taken on its snapshot;
+// the caller must Release it. It fails with ErrClosed once the dataset is
+// closed, and with a *FailingError while the live snapshot is damaged and
+// no good one could be served instead.
+func (d *Dataset) Acquire() (*View, error) {
+	v := d.acquire()
+	if v == nil {
+		return nil, fmt.Errorf("dataset %q: %w", d.name, ErrClosed)
+	}
+	if f := d.faultOf(v.ID()); f != nil {
+		v.Release()
+		return nil, f.err(d.name)
+	}
+	return v, nil
+}
+
 // acquire returns the live view with a reference taken on its snapshot; the
 // caller must Release it. It returns nil only if the dataset was closed.
 // Acquire fails only when the snapshot's last reference is already gone,
 // which happens only after a swap replaced the pointer, so the retry sees
 // the newer view.
-func (d *dataset) acquire() *view {
+func (d *Dataset) acquire() *View {
 	for {
 		v := d.cur.Load()
 		if v == nil {
 			return nil
 		}
-		if v.Acquire() {
+		if v.acquire() {
 			return v
 		}
 	}
+}
+
+// Serves reports whether v's snapshot is still the one the dataset serves
+// (a stream's lease ends some time after it is not).
+func (d *Dataset) Serves(v *View) bool {
+	live := d.cur.Load()
+	return live != nil && live.snap == v.snap
 }
 
 // swap makes s the dataset's live snapshot. It takes over the caller's
@@ -139,7 +222,7 @@ func (d *dataset) acquire() *view {
 // done. If s cannot be served (its schema has a column the server cannot
 // stream) or the dataset is closed, swap returns an error, keeps serving the
 // old snapshot and leaves s to the caller.
-func (d *dataset) swap(s *snapshot.Snapshot) (old *view, err error) {
+func (d *Dataset) swap(s *snapshot.Snapshot) (old *View, err error) {
 	v, err := newView(d.name, s)
 	if err != nil {
 		return nil, err
@@ -154,19 +237,19 @@ func (d *dataset) swap(s *snapshot.Snapshot) (old *view, err error) {
 // drops the dataset's reference on the view it replaces. A replaced
 // snapshot (not a new delta State over the same one) is counted as
 // draining until its last reader releases it.
-func (d *dataset) install(v *view) (*view, error) {
+func (d *Dataset) install(v *View) (*View, error) {
 	d.viewMu.Lock()
 	defer d.viewMu.Unlock()
 	if d.closed {
-		return nil, fmt.Errorf("dataset %s is closed", d.name)
+		return nil, fmt.Errorf("dataset %s: %w", d.name, ErrClosed)
 	}
 	old := d.cur.Swap(v)
-	d.trackMapped(v.Snapshot)
-	if d.onSwap != nil {
-		d.onSwap(v)
+	d.trackMapped(v.snap)
+	if h := d.opt.Hooks.Swapped; h != nil {
+		h(v)
 	}
 	if old != nil {
-		if old.Snapshot != v.Snapshot {
+		if old.snap != v.snap {
 			d.draining.Add(1)
 		}
 		old.Release()
@@ -175,19 +258,19 @@ func (d *dataset) install(v *view) (*view, error) {
 }
 
 // drainedHook runs once per view, when its snapshot's files are unmapped.
-func (d *dataset) drainedHook(v *view) {
-	d.untrackMapped(v.Snapshot)
+func (d *Dataset) drainedHook(v *View) {
+	d.untrackMapped(v.snap)
 	if d.cur.Load() != v { // the live view is never "draining"
 		d.draining.Add(-1)
 	}
 }
 
-// reload serves the snapshot CURRENT names if it is not the live one: open
+// Reload serves the snapshot CURRENT names if it is not the live one: open
 // it with every file checksummed, build its view, swap. Any failure leaves
 // the live snapshot in place and is recorded (status, metrics, log). force
 // (an explicit reload action) retries an id that failed before; a poll
 // waits failedRetry first.
-func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
+func (d *Dataset) Reload(force bool) ReloadResult {
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
 	now := time.Now()
@@ -215,12 +298,12 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 	res.CurrentID = id
 	switch {
 	case err != nil:
-		return d.failed(res, id, fmt.Errorf("read CURRENT: %w", err), 0, log)
+		return d.failed(res, id, fmt.Errorf("read CURRENT: %w", err), 0)
 	case same:
 		// CURRENT names the served snapshot, which is not damaged: a
 		// rollback to the fallback (or to any good vintage) ends the
 		// failing state
-		d.clearFailingLocked(log)
+		d.clearFailingLocked()
 		res.Result = ReloadUnchanged
 		return res
 	case skip:
@@ -235,7 +318,7 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 	if err == nil && s.Manifest.Dataset != d.name {
 		err = fmt.Errorf("manifest %d names dataset %q", id, s.Manifest.Dataset)
 	}
-	var v *view
+	var v *View
 	if err == nil {
 		if v, err = newView(d.name, s); err == nil {
 			v.drained = d.drainedHook
@@ -248,26 +331,26 @@ func (d *dataset) reload(force bool, log *slog.Logger) ReloadResult {
 		if s != nil {
 			s.Close()
 		}
-		return d.failed(res, id, err, time.Since(t0), log)
+		return d.failed(res, id, err, time.Since(t0))
 	}
 	dur := time.Since(t0)
-	d.clearFailingLocked(log) // what CURRENT names is served and verified
+	d.clearFailingLocked() // what CURRENT names is served and verified
 	d.stMu.Lock()
 	d.st.reloads++
 	d.st.lastReload = time.Now()
 	d.st.lastError, d.st.failedID = "", 0
 	d.stMu.Unlock()
-	if d.onReload != nil {
-		d.onReload(true, dur)
+	if h := d.opt.Hooks.Reloaded; h != nil {
+		h(d.name, true, dur)
 	}
 	res.Result, res.PreviousID, res.SnapshotID = ReloadSwapped, live.ID(), id
 	res.OpenMS = float64(dur.Microseconds()) / 1000
-	log.Info("dataset reloaded", "dataset", d.name, "snapshot_id", id, "previous_id", live.ID(),
+	d.log.Info("dataset reloaded", "dataset", d.name, "snapshot_id", id, "previous_id", live.ID(),
 		"rows", s.Manifest.Stats.Rows, "series", s.Manifest.Stats.Series, "mapped_bytes", s.MappedBytes(), "open_ms", res.OpenMS)
 	return res
 }
 
-func (d *dataset) failed(res ReloadResult, id uint64, err error, dur time.Duration, log *slog.Logger) ReloadResult {
+func (d *Dataset) failed(res ReloadResult, id uint64, err error, dur time.Duration) ReloadResult {
 	now := time.Now()
 	d.stMu.Lock()
 	d.st.failures++
@@ -276,25 +359,18 @@ func (d *dataset) failed(res ReloadResult, id uint64, err error, dur time.Durati
 	d.st.failedID = id
 	d.st.retryAt = now.Add(failedRetry)
 	d.stMu.Unlock()
-	if d.onReload != nil {
-		d.onReload(false, dur)
+	if h := d.opt.Hooks.Reloaded; h != nil {
+		h(d.name, false, dur)
 	}
 	res.Result, res.Error = ReloadFailed, err.Error()
-	log.Error("reload failed; still serving the previous snapshot", "dataset", d.name,
+	d.log.Error("reload failed; still serving the previous snapshot", "dataset", d.name,
 		"serving", res.SnapshotID, "current_id", id, "error", err.Error())
 	return res
 }
 
-// reloadStatus copies the reload state.
-func (d *dataset) reloadStatus() reloadState {
-	d.stMu.Lock()
-	defer d.stMu.Unlock()
-	return d.st
-}
-
-// close drops the dataset's reference on its live snapshot; readers still
+// Close drops the dataset's reference on its live snapshot; readers still
 // holding one finish first. No reload publishes after it.
-func (d *dataset) close() {
+func (d *Dataset) Close() {
 	d.liveMu.Lock()
 	if d.live != nil {
 		d.live.Close()
@@ -306,57 +382,5 @@ func (d *dataset) close() {
 	if old := d.cur.Swap(nil); old != nil {
 		d.draining.Add(1)
 		old.Release()
-	}
-}
-
-// view is what a request reads: one snapshot (its reference count pins the
-// mappings) and, when the dataset takes live writes, the delta State merged
-// over it; the read layer over both is built once per view. Nothing in it
-// is per series or per row of the snapshot.
-type view struct {
-	*snapshot.Snapshot
-	base    *query.SnapshotReader
-	r       query.Reader // base, or base and st merged on read
-	st      *delta.State // nil or empty: no live writes
-	dataset string
-	opened  time.Time
-
-	drained  func(*view) // called once, when the snapshot's files are unmapped
-	doneOnce sync.Once
-}
-
-func newView(name string, s *snapshot.Snapshot) (*view, error) {
-	r, err := query.FromSnapshot(name, s)
-	if err != nil {
-		return nil, err
-	}
-	return &view{Snapshot: s, base: r, r: r, dataset: name, opened: time.Now()}, nil
-}
-
-// withState is a view of the same snapshot with st merged on read. It
-// takes a reference of its own on the snapshot; false if the snapshot is
-// already gone.
-func (v *view) withState(st *delta.State) (*view, bool) {
-	if !v.Snapshot.Acquire() {
-		return nil, false
-	}
-	nv := &view{Snapshot: v.Snapshot, base: v.base, r: v.base, st: st, dataset: v.dataset, opened: v.opened, drained: v.drained}
-	if st != nil && len(st.Runs()) > 0 {
-		nv.r = query.NewComposite(v.base, st)
-	}
-	return nv, true
-}
-
-// defaultSchema is the schema of a query with default columns.
-func (v *view) defaultSchema() *arrow.Schema { return v.r.Shape().DefaultSchema() }
-
-// Release drops a reference on the view's snapshot; the last one unmaps
-// its files. A snapshot's count never rises again once it reached zero, so
-// seeing zero after our own Release means the files are gone (the Once
-// absorbs several releasers seeing it).
-func (v *view) Release() {
-	v.Snapshot.Release()
-	if v.Refs() == 0 && v.drained != nil {
-		v.doneOnce.Do(func() { v.drained(v) })
 	}
 }
