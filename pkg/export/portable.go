@@ -391,41 +391,26 @@ func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, codes *array.Int3
 	n := perSeries.Len()
 	remap := make([]int32, n) // series position -> dictionary index, -1 null
 	var keep []int
-	switch v := perSeries.(type) {
-	case *array.String:
-		first := make(map[string]int32, n)
-		for i := 0; i < n; i++ {
-			if v.IsNull(i) {
-				remap[i] = -1
-				continue
-			}
-			s := v.Value(i)
-			k, ok := first[s]
-			if !ok {
-				k = int32(len(keep))
-				first[s] = k
-				keep = append(keep, i)
-			}
-			remap[i] = k
+	// Each value once, keyed by its text (a string attribute's own bytes;
+	// other types' text form: a group has few series).
+	keyOf := perSeries.ValueStr
+	if s, ok := perSeries.(*array.String); ok {
+		keyOf = s.Value
+	}
+	seen := make(map[string]int32, n)
+	for i := 0; i < n; i++ {
+		if perSeries.IsNull(i) {
+			remap[i] = -1
+			continue
 		}
-	default:
-		// Other attribute types: each value once, keyed by its text form
-		// (a group has few series).
-		seen := map[string]int32{}
-		for i := 0; i < n; i++ {
-			if v.IsNull(i) {
-				remap[i] = -1
-				continue
-			}
-			key := v.ValueStr(i)
-			k, ok := seen[key]
-			if !ok {
-				k = int32(len(keep))
-				seen[key] = k
-				keep = append(keep, i)
-			}
-			remap[i] = k
+		key := keyOf(i)
+		k, ok := seen[key]
+		if !ok {
+			k = int32(len(keep))
+			seen[key] = k
+			keep = append(keep, i)
 		}
+		remap[i] = k
 	}
 	dict, err := takeRows(mem, perSeries, keep)
 	if err != nil {
