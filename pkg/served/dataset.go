@@ -72,10 +72,18 @@ type Dataset struct {
 	closed bool       // under viewMu: no view may be published after close
 
 	// live is the write path (nil until the first write, or when the
-	// dataset has a WAL at start-up). Lock order: swapMu, then live's lock,
-	// then viewMu.
+	// dataset has a WAL at start-up); follow, a read-only server's (or a
+	// standby's) follower of another process's log. liveMu serialises
+	// opening, closing and taking over them, and guards ws; readers load
+	// the pointers. Lock order: liveMu, then swapMu, then the writer's or
+	// follower's lock, then viewMu.
 	liveMu sync.Mutex
-	live   *live.Writer
+	live   atomic.Pointer[live.Writer]
+	follow atomic.Pointer[live.Follower]
+	ws     writesState
+	// folded is the log checkpoint the delta lies after; changed with
+	// swapMu held.
+	folded atomic.Uint64
 	// codeCache speeds a write's checks against the served base (codecache.go).
 	codeCache atomic.Pointer[codeCache]
 
@@ -120,10 +128,7 @@ func Open(dir string, opt Options) (*Dataset, error) {
 		snap.Close()
 		return nil, fmt.Errorf("dataset %s: %w", d.name, err)
 	}
-	if _, err := d.writer(false); err != nil {
-		d.Close()
-		return nil, err
-	}
+	d.openLive()
 	return d, nil
 }
 
@@ -273,6 +278,11 @@ func (d *Dataset) drainedHook(v *View) {
 func (d *Dataset) Reload(force bool) ReloadResult {
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
+	return d.reloadLocked(force)
+}
+
+// reloadLocked is Reload with swapMu held.
+func (d *Dataset) reloadLocked(force bool) ReloadResult {
 	now := time.Now()
 	live := d.cur.Load()
 	res := ReloadResult{Dataset: d.name}
@@ -305,6 +315,15 @@ func (d *Dataset) Reload(force bool) ReloadResult {
 		// failing state
 		d.clearFailingLocked()
 		res.Result = ReloadUnchanged
+		// A follower's writer may have moved the checkpoint alone (a
+		// discard): the writes it retired are not served here either.
+		if d.follower() != nil {
+			if cp, err := d.ds.CheckpointFor(live.Manifest()); err == nil && cp.Folded > d.folded.Load() {
+				if err := d.refoldLocked(live, true); err != nil {
+					res.Result, res.Error = ReloadFailed, err.Error()
+				}
+			}
+		}
 		return res
 	case skip:
 		res.Result = ReloadSkipped
@@ -372,8 +391,11 @@ func (d *Dataset) failed(res ReloadResult, id uint64, err error, dur time.Durati
 // holding one finish first. No reload publishes after it.
 func (d *Dataset) Close() {
 	d.liveMu.Lock()
-	if d.live != nil {
-		d.live.Close()
+	if w := d.live.Load(); w != nil {
+		w.Close()
+	}
+	if f := d.follow.Load(); f != nil {
+		f.Close()
 	}
 	d.liveMu.Unlock()
 	d.viewMu.Lock()

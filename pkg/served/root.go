@@ -29,7 +29,15 @@ type RootOptions struct {
 	// Compact is when a dataset is compacted by itself (zero: only an
 	// explicit Compact compacts).
 	Compact CompactPolicy
+	// FollowInterval is how often a dataset that follows another server's
+	// log (a read-only server's, a standby's) reads what was appended
+	// (Dataset.Follow); DefaultFollowInterval when 0. It bounds how stale
+	// a replica's answers are, beside the time to apply a write.
+	FollowInterval time.Duration
 }
+
+// DefaultFollowInterval is RootOptions.FollowInterval's default.
+const DefaultFollowInterval = 10 * time.Millisecond
 
 // Root is every dataset served from one root directory, and the loops
 // that keep them current: the reload poller and the compaction policy.
@@ -42,6 +50,7 @@ type Root struct {
 	stop        chan struct{} // closed by Close: the loops end
 	pollDone    chan struct{} // closed when the poller has ended (nil: none runs)
 	compactDone chan struct{} // closed when the compaction loop has ended (nil: none runs)
+	followDone  chan struct{} // closed when the follow loop has ended (nil: none runs)
 	closeOnce   sync.Once
 }
 
@@ -104,6 +113,12 @@ func (r *Root) Start() {
 		r.pollDone = make(chan struct{})
 		go r.poll()
 	}
+	every := r.opt.FollowInterval
+	if every <= 0 {
+		every = DefaultFollowInterval
+	}
+	r.followDone = make(chan struct{})
+	go r.everyDataset(every, r.followDone, func(d *Dataset) { d.Follow(context.Background()) })
 }
 
 // Names lists the served datasets, sorted.
@@ -125,6 +140,9 @@ func (r *Root) Close() {
 		}
 		if r.compactDone != nil {
 			<-r.compactDone
+		}
+		if r.followDone != nil {
+			<-r.followDone
 		}
 	})
 	for _, d := range r.datasets {
