@@ -100,6 +100,11 @@ type Dataset struct {
 	// (live and draining): a fault's address is looked up in it.
 	mapMu  sync.Mutex
 	mapped map[*snapshot.Snapshot]struct{}
+
+	// unopened is why the dataset has no view at all: the snapshot CURRENT
+	// named could not be opened at start-up (nil: it was). The poller tries
+	// again; requests are refused with the reason meanwhile.
+	unopened atomic.Pointer[faultInfo]
 }
 
 // Open opens the dataset in dir (named name): its current snapshot, mapped
@@ -129,6 +134,33 @@ func Open(dir string, opt Options) (*Dataset, error) {
 		return nil, fmt.Errorf("dataset %s: %w", d.name, err)
 	}
 	d.openLive()
+	return d, nil
+}
+
+// Unopened is a dataset whose snapshot could not be opened (cause): it is
+// registered all the same, so the failure stays inside it (DESIGN.md
+// invariant 11): its requests are refused with the reason, status shows
+// it failing, and Reload opens what CURRENT names once it can.
+func Unopened(dir string, opt Options, cause error) (*Dataset, error) {
+	if opt.Logger == nil {
+		opt.Logger = discard
+	}
+	if opt.Version == "" {
+		opt.Version = "dev"
+	}
+	mds, err := dsdir.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataset{name: mds.Name, dir: dir, ds: mds, opt: opt, log: opt.Logger}
+	now := time.Now()
+	id, _ := mds.CurrentID()
+	d.unopened.Store(&faultInfo{id: id, kind: FaultUnopened, reason: cause.Error(), at: now})
+	d.st.currentID, d.st.lastCheck = id, now
+	d.st.lastError, d.st.lastErrorAt, d.st.failedID, d.st.retryAt = cause.Error(), now, id, now.Add(failedRetry)
+	d.fs = faultState{failing: true, reason: cause.Error(), since: now, damaged: id}
+	d.ws = writesState{mode: WritesNone, since: now}
+	d.log.Error("dataset not served: its snapshot could not be opened; the other datasets are served", "dataset", d.name, "error", cause.Error())
 	return d, nil
 }
 
@@ -188,6 +220,9 @@ const failedRetry = 30 * time.Second
 func (d *Dataset) Acquire() (*View, error) {
 	v := d.acquire()
 	if v == nil {
+		if u := d.unopened.Load(); u != nil {
+			return nil, &FailingError{Dataset: d.name, ID: u.id, Reason: u.reason, Unopened: true}
+		}
 		return nil, fmt.Errorf("dataset %q: %w", d.name, ErrClosed)
 	}
 	if f := d.faultOf(v.ID()); f != nil {
@@ -277,8 +312,21 @@ func (d *Dataset) drainedHook(v *View) {
 // waits failedRetry first.
 func (d *Dataset) Reload(force bool) ReloadResult {
 	d.swapMu.Lock()
-	defer d.swapMu.Unlock()
-	return d.reloadLocked(force)
+	res, opened := d.reloadLocked(force), false
+	if res.Result == ReloadSwapped && d.unopened.Swap(nil) != nil {
+		opened = true
+		d.stMu.Lock()
+		d.fs.failing, d.fs.reason = false, ""
+		d.stMu.Unlock()
+	}
+	d.swapMu.Unlock()
+	if opened {
+		// a dataset unopened at start-up: now its live writes (liveMu
+		// before swapMu, so after the reload)
+		d.log.Info("dataset served: its snapshot opened", "dataset", d.name, "snapshot_id", res.SnapshotID)
+		d.openLive()
+	}
+	return res
 }
 
 // reloadLocked is Reload with swapMu held.
@@ -289,7 +337,7 @@ func (d *Dataset) reloadLocked(force bool) ReloadResult {
 	if live != nil {
 		res.SnapshotID = live.ID()
 	}
-	if d.closed || live == nil {
+	if d.closed || (live == nil && d.unopened.Load() == nil) {
 		res.Result, res.Error = ReloadFailed, "dataset is closed"
 		return res
 	}
@@ -299,7 +347,7 @@ func (d *Dataset) reloadLocked(force bool) ReloadResult {
 	d.st.currentID = id
 	// A damaged live snapshot is reopened (verified) like a new id: its
 	// file may have been restored.
-	same := id == live.ID() && d.faultOf(id) == nil
+	same := live != nil && id == live.ID() && d.faultOf(id) == nil
 	skip := err == nil && !same && !force && id == d.st.failedID && now.Before(d.st.retryAt)
 	if err == nil && same {
 		d.st.lastError, d.st.failedID = "", 0 // back on the live snapshot (a rollback)
@@ -362,9 +410,13 @@ func (d *Dataset) reloadLocked(force bool) ReloadResult {
 	if h := d.opt.Hooks.Reloaded; h != nil {
 		h(d.name, true, dur)
 	}
-	res.Result, res.PreviousID, res.SnapshotID = ReloadSwapped, live.ID(), id
+	var prev uint64
+	if live != nil {
+		prev = live.ID()
+	}
+	res.Result, res.PreviousID, res.SnapshotID = ReloadSwapped, prev, id
 	res.OpenMS = float64(dur.Microseconds()) / 1000
-	d.log.Info("dataset reloaded", "dataset", d.name, "snapshot_id", id, "previous_id", live.ID(),
+	d.log.Info("dataset reloaded", "dataset", d.name, "snapshot_id", id, "previous_id", prev,
 		"rows", s.Manifest.Stats.Rows, "series", s.Manifest.Stats.Series, "mapped_bytes", s.MappedBytes(), "open_ms", res.OpenMS)
 	return res
 }

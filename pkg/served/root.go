@@ -57,8 +57,10 @@ type Root struct {
 // OpenRoot discovers the datasets under dir (each a directory with a valid
 // dataset name and a CURRENT file; symlinks to directories are followed)
 // and opens each one (Open). A dataset directory without CURRENT (never
-// published) is skipped with a log line; a dataset that fails to open is
-// an error, so a server never starts with a dataset silently missing.
+// published) is skipped with a log line. A dataset whose snapshot fails to
+// open is served as Unopened: never silently missing, but its failure
+// stays inside it (its requests are refused with the reason, status and
+// metrics show it failing) while every other dataset serves.
 func OpenRoot(dir string, opt RootOptions) (*Root, error) {
 	if opt.Logger == nil {
 		opt.Logger = discard
@@ -85,8 +87,10 @@ func OpenRoot(dir string, opt RootOptions) (*Root, error) {
 		t0 := time.Now()
 		d, err := Open(ddir, opt.Options)
 		if err != nil {
-			r.Close()
-			return nil, fmt.Errorf("serve: %w", err)
+			if d, err = Unopened(ddir, opt.Options, err); err != nil {
+				r.Close()
+				return nil, fmt.Errorf("serve: %w", err)
+			}
 		}
 		r.datasets[name] = d
 		r.names = append(r.names, name)

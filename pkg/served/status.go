@@ -136,7 +136,16 @@ type DatasetStatus struct {
 func (d *Dataset) Status() (DatasetStatus, bool) {
 	v := d.acquire()
 	if v == nil {
-		return DatasetStatus{}, false
+		u := d.unopened.Load()
+		if u == nil {
+			return DatasetStatus{}, false
+		}
+		d.stMu.Lock()
+		rs := d.st
+		d.stMu.Unlock()
+		return DatasetStatus{Name: d.name, Failing: true, FailingReason: "not served: " + u.reason,
+			FailingSince: u.at.UTC().Format(time.RFC3339Nano), DamagedID: u.id, CurrentID: rs.currentID,
+			ReloadFailures: rs.failures, LastError: rs.lastError, Writes: WritesNone}, true
 	}
 	defer v.Release()
 	ts := func(t time.Time) string {
