@@ -105,10 +105,22 @@ func (f *Follower) refoldLocked(ctx context.Context, after uint64, s *delta.Sche
 }
 
 // Poll applies the records the writer appended since the last poll and
-// publishes the new State; it returns how many it applied. wal.ErrBehind
-// means the writer deleted records the follower had not read (it fell a
-// compaction behind): the caller refolds from the checkpoint.
+// publishes the new State; it returns how many it applied. Each record is
+// appended as a run of its own, so a write is visible as soon as it is
+// read; then one merge of runs (delta.MergeCandidate) is made off the
+// follower's lock and installed if its runs are still there, so the runs a
+// read merges stay few without a merge ever holding a write back.
+// wal.ErrBehind means the writer deleted records the follower had not read
+// (it fell a compaction behind): the caller refolds from the checkpoint.
 func (f *Follower) Poll(ctx context.Context) (int, error) {
+	n, err := f.apply(ctx)
+	if err == nil {
+		f.mergeOnce(ctx)
+	}
+	return n, err
+}
+
+func (f *Follower) apply(ctx context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.tail == nil {
@@ -123,7 +135,7 @@ func (f *Follower) Poll(ctx context.Context) (int, error) {
 			return fmt.Errorf("record at %s: %w", pos, err)
 		}
 		defer rec.Release()
-		next, err := st.Apply(ctx, f.mem, rec, f.seq+1, pos.Uint64(), f.t.Base())
+		next, err := st.Append(ctx, f.mem, rec, f.seq+1, pos.Uint64(), f.t.Base())
 		if err != nil {
 			return fmt.Errorf("record at %s: %w", pos, err)
 		}
@@ -139,6 +151,30 @@ func (f *Follower) Poll(ctx context.Context) (int, error) {
 		f.t.Publish(st)
 	}
 	return n, err
+}
+
+// mergeOnce merges the State's oldest candidate runs without the lock and
+// installs the result if they are still there (a refold or rebase
+// meanwhile drops it).
+func (f *Follower) mergeOnce(ctx context.Context) {
+	f.mu.Lock()
+	st := f.st
+	f.mu.Unlock()
+	rs, ok := st.MergeCandidate()
+	if !ok {
+		return
+	}
+	m, err := st.Merge(ctx, f.mem, rs)
+	if err != nil {
+		f.log.Error("merging delta runs", "error", err)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if next, ok := f.st.Replace(rs, m); ok && f.tail != nil {
+		f.st = next
+		f.t.Publish(next)
+	}
 }
 
 // Rebase moves the State over another base (a reload of a snapshot the

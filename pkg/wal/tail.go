@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,7 @@ type Tail struct {
 	// stopped is what ended the last read of f before its end (a record
 	// not wholly written yet, or damage); nil when it read to the end.
 	stopped error
+	sr      *segmentReader // reused between reads
 }
 
 // OpenTail follows the log in dir from after (its records after it).
@@ -168,7 +170,11 @@ func (t *Tail) open() (bool, error) {
 // record not wholly written yet, or damage: the caller tells them apart).
 func (t *Tail) readSegment(fn func(Position, []byte) error) (n int, err error) {
 	t.stopped = nil
-	sr := newSegmentReader(t.f, t.pos.Segment, int64(t.pos.Offset), t.size)
+	if t.sr == nil {
+		t.sr = &segmentReader{r: bufio.NewReaderSize(nil, 64<<10)}
+	}
+	sr := t.sr
+	sr.reset(t.f, t.pos.Segment, int64(t.pos.Offset), t.size)
 	for {
 		_, payload, err := sr.next()
 		if err == io.EOF {
