@@ -162,6 +162,12 @@ func (s *Service) Compact(ctx context.Context, name string) ([]CompactResult, er
 	var out []CompactResult
 	for _, n := range names {
 		r, err := s.datasets[n].Compact(ctx)
+		if err != nil && name == "" && (errors.Is(err, served.ErrWritesUnavailable) || errors.Is(err, served.ErrReadOnly) || errors.Is(err, served.ErrFailing)) {
+			// compacting every dataset: one that another server writes,
+			// or that is failing, is said so and skipped
+			r.Result, r.Error = "skipped", err.Error()
+			err = nil
+		}
 		if err != nil {
 			return out, err
 		}

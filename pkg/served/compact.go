@@ -102,11 +102,15 @@ func (d *Dataset) Compact(ctx context.Context) (CompactResult, error) {
 // published and the frozen runs are live again. Requires swapMu held.
 func (d *Dataset) compactLocked(ctx context.Context, w *live.Writer) (CompactResult, error) {
 	res := CompactResult{Dataset: d.name, Result: CompactNothing}
-	v := d.acquire()
-	if v == nil {
-		return res, fmt.Errorf("dataset %s: %w", d.name, ErrClosed)
+	v, err := d.Acquire()
+	if err != nil {
+		return res, err
 	}
 	res.SnapshotID = v.ID()
+	if w == nil && d.follower() != nil {
+		v.Release()
+		return res, d.notWriterError()
+	}
 	if w == nil || w.State().Rows() == 0 {
 		v.Release()
 		return res, nil
@@ -225,12 +229,15 @@ func (d *Dataset) Discard(ctx context.Context, tool, reason string) (DiscardResu
 	w := d.liveWriter()
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
-	v := d.acquire()
-	if v == nil {
-		return res, fmt.Errorf("dataset %s: %w", d.name, ErrClosed)
+	v, err := d.Acquire()
+	if err != nil {
+		return res, err
 	}
 	defer v.Release()
 	res.SnapshotID = v.ID()
+	if w == nil && d.follower() != nil {
+		return res, d.notWriterError()
+	}
 	if w == nil {
 		return res, nil
 	}

@@ -255,6 +255,14 @@ func (d *Dataset) Writer() (*live.Writer, error) {
 func (d *Dataset) Follow(ctx context.Context) {
 	d.liveMu.Lock()
 	mode, f := d.ws.mode, d.follow.Load()
+	if mode == WritesNone && !d.opt.ReadOnly && time.Now().After(d.ws.retryAt) {
+		// Another server may have started a log here since: follow it.
+		d.ws.retryAt = time.Now().Add(standbyRetry)
+		if wal.Held(d.walDir()) {
+			d.liveFailedLocked(fileutil.ErrLocked)
+			f = d.follow.Load()
+		}
+	}
 	if (mode == WritesStandby || mode == WritesFailing) && time.Now().After(d.ws.retryAt) {
 		err := d.openWriterLocked()
 		switch {
@@ -285,6 +293,17 @@ func (d *Dataset) Follow(ctx context.Context) {
 			d.log.Warn("following the write-ahead log", "dataset", d.name, "error", err.Error())
 		}
 	}
+}
+
+// notWriterError is why a dataset that follows another server's log (or
+// is read-only) does not compact or discard: its writer does.
+func (d *Dataset) notWriterError() error {
+	if d.opt.ReadOnly {
+		return fmt.Errorf("dataset %q: %w", d.name, ErrReadOnly)
+	}
+	d.liveMu.Lock()
+	defer d.liveMu.Unlock()
+	return &WritesError{Dataset: d.name, Reason: d.ws.reason}
 }
 
 // liveWriter is the dataset's write path if it has one (nil: none).
