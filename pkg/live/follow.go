@@ -130,7 +130,9 @@ func (f *Follower) apply(ctx context.Context) (int, error) {
 	f.stats.LastPoll = time.Now()
 	st := f.st
 	n, err := f.tail.Read(func(pos wal.Position, payload []byte) error {
-		rec, err := decodeRecord(payload, f.schema.Write)
+		// The tail reuses its buffer for the next record, and the run
+		// the record becomes keeps its buffers: decode a copy.
+		rec, err := decodeRecord(append([]byte(nil), payload...), f.schema.Write)
 		if err != nil {
 			return fmt.Errorf("record at %s: %w", pos, err)
 		}

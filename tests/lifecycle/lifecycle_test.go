@@ -491,6 +491,9 @@ func (h *harness) restart(kill bool) {
 // start-before-stop restart): the new one follows in standby and takes
 // the writes over once the old one is gone.
 func (h *harness) handover() {
+	if len(h.o.writes) == 0 {
+		h.put() // a log for the new server to find held
+	}
 	next := h.start(false)
 	if got := next.writes(h.t); got != "standby" {
 		h.t.Fatalf("a second writer on the root: writes %q, want standby", got)
