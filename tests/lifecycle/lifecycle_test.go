@@ -424,7 +424,16 @@ func (h *harness) publish() {
 		return
 	}
 	id := cands[h.rng.IntN(len(cands))]
-	h.snapbuild("publish", h.dir, "--id", fmt.Sprint(id))
+	// A background compaction may make CURRENT newer than id meanwhile:
+	// publish then refuses, as it must.
+	out, err := h.snapbuildErr("publish", h.dir, "--id", fmt.Sprint(id), "--expect-current", fmt.Sprint(cur))
+	if err != nil {
+		if strings.Contains(out, "CURRENT has moved") || strings.Contains(out, "not newer than CURRENT") {
+			h.t.Logf("  publish refused: %s", strings.TrimSpace(out))
+			return
+		}
+		h.t.Fatalf("publish: %v: %s", err, out)
+	}
 	h.n.publishes++
 }
 
