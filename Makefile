@@ -23,7 +23,7 @@ FUZZTIME  ?= 10s
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 
-.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke soak bench bench-quick bench-build bench-report bench-report-check clean
+.PHONY: all build install test test-go test-interop vet demo venv venv-demo venv-bench fuzz fuzz-smoke soak soak-lifecycle bench bench-quick bench-build bench-report bench-report-check clean
 
 all: build
 
@@ -99,7 +99,7 @@ fuzz-smoke:
 	  ./pkg/vortexio:FuzzReader ./pkg/vortexio:FuzzWriterRoundTrip ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
 	  ./pkg/serve:FuzzServer ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
 	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions \
-	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster ./pkg/verify/arrowcheck:FuzzData ./pkg/serve:FuzzValidateStrings
+	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster ./pkg/verify/arrowcheck:FuzzData ./pkg/serve:FuzzValidateStrings ./pkg/wal:FuzzParseCheckpoint
 
 demo: build venv-demo
 	bash examples/demo.sh
@@ -167,3 +167,16 @@ clean:
 SOAK_DURATION ?= 10m
 soak:
 	bash scripts/soak.sh $(SOAK_DURATION)
+
+# The lifecycle soak (tests/lifecycle, docs/OPERATIONS.md "One truth for a dataset"):
+# LIFECYCLE_STEPS random steps for each of LIFECYCLE_SEEDS (writes, compactions, builds of two
+# lakes, publishes, rollbacks, gc, discards, restarts, hand-overs, kill -9) against real
+# snapserve processes and a replica, every answer compared with an oracle; `make test` runs a
+# bounded run of the same test. The figures are the last lines; the whole log is kept in
+# out/soak-lifecycle.log.
+LIFECYCLE_STEPS ?= 3000
+LIFECYCLE_SEEDS ?= 11,12,13,14,15
+soak-lifecycle:
+	@mkdir -p $(OUT)
+	LIFECYCLE_STEPS=$(LIFECYCLE_STEPS) LIFECYCLE_SEEDS=$(LIFECYCLE_SEEDS) $(GO) test -count=1 -timeout 4h -v -run TestLifecycle ./tests/lifecycle/ > $(OUT)/soak-lifecycle.log 2>&1; \
+	  status=$$?; grep -E 'seed [0-9]+:|total:|--- FAIL|serves what|changed the answer|published over' $(OUT)/soak-lifecycle.log; exit $$status

@@ -18,6 +18,8 @@ can drift from its run: each table row links the run(s) it comes from. NAME is o
   build    snapbuild build against DuckDB's sort-and-write, from the newest run with a build
   sizes    data file, index sidecar and the same index as JSON, from the newest run with sizes
   runs     the list of runs these figures come from
+  replica  a --read-only replica beside a writer (pkg/serve BenchmarkReplica): staleness and
+           one-series latency, median (min–max) over the newest *-replica-go-bench.txt
 
 --check exits 1 (rewriting nothing) when a file is not what the runs generate.
 Standard library only.
@@ -34,6 +36,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 ORDER = ["ours", "go", "py", "duck"]
 SHORT = {"ours": "servingsnap", "go": "Go rebuild", "py": "Python rebuild (Polars)", "duck": "DuckDB table"}
+RESULTS = str(HERE / "results")
 REGION = re.compile(r"(<!-- bench:(\w+) -->\n)(.*?)(<!-- /bench -->)", re.S)
 
 
@@ -255,8 +258,7 @@ def region_runs(runs, here):
 
 
 # Results of benchmarks other than the profile's runs (make bench-copies, make bench-python):
-# the newest file of each kind under --results.
-RESULTS = HERE / "results"
+# the newest file of each kind under --results (RESULTS, set by main).
 
 
 def newest(pattern):
@@ -290,8 +292,44 @@ def region_python_package(runs, here):
             f"Python {R['python']}, pyarrow {R['pyarrow']} ([{p.stem}]({rel}), `make bench-python`)")
 
 
+def go_bench_lines(results, suffix, name):
+    """The metrics of every `name` line of the newest results/*-SUFFIX.txt: (path, [{unit: value}])."""
+    files = sorted(pathlib.Path(results).glob(f"*-{suffix}.txt"))
+    if not files:
+        return None, []
+    path, rows = files[-1], []
+    for line in path.read_text().splitlines():
+        f = line.split()
+        if not f or not re.match(rf"^{name}(-\d+)?$", f[0]):
+            continue
+        # name, iterations, then value unit pairs
+        rows.append({f[i + 1]: float(f[i]) for i in range(2, len(f) - 1, 2)})
+    return path, rows
+
+
+def region_replica(runs, here):
+    path, rows = go_bench_lines(RESULTS, "replica-go-bench", "BenchmarkReplica")
+    if not rows:
+        return None
+
+    def cell(unit, scale=1.0):
+        xs = [r[unit] * scale for r in rows if unit in r]
+        return spread(xs)
+
+    link = f"[{path.name}]({os.path.relpath(path, here.parent)})"
+    rate = rows[0].get("rows/s-offered", 0)
+    return "\n".join([
+        f"| writer at {rate:,.0f} rows/s (10k-row batches) | p50 | p99 | run |",
+        "|---|---|---|---|",
+        f"| staleness: acknowledged by the writer → visible on the replica (ms) | {cell('stale-p50-ms')} | {cell('stale-p99-ms')} | {link} |",
+        f"| one-series DoGet on the replica (ms) | {cell('replica-p50-µs', 1e-3)} | {cell('replica-p99-µs', 1e-3)} | {link} |",
+        f"| one-series DoGet on the writer, same run (ms) | {cell('writer-p50-µs', 1e-3)} | {cell('writer-p99-µs', 1e-3)} | {link} |",
+    ])
+
+
 REGIONS = {"serve": region_serve, "ratios": region_ratios, "build": region_build, "sizes": region_sizes,
-           "runs": region_runs, "copies": region_copies, "python_package": region_python_package}
+           "runs": region_runs, "replica": region_replica, "copies": region_copies,
+           "python_package": region_python_package}
 
 
 def rewrite(path, runs):

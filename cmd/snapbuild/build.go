@@ -66,11 +66,20 @@ CURRENT alone: check it with snapverify --snapshot N, then make it live
 with snapbuild publish ROOT/DATASET --id N. SIGINT or SIGTERM stops a build
 at any phase: what it staged is removed, nothing is published, exit 1.
 
+Live writes (a server's DoPut): by default they keep shadowing the new
+snapshot until a compaction folds them. --supersede-writes retires the ones
+acknowledged before the build started (the lake now holds what they
+revised); later ones still shadow it. HISTORY records either. A build that
+drops or retypes a column live writes carry is refused under the lock,
+naming the column and the way out; a column it adds is null in their rows
+(docs/OPERATIONS.md "One truth for a dataset").
+
 Examples:
    snapbuild build --input lake/ --out snapshots/PET
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
    snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
    snapbuild build --input lake/ --out snapshots/PET --no-publish --json
+   snapbuild build --input lake/ --out snapshots/PET --supersede-writes
    snapbuild build --input lake/ --out snapshots/PET --hot-since 2024-01-01 --portable
    snapbuild build --input s3://bucket/tables/prices --out snapshots/PET --table-version 12
    snapbuild build --input warehouse/db/prices --out snapshots/PET --snapshot-id 3051729675574597004
@@ -115,6 +124,7 @@ Examples:
 			&cli.BoolFlag{Name: "allow-empty", Usage: "publish an empty snapshot when the input holds no rows (refused otherwise)"},
 			&cli.Float64Flag{Name: "max-change", Value: sortwrite.DefaultMaxChange, Usage: "refuse a snapshot whose series or rows fall below (1-`RATIO`) or rise above 1/(1-RATIO) times CURRENT's; 0 disables"},
 			&cli.BoolFlag{Name: "no-publish", Usage: "write the snapshot but do not flip CURRENT (then: snapverify --snapshot N, snapbuild publish --id N)"},
+			&cli.BoolFlag{Name: "supersede-writes", Usage: "retire the dataset's live writes acknowledged before the build started: once published they stop shadowing the new snapshot (later writes still do)"},
 			lockTimeoutFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
@@ -180,6 +190,7 @@ Examples:
 				MixedPeriodTypes: c.Bool("mixed-period-types"),
 				MaxChange:        c.Float64("max-change"),
 				NoPublish:        c.Bool("no-publish"),
+				SupersedeWrites:  c.Bool("supersede-writes"),
 				Tiers:            tiers,
 			}
 			if c.Bool("iceberg") && !c.Bool("portable") {

@@ -26,8 +26,11 @@ use its compact action (DoAction "compact"); builds and compactions queue on
 the dataset's lock. Nothing to fold in exits 0 with result "nothing".
 
 --discard sets the live writes aside instead (wal/ is renamed to
-wal.discarded-TIME/, never deleted): the way to drop delta rows that a lake
-build made obsolete (docs/OPERATIONS.md "Live writes").
+wal.discarded-TIME/, never deleted, and the new log's checkpoint lies past
+it; HISTORY records a discard): the way to drop delta rows that a lake
+build made obsolete with the server stopped. A running server discards with
+DoAction "discard", or a build can retire them with --supersede-writes
+(docs/OPERATIONS.md "One truth for a dataset").
 
 Examples:
    snapbuild compact snapshots/PET
@@ -35,13 +38,14 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object"},
 			&cli.BoolFlag{Name: "discard", Usage: "set the live writes aside (rename wal/) instead of folding them in"},
+			&cli.StringFlag{Name: "reason", Usage: "with --discard: recorded in HISTORY"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("compact: want one argument, ROOT/DATASET", 2)
 			}
 			if c.Bool("discard") {
-				to, err := compact.Discard(c.Args().First(), time.Now())
+				to, err := compact.Discard(c.Args().First(), "servingsnap "+version, c.String("reason"), time.Now())
 				if err != nil {
 					return fmt.Errorf("compact --discard: %w", err)
 				}

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
 
@@ -26,7 +27,9 @@ publish re-runs snapverify's fast checks (manifest, sizes, every file's
 checksum, Arrow structure) on snapshot N under the dataset's write lock and
 refuses, exit 1, when they find anything. N must be newer than CURRENT
 (going back is rollback); publishing the snapshot CURRENT already names
-changes nothing.
+changes nothing. --expect-current M publishes only if CURRENT still names
+M (what the cycle saw when it started): a rollback or another publish that
+landed meanwhile fails it, exit 1, instead of being replaced silently.
 
 Example:
    snapbuild build --input lake/ --out snapshots/PET --no-publish --json   # snapshot_id N
@@ -34,6 +37,7 @@ Example:
    snapbuild publish snapshots/PET --id N`,
 		Flags: []cli.Flag{
 			&cli.Uint64Flag{Name: "id", Usage: "snapshot `N` to make current (build --no-publish's snapshot_id)", Required: true},
+			expectCurrentFlag(),
 			lockTimeoutFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: dataset, from, to, checks"},
 		},
@@ -60,7 +64,7 @@ Example:
 				}
 				return cli.Exit(fmt.Sprintf("snapshot %d of %s does not verify (%d findings above): not published; CURRENT is unchanged", id, d.Name, len(rep.Findings)), cliutil.ExitFailure)
 			}
-			from, err := w.PublishInstalled(id, "servingsnap "+version)
+			from, err := w.PublishInstalled(id, dataset.Change{Tool: "servingsnap " + version, Expect: c.Uint64("expect-current")})
 			if err != nil {
 				return err
 			}

@@ -60,6 +60,13 @@ func lockOptions(c *cli.Context, dir string) dataset.LockOptions {
 	}
 }
 
+// expectCurrentFlag is --expect-current of the commands that move CURRENT
+// from what their caller saw (rollback, publish): the compare-and-swap
+// guard of docs/OPERATIONS.md "One truth for a dataset".
+func expectCurrentFlag() cli.Flag {
+	return &cli.Uint64Flag{Name: "expect-current", Usage: "change CURRENT only if it still names snapshot `M` (else exit 1 naming what moved it)", DefaultText: "no check"}
+}
+
 // printJSON prints the one JSON document of --json.
 func printJSON(c *cli.Context, v any) error { return cliutil.PrintJSON(c.App.Writer, v) }
 
@@ -104,13 +111,22 @@ func rollbackCommand() *cli.Command {
 		Usage:     "point CURRENT at an older vintage (atomically) and record it in HISTORY",
 		ArgsUsage: "ROOT/DATASET",
 		Description: `A running server picks the flip up like any publish. The vintage must still
-exist (not garbage-collected) and its manifest must load.
+exist (not garbage-collected) and its manifest must load. --expect-current M
+rolls back only if CURRENT still names M (the snapshot you decided to roll
+away from): a build or compaction that landed meanwhile fails it, exit 1.
+
+Live writes: the writes no compaction folded yet keep shadowing the vintage
+rolled back to; writes that a compaction newer than it folded are not served
+(they belong to that compaction's vintage, and come back with a roll forward
+to it), now and after any restart (docs/OPERATIONS.md "One truth for a
+dataset").
 
 Example:
-   snapbuild rollback --to 41 --reason "bad nightly input" snapshots/PET`,
+   snapbuild rollback --to 41 --expect-current 42 --reason "bad nightly input" snapshots/PET`,
 		Flags: []cli.Flag{
 			&cli.Uint64Flag{Name: "to", Usage: "snapshot `ID` to make current", Required: true},
 			&cli.StringFlag{Name: "reason", Usage: "recorded in HISTORY"},
+			expectCurrentFlag(),
 			lockTimeoutFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: dataset, from, to"},
 		},
@@ -120,7 +136,7 @@ Example:
 				return err
 			}
 			defer w.Close()
-			from, err := w.Rollback(c.Uint64("to"), "servingsnap "+version, c.String("reason"))
+			from, err := w.Rollback(c.Uint64("to"), dataset.Change{Tool: "servingsnap " + version, Reason: c.String("reason"), Expect: c.Uint64("expect-current")})
 			if err != nil {
 				return err
 			}

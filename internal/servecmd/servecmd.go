@@ -78,7 +78,8 @@ Examples:
 			&cli.IntFlag{Name: "max-series", Value: d.MaxSeries, Usage: "most series one request may list or match"},
 			&cli.Int64Flag{Name: "max-rows", Value: d.MaxRows, Usage: "most rows one response may hold"},
 			&cli.Int64Flag{Name: "batch-bytes", Value: d.BatchBytes, Usage: "target size of one streamed record batch (keep under the clients' gRPC receive limit, 4 MiB by default)"},
-			&cli.BoolFlag{Name: "read-only", Usage: "refuse DoPut (a WAL found at start-up is still replayed)"},
+			&cli.BoolFlag{Name: "read-only", Usage: "a replica: refuse DoPut and never take a dataset's write-ahead log; follow the writer's log instead (its writes are served within --follow-interval)"},
+			&cli.DurationFlag{Name: "follow-interval", Value: served.DefaultFollowInterval, Usage: "how often a dataset whose log another server writes (a --read-only replica's, a standby's) reads what was appended"},
 			&cli.Int64Flag{Name: "max-put-rows", Value: d.MaxPutRows, Usage: "most rows one DoPut record batch may hold"},
 			&cli.StringFlag{Name: "max-put-bytes", Value: "256MiB", Usage: "most bytes of record batches all DoPuts may hold at once (more wait, then fail)"},
 			&cli.StringFlag{Name: "grpc-window", Value: "0", Usage: "gRPC flow-control window `SIZE` of each stream (a connection's: 4 times it), e.g. 4MiB for DoPut over a long round trip (0: gRPC's own, 64KiB grown by its bandwidth estimate)"},
@@ -122,12 +123,16 @@ Examples:
 				VerifyData:      c.Bool("verify"),
 				ReadOnly:        c.Bool("read-only"),
 				ReloadInterval:  c.Duration("reload-interval"),
+				FollowInterval:  c.Duration("follow-interval"),
 				ShutdownTimeout: c.Duration("shutdown-timeout"),
 				Logger:          log,
 				Version:         version,
 			}
 			if cfg.ReloadInterval < 0 {
 				return cli.Exit("serve: --reload-interval must be ≥ 0", 2)
+			}
+			if cfg.FollowInterval <= 0 {
+				return cli.Exit("serve: --follow-interval must be > 0", 2)
 			}
 			cfg.Limits.MaxPutRows = c.Int64("max-put-rows")
 			if cfg.Limits.MaxInFlightBytes, err = cliutil.ParseSize(c.String("max-inflight-bytes")); err != nil {

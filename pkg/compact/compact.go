@@ -56,7 +56,10 @@ type Result struct {
 // dir and flips CURRENT to it. parent is the manifest of the snapshot r's
 // base is; walPos the WAL position the delta runs in r hold every write
 // through. It takes the dataset's write lock (waiting for a build that
-// holds it).
+// holds it), and publishes only over parent: when CURRENT names another
+// snapshot by then (a build, publish or rollback landed since the delta was
+// frozen) it writes nothing and fails with dataset.ErrMoved, so a
+// compaction never replaces a snapshot it did not read.
 func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *manifest.Manifest, walPos uint64, opt Options) (Result, error) {
 	t0 := time.Now()
 	if opt.Now == nil {
@@ -71,11 +74,15 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 	if opt.BatchRows <= 0 {
 		opt.BatchRows = datafile.DefaultBatchRows
 	}
-	w, err := dir.LockForWrite()
+	w, err := dir.LockForWriteWith(ctx, dataset.LockOptions{})
 	if err != nil {
 		return Result{}, err
 	}
 	defer w.Close()
+	change := dataset.Change{Action: dataset.ActionCompaction, Expect: parent.SnapshotID, Tool: opt.Tool}
+	if err := w.Expect(change); err != nil {
+		return Result{}, err // before the write: nothing to throw away
+	}
 	id, err := w.NextID()
 	if err != nil {
 		return Result{}, err
@@ -120,7 +127,7 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 		// format) on, so the next compaction applies it again.
 		Build: parent.Build,
 		// A compaction's inputs are its parent snapshot and the log.
-		Lineage: manifest.Lineage{Kind: "compaction", Source: fmt.Sprintf("snapshot %d + wal through %d", parent.SnapshotID, walPos),
+		Lineage: manifest.Lineage{Kind: dataset.LineageCompaction, Source: fmt.Sprintf("snapshot %d + wal through %d", parent.SnapshotID, walPos),
 			LakeSnapshotID: parent.Lineage.LakeSnapshotID, Inputs: []manifest.Input{}},
 		WALPosition: walPos,
 	}
@@ -137,7 +144,7 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 		f.Path = rel + "/" + f.Path
 		m.Files = append(m.Files, f)
 	}
-	if err := w.Publish(staged, m); err != nil {
+	if err := w.Publish(staged, m, change); err != nil {
 		return Result{}, err
 	}
 	ok = true

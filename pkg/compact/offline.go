@@ -55,9 +55,12 @@ func Offline(ctx context.Context, dir string, opt Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	// The same replay start as a server's: after the newest compaction in
-	// the lineage (an unreadable lineage replays everything).
-	folded, _ := s.Dataset.FoldedPosition(s.Manifest)
+	// The same replay start as a server's: the log's checkpoint.
+	cp, err := s.Dataset.WALCheckpoint()
+	if err != nil {
+		return Result{}, err
+	}
+	folded := cp.Folded
 	w, _, err := live.Open(filepath.Join(dir, dataset.WALDir), sc, folded, baseOnly{base}, live.Options{})
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (a running server compacts with DoAction compact)", err)
@@ -79,16 +82,29 @@ func Offline(ctx context.Context, dir string, opt Options) (Result, error) {
 }
 
 // Discard sets a dataset's live writes aside when no server runs on it:
-// wal/ is renamed to wal.discarded-TIME/ (never deleted), so the next
-// server start serves the snapshot alone. It is the operator's way to drop
-// delta rows a lake build made obsolete; the renamed log can still be
-// inspected or moved back.
-func Discard(dir string, now time.Time) (string, error) {
+// under the dataset's lock, wal/ is renamed to wal.discarded-TIME/ (never
+// deleted) and a fresh wal/ gets a checkpoint at the old log's end, so the
+// writes are not served or replayed again and the next log's positions
+// follow the old one's; HISTORY records a discard. It is the operator's way
+// to drop delta rows a lake build made obsolete when the server is
+// stopped (a running one discards with DoAction discard); the renamed log
+// can still be inspected.
+func Discard(dir, tool, reason string, now time.Time) (string, error) {
+	ds, err := dataset.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	w, err := ds.LockForWrite()
+	if err != nil {
+		return "", err
+	}
+	defer w.Close()
 	p := filepath.Join(dir, dataset.WALDir)
 	l, err := wal.Open(p, wal.Options{})
 	if err != nil {
-		return "", fmt.Errorf("%w (stop the server first)", err)
+		return "", fmt.Errorf("%w (stop the server first, or use its DoAction discard)", err)
 	}
+	end := l.End()
 	if err := l.Close(); err != nil {
 		return "", err
 	}
@@ -96,5 +112,8 @@ func Discard(dir string, now time.Time) (string, error) {
 	if err := os.Rename(p, to); err != nil {
 		return "", err
 	}
-	return to, fileutil.SyncDir(dir)
+	if err := fileutil.SyncDir(dir); err != nil {
+		return "", err
+	}
+	return to, w.Discard(end.Uint64(), dataset.Change{Tool: tool, Reason: reason})
 }

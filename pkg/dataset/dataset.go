@@ -24,6 +24,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
 // Names inside a dataset directory (docs/FORMAT.md §1).
@@ -245,6 +246,10 @@ func (d *Dir) LockForWriteWith(ctx context.Context, o LockOptions) (*Writer, err
 		l.Release()
 		return nil, err
 	}
+	if err := w.recoverLocked(); err != nil {
+		l.Release()
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -351,14 +356,56 @@ func (w *Writer) Stage() (string, error) {
 
 // Publish makes a staged snapshot visible, in the order docs/FORMAT.md §1
 // gives: fsync the staged files, rename the directory into snapshots/,
-// write the manifest atomically, then flip CURRENT. m.SnapshotID must be
-// NextID's answer, and m.Files paths must point into SnapshotPath(id).
-func (w *Writer) Publish(staged string, m *manifest.Manifest) error {
+// write the manifest atomically, then flip CURRENT (the commit point) and
+// move the live writes' checkpoint to m.WALPosition if that is ahead of it.
+// m.SnapshotID must be NextID's answer, and m.Files paths must point into
+// SnapshotPath(id). With c.Expect set, nothing is installed unless CURRENT
+// still names it (ErrMoved). c.Action defaults to ActionBuild.
+func (w *Writer) Publish(staged string, m *manifest.Manifest, c Change) error {
+	if err := w.expectLocked(c); err != nil {
+		return err
+	}
 	if err := w.Install(staged, m); err != nil {
 		return err
 	}
-	_, err := w.flipLocked(m.SnapshotID, m.Created, m.Tool)
+	if c.Action == "" {
+		c.Action = ActionBuild
+	}
+	if c.Tool == "" {
+		c.Tool = m.Tool
+	}
+	_, err := w.commitLocked(m, c, m.Created)
 	return err
+}
+
+// commitLocked flips CURRENT to m's snapshot, moves the checkpoint to
+// m.WALPosition if it is ahead, and appends c to HISTORY. It returns the
+// id CURRENT named before (0 if none). Requires the lock; the caller has
+// checked c's guard.
+func (w *Writer) commitLocked(m *manifest.Manifest, c Change, when string) (uint64, error) {
+	prev, err := w.d.CurrentID()
+	if err != nil && !errors.Is(err, ErrNoCurrent) {
+		prev = 0 // a damaged CURRENT is replaced; the log says from 0
+	}
+	before, had, err := wal.ReadCheckpoint(w.d.walDir())
+	if err != nil {
+		return prev, err
+	}
+	if err := w.SetCurrent(m.SnapshotID); err != nil {
+		return prev, err
+	}
+	f := Flip{Time: when, Action: c.Action, From: prev, To: m.SnapshotID, Tool: c.Tool, Reason: c.Reason}
+	if m.WALPosition > before.Folded || (!had && m.WALPosition > 0) {
+		kind := wal.CheckpointSupersede
+		if m.Lineage.Kind == LineageCompaction {
+			kind = wal.CheckpointCompaction
+		}
+		if err := w.moveCheckpointLocked(m.WALPosition, kind, m.SnapshotID); err != nil {
+			return prev, err
+		}
+		f.WALPosition = m.WALPosition
+	}
+	return prev, w.appendFlipLocked(f)
 }
 
 // Install does all of Publish but the flip of CURRENT: the snapshot is
@@ -408,10 +455,13 @@ var ErrNotNewer = errors.New("not newer than CURRENT")
 // any vintage newer than CURRENT), and records a publish in HISTORY. It
 // returns the id CURRENT named before (0 if none). A vintage that is
 // already CURRENT is left as it is (from == id); one older than CURRENT is
-// refused with ErrNotNewer.
-func (w *Writer) PublishInstalled(id uint64, tool string) (from uint64, err error) {
+// refused with ErrNotNewer; with c.Expect set, CURRENT must still name it.
+func (w *Writer) PublishInstalled(id uint64, c Change) (from uint64, err error) {
 	if err := w.d.CheckVintage(id); err != nil {
 		return 0, fmt.Errorf("publish: %w", err)
+	}
+	if err := w.expectLocked(c); err != nil {
+		return 0, err
 	}
 	cur, err := w.d.CurrentID()
 	if err != nil && !errors.Is(err, ErrNoCurrent) {
@@ -423,20 +473,14 @@ func (w *Writer) PublishInstalled(id uint64, tool string) (from uint64, err erro
 	case cur > id:
 		return cur, fmt.Errorf("publish snapshot %d of %s: CURRENT is %d: %w (use rollback --to %d to go back)", id, w.d.Name, cur, ErrNotNewer, id)
 	}
-	return w.flipLocked(id, "", tool)
-}
-
-// flipLocked points CURRENT at id and appends the publish to HISTORY.
-// Requires the write lock.
-func (w *Writer) flipLocked(id uint64, when, tool string) (uint64, error) {
-	prev, err := w.d.CurrentID()
-	if err != nil && !errors.Is(err, ErrNoCurrent) {
-		prev = 0 // a damaged CURRENT is replaced; the log says from 0
+	m, err := w.d.Load(id)
+	if err != nil {
+		return cur, fmt.Errorf("publish: %w", err)
 	}
-	if err := w.SetCurrent(id); err != nil {
-		return prev, err
+	if c.Action == "" {
+		c.Action = ActionPublish
 	}
-	return prev, w.appendFlipLocked(Flip{Time: when, Action: ActionPublish, From: prev, To: id, Tool: tool})
+	return w.commitLocked(m, c, "")
 }
 
 // PublishedFileMode is the mode of every published snapshot file: invariant
@@ -535,24 +579,4 @@ func (d *Dir) vintageList() string {
 		return "vintages: " + strings.Join(s, ", ") + "; CURRENT is " + strconv.FormatUint(cur, 10)
 	}
 	return "vintages: " + strings.Join(s, ", ")
-}
-
-// FoldedPosition is the WAL position after which live writes are replayed
-// over the snapshot of manifest m: the position the newest compaction in
-// m's lineage folded in. A compaction records it; a build from the lake
-// records none (0), yet the writes its parent folded in are not delta rows
-// over it (they were served as part of the parent, and the lake's rows
-// replace the parent's), so replaying them would bring back rows no longer
-// served. The parents are walked; a parent manifest that cannot be read
-// (garbage-collected) returns 0 with the error, and the caller replays
-// every record still in the log: nothing acknowledged is lost.
-func (d *Dir) FoldedPosition(m *manifest.Manifest) (uint64, error) {
-	for m.WALPosition == 0 && m.ParentID != 0 {
-		p, err := d.Load(m.ParentID)
-		if err != nil {
-			return 0, fmt.Errorf("snapshot %d: the lineage behind it cannot be read: %w", m.SnapshotID, err)
-		}
-		m = p
-	}
-	return m.WALPosition, nil
 }

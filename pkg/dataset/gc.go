@@ -12,8 +12,10 @@ import (
 // Rollback flips CURRENT to vintage to (which must exist and load) and
 // records the flip in HISTORY. Requires nothing else of the dataset: the
 // snapshot files are immutable, so an older vintage is as servable as the
-// day it was published.
-func (w *Writer) Rollback(to uint64, tool, reason string) (from uint64, err error) {
+// day it was published. With c.Expect set (the CURRENT its caller saw),
+// CURRENT must still name it. The live writes' checkpoint does not move
+// back: writes a newer compaction folded are not served over the vintage.
+func (w *Writer) Rollback(to uint64, c Change) (from uint64, err error) {
 	from, err = w.d.CurrentID()
 	if err != nil && !errors.Is(err, ErrNoCurrent) {
 		return 0, err
@@ -21,10 +23,15 @@ func (w *Writer) Rollback(to uint64, tool, reason string) (from uint64, err erro
 	if err := w.d.CheckVintage(to); err != nil {
 		return from, fmt.Errorf("rollback: %w", err)
 	}
-	if err := w.SetCurrent(to); err != nil {
+	if err := w.expectLocked(c); err != nil {
 		return from, err
 	}
-	return from, w.appendFlipLocked(Flip{Action: ActionRollback, From: from, To: to, Tool: tool, Reason: reason})
+	m, err := w.d.Load(to)
+	if err != nil {
+		return from, fmt.Errorf("rollback: %w", err)
+	}
+	c.Action = ActionRollback
+	return w.commitLocked(m, c, "")
 }
 
 // GCResult says what gc did (or, in a dry run, would do).

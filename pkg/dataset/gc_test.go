@@ -51,14 +51,14 @@ func lockFor(t *testing.T, ds string) (*dataset.Dir, *dataset.Writer) {
 func TestRollbackAndHistory(t *testing.T) {
 	ds := vintages(t, 3)
 	d, w := lockFor(t, ds)
-	from, err := w.Rollback(1, "test", "bad nightly")
+	from, err := w.Rollback(1, dataset.Change{Tool: "test", Reason: "bad nightly"})
 	if err != nil || from != 3 {
 		t.Fatalf("Rollback = %d, %v", from, err)
 	}
 	if id, _ := d.CurrentID(); id != 1 {
 		t.Fatalf("CURRENT = %d after rollback", id)
 	}
-	if _, err := w.Rollback(9, "test", ""); err == nil {
+	if _, err := w.Rollback(9, dataset.Change{Tool: "test", Reason: ""}); err == nil {
 		t.Fatal("rolled back to a vintage that does not exist")
 	}
 	flips, err := d.Flips()
@@ -69,7 +69,7 @@ func TestRollbackAndHistory(t *testing.T) {
 	for _, f := range flips {
 		got = append(got, f.Action+":"+dataset.FormatID(f.From)+">"+dataset.FormatID(f.To))
 	}
-	want := []string{"publish:000000>000001", "publish:000001>000002", "publish:000002>000003", "rollback:000003>000001"}
+	want := []string{"build:000000>000001", "build:000001>000002", "build:000002>000003", "rollback:000003>000001"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("flips = %v, want %v", got, want)
 	}
@@ -120,7 +120,7 @@ func TestGC(t *testing.T) {
 			}
 			d, w := lockFor(t, ds)
 			if tc.current != 0 {
-				if _, err := w.Rollback(tc.current, "test", ""); err != nil {
+				if _, err := w.Rollback(tc.current, dataset.Change{Tool: "test", Reason: ""}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -161,7 +161,7 @@ func TestGC(t *testing.T) {
 func TestIDsNeverReused(t *testing.T) {
 	ds := vintages(t, 3)
 	_, w := lockFor(t, ds)
-	if _, err := w.Rollback(1, "test", ""); err != nil {
+	if _, err := w.Rollback(1, dataset.Change{Tool: "test", Reason: ""}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := w.GC(0, false)
@@ -215,7 +215,7 @@ func TestLockWait(t *testing.T) {
 // and those that are, and is fs.ErrNotExist for the command's exit status.
 func TestMissingVintage(t *testing.T) {
 	_, w := lockFor(t, vintages(t, 3))
-	_, err := w.Rollback(9, "test", "")
+	_, err := w.Rollback(9, dataset.Change{Tool: "test", Reason: ""})
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "snapshot 9 of DS does not exist (vintages: 1, 2, 3; CURRENT is 3)") {
 		t.Fatalf("rollback to 9: %v", err)
 	}

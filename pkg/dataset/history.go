@@ -17,20 +17,33 @@ import (
 // HistoryFile is the dataset's append-only log of CURRENT flips.
 const HistoryFile = "HISTORY"
 
-// Flip is one line of HISTORY: CURRENT moved from From to To.
+// Flip is one line of HISTORY: a change of CURRENT (from From to To) or
+// of the live writes' checkpoint, and what made it.
 type Flip struct {
 	Time   string `json:"time"`   // RFC 3339 UTC
-	Action string `json:"action"` // "publish" or "rollback"
+	Action string `json:"action"` // ActionBuild, ActionPublish, ActionCompaction, ActionRollback, ActionDiscard
 	From   uint64 `json:"from"`   // 0 when there was no CURRENT
-	To     uint64 `json:"to"`
+	To     uint64 `json:"to"`     // = From for a discard
 	Tool   string `json:"tool,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// WALPosition is the live writes' checkpoint the change set, when it
+	// set one (a compaction's fold, a superseding build, a discard).
+	WALPosition uint64 `json:"wal_position,omitempty"`
+	// Rows is how many live rows a discard set aside.
+	Rows int64 `json:"rows,omitempty"`
+	// Recovered marks a line written by the next writer for a change whose
+	// own writer crashed between its flip and this line.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
-// Flip actions.
+// HISTORY kinds. Lines written before kinds existed say "publish" for
+// builds and compactions alike.
 const (
-	ActionPublish  = "publish"
-	ActionRollback = "rollback"
+	ActionBuild      = "build"      // a lake build published itself
+	ActionPublish    = "publish"    // a staged vintage published (snapbuild publish --id)
+	ActionCompaction = "compaction" // a compaction folded the live writes into a new snapshot
+	ActionRollback   = "rollback"   // CURRENT moved to another vintage (back or forward)
+	ActionDiscard    = "discard"    // the live writes were set aside; CURRENT unchanged
 )
 
 // appendFlipLocked appends one JSON line to HISTORY and fsyncs it.

@@ -13,6 +13,17 @@ import (
 // id, without flipping CURRENT.
 func installOne(t *testing.T, w *Writer, d *Dir) uint64 {
 	t.Helper()
+	staged, m := stageOne(t, w, d)
+	if err := w.Install(staged, m); err != nil {
+		t.Fatal(err)
+	}
+	return m.SnapshotID
+}
+
+// stageOne stages an empty snapshot (no rows) as the next id and returns
+// its staging directory and manifest.
+func stageOne(t *testing.T, w *Writer, d *Dir) (string, *manifest.Manifest) {
+	t.Helper()
 	id, err := w.NextID()
 	if err != nil {
 		t.Fatal(err)
@@ -34,10 +45,7 @@ func installOne(t *testing.T, w *Writer, d *Dir) uint64 {
 		f.Checksum = "xxh64:ef46db3751d8e999" // of no bytes
 		m.Files = append(m.Files, f)
 	}
-	if err := w.Install(staged, m); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return staged, m
 }
 
 // TestInstallAndPublish: Install leaves CURRENT alone; PublishInstalled
@@ -57,7 +65,7 @@ func TestInstallAndPublish(t *testing.T) {
 	if _, err := d.CurrentID(); !errors.Is(err, ErrNoCurrent) {
 		t.Fatalf("CURRENT after Install: %v", err)
 	}
-	if from, err := w.PublishInstalled(one, "test"); err != nil || from != 0 {
+	if from, err := w.PublishInstalled(one, Change{Tool: "test"}); err != nil || from != 0 {
 		t.Fatalf("publish 1: from %d, %v", from, err)
 	}
 	two := installOne(t, w, d)
@@ -67,16 +75,16 @@ func TestInstallAndPublish(t *testing.T) {
 	if _, err := os.Stat(d.Path(SnapshotPath(two))); err != nil {
 		t.Fatalf("installed snapshot: %v", err)
 	}
-	if from, err := w.PublishInstalled(two, "test"); err != nil || from != one {
+	if from, err := w.PublishInstalled(two, Change{Tool: "test"}); err != nil || from != one {
 		t.Fatalf("publish 2: from %d, %v", from, err)
 	}
-	if from, err := w.PublishInstalled(two, "test"); err != nil || from != two {
+	if from, err := w.PublishInstalled(two, Change{Tool: "test"}); err != nil || from != two {
 		t.Fatalf("publish 2 again: from %d, %v", from, err)
 	}
-	if _, err := w.PublishInstalled(one, "test"); !errors.Is(err, ErrNotNewer) {
+	if _, err := w.PublishInstalled(one, Change{Tool: "test"}); !errors.Is(err, ErrNotNewer) {
 		t.Fatalf("publish of an older vintage: %v", err)
 	}
-	if _, err := w.PublishInstalled(9, "test"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := w.PublishInstalled(9, Change{Tool: "test"}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("publish of a missing vintage: %v", err)
 	}
 	flips, err := d.Flips()

@@ -523,6 +523,13 @@ func (st *State) Freeze() *State {
 	return &State{schema: st.schema, runs: st.runs, frozen: len(st.runs), keys: st.keys, fresh: st.fresh}
 }
 
+// Thaw gives the frozen runs back to the live delta, when the compaction
+// that froze them published nothing (CURRENT moved under it): they are
+// ordinary runs again, merged on read and folded by a later compaction.
+func (st *State) Thaw() *State {
+	return &State{schema: st.schema, runs: st.runs, keys: st.keys, fresh: st.fresh}
+}
+
 // DropFrozen removes the frozen runs once the snapshot holding them is
 // served, re-counting what the rest add over the new base.
 func (st *State) DropFrozen(base Base) *State {

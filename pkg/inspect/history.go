@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
 // History is the JSON document of `snapinspect history --json`: every
@@ -116,14 +118,33 @@ func (h *History) WriteText(w io.Writer) error {
 		return err
 	}
 	if len(h.Flips) > 0 {
-		fmt.Fprintf(w, "CURRENT flips (HISTORY):\n")
-		ft := newTable("time", "action", "from", "to", "reason").alignRight(2, 3)
+		fmt.Fprintf(w, "Changes (HISTORY):\n")
+		ft := newTable("time", "action", "from", "to", "live writes", "reason").alignRight(2, 3)
 		for _, f := range h.Flips {
-			ft.add(f.Time, f.Action, fmt.Sprint(f.From), fmt.Sprint(f.To), f.Reason)
+			ft.add(f.Time, f.Action, fmt.Sprint(f.From), fmt.Sprint(f.To), checkpointMove(f), f.Reason)
 		}
 		return ft.write(w, "  ")
 	}
 	return nil
+}
+
+// checkpointMove says what a change did to the live writes' checkpoint
+// ("" when it did not move it).
+func checkpointMove(f dataset.Flip) string {
+	var s string
+	switch {
+	case f.WALPosition == 0:
+	case f.Action == dataset.ActionCompaction:
+		s = "folded through " + wal.PositionFromUint64(f.WALPosition).String()
+	case f.Action == dataset.ActionDiscard:
+		s = fmt.Sprintf("%s rows discarded through %s", Commas(f.Rows), wal.PositionFromUint64(f.WALPosition))
+	default:
+		s = "retired through " + wal.PositionFromUint64(f.WALPosition).String()
+	}
+	if f.Recovered {
+		s = strings.TrimSpace(s + " (recovered)")
+	}
+	return s
 }
 
 // WriteJSON renders the history as indented JSON.

@@ -21,7 +21,7 @@ type LiveWrites struct {
 	Segments []LiveSegment `json:"segments"`
 	First    string        `json:"first_position"` // segment:offset
 	End      string        `json:"end_position"`
-	Folded   string        `json:"folded_position"` // what this snapshot folded in
+	Folded   string        `json:"folded_position"` // the log's checkpoint: writes after it shadow the snapshot
 	Records  int           `json:"records"`         // retained writes
 	Pending  int           `json:"pending_records"` // writes after the folded position: replayed over this snapshot
 	Rows     int64         `json:"pending_rows"`
@@ -36,7 +36,7 @@ type LiveSegment struct {
 }
 
 // liveWrites reads the dataset's WAL, or returns nil when there is none;
-// folded is where a server's replay over the snapshot would start.
+// folded is its checkpoint, where a server's replay starts.
 func liveWrites(dir string, folded uint64) (*LiveWrites, error) {
 	wdir := filepath.Join(dir, dataset.WALDir)
 	if _, err := os.Stat(wdir); err != nil {

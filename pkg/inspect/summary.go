@@ -105,8 +105,11 @@ func Summarize(dir string, id uint64) (*Summary, error) {
 		s.Attributes = append(s.Attributes, Attribute{Name: a, Type: types[a]})
 	}
 	if s.Current {
-		folded, _ := ds.FoldedPosition(m) // an unreadable lineage: every record counts
-		if s.LiveWrites, err = liveWrites(ds.Dir, folded); err != nil {
+		cp, err := ds.WALCheckpoint()
+		if err != nil {
+			return nil, err
+		}
+		if s.LiveWrites, err = liveWrites(ds.Dir, cp.Folded); err != nil {
 			return nil, err
 		}
 	}

@@ -158,7 +158,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 		queue: make(chan *write, 1024), logged: make(chan loggedGroup, 2), merges: make(chan struct{}, 1),
 		idle: make(chan struct{}, 1), mergeWait: mergeWaitMax, stop: make(chan struct{}), done: make(chan struct{})}
 	info := ReplayInfo{Truncated: l.Truncated()}
-	rp, err := replay(context.Background(), l, w.mem, s, folded, t.Base())
+	rp, err := replay(context.Background(), l, w.mem, s, folded, 0, 0, t.Base())
 	info.Records, info.Rows = rp.records, rp.rows
 	if err != nil {
 		l.Close()
@@ -650,6 +650,36 @@ func (w *Writer) Do(fn func(st *delta.State) (*delta.State, error)) error {
 	w.countRunsLocked()
 	return nil
 }
+
+// Refold rebuilds the delta from the log, for when what it lies over
+// changed beyond a rebase: the checkpoint moved (a superseding build, a
+// discard), or the snapshot's columns did (schema s). Under the writer's
+// lock, so no write is applied meanwhile, the records after `after` up to
+// the last one applied are replayed over base with schema s as one bulk
+// load; install then serves the new State (it runs under the lock too,
+// and its error leaves the delta as it was). Records logged but not yet
+// applied are applied over the new State afterwards, as usual.
+func (w *Writer) Refold(ctx context.Context, after uint64, s *delta.Schema, base delta.Base, install func(*delta.State) error) (ReplayInfo, error) {
+	t0 := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rp, err := replay(ctx, w.log, w.mem, s, after, w.fsync.WALPosition, w.seq, base)
+	info := ReplayInfo{Records: rp.records, Rows: rp.rows, Duration: time.Since(t0)}
+	if err != nil {
+		return info, fmt.Errorf("refold %s after %s: %w", w.log.Dir(), wal.PositionFromUint64(after), err)
+	}
+	if err := install(rp.st); err != nil {
+		return info, err
+	}
+	w.st, w.schema = rp.st, s
+	w.countRunsLocked()
+	return info, nil
+}
+
+// AppliedLocked is the log position through which every write is applied
+// to the State (what Refold replays through). Requires the writer's lock
+// (inside Do).
+func (w *Writer) AppliedLocked() uint64 { return w.fsync.WALPosition }
 
 // countRunsLocked records how many unfrozen runs w.st has. Requires w.mu
 // held (or the writer not yet started).

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
@@ -28,10 +29,11 @@ type replayed struct {
 	end     wal.Position // after the last record replayed (zero: none)
 }
 
-// replay reads the records after folded and builds the delta they make
-// over base as one bulk load (delta.Bulk): at start-up nothing reads the
-// delta and nothing compacts it, so the records need not be applied one
-// write at a time. The log hands out its segments' records from memory;
+// replay reads the records after folded (through through, when not zero)
+// and builds the delta they make over base as one bulk load (delta.Bulk),
+// its run numbered seq (zero: the number of records): at start-up nothing
+// reads the delta and nothing compacts it, so the records need not be
+// applied one write at a time. The log hands out its segments' records from memory;
 // they are decoded on every core without copying their buffers, and a
 // record that does not decode, or does not have the dataset's write
 // schema, stops the replay naming its position.
@@ -40,18 +42,31 @@ type replayed struct {
 // a write gets are not run again: a record holds a write as it was
 // accepted, and Bulk gives each key the row of the latest record, as
 // applying them in log order does.
-func replay(ctx context.Context, l *wal.WAL, mem memory.Allocator, s *delta.Schema, folded uint64, base delta.Base) (replayed, error) {
+func replay(ctx context.Context, l *wal.WAL, mem memory.Allocator, s *delta.Schema, folded, through, seq uint64, base delta.Base) (replayed, error) {
 	var out replayed
 	var payloads [][]byte
 	var ends []wal.Position
 	err := l.ReplayRetained(wal.PositionFromUint64(folded), func(pos wal.Position, payload []byte) error {
+		if through != 0 && pos.Uint64() > through {
+			return errReplayed
+		}
 		payloads = append(payloads, payload)
 		ends = append(ends, pos)
 		return nil
 	})
-	if err != nil {
+	if err != nil && err != errReplayed {
 		return out, err
 	}
+	return bulkLoad(ctx, mem, s, payloads, ends, seq, base)
+}
+
+// errReplayed stops a replay at its bound.
+var errReplayed = errors.New("replayed through the bound")
+
+// bulkLoad decodes the payloads (records at positions ends) on every core
+// and builds the delta they make over base in one bulk load.
+func bulkLoad(ctx context.Context, mem memory.Allocator, s *delta.Schema, payloads [][]byte, ends []wal.Position, seq uint64, base delta.Base) (replayed, error) {
+	var out replayed
 	recs := make([]arrow.RecordBatch, len(payloads))
 	errs := make([]error, len(payloads))
 	defer func() {
@@ -95,7 +110,11 @@ func replay(ctx context.Context, l *wal.WAL, mem memory.Allocator, s *delta.Sche
 	}
 	// One sequence number per record, as incremental applies use: the
 	// writes after the replay continue after them.
-	out.st, err = delta.Bulk(ctx, mem, s, recs, uint64(out.records), out.end.Uint64(), base)
+	if seq == 0 {
+		seq = uint64(out.records)
+	}
+	var err error
+	out.st, err = delta.Bulk(ctx, mem, s, recs, seq, out.end.Uint64(), base)
 	if err != nil {
 		return out, fmt.Errorf("records through %s: %w", out.end, err)
 	}
@@ -124,9 +143,6 @@ func decodeRecord(payload []byte, want *arrow.Schema) (rec arrow.RecordBatch, er
 		return nil, err
 	}
 	defer r.Release()
-	if !r.Schema().Equal(want) {
-		return nil, fmt.Errorf("record has columns %v, the dataset's writes %v: the snapshot's schema changed under a live delta", r.Schema(), want)
-	}
 	if !r.Next() {
 		if err := r.Err(); err != nil {
 			return nil, err
@@ -134,14 +150,60 @@ func decodeRecord(payload []byte, want *arrow.Schema) (rec arrow.RecordBatch, er
 		return nil, errors.New("no record batch")
 	}
 	rec = r.RecordBatch()
-	rec.Retain()
 	for c, col := range rec.Columns() {
 		if err := checkBuffers(col, rec.NumRows()); err != nil {
-			rec.Release()
-			return nil, fmt.Errorf("column %s: %w", want.Field(c).Name, err)
+			return nil, fmt.Errorf("column %s: %w", rec.Schema().Field(c).Name, err)
 		}
 	}
-	return rec, nil
+	if rec.Schema().Equal(want) {
+		rec.Retain()
+		return rec, nil
+	}
+	return project(rec, want)
+}
+
+// project carries a record logged under other columns over to the
+// dataset's write schema want (a lake build changed the snapshot's columns
+// under a live delta): a column want has and the record lacks is null in
+// every row; a column the record has and want lacks is dropped when it
+// holds no value, and refused otherwise (its values would silently stop
+// being served); a column whose type changed is refused. The builder
+// refuses a snapshot that would need a refusal here while live writes
+// exist (docs/OPERATIONS.md "Live writes and a lake build").
+func project(rec arrow.RecordBatch, want *arrow.Schema) (arrow.RecordBatch, error) {
+	have := rec.Schema()
+	cols := make([]arrow.Array, want.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, f := range want.Fields() {
+		j := have.FieldIndices(f.Name)
+		if len(j) == 0 {
+			if !f.Nullable {
+				return nil, fmt.Errorf("record lacks column %q, which the dataset's writes need", f.Name)
+			}
+			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rec.NumRows()))
+			continue
+		}
+		if got := have.Field(j[0]).Type; !arrow.TypeEqual(got, f.Type) {
+			return nil, fmt.Errorf("record has column %q as %s, the dataset's writes as %s: the snapshot's columns changed under a live delta", f.Name, got, f.Type)
+		}
+		cols[i] = rec.Column(j[0])
+		cols[i].Retain()
+	}
+	for j, f := range have.Fields() {
+		if want.HasField(f.Name) {
+			continue
+		}
+		if c := rec.Column(j); c.NullN() < c.Len() {
+			return nil, fmt.Errorf("record has %d values of column %q, which the snapshot no longer has: the snapshot's columns changed under a live delta", c.Len()-c.NullN(), f.Name)
+		}
+	}
+	return array.NewRecordBatch(want, cols, rec.NumRows()), nil
 }
 
 // checkBuffers checks that a decoded column's buffers hold its rows: the

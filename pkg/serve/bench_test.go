@@ -440,7 +440,7 @@ func BenchmarkDoGetDuringFlips(b *testing.B) {
 			b.Error(err)
 			return
 		}
-		_, err = w.Rollback(to, "bench", "flip")
+		_, err = w.Rollback(to, dsdir.Change{Tool: "bench", Reason: "flip"})
 		w.Close()
 		if err != nil {
 			b.Error(err)

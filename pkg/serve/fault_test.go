@@ -212,7 +212,7 @@ func TestFaultTruncatedDataFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Rollback(1, "fault_test", "damaged 2"); err != nil {
+	if _, err := w.Rollback(1, dsdir.Change{Tool: "fault_test", Reason: "damaged 2"}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()

@@ -148,6 +148,11 @@ func helperServer(root string) int {
 	if n, err := strconv.ParseInt(os.Getenv(helperEnv+"_COMPACT_ROWS"), 10, 64); err == nil {
 		cfg.Compact.Rows = n // --compact-rows
 	}
+	// a replica (replica_bench_test.go): --read-only, --follow-interval
+	cfg.ReadOnly = os.Getenv(helperEnv+"_READ_ONLY") != ""
+	if d, err := time.ParseDuration(os.Getenv(helperEnv + "_FOLLOW")); err == nil {
+		cfg.FollowInterval = d
+	}
 	// the collector as `serve` sets it (--gc-headroom; _GC_HEADROOM=0 for
 	// the runtime's own)
 	headroom := int64(gctune.DefaultHeadroom)

@@ -26,6 +26,9 @@ type CompactPolicy = served.CompactPolicy
 // CompactResult is the compact action's answer for one dataset.
 type CompactResult = served.CompactResult
 
+// DiscardResult is the discard action's answer for one dataset.
+type DiscardResult = served.DiscardResult
+
 // DoPut appends the record batches of a stream on descriptor path
 // [dataset] to the dataset's delta. Each batch is checked before anything
 // of it is logged; it is acknowledged (a PutResult whose app_metadata is
@@ -159,10 +162,32 @@ func (s *Service) Compact(ctx context.Context, name string) ([]CompactResult, er
 	var out []CompactResult
 	for _, n := range names {
 		r, err := s.datasets[n].Compact(ctx)
+		if err != nil && name == "" && (errors.Is(err, served.ErrWritesUnavailable) || errors.Is(err, served.ErrReadOnly) || errors.Is(err, served.ErrFailing)) {
+			// compacting every dataset: one that another server writes,
+			// or that is failing, is said so and skipped
+			r.Result, r.Error = "skipped", err.Error()
+			err = nil
+		}
 		if err != nil {
 			return out, err
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// Discard sets one dataset's live writes aside (DoAction discard): name is
+// required, so no call discards every dataset's writes by mistake.
+func (s *Service) Discard(ctx context.Context, name, reason string) (DiscardResult, error) {
+	if name == "" {
+		return DiscardResult{}, invalid("discard: the body names the dataset whose live writes to set aside")
+	}
+	d, err := s.lookup(name)
+	if err != nil {
+		return DiscardResult{}, err
+	}
+	if s.readOnly {
+		return DiscardResult{}, errf(codes.PermissionDenied, "dataset %q: the server is read-only (--read-only)", name)
+	}
+	return d.Discard(ctx, "servingsnap "+s.version, reason)
 }

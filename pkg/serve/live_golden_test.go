@@ -29,6 +29,19 @@ package serve
 //	compact wait      wait for the compaction started by "compact async"
 //	lock, unlock      take / drop the dataset's write lock as a build does
 //	reload            DoAction reload
+//	build supersede   a build with --supersede-writes; "build no-publish"
+//	                  stages the snapshot without publishing it; drop=A,B
+//	                  leaves attribute columns out of the lake
+//	publish N, rollback N [expect=M]
+//	                  snapbuild publish --id N / rollback --to N (with the
+//	                  script's lock when it holds one)
+//	gc keep=K         snapbuild gc --keep K
+//	discard [reason]  DoAction discard
+//	history           HISTORY's lines, WAL positions as @n
+//	replica start|stop|sync
+//	                  a second, --read-only server on the same root; sync
+//	                  waits until it has applied the writer's last write.
+//	                  get, latest and info take on=replica to ask it
 //	crash [garbage=N] [zeros=N]
 //	                  stop without a clean shutdown: the WAL's files are
 //	                  closed first, so nothing more reaches the disk, a
@@ -150,9 +163,10 @@ type liveScript struct {
 	client flight.Client
 	logs   *logRecorder
 
-	labels map[uint64]string // WAL position → @n
-	lock   *dsdir.Writer
-	bg     *bgCompact
+	labels  map[uint64]string // WAL position → @n
+	lock    *dsdir.Writer
+	bg      *bgCompact
+	replica *replicaState
 }
 
 type bgCompact struct {
@@ -173,6 +187,7 @@ func newLiveScript(t *testing.T) *liveScript {
 }
 
 func (s *liveScript) close() {
+	s.stopReplica()
 	if s.srv != nil {
 		s.stop(false)
 	}
@@ -247,6 +262,12 @@ func (s *liveScript) run(d *directive) string {
 	switch d.cmd {
 	case "build":
 		return s.build(d)
+	case "publish", "rollback":
+		return s.flip(d)
+	case "gc":
+		return s.gc(d)
+	case "history":
+		return s.history()
 	case "lock":
 		ds, err := dsdir.Open(s.dir)
 		if err != nil {
@@ -304,6 +325,10 @@ func (s *liveScript) run(d *directive) string {
 		return fmt.Sprintf("%s: snapshot %d", r.Result, r.SnapshotID)
 	case "crash":
 		return s.crash(d)
+	case "discard":
+		return s.discard(d)
+	case "replica":
+		return s.replicaCmd(d)
 	}
 	s.t.Fatalf("%s: unknown command %q", d.pos, d.cmd)
 	return ""
@@ -321,7 +346,10 @@ type row struct {
 	attrs      map[string]string
 }
 
-var scriptAttrs = []string{"units", "category"}
+// scriptAttrs are the attributes a row may give; region is written into
+// a build's lake only when a row of it has one (a build that adds a
+// column).
+var scriptAttrs = []string{"units", "category", "region"}
 
 func parseRows(t *testing.T, d *directive, lines []string) []row {
 	var rows []row
@@ -341,7 +369,7 @@ func parseRows(t *testing.T, d *directive, lines []string) []row {
 		for _, kv := range f[3:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || !slices.Contains(scriptAttrs, k) {
-				t.Fatalf("%s: row %q: attribute %q: want units=… or category=…", d.pos, l, kv)
+				t.Fatalf("%s: row %q: attribute %q: want units=…, category=… or region=…", d.pos, l, kv)
 			}
 			r.attrs[k] = v
 		}
@@ -372,18 +400,45 @@ func (s *liveScript) build(d *directive) string {
 			}
 		}
 	}
-	testlake.WriteParquet(s.t, lake, "part-0.parquet", 0,
-		testlake.Col{Name: "series_id", Vals: ids},
-		testlake.Col{Name: "period", Vals: periods},
-		testlake.Col{Name: "value", Vals: vals, Typ: arrow.PrimitiveTypes.Float64},
-		testlake.Col{Name: "units", Vals: attrs["units"], Typ: arrow.BinaryTypes.String},
-		testlake.Col{Name: "category", Vals: attrs["category"], Typ: arrow.BinaryTypes.String},
-	)
-	sum, err := sortwrite.Build(context.Background(), sortwrite.Options{Input: lake, Out: s.dir, Parallel: 1})
+	cols := []testlake.Col{
+		{Name: "series_id", Vals: ids},
+		{Name: "period", Vals: periods},
+		{Name: "value", Vals: vals, Typ: arrow.PrimitiveTypes.Float64},
+	}
+	drop, _ := d.arg("drop")
+	for _, a := range scriptAttrs {
+		if slices.Contains(drop, a) {
+			continue
+		}
+		if a != "region" || slices.ContainsFunc(attrs[a], func(v any) bool { return v != nil }) {
+			cols = append(cols, testlake.Col{Name: a, Vals: attrs[a], Typ: arrow.BinaryTypes.String})
+		}
+	}
+	testlake.WriteParquet(s.t, lake, "part-0.parquet", 0, cols...)
+	opt := sortwrite.Options{Input: lake, Out: s.dir, Parallel: 1}
+	for _, a := range d.args {
+		switch a.key {
+		case "supersede":
+			opt.SupersedeWrites = true
+		case "no-publish":
+			opt.NoPublish = true
+		case "drop":
+		default:
+			s.t.Fatalf("%s: build [supersede] [no-publish] [drop=COLUMN,…]", d.pos)
+		}
+	}
+	sum, err := sortwrite.Build(context.Background(), opt)
 	if err != nil {
 		return "error: " + s.clean(err.Error())
 	}
-	return fmt.Sprintf("built snapshot %d: %d rows, %d series", sum.SnapshotID, sum.Rows, sum.Series)
+	out := fmt.Sprintf("built snapshot %d: %d rows, %d series", sum.SnapshotID, sum.Rows, sum.Series)
+	if opt.NoPublish {
+		out += " (not published)"
+	}
+	if sum.Superseded != 0 {
+		out += "; live writes through " + s.label(sum.Superseded) + " retired"
+	}
+	return out
 }
 
 // record is one DoPut batch of rows; attribute columns are sent when a
@@ -518,8 +573,12 @@ type scriptAnswer struct {
 }
 
 func (s *liveScript) doGet(q map[string]any) (*scriptAnswer, error) {
+	return s.doGetOn(s.client, q)
+}
+
+func (s *liveScript) doGetOn(c flight.Client, q map[string]any) (*scriptAnswer, error) {
 	ctx := context.Background()
-	stream, err := s.client.DoGet(ctx, &flight.Ticket{Ticket: ticket(q)})
+	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: ticket(q)})
 	if err != nil {
 		return nil, err
 	}
@@ -568,7 +627,8 @@ func (s *liveScript) doGet(q map[string]any) (*scriptAnswer, error) {
 }
 
 func (s *liveScript) get(d *directive, latest bool) string {
-	a, err := s.doGet(s.ticketOf(d, latest))
+	c, d := s.on(d)
+	a, err := s.doGetOn(c, s.ticketOf(d, latest))
 	if err != nil {
 		return errText(err)
 	}
@@ -669,8 +729,14 @@ func (s *liveScript) compactText(body []byte) string {
 	if r.Result != "compacted" {
 		return fmt.Sprintf("%s: snapshot %d", r.Result, r.SnapshotID)
 	}
+	if r.Result == "moved" {
+		return fmt.Sprintf("moved: CURRENT moved twice under the compaction; the delta stays live over snapshot %d", r.SnapshotID)
+	}
 	out := fmt.Sprintf("compacted: snapshot %d (parent %d), %d rows; folded %d delta rows through %s",
 		r.SnapshotID, r.ParentID, r.Rows, r.DeltaRows, s.label(r.WALPosition))
+	if r.Rebased != 0 {
+		out += fmt.Sprintf("; rebased: frozen over %d, CURRENT moved", r.Rebased)
+	}
 	// What a compaction publishes passes snapverify --deep.
 	rep, err := verify.Verify(s.dir, verify.Options{SnapshotID: r.SnapshotID, Deep: true})
 	switch {
@@ -787,7 +853,7 @@ func (s *liveScript) startupReport() string {
 		case "wal replayed":
 			replayed = true
 			after := "the start of the log"
-			if f, _ := strconv.ParseUint(r.attrs["folded"], 10, 64); f != 0 {
+			if f := parsePosition(r.attrs["checkpoint"]); f != 0 {
 				after = s.label(f)
 			}
 			out = append(out, fmt.Sprintf("replayed %s records (%s rows) after %s", r.attrs["records"], r.attrs["rows"], after))

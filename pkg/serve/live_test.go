@@ -327,7 +327,7 @@ func TestDiscardedDeltaAndWritesAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.svc.Close()
-	moved, err := compact.Discard(filepath.Join(root, "LIVE"), time.Now())
+	moved, err := compact.Discard(filepath.Join(root, "LIVE"), "test", "", time.Now())
 	if err != nil || !strings.Contains(moved, "wal.discarded-") {
 		t.Fatalf("discard: %q, %v", moved, err)
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
@@ -201,15 +203,8 @@ func TestLiveStartupCorruptNewestSegment(t *testing.T) {
 			pos := writeThrough(t, root)
 			rec, off := tc.at(pos)
 			flipByte(t, segmentPath(root, 1), off)
-			_, _, err := startLogged(t, root)
-			if err == nil {
-				t.Fatal("a server started on a corrupt WAL")
-			}
 			want := fmt.Sprintf("%s offset %d: corrupt", filepath.Join(WALDir, "00000001.wal"), rec)
-			if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "LIVE") {
-				t.Fatalf("error %q does not name dataset LIVE and %q", err, want)
-			}
-			t.Logf("refused: %v", err)
+			walFailing(t, root, want)
 		})
 	}
 }
@@ -285,13 +280,37 @@ func TestLiveStartupCorruptOlderSegment(t *testing.T) {
 	}
 	flipByte(t, seg1, int64(len(b))-3)
 
-	_, _, err = startLogged(t, root)
-	if err == nil {
-		t.Fatal("a server started on a corrupt older segment")
-	}
 	want := fmt.Sprintf("%s offset %d: corrupt", filepath.Join(WALDir, "00000001.wal"), last)
-	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "LIVE") {
-		t.Fatalf("error %q does not name dataset LIVE and %q", err, want)
+	walFailing(t, root, want)
+}
+
+// walFailing starts a server on root, whose dataset LIVE's log is damaged
+// (want: what the error names), and checks the damage stays inside the
+// dataset: the server starts, LIVE serves its snapshot alone (none of the
+// log's records, not a partial replay), shows writes failing with the
+// reason in status and /metrics, and refuses writes with Unavailable.
+func walFailing(t *testing.T, root, want string) {
+	t.Helper()
+	srv, _, err := startLogged(t, root)
+	if err != nil {
+		t.Fatalf("a damaged log kept the server from starting: %v", err)
 	}
-	t.Logf("refused: %v", err)
+	st := srv.svc.Status().Datasets[0]
+	if st.Name != "LIVE" || st.Writes != "failing" || !strings.Contains(st.WritesReason, want) || !strings.Contains(st.WritesReason, "LIVE") {
+		t.Fatalf("status: writes %q, reason %q; want failing naming LIVE and %q", st.Writes, st.WritesReason, want)
+	}
+	if st.Delta != nil {
+		t.Errorf("a failing log's delta is served: %+v", st.Delta)
+	}
+	if st.Rows != 5 {
+		t.Errorf("serving %d rows, want the snapshot's 5 alone", st.Rows)
+	}
+	c := dial(t, srv)
+	_, err = doPut(context.Background(), c, "LIVE", putRows{"series_id": {"A"}, "period": {"2030-01"}, "value": {1.0}}.record(t))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("DoPut on a failing log: %v, want Unavailable naming the damage", err)
+	}
+	if got := counterValue(t, srv.Metrics(), "servingsnap_wal_failing", "LIVE"); got != 1 {
+		t.Errorf("servingsnap_wal_failing = %v, want 1", got)
+	}
 }

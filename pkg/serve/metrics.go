@@ -189,6 +189,14 @@ func (m *Metrics) initFault(d *served.Dataset) {
 			return 1
 		}
 		return 0
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "servingsnap_wal_failing", ConstLabels: prometheus.Labels{"dataset": d.Name()},
+		Help: "1 while the dataset's write-ahead log could not be opened: its snapshot alone is served, read-only, and DoPut is Unavailable; status says why.",
+	}, func() float64 {
+		if d.WritesFailing() {
+			return 1
+		}
+		return 0
 	}))
 }
 

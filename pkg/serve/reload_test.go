@@ -101,7 +101,7 @@ func (f *flipFixture) rollback(t testing.TB, id uint64) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if _, err := w.Rollback(id, "reload_test", "flip"); err != nil {
+	if _, err := w.Rollback(id, dsdir.Change{Tool: "reload_test", Reason: "flip"}); err != nil {
 		t.Fatal(err)
 	}
 }

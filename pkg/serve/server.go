@@ -37,14 +37,19 @@ type Config struct {
 	VerifyData bool // checksum every data file at start-up (reloads always do)
 	// ReloadInterval is how often each dataset's CURRENT is checked for a
 	// new snapshot; 0 disables polling (the reload action still works).
-	ReloadInterval  time.Duration
+	ReloadInterval time.Duration
+	// FollowInterval is how often a dataset that follows another server's
+	// write-ahead log (ReadOnly, or a standby) reads it (0: the default).
+	FollowInterval  time.Duration
 	ShutdownTimeout time.Duration // how long in-flight streams may run after a stop signal
 
 	Logger  *slog.Logger
 	Version string
 	// Allocator is what requests allocate answers from (nil: the default).
 	Allocator memory.Allocator
-	// ReadOnly refuses DoPut; Compact is when the server compacts by itself.
+	// ReadOnly refuses DoPut and never takes a dataset's write-ahead log:
+	// the server follows the writer's log (a replica). Compact is when the
+	// server compacts by itself.
 	ReadOnly bool
 	Compact  CompactPolicy
 	// Shards and Cluster: which shards of the sharded datasets this server
@@ -107,7 +112,8 @@ func New(cfg Config) (*Server, error) {
 	m := NewMetrics()
 	m.setBuildInfo(cfg.Version)
 	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator,
-		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact, Shards: cfg.Shards, Cluster: cfg.Cluster, ColdCacheBytes: cfg.ColdCacheBytes, Vintages: cfg.Vintages})
+		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact, Shards: cfg.Shards, Cluster: cfg.Cluster, ColdCacheBytes: cfg.ColdCacheBytes,
+		FollowInterval: cfg.FollowInterval, Vintages: cfg.Vintages})
 	if err != nil {
 		return nil, err
 	}

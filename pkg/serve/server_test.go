@@ -616,23 +616,54 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesBrokenDataset(t *testing.T) {
+// TestBrokenDatasetStaysInside: a dataset whose snapshot cannot be opened
+// at start-up does not keep the server down (invariant 11): the others
+// serve, its requests are Unavailable naming why, status shows it failing,
+// and a good snapshot published later is served.
+func TestBrokenDatasetStaysInside(t *testing.T) {
 	dir := t.TempDir()
-	_, ds := testsnap.Sample(t, dir, "BAD", 5, 1, nil)
+	lake, ds := testsnap.Sample(t, dir, "BAD", 5, 1, nil)
+	testsnap.Sample(t, dir, "GOOD", 5, 2, nil)
 	// truncate the index: the snapshot no longer validates
-	s, err := snapshot.Open(ds, snapshot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(ds, "snapshots", "000001", "index.arrow")
-	s.Close()
 	os.Chmod(p, 0o644) // published files are 0444
 	if err := os.Truncate(p, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "dataset BAD") {
-		t.Fatalf("Open with a broken dataset: %v", err)
+	svc, err := Open(dir, Options{Limits: DefaultLimits})
+	if err != nil {
+		t.Fatalf("a broken dataset kept the server from opening: %v", err)
 	}
+	defer svc.Close()
+	if _, err := svc.acquire("BAD"); status.Code(toStatus(err)) != codes.Unavailable || !strings.Contains(err.Error(), "could not be opened") {
+		t.Fatalf("a request of the broken dataset: %v, want Unavailable naming why", err)
+	}
+	if v, err := svc.acquire("GOOD"); err != nil {
+		t.Fatalf("the good dataset: %v", err)
+	} else {
+		v.Release()
+	}
+	var bad *DatasetStatus
+	st := svc.Status()
+	for i := range st.Datasets {
+		if st.Datasets[i].Name == "BAD" {
+			bad = &st.Datasets[i]
+		}
+	}
+	if bad == nil || !bad.Failing || !strings.Contains(bad.FailingReason, "index") {
+		t.Fatalf("status of the broken dataset: %+v", bad)
+	}
+	// A good snapshot published: the next reload serves it.
+	testsnap.Build(t, lake, ds, nil)
+	res, err := svc.Reload("BAD")
+	if err != nil || len(res) != 1 || res[0].Result != ReloadSwapped {
+		t.Fatalf("reload after a good publish: %+v %v", res, err)
+	}
+	v, err := svc.acquire("BAD")
+	if err != nil {
+		t.Fatalf("the repaired dataset: %v", err)
+	}
+	v.Release()
 	if _, err := Open(filepath.Join(dir, "missing"), Options{}); err == nil {
 		t.Fatal("Open of a missing root succeeded")
 	}

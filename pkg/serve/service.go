@@ -96,7 +96,8 @@ type Service struct {
 
 	flow *flowControl // DoGet budget, stalled streams, leases (flow.go)
 
-	putSem *semaphore.Weighted // bytes of DoPut batches in flight
+	putSem   *semaphore.Weighted // bytes of DoPut batches in flight
+	readOnly bool                // --read-only: a replica
 
 	reloadInterval time.Duration
 	closeOnce      sync.Once
@@ -121,9 +122,12 @@ type Options struct {
 	// memory.DefaultAllocator). Tests pass a checked allocator to prove
 	// answers release everything.
 	Allocator memory.Allocator
-	// ReadOnly refuses DoPut (PermissionDenied); a WAL found at start-up is
-	// still replayed.
+	// ReadOnly refuses DoPut (PermissionDenied) and never takes a dataset's
+	// write-ahead log: each dataset follows the writer's log read-only.
 	ReadOnly bool
+	// FollowInterval is how often a following dataset reads its log (0:
+	// served.DefaultFollowInterval).
+	FollowInterval time.Duration
 	// Compact is when the server compacts by itself (zero: only the
 	// compact action and `snapbuild compact` do).
 	Compact CompactPolicy
@@ -166,7 +170,7 @@ func Open(root string, opt Options) (*Service, error) {
 	s := &Service{
 		root: root, datasets: map[string]*served.Dataset{}, limits: opt.Limits, log: opt.Logger,
 		metrics: opt.Metrics, mem: opt.Allocator, started: time.Now(), version: opt.Version,
-		reloadInterval: opt.ReloadInterval,
+		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly,
 	}
 	if opt.ColdCacheBytes > 0 {
 		s.cold = coldfile.NewCache(opt.ColdCacheBytes)
@@ -201,6 +205,7 @@ func Open(root string, opt Options) (*Service, error) {
 		Skip:           func(name string) bool { return skip[name] },
 		ReloadInterval: opt.ReloadInterval,
 		Compact:        opt.Compact,
+		FollowInterval: opt.FollowInterval,
 	})
 	if err != nil {
 		return nil, err
@@ -688,7 +693,8 @@ func (s *Service) Status() Status {
 
 var actions = []*flight.ActionType{
 	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, tiers (cold file bytes and rows) and the cold cache, uptime, reload state"},
-	{Type: "compact", Description: "body: a dataset name, or empty for all; fold the live delta into the next snapshot and serve it. JSON: per dataset the result (compacted, nothing), snapshot ids, rows and the WAL position folded in"},
+	{Type: "compact", Description: "body: a dataset name, or empty for all; fold the live delta into the next snapshot and serve it. JSON: per dataset the result (compacted, nothing, moved; skipped, with the reason, for a dataset another server writes or that is failing when every dataset is asked for), snapshot ids, rows and the WAL position folded in"},
+	{Type: "discard", Description: "body: a dataset name (required), optionally followed by a newline and a reason for HISTORY; set the live writes aside (the log's checkpoint moves past them; recorded in HISTORY). JSON: per dataset the result (discarded, nothing), rows set aside and the WAL position"},
 	{Type: "reload", Description: "body: a dataset name, or empty for all; serve what CURRENT names once it is open and validated. JSON: per dataset the result (reloaded, unchanged) and snapshot ids; FailedPrecondition if a new snapshot failed (the old one stays served)"},
 }
 
@@ -733,6 +739,17 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 			return toStatus(err)
 		}
 		b, err := json.Marshal(map[string]any{"datasets": res})
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return stream.Send(&flight.Result{Body: b})
+	case "discard":
+		name, reason, _ := strings.Cut(string(a.GetBody()), "\n")
+		res, err := s.Discard(stream.Context(), strings.TrimSpace(name), strings.TrimSpace(reason))
+		if err != nil {
+			return toStatus(err)
+		}
+		b, err := json.Marshal(map[string]any{"datasets": []DiscardResult{res}})
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
@@ -783,6 +800,8 @@ func toStatus(err error) error {
 		code = codes.Unavailable
 	case errors.Is(err, served.ErrReadOnly):
 		code = codes.PermissionDenied
+	case errors.Is(err, served.ErrWritesUnavailable):
+		code = codes.Unavailable
 	case errors.Is(err, served.ErrCompactFailing):
 		code = codes.FailedPrecondition
 	case errors.Is(err, wal.ErrTooLarge):

@@ -2,12 +2,15 @@ package served
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/compact"
+	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
@@ -16,14 +19,28 @@ import (
 // CompactResult is the answer of a compaction of one dataset.
 type CompactResult struct {
 	Dataset     string  `json:"dataset"`
-	Result      string  `json:"result"` // compacted, nothing
+	Result      string  `json:"result"` // compacted, nothing, moved
 	SnapshotID  uint64  `json:"snapshot_id"`
 	ParentID    uint64  `json:"parent_id,omitempty"`
 	Rows        int64   `json:"rows"`
 	DeltaRows   int64   `json:"delta_rows"`
 	WALPosition uint64  `json:"wal_position"`
 	Seconds     float64 `json:"seconds"`
+	// Rebased is the snapshot the delta was first frozen over when CURRENT
+	// moved under the compaction (a build, publish or rollback landed):
+	// the delta was carried over to the new CURRENT and folded into that
+	// instead (0: it was not). Result "moved": CURRENT moved again, and
+	// the delta stays live, unfolded.
+	Rebased uint64 `json:"rebased_from,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
+
+// Compaction results.
+const (
+	CompactCompacted = "compacted"
+	CompactNothing   = "nothing"
+	CompactMoved     = "moved"
+)
 
 // compactState is what a dataset remembers of its compactions.
 type compactState struct {
@@ -40,19 +57,60 @@ type compactState struct {
 // segments wholly folded in. A crash at any step loses nothing: before
 // CURRENT flips the old snapshot and the whole log are replayed, after it
 // the new snapshot and the records after its position.
+//
+// The publish is a compare-and-swap on the snapshot the delta was frozen
+// over (docs/OPERATIONS.md "One truth for a dataset"): when a build,
+// publish or rollback moved CURRENT meanwhile, nothing is published; the
+// frozen runs go back to the live delta, the new CURRENT is served with
+// the delta over it (as any reload does), and the compaction runs once
+// more over it. Should CURRENT move again, it gives up with result "moved"
+// and the delta stays live.
 func (d *Dataset) Compact(ctx context.Context) (CompactResult, error) {
-	res := CompactResult{Dataset: d.name, Result: "nothing"}
+	res := CompactResult{Dataset: d.name, Result: CompactNothing}
 	if d.faultStatus().failing {
 		return res, ErrCompactFailing
 	}
 	w := d.liveWriter()
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
-	v := d.acquire()
-	if v == nil {
-		return res, fmt.Errorf("dataset %s: %w", d.name, ErrClosed)
+	var first uint64
+	for attempt := 0; ; attempt++ {
+		r, err := d.compactLocked(ctx, w)
+		if !errors.Is(err, dsdir.ErrMoved) {
+			if err == nil && first != 0 {
+				r.Rebased = first
+			}
+			return r, err
+		}
+		if first == 0 {
+			first = r.SnapshotID
+		}
+		d.log.Warn("compaction: CURRENT moved under it; the delta is carried over to the new CURRENT", "dataset", d.name, "error", err.Error())
+		if rerr := d.reloadLocked(true); rerr.Result == ReloadFailed {
+			r.Result, r.Error = CompactMoved, err.Error()
+			return r, fmt.Errorf("compact %s: %w; and the new CURRENT could not be served: %s", d.name, err, rerr.Error)
+		}
+		if attempt == 1 {
+			r.Result, r.Error = CompactMoved, err.Error()
+			d.log.Warn("compaction gave up: CURRENT moved twice; the delta stays live", "dataset", d.name)
+			return r, nil
+		}
+	}
+}
+
+// compactLocked is one compaction attempt. On dataset.ErrMoved nothing was
+// published and the frozen runs are live again. Requires swapMu held.
+func (d *Dataset) compactLocked(ctx context.Context, w *live.Writer) (CompactResult, error) {
+	res := CompactResult{Dataset: d.name, Result: CompactNothing}
+	v, err := d.Acquire()
+	if err != nil {
+		return res, err
 	}
 	res.SnapshotID = v.ID()
+	if w == nil && d.follower() != nil {
+		v.Release()
+		return res, d.notWriterError()
+	}
 	if w == nil || w.State().Rows() == 0 {
 		v.Release()
 		return res, nil
@@ -67,6 +125,7 @@ func (d *Dataset) Compact(ctx context.Context) (CompactResult, error) {
 	base, closeBase, err := d.compactionBase(v)
 	if err != nil {
 		v.Release()
+		d.thaw(w)
 		return res, fmt.Errorf("compact %s: %w", d.name, err)
 	}
 	r := query.NewComposite(base, frozen)
@@ -74,6 +133,10 @@ func (d *Dataset) Compact(ctx context.Context) (CompactResult, error) {
 	closeBase()
 	v.Release()
 	if err != nil {
+		d.thaw(w)
+		if errors.Is(err, dsdir.ErrMoved) {
+			return res, err
+		}
 		err = fmt.Errorf("compact %s: %w", d.name, err)
 		d.stMu.Lock()
 		d.cs.lastError = err.Error()
@@ -105,6 +168,7 @@ func (d *Dataset) Compact(ctx context.Context) (CompactResult, error) {
 		if _, err := d.install(nv); err != nil {
 			return nil, err
 		}
+		d.folded.Store(pos)
 		// counted as the new snapshot is served, so that a status that
 		// shows it shows its compaction too
 		d.stMu.Lock()
@@ -128,10 +192,89 @@ func (d *Dataset) Compact(ctx context.Context) (CompactResult, error) {
 	if _, err := w.Log().TruncateBefore(wal.PositionFromUint64(pos)); err != nil {
 		d.log.Warn("wal: segments folded in were not removed", "dataset", d.name, "error", err.Error())
 	}
-	res.Result, res.SnapshotID, res.ParentID, res.Rows, res.WALPosition = "compacted", out.SnapshotID, out.ParentID, out.Rows, pos
+	res.Result, res.SnapshotID, res.ParentID, res.Rows, res.WALPosition = CompactCompacted, out.SnapshotID, out.ParentID, out.Rows, pos
 	res.Seconds = out.Duration.Seconds()
 	d.log.Info("compacted", "dataset", d.name, "snapshot_id", out.SnapshotID, "parent_id", out.ParentID,
 		"delta_rows", res.DeltaRows, "rows", out.Rows, "wal_position", pos, "s", res.Seconds)
+	return res, nil
+}
+
+// thaw gives a compaction's frozen runs back to the live delta when it
+// published nothing.
+func (d *Dataset) thaw(w *live.Writer) {
+	w.Do(func(st *delta.State) (*delta.State, error) {
+		t := st.Thaw()
+		liveTarget{d}.Publish(t)
+		return t, nil
+	})
+}
+
+// DiscardResult is the answer of a discard of one dataset's live writes.
+type DiscardResult struct {
+	Dataset     string `json:"dataset"`
+	Result      string `json:"result"` // discarded, nothing
+	SnapshotID  uint64 `json:"snapshot_id"`
+	Rows        int64  `json:"rows"`         // live rows set aside
+	WALPosition uint64 `json:"wal_position"` // the checkpoint now: every write through it is set aside
+}
+
+// Discard sets the dataset's live writes aside without a stop: under the
+// dataset's lock and the writer's, the log's checkpoint moves to the last
+// write applied, HISTORY records a discard with how many rows, and the
+// snapshot alone is served until the next write. The writes stay in the
+// log's segments until they are truncated (nothing is deleted by the
+// discard itself); a restart does not bring them back.
+func (d *Dataset) Discard(ctx context.Context, tool, reason string) (DiscardResult, error) {
+	res := DiscardResult{Dataset: d.name, Result: CompactNothing}
+	w := d.liveWriter()
+	d.swapMu.Lock()
+	defer d.swapMu.Unlock()
+	v, err := d.Acquire()
+	if err != nil {
+		return res, err
+	}
+	defer v.Release()
+	res.SnapshotID = v.ID()
+	if w == nil && d.follower() != nil {
+		return res, d.notWriterError()
+	}
+	if w == nil {
+		return res, nil
+	}
+	lock, err := d.ds.LockForWriteWith(ctx, dsdir.LockOptions{})
+	if err != nil {
+		return res, fmt.Errorf("discard %s: %w", d.name, err)
+	}
+	defer lock.Close()
+	err = w.Do(func(st *delta.State) (*delta.State, error) {
+		pos := w.AppliedLocked()
+		rows := st.Rows()
+		if err := lock.Discard(pos, dsdir.Change{Tool: tool, Reason: reason, Rows: rows}); err != nil {
+			return nil, err
+		}
+		empty := delta.Empty(st.Schema())
+		nv, ok := v.withState(empty)
+		if !ok {
+			return nil, fmt.Errorf("dataset %s: %w", d.name, ErrClosed)
+		}
+		if _, err := d.install(nv); err != nil {
+			nv.Release()
+			return nil, err
+		}
+		d.folded.Store(pos)
+		res.Result, res.Rows, res.WALPosition = "discarded", rows, pos
+		d.stMu.Lock()
+		d.cs.since = time.Time{}
+		d.stMu.Unlock()
+		return empty, nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("discard %s: %w", d.name, err)
+	}
+	if _, err := w.Log().TruncateBefore(wal.PositionFromUint64(res.WALPosition)); err != nil {
+		d.log.Warn("wal: segments discarded were not removed", "dataset", d.name, "error", err.Error())
+	}
+	d.log.Info("live writes discarded", "dataset", d.name, "rows", res.Rows, "checkpoint", wal.PositionFromUint64(res.WALPosition).String())
 	return res, nil
 }
 

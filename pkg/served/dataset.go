@@ -76,10 +76,18 @@ type Dataset struct {
 	closed bool       // under viewMu: no view may be published after close
 
 	// live is the write path (nil until the first write, or when the
-	// dataset has a WAL at start-up). Lock order: swapMu, then live's lock,
-	// then viewMu.
+	// dataset has a WAL at start-up); follow, a read-only server's (or a
+	// standby's) follower of another process's log. liveMu serialises
+	// opening, closing and taking over them, and guards ws; readers load
+	// the pointers. Lock order: liveMu, then swapMu, then the writer's or
+	// follower's lock, then viewMu.
 	liveMu sync.Mutex
-	live   *live.Writer
+	live   atomic.Pointer[live.Writer]
+	follow atomic.Pointer[live.Follower]
+	ws     writesState
+	// folded is the log checkpoint the delta lies after; changed with
+	// swapMu held.
+	folded atomic.Uint64
 	// codeCache speeds a write's checks against the served base (codecache.go).
 	codeCache atomic.Pointer[codeCache]
 
@@ -100,6 +108,11 @@ type Dataset struct {
 	// (live and draining): a fault's address is looked up in it.
 	mapMu  sync.Mutex
 	mapped map[*snapshot.Snapshot]struct{}
+
+	// unopened is why the dataset has no view at all: the snapshot CURRENT
+	// named could not be opened at start-up (nil: it was). The poller tries
+	// again; requests are refused with the reason meanwhile.
+	unopened atomic.Pointer[faultInfo]
 }
 
 // Open opens the dataset in dir (named name): its current snapshot, mapped
@@ -128,10 +141,34 @@ func Open(dir string, opt Options) (*Dataset, error) {
 		snap.Close()
 		return nil, fmt.Errorf("dataset %s: %w", d.name, err)
 	}
-	if _, err := d.writer(false); err != nil {
-		d.Close()
+	d.openLive()
+	return d, nil
+}
+
+// Unopened is a dataset whose snapshot could not be opened (cause): it is
+// registered all the same, so the failure stays inside it (DESIGN.md
+// invariant 11): its requests are refused with the reason, status shows
+// it failing, and Reload opens what CURRENT names once it can.
+func Unopened(dir string, opt Options, cause error) (*Dataset, error) {
+	if opt.Logger == nil {
+		opt.Logger = discard
+	}
+	if opt.Version == "" {
+		opt.Version = "dev"
+	}
+	mds, err := dsdir.Open(dir)
+	if err != nil {
 		return nil, err
 	}
+	d := &Dataset{name: mds.Name, dir: dir, ds: mds, opt: opt, log: opt.Logger}
+	now := time.Now()
+	id, _ := mds.CurrentID()
+	d.unopened.Store(&faultInfo{id: id, kind: FaultUnopened, reason: cause.Error(), at: now})
+	d.st.currentID, d.st.lastCheck = id, now
+	d.st.lastError, d.st.lastErrorAt, d.st.failedID, d.st.retryAt = cause.Error(), now, id, now.Add(failedRetry)
+	d.fs = faultState{failing: true, reason: cause.Error(), since: now, damaged: id}
+	d.ws = writesState{mode: WritesNone, since: now}
+	d.log.Error("dataset not served: its snapshot could not be opened; the other datasets are served", "dataset", d.name, "error", cause.Error())
 	return d, nil
 }
 
@@ -191,6 +228,9 @@ const failedRetry = 30 * time.Second
 func (d *Dataset) Acquire() (*View, error) {
 	v := d.acquire()
 	if v == nil {
+		if u := d.unopened.Load(); u != nil {
+			return nil, &FailingError{Dataset: d.name, ID: u.id, Reason: u.reason, Unopened: true}
+		}
 		return nil, fmt.Errorf("dataset %q: %w", d.name, ErrClosed)
 	}
 	if f := d.faultOf(v.ID()); f != nil {
@@ -281,14 +321,32 @@ func (d *Dataset) drainedHook(v *View) {
 // waits failedRetry first.
 func (d *Dataset) Reload(force bool) ReloadResult {
 	d.swapMu.Lock()
-	defer d.swapMu.Unlock()
+	res, opened := d.reloadLocked(force), false
+	if res.Result == ReloadSwapped && d.unopened.Swap(nil) != nil {
+		opened = true
+		d.stMu.Lock()
+		d.fs.failing, d.fs.reason = false, ""
+		d.stMu.Unlock()
+	}
+	d.swapMu.Unlock()
+	if opened {
+		// a dataset unopened at start-up: now its live writes (liveMu
+		// before swapMu, so after the reload)
+		d.log.Info("dataset served: its snapshot opened", "dataset", d.name, "snapshot_id", res.SnapshotID)
+		d.openLive()
+	}
+	return res
+}
+
+// reloadLocked is Reload with swapMu held.
+func (d *Dataset) reloadLocked(force bool) ReloadResult {
 	now := time.Now()
 	live := d.cur.Load()
 	res := ReloadResult{Dataset: d.name}
 	if live != nil {
 		res.SnapshotID = live.ID()
 	}
-	if d.closed || live == nil {
+	if d.closed || (live == nil && d.unopened.Load() == nil) {
 		res.Result, res.Error = ReloadFailed, "dataset is closed"
 		return res
 	}
@@ -298,7 +356,7 @@ func (d *Dataset) Reload(force bool) ReloadResult {
 	d.st.currentID = id
 	// A damaged live snapshot is reopened (verified) like a new id: its
 	// file may have been restored.
-	same := id == live.ID() && d.faultOf(id) == nil
+	same := live != nil && id == live.ID() && d.faultOf(id) == nil
 	skip := err == nil && !same && !force && id == d.st.failedID && now.Before(d.st.retryAt)
 	if err == nil && same {
 		d.st.lastError, d.st.failedID = "", 0 // back on the live snapshot (a rollback)
@@ -314,6 +372,15 @@ func (d *Dataset) Reload(force bool) ReloadResult {
 		// failing state
 		d.clearFailingLocked()
 		res.Result = ReloadUnchanged
+		// A follower's writer may have moved the checkpoint alone (a
+		// discard): the writes it retired are not served here either.
+		if d.follower() != nil {
+			if cp, err := d.ds.CheckpointFor(live.Manifest()); err == nil && cp.Folded > d.folded.Load() {
+				if err := d.refoldLocked(live, true); err != nil {
+					res.Result, res.Error = ReloadFailed, err.Error()
+				}
+			}
+		}
 		return res
 	case skip:
 		res.Result = ReloadSkipped
@@ -344,9 +411,13 @@ func (d *Dataset) Reload(force bool) ReloadResult {
 	if h := d.opt.Hooks.Reloaded; h != nil {
 		h(d.name, true, dur)
 	}
-	res.Result, res.PreviousID, res.SnapshotID = ReloadSwapped, live.ID(), id
+	var prev uint64
+	if live != nil {
+		prev = live.ID()
+	}
+	res.Result, res.PreviousID, res.SnapshotID = ReloadSwapped, prev, id
 	res.OpenMS = float64(dur.Microseconds()) / 1000
-	d.log.Info("dataset reloaded", "dataset", d.name, "snapshot_id", id, "previous_id", live.ID(),
+	d.log.Info("dataset reloaded", "dataset", d.name, "snapshot_id", id, "previous_id", prev,
 		"rows", s.Manifest.Stats.Rows, "series", s.Manifest.Stats.Series, "mapped_bytes", s.MappedBytes(), "open_ms", res.OpenMS)
 	return res
 }
@@ -374,8 +445,11 @@ func (d *Dataset) failed(res ReloadResult, id uint64, err error, dur time.Durati
 func (d *Dataset) Close() {
 	d.closeVintages()
 	d.liveMu.Lock()
-	if d.live != nil {
-		d.live.Close()
+	if w := d.live.Load(); w != nil {
+		w.Close()
+	}
+	if f := d.follow.Load(); f != nil {
+		f.Close()
 	}
 	d.liveMu.Unlock()
 	d.viewMu.Lock()

@@ -47,6 +47,9 @@ const (
 	FaultMemory  = "memory_fault" // a read of a mapping faulted (SIGBUS)
 	FaultChanged = "file_changed" // a served file changed size, mtime or inode
 	FaultCorrupt = "corrupt_read" // a reader found the served bytes damaged (an error marked corrupt)
+	// FaultUnopened: the snapshot CURRENT named could not be opened when
+	// the server started (no view at all; not counted in the metric).
+	FaultUnopened = "unopened"
 )
 
 // FaultKinds are every fault kind, for metrics that start at zero.
@@ -90,9 +93,15 @@ type FailingError struct {
 	Dataset string
 	ID      uint64 // the damaged snapshot
 	Reason  string
+	// Unopened: the snapshot could not be opened when the server started,
+	// so nothing of the dataset is served yet.
+	Unopened bool
 }
 
 func (e *FailingError) Error() string {
+	if e.Unopened {
+		return fmt.Sprintf("dataset %q is not served: snapshot %d could not be opened (%s); it is served once a good snapshot is published or restored", e.Dataset, e.ID, query.Truncate(e.Reason, 512))
+	}
 	return fmt.Sprintf("dataset %q is failing: snapshot %d is damaged (%s); no good snapshot to serve until it is restored or a new one is published", e.Dataset, e.ID, query.Truncate(e.Reason, 512))
 }
 

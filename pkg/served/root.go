@@ -29,7 +29,15 @@ type RootOptions struct {
 	// Compact is when a dataset is compacted by itself (zero: only an
 	// explicit Compact compacts).
 	Compact CompactPolicy
+	// FollowInterval is how often a dataset that follows another server's
+	// log (a read-only server's, a standby's) reads what was appended
+	// (Dataset.Follow); DefaultFollowInterval when 0. It bounds how stale
+	// a replica's answers are, beside the time to apply a write.
+	FollowInterval time.Duration
 }
+
+// DefaultFollowInterval is RootOptions.FollowInterval's default.
+const DefaultFollowInterval = 10 * time.Millisecond
 
 // Root is every dataset served from one root directory, and the loops
 // that keep them current: the reload poller and the compaction policy.
@@ -42,14 +50,17 @@ type Root struct {
 	stop        chan struct{} // closed by Close: the loops end
 	pollDone    chan struct{} // closed when the poller has ended (nil: none runs)
 	compactDone chan struct{} // closed when the compaction loop has ended (nil: none runs)
+	followDone  chan struct{} // closed when the follow loop has ended (nil: none runs)
 	closeOnce   sync.Once
 }
 
 // OpenRoot discovers the datasets under dir (each a directory with a valid
 // dataset name and a CURRENT file; symlinks to directories are followed)
 // and opens each one (Open). A dataset directory without CURRENT (never
-// published) is skipped with a log line; a dataset that fails to open is
-// an error, so a server never starts with a dataset silently missing.
+// published) is skipped with a log line. A dataset whose snapshot fails to
+// open is served as Unopened: never silently missing, but its failure
+// stays inside it (its requests are refused with the reason, status and
+// metrics show it failing) while every other dataset serves.
 func OpenRoot(dir string, opt RootOptions) (*Root, error) {
 	if opt.Logger == nil {
 		opt.Logger = discard
@@ -76,8 +87,10 @@ func OpenRoot(dir string, opt RootOptions) (*Root, error) {
 		t0 := time.Now()
 		d, err := Open(ddir, opt.Options)
 		if err != nil {
-			r.Close()
-			return nil, fmt.Errorf("serve: %w", err)
+			if d, err = Unopened(ddir, opt.Options, err); err != nil {
+				r.Close()
+				return nil, fmt.Errorf("serve: %w", err)
+			}
 		}
 		r.datasets[name] = d
 		r.names = append(r.names, name)
@@ -104,6 +117,12 @@ func (r *Root) Start() {
 		r.pollDone = make(chan struct{})
 		go r.poll()
 	}
+	every := r.opt.FollowInterval
+	if every <= 0 {
+		every = DefaultFollowInterval
+	}
+	r.followDone = make(chan struct{})
+	go r.everyDataset(every, r.followDone, func(d *Dataset) { d.Follow(context.Background()) })
 }
 
 // Names lists the served datasets, sorted.
@@ -125,6 +144,9 @@ func (r *Root) Close() {
 		}
 		if r.compactDone != nil {
 			<-r.compactDone
+		}
+		if r.followDone != nil {
+			<-r.followDone
 		}
 	})
 	for _, d := range r.datasets {

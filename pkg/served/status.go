@@ -19,8 +19,8 @@ type DeltaStatus struct {
 	Runs         int     `json:"runs"`          // sorted runs (generations) merged on read
 	FrozenRuns   int     `json:"frozen_runs"`   // runs a compaction is folding
 	Writes       int64   `json:"writes"`        // batches acknowledged since start-up
-	WALPosition  string  `json:"wal_position"`  // durable through (segment:offset)
-	WALFolded    string  `json:"wal_folded"`    // what the served snapshot folded in
+	WALPosition  string  `json:"wal_position"`  // durable through (segment:offset); a follower: applied through
+	WALFolded    string  `json:"wal_folded"`    // the log's checkpoint the delta lies after (writes through it belong to vintages or were retired)
 	WALBytes     int64   `json:"wal_bytes"`     // size of the wal/ segments
 	WALSegments  int     `json:"wal_segments"`  // segment files
 	FsyncLastMS  float64 `json:"fsync_last_ms"` // the last group commit's append + fsync
@@ -30,20 +30,27 @@ type DeltaStatus struct {
 }
 
 func (d *Dataset) deltaStatus() *DeltaStatus {
-	w := d.liveWriter()
-	if w == nil {
+	var ds *DeltaStatus
+	var after uint64
+	if w := d.liveWriter(); w != nil {
+		st, ws := w.State(), w.Stats()
+		ds = &DeltaStatus{
+			Rows: st.Rows(), AddedRows: st.Added(), Bytes: st.Bytes(), Runs: len(st.Runs()), FrozenRuns: len(st.Frozen()),
+			Writes: ws.Writes, WALPosition: wal.PositionFromUint64(ws.WALPosition).String(),
+			FsyncLastMS: float64(ws.FsyncLast.Microseconds()) / 1000,
+		}
+		after = d.folded.Load()
+	} else if f := d.follower(); f != nil {
+		st, fs := f.State(), f.Stats()
+		ds = &DeltaStatus{
+			Rows: st.Rows(), AddedRows: st.Added(), Bytes: st.Bytes(), Runs: len(st.Runs()),
+			Writes: fs.Records, WALPosition: wal.PositionFromUint64(fs.Position).String(),
+		}
+		after = f.After()
+	} else {
 		return nil
 	}
-	st, ws := w.State(), w.Stats()
-	ds := &DeltaStatus{
-		Rows: st.Rows(), AddedRows: st.Added(), Bytes: st.Bytes(), Runs: len(st.Runs()), FrozenRuns: len(st.Frozen()),
-		Writes: ws.Writes, WALPosition: wal.PositionFromUint64(ws.WALPosition).String(),
-		FsyncLastMS: float64(ws.FsyncLast.Microseconds()) / 1000,
-	}
-	if v := d.acquire(); v != nil {
-		ds.WALFolded = wal.PositionFromUint64(v.Manifest().WALPosition).String()
-		v.Release()
-	}
+	ds.WALFolded = wal.PositionFromUint64(after).String()
 	ds.WALBytes, ds.WALSegments = walSize(filepath.Join(d.dir, dsdir.WALDir))
 	d.stMu.Lock()
 	ds.Compactions, ds.CompactError = d.cs.count, d.cs.lastError
@@ -110,6 +117,16 @@ type DatasetStatus struct {
 	FallbackID    uint64 `json:"fallback_id,omitempty"` // served instead of it (0: none found; requests are Unavailable)
 	Faults        int64  `json:"faults"`                // damage found since start-up
 
+	// Writes is how the dataset holds its live writes: "writer" (it takes
+	// them), "following" (a read-only server tailing another's log),
+	// "standby" (another server holds the log; this one follows it and
+	// takes over when it is free), "failing" (the log could not be opened:
+	// the snapshot alone is served, read-only; WritesReason says why), or
+	// "none" (no log yet).
+	Writes       string `json:"writes"`
+	WritesReason string `json:"writes_reason,omitempty"`
+	WritesSince  string `json:"writes_since,omitempty"`
+
 	// Delta is the live-write state; absent when the dataset took none.
 	Delta *DeltaStatus `json:"delta,omitempty"`
 }
@@ -119,7 +136,16 @@ type DatasetStatus struct {
 func (d *Dataset) Status() (DatasetStatus, bool) {
 	v := d.acquire()
 	if v == nil {
-		return DatasetStatus{}, false
+		u := d.unopened.Load()
+		if u == nil {
+			return DatasetStatus{}, false
+		}
+		d.stMu.Lock()
+		rs := d.st
+		d.stMu.Unlock()
+		return DatasetStatus{Name: d.name, Failing: true, FailingReason: "not served: " + u.reason,
+			FailingSince: u.at.UTC().Format(time.RFC3339Nano), DamagedID: u.id, CurrentID: rs.currentID,
+			ReloadFailures: rs.failures, LastError: rs.lastError, Writes: WritesNone}, true
 	}
 	defer v.Release()
 	ts := func(t time.Time) string {
@@ -133,7 +159,11 @@ func (d *Dataset) Status() (DatasetStatus, bool) {
 	rs, fs := d.st, d.fs
 	d.stMu.Unlock()
 	info := v.r.Info()
+	d.liveMu.Lock()
+	ws := d.ws
+	d.liveMu.Unlock()
 	st := DatasetStatus{
+		Writes: ws.mode, WritesReason: ws.reason, WritesSince: ts(ws.since),
 		Failing: fs.failing, FailingReason: fs.reason, DamagedID: fs.damaged, FallbackID: fs.fallback, Faults: fs.faults,
 		Name: d.name, SnapshotID: v.ID(), ParentID: m.ParentID, Rows: info.Rows, Series: info.Series,
 		FirstPeriod: m.Stats.FirstPeriod, LastPeriod: m.Stats.LastPeriod, MappedBytes: v.snap.MappedBytes(),
@@ -163,6 +193,14 @@ func (d *Dataset) ReloadFailing() bool {
 // Failing reports whether the snapshot CURRENT names is damaged (metrics).
 func (d *Dataset) Failing() bool { return d.faultStatus().failing }
 
+// WritesFailing reports whether the dataset's log could not be opened, so
+// it serves its snapshot alone, read-only (metrics).
+func (d *Dataset) WritesFailing() bool {
+	d.liveMu.Lock()
+	defer d.liveMu.Unlock()
+	return d.ws.mode == WritesFailing
+}
+
 // Draining is the number of replaced snapshots still mapped because
 // in-flight readers hold them (metrics).
 func (d *Dataset) Draining() int64 { return d.draining.Load() }
@@ -184,6 +222,10 @@ type LiveStats struct {
 func (d *Dataset) LiveStats() (LiveStats, bool) {
 	w := d.liveWriter()
 	if w == nil {
+		if f := d.follower(); f != nil {
+			st, fs := f.State(), f.Stats()
+			return LiveStats{Rows: st.Rows(), Bytes: st.Bytes(), Runs: len(st.Runs()), Writes: fs.Records, WriteRows: fs.Rows}, true
+		}
 		return LiveStats{}, false
 	}
 	st, ws := w.State(), w.Stats()

@@ -107,6 +107,13 @@ type Options struct {
 	// file (--hot-since, --hot-rows; AllCold for --format vortex): see
 	// coldfile.Policy. The zero Policy writes no cold file.
 	Tiers coldfile.Policy
+	// SupersedeWrites makes the new snapshot retire the dataset's live
+	// writes acknowledged before the build started (their log position
+	// is read first thing): once it is CURRENT they no longer shadow it;
+	// later writes still do. Without it every live write keeps shadowing
+	// the new snapshot until a compaction folds it (docs/OPERATIONS.md
+	// "One truth for a dataset").
+	SupersedeWrites bool
 
 	// onPhase, when set (tests), is called as each phase begins: "scan",
 	// "read", "sort", "write", "publish".
@@ -201,6 +208,13 @@ type Summary struct {
 	// --no-publish (the snapshot is a vintage waiting for `snapbuild
 	// publish`) or when nothing was built.
 	Published bool `json:"published"`
+	// WALPosition is the live writes' checkpoint the snapshot records:
+	// the writes logged after it shadow the snapshot (the manifest's
+	// wal_position). With --supersede-writes, Superseded is the log's end
+	// when the build started, which the checkpoint moves to (0: the build
+	// superseded nothing).
+	WALPosition uint64 `json:"wal_position"`
+	Superseded  uint64 `json:"superseded_wal_position,omitempty"`
 }
 
 // ErrUnchanged is returned by Build with IfChanged when the lake table's
@@ -253,6 +267,12 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		lap = now
 	}
 	sum := &Summary{Dataset: ds.Name}
+	if opt.SupersedeWrites {
+		// Every write acknowledged before this moment is in the log by now.
+		if sum.Superseded, err = ds.LiveEnd(); err != nil {
+			return nil, err
+		}
+	}
 
 	lo := opt.Lake
 	lo.Input = opt.Input
@@ -478,14 +498,19 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		os.RemoveAll(staged)
 		return nil, interrupted(ctx, err)
 	}
+	if err := liveBoundary(w, ds, m, sum.Superseded); err != nil {
+		os.RemoveAll(staged)
+		return nil, err
+	}
+	sum.WALPosition = m.WALPosition
 	// From here the publish runs to its end: it takes milliseconds, and
 	// each of its steps leaves the dataset consistent anyway.
-	publish := w.Publish
-	if opt.NoPublish {
-		publish = w.Install
-	}
 	ph = rep.Phase("publish", 0, 0)
-	err = publish(staged, m)
+	if opt.NoPublish {
+		err = w.Install(staged, m)
+	} else {
+		err = w.Publish(staged, m, dataset.Change{Action: dataset.ActionBuild})
+	}
 	ph.Done()
 	if err != nil {
 		os.RemoveAll(staged)

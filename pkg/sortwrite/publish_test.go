@@ -148,7 +148,7 @@ func TestNoPublish(t *testing.T) {
 	if _, err := os.Stat(ds.Path(dataset.SnapshotPath(sum.SnapshotID))); err != nil {
 		t.Fatalf("the next writer removed the staged snapshot: %v", err)
 	}
-	from, err := w.PublishInstalled(sum.SnapshotID, "test")
+	from, err := w.PublishInstalled(sum.SnapshotID, dataset.Change{Tool: "test"})
 	w.Close()
 	if err != nil || from != first.SnapshotID {
 		t.Fatalf("PublishInstalled: from %d, %v", from, err)

@@ -30,6 +30,14 @@ func newSegmentReader(f *os.File, seg uint32, off, end int64) *segmentReader {
 	}
 }
 
+// reset points s at segment seg of f from off to end, keeping its buffers
+// (a Tail reads a little every few milliseconds: a fresh 1 MiB buffer each
+// time was most of what it allocated).
+func (s *segmentReader) reset(f *os.File, seg uint32, off, end int64) {
+	s.r.Reset(io.NewSectionReader(f, off, end-off))
+	s.seg, s.off, s.end = seg, off, end
+}
+
 // next returns the next record's kind and payload (valid until the next
 // call), io.EOF exactly at end, a record problem (isRecordProblem) at s.off,
 // or an I/O error.

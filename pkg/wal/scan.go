@@ -3,9 +3,12 @@ package wal
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/energyscope/servingsnap/pkg/fileutil"
 )
 
 // SegmentInfo describes one segment file as Scan found it.
@@ -36,17 +39,10 @@ type ScanInfo struct {
 // it is reported in the segment's Problem. An error from fn stops it.
 func Scan(dir string, after Position, fn func(Position, []byte) error) (ScanInfo, error) {
 	var info ScanInfo
-	ents, err := os.ReadDir(dir)
+	segs, err := segmentNumbers(dir)
 	if err != nil {
 		return info, err
 	}
-	var segs []uint32
-	for _, e := range ents {
-		if n, ok := parseSegmentName(e.Name()); ok && e.Type().IsRegular() {
-			segs = append(segs, n)
-		}
-	}
-	slices.Sort(segs)
 	for i, n := range segs {
 		si, err := scanSegment(dir, n, after, fn, &info)
 		if err != nil {
@@ -111,3 +107,43 @@ func scanSegment(dir string, n uint32, after Position, fn func(Position, []byte)
 		}
 	}
 }
+
+// segmentNumbers lists the segment numbers in dir, ascending, changing
+// nothing (listSegments, for the log's owner, also clears leftovers).
+func segmentNumbers(dir string) ([]uint32, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var segs []uint32
+	for _, e := range ents {
+		if n, ok := parseSegmentName(e.Name()); ok && e.Type().IsRegular() {
+			segs = append(segs, n)
+		}
+	}
+	slices.Sort(segs)
+	return segs, nil
+}
+
+// End is the position after the last intact record of the log in dir,
+// read without its lock (a writer may be appending): only the newest
+// segment is read, and a torn or partly written tail ends it. Every
+// record acknowledged before End was called is at or before it. The zero
+// Position when dir holds no segment.
+func End(dir string) (Position, error) {
+	segs, err := segmentNumbers(dir)
+	if err != nil || len(segs) == 0 {
+		return Position{}, err
+	}
+	var info ScanInfo
+	si, err := scanSegment(dir, segs[len(segs)-1], Position{Segment: math.MaxUint32}, nil, &info)
+	if err != nil {
+		return Position{}, fmt.Errorf("wal %s: %w", dir, err)
+	}
+	return si.End, nil
+}
+
+// Held reports whether a process holds the log in dir open for appending
+// (its LOCK), as far as the kernel's lock table tells (/proc/locks): the
+// look takes no lock itself, so it never makes a starting writer fail.
+func Held(dir string) bool { return fileutil.LockHolder(filepath.Join(dir, lockFile)) != 0 }

@@ -26,6 +26,9 @@ import (
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 )
 
+// lockFile is the file whose flock the appending process holds.
+const lockFile = "LOCK"
+
 // Defaults for Options.
 const (
 	DefaultSegmentSize   = 64 << 20
@@ -129,6 +132,9 @@ type chunk struct {
 	create bool // the segment is new: create it first
 }
 
+// Dir is the log's directory.
+func (w *WAL) Dir() string { return w.dir }
+
 // Open opens the log in dir, creating the directory and a first segment if
 // needed, and takes an exclusive lock on dir/LOCK so one process appends.
 //
@@ -144,7 +150,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if err := ensureDir(dir); err != nil {
 		return nil, err
 	}
-	lock, err := fileutil.TryLock(filepath.Join(dir, "LOCK"))
+	lock, err := fileutil.TryLock(filepath.Join(dir, lockFile))
 	if err != nil {
 		return nil, fmt.Errorf("wal %s: %w", dir, err)
 	}

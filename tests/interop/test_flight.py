@@ -450,7 +450,7 @@ def test_status_action(client, served):
         assert by[name]["mapped_bytes"] == b.snap.file_entry("data")["size"]
     assert st["mapped_bytes"] == sum(d["mapped_bytes"] for d in st["datasets"])
     # the plain actions, then the Flight SQL ones served on the same port
-    assert [a.type for a in client.list_actions()] == ["status", "compact", "reload", "CreatePreparedStatement", "ClosePreparedStatement"]
+    assert [a.type for a in client.list_actions()] == ["status", "compact", "discard", "reload", "CreatePreparedStatement", "ClosePreparedStatement"]
 
 
 def test_metrics_and_health(server, client, served):
