@@ -137,7 +137,7 @@ func TestSyncLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Rollback(1, "test", "back"); err != nil {
+	if _, err := w.Rollback(1, dataset.Change{Tool: "test", Reason: "back"}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -161,7 +161,7 @@ func TestSyncLifecycle(t *testing.T) {
 	}
 	// Roll forward to 2, then gc everything but CURRENT.
 	w, _ = d.LockForWrite()
-	if _, err := w.Rollback(2, "test", "forward"); err != nil {
+	if _, err := w.Rollback(2, dataset.Change{Tool: "test", Reason: "forward"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.GC(0, false); err != nil {
@@ -232,7 +232,7 @@ func TestSyncREST(t *testing.T) {
 	}
 	testsnap.Build(t, lake, ds, portable)
 	w, _ := d.LockForWrite()
-	if _, err := w.Rollback(1, "test", ""); err != nil {
+	if _, err := w.Rollback(1, dataset.Change{Tool: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
