@@ -6,8 +6,9 @@
 # Python is used by the demo (pyarrow), the interop and doc tests and the
 # benchmark peers. One venv, .venv, holds it; each target installs only the
 # pinned requirements it needs, in layers (python/requirements-*.txt):
-#   demo   pyarrow                                  make demo
-#   test   + pytest, duckdb, polars, vortex-data     make test, make venv
+#   demo   pyarrow, the servingsnap package         make demo
+#   test   + pytest, duckdb, polars, vortex-data,    make test, make venv
+#          pyiceberg, hatchling; python/servingsnap
 #   bench  + duckdb, polars, numpy, matplotlib      make bench*
 
 GO        ?= go
@@ -53,7 +54,13 @@ $(VENV)/.bench: $(VENV)/.demo python/requirements-bench.txt
 	$(PIP) -r python/requirements-bench.txt
 	touch $@
 
-venv-demo: $(VENV)/.demo
+# The Python package, rebuilt into the venv whenever its sources change.
+$(VENV)/.servingsnap: $(VENV)/.demo python/servingsnap/pyproject.toml $(wildcard python/servingsnap/src/servingsnap/*.py)
+	@echo "== the servingsnap Python package (python/servingsnap) into $(VENV)/"
+	$(PIP) --no-build-isolation --no-deps --force-reinstall ./python/servingsnap
+	touch $@
+
+venv-demo: $(VENV)/.demo $(VENV)/.servingsnap
 venv: $(VENV)/.test
 venv-bench: $(VENV)/.bench
 
@@ -67,8 +74,9 @@ test: vet test-go test-interop bench-report-check
 test-go:
 	$(GO) test -race -count=1 -tags invariants ./...
 
-test-interop: build venv
+test-interop: build venv $(VENV)/.servingsnap
 	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q tests/interop tests/vortex tests/docs
+	SNAPBUILD=$(abspath $(BIN))/snapbuild $(VPY) -m pytest -q python/servingsnap/tests
 
 # Run every fuzz target for FUZZTIME each (CI runs the seed corpora via
 # test-go; this explores).
@@ -129,6 +137,19 @@ bench-quick: build venv-bench
 .PHONY: bench-tiers
 bench-tiers: build venv-bench
 	$(VPY) bench/tiers.py --profile $(PROFILE) --bin $(BIN)/snapbuild --go $(GO) --out bench/results $(if $(SNAPSERVE),--snapserve $(SNAPSERVE))
+
+# Parquet copies of a snapshot (make bench's build section alone, on the default lake): build,
+# build --portable's copy and a whole-snapshot export against DuckDB's COPY ... ORDER BY, in the
+# same invocation. Results: bench/results/DATE-copies.{md,json}.
+.PHONY: bench-copies
+bench-copies: build venv-bench
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/harness.py --profile copies --sections build --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+
+# The Python package (python/servingsnap): open and one-series lookup + slice at 2.8M series.
+# Results: bench/results/DATE-python-package.json.
+.PHONY: bench-python
+bench-python: build venv-bench
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/pkgread.py --bin $(BIN)/snapbuild --out bench/results
 
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
 bench-build: build venv-bench

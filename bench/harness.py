@@ -59,6 +59,10 @@ PROFILES = {
     "large": dict(series=100000, runs=3, build_runs=3, scaling=[1000, 10000, 100000, 1000000], warmup=100,
                   queries={"one": 4000, "range": 4000, "batch100": 1000, "latest1000": 1000},
                   time_cap=30, descr="the default profile plus a 1M-series (~150M rows) scaling point"),
+    # The default lake's build section alone (`make bench-copies`): build, the portable copy and
+    # a whole-snapshot export against DuckDB's sort-and-write, without the serving sections.
+    "copies": dict(series=100000, runs=3, build_runs=3, scaling=[], warmup=0, queries={}, time_cap=30,
+                   descr="100k series (~15M rows): build, portable copy and export against DuckDB, three repetitions"),
     # Its own runner (bench/snapbench/seed.py); --fraction scales it down.
     "seed": dict(descr="2.82M series (~420M rows) built with --memory 6GiB, then served (bench/snapbench/seed.py)"),
 }

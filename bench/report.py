@@ -257,6 +257,41 @@ def region_runs(runs, here):
                      f"→ {' '.join(r.meta.get('loadavg_end') or [])}" for r in runs)
 
 
+# Results of benchmarks other than the profile's runs (make bench-copies, make bench-python):
+# the newest file of each kind under --results (RESULTS, set by main).
+
+
+def newest(pattern):
+    files = sorted(pathlib.Path(RESULTS).glob(pattern))
+    return files[-1] if files else None
+
+
+def region_copies(runs, here):
+    p = newest("*-copies.json")
+    if p is None:
+        return None
+    sys.path.insert(0, str(HERE))
+    from snapbench.buildcmp import copy_table
+    B = json.loads(p.read_text())["build"]
+    rel = os.path.relpath(p.with_suffix(".md"), here.parent)
+    lines = copy_table(B)[2:]  # the table, without its lead-in
+    b = statistics.median([r["seconds"] for r in B["ours"]])
+    d = statistics.median([r["seconds"] for r in B["duckdb"]])
+    return "\n".join(lines + ["", f"{B['rows']:,} rows, {B['series']:,} series; plain build {b:.2f} s, DuckDB COPY … ORDER BY "
+                              f"{d:.2f} s; {len(B['ours'])} alternating runs, medians (min–max) ([{p.stem}]({rel}), `make bench-copies`)."])
+
+
+def region_python_package(runs, here):
+    p = newest("*-python-package.json")
+    if p is None:
+        return None
+    R = json.loads(p.read_text())
+    rel = os.path.relpath(p, here.parent)
+    return (f"open {R['open_ms_p50']:.2f} ms (p50, p99 {R['open_ms_p99']:.2f} ms); one-series lookup + slice "
+            f"{R['lookup_us_p50']:.1f} µs (p50, p99 {R['lookup_us_p99']:.1f} µs); {R['series']:,} series, {R['rows']:,} rows, "
+            f"Python {R['python']}, pyarrow {R['pyarrow']} ([{p.stem}]({rel}), `make bench-python`)")
+
+
 def go_bench_lines(results, suffix, name):
     """The metrics of every `name` line of the newest results/*-SUFFIX.txt: (path, [{unit: value}])."""
     files = sorted(pathlib.Path(results).glob(f"*-{suffix}.txt"))
@@ -293,7 +328,8 @@ def region_replica(runs, here):
 
 
 REGIONS = {"serve": region_serve, "ratios": region_ratios, "build": region_build, "sizes": region_sizes,
-           "runs": region_runs, "replica": region_replica}
+           "runs": region_runs, "replica": region_replica, "copies": region_copies,
+           "python_package": region_python_package}
 
 
 def rewrite(path, runs):
@@ -318,7 +354,7 @@ def main():
     ap.add_argument("--check", action="store_true", help="exit 1 if a file differs from what the runs generate")
     a = ap.parse_args()
     global RESULTS
-    RESULTS = a.results
+    RESULTS = pathlib.Path(a.results)
     runs = load_runs(a.results, a.profile)
     if not runs:
         sys.exit(f"bench/report.py: no complete {a.profile} run (json + md) in {a.results}")

@@ -1,5 +1,9 @@
 """Build cost: `snapbuild build` against DuckDB's sort-and-write on the same lake.
 
+With it, the two ways to get a Parquet copy of a snapshot: `snapbuild build --portable`
+(the build's own portable.parquet, its `extra` phase) and `snapbuild export DS out.parquet`
+of the whole snapshot, each set against the plain build and against the same DuckDB COPY.
+
 Both peers run as child processes, alternating, in the same invocation; each run's wall time
 and peak RSS (wait4's rusage, so the child alone) are recorded. The DuckDB peer is what a data
 engineer would write instead: COPY (SELECT * FROM read_parquet(...) ORDER BY series_id, period)
@@ -29,6 +33,19 @@ def build_ours(snapbuild, lake, dataset_dir):
     return secs, rss, json.loads(out)
 
 
+def build_portable(snapbuild, lake, dataset_dir):
+    """snapbuild build --portable --json; returns (seconds, peak RSS, the portable copy's seconds)."""
+    secs, rss, out = procs.run_measured([str(snapbuild), "build", "--input", str(lake), "--out", str(dataset_dir),
+                                         "--portable", "--json"])
+    return secs, rss, json.loads(out)["phases"].get("extra", 0.0)
+
+
+def export_whole(snapbuild, dataset_dir, dst):
+    """snapbuild export DS out.parquet (every row); returns (seconds, peak RSS, output bytes)."""
+    secs, rss, _ = procs.run_measured([str(snapbuild), "export", str(dataset_dir), str(dst), "--json"])
+    return secs, rss, os.path.getsize(dst)
+
+
 def duckdb_copy(lake, dst, python=sys.executable):
     """DuckDB COPY ... ORDER BY ... TO parquet in a child Python; returns (seconds, peak RSS, output bytes)."""
     secs, rss, _ = procs.run_measured([python, "-c", DUCKDB_SCRIPT, str(lake), str(dst)])
@@ -37,18 +54,24 @@ def duckdb_copy(lake, dst, python=sys.executable):
 
 def compare(snapbuild, lake, work, runs, log=print):
     """Alternate `runs` builds of each peer; return the raw numbers."""
-    ours, peer, summary = [], [], None
+    ours, peer, portable, export, summary = [], [], [], [], None
     for i in range(runs):
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             secs, rss, summary = build_ours(snapbuild, lake, f"{tmp}/DS")
             ours.append({"seconds": secs, "peak_rss": rss})
+            secs, rss, size = export_whole(snapbuild, f"{tmp}/DS", f"{tmp}/export.parquet")
+            export.append({"seconds": secs, "peak_rss": rss, "bytes": size})
+        with tempfile.TemporaryDirectory(dir=work) as tmp:
+            secs, rss, copy = build_portable(snapbuild, lake, f"{tmp}/DS")
+            portable.append({"seconds": secs, "peak_rss": rss, "copy_seconds": copy})
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             secs, rss, size = duckdb_copy(lake, f"{tmp}/sorted.parquet")
             peer.append({"seconds": secs, "peak_rss": rss, "bytes": size})
         log(f"  build run {i + 1}/{runs}: snapbuild {ours[-1]['seconds']:.2f}s {ours[-1]['peak_rss'] / 2**30:.2f} GiB | "
-            f"duckdb {peer[-1]['seconds']:.2f}s {peer[-1]['peak_rss'] / 2**30:.2f} GiB")
+            f"duckdb {peer[-1]['seconds']:.2f}s {peer[-1]['peak_rss'] / 2**30:.2f} GiB | "
+            f"--portable copy {portable[-1]['copy_seconds']:.2f}s | export {export[-1]['seconds']:.2f}s")
     files = {f["role"]: f["size"] for f in summary["files"]}
-    return {"ours": ours, "duckdb": peer, "rows": summary["rows"], "series": summary["series"],
+    return {"ours": ours, "duckdb": peer, "portable": portable, "export": export, "rows": summary["rows"], "series": summary["series"],
             "data_bytes": files.get("data"), "index_bytes": files.get("index"), "phases": summary.get("phases", {})}
 
 
@@ -74,4 +97,30 @@ def table(res, lake_bytes):
         f"| output (MiB) | data {data / 2**20:.1f} + index {index / 2**20:.1f} | {res['duckdb'][-1]['bytes'] / 2**20:.1f} | |",
         "",
         f"index / data = {index / data * 100:.2f}%",
+    ] + copy_table(res)
+
+
+def copy_table(res):
+    """The Parquet copies against the build and DuckDB, as Markdown lines (none for results
+    recorded before they were measured)."""
+    if not res.get("portable"):
+        return []
+    b = med([r["seconds"] for r in res["ours"]])
+    d = med([r["seconds"] for r in res["duckdb"]])
+    cp = [r["copy_seconds"] for r in res["portable"]]
+    ex = [r["seconds"] for r in res["export"]]
+
+    def c(xs):
+        return f"{med(xs):.2f} ({spread(xs)})" if len(xs) > 1 else f"{xs[0]:.2f}"
+
+    return [
+        "",
+        "Parquet copies of the snapshot, same runs (the portable copy: `build --portable`'s extra phase; "
+        "export: `snapbuild export DS out.parquet`, a process of its own):",
+        "",
+        "| | seconds | / build | / DuckDB COPY |",
+        "|---|---|---|---|",
+        f"| portable copy | {c(cp)} | {med(cp) / b:.2f} | {med(cp) / d:.2f} |",
+        f"| export to Parquet | {c(ex)} | {med(ex) / b:.2f} | {med(ex) / d:.2f} |",
+        f"| export output (MiB) | {res['export'][-1]['bytes'] / 2**20:.1f} | | |",
     ]

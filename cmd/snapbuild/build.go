@@ -17,7 +17,9 @@ import (
 	"github.com/energyscope/servingsnap/internal/progressui"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/export"
+	"github.com/energyscope/servingsnap/pkg/icebergtable"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -105,6 +107,10 @@ Examples:
 			&cli.IntFlag{Name: "batch-rows", Value: datafile.DefaultBatchRows, Usage: "target rows per data record batch (cut at series boundaries)"},
 			&cli.IntFlag{Name: "parallel", Usage: "reader goroutines", DefaultText: "number of CPUs"},
 			&cli.BoolFlag{Name: "portable", Usage: "also write portable.parquet: every row with its series id and attributes, for DuckDB, Spark, Trino or polars (see publish-copy)"},
+			&cli.BoolFlag{Name: "iceberg", Usage: "with --portable: also commit the vintage to the dataset's Iceberg table (created in ROOT/DATASET/iceberg on first use; see snapbuild iceberg sync)"},
+			&cli.StringFlag{Name: "iceberg-catalog-uri", Usage: "with --iceberg: the Iceberg REST catalog `URL` to publish to instead of ROOT/DATASET/iceberg"},
+			&cli.StringFlag{Name: "iceberg-table", Usage: "with --iceberg-catalog-uri: the table `NAMESPACE.NAME`"},
+			&cli.StringFlag{Name: "iceberg-warehouse", Usage: "with --iceberg-catalog-uri: the catalog's warehouse `NAME`"},
 			&cli.Int64Flag{Name: "portable-row-group-rows", Value: export.PortableRowGroupRows, Usage: "with --portable: target rows per Parquet row group (cut at the next series boundary)"},
 			&cli.StringFlag{Name: "format", Value: "arrow", Usage: "data file format: `arrow` (mapped, sliced zero-copy) or vortex (every row in cold.vortex, decoded per query)"},
 			&cli.StringFlag{Name: "hot-since", Usage: "tier the snapshot: rows before `YYYY-MM-DD` go to cold.vortex, the rest stay in the mapped data file (with --hot-rows: a row either keeps is hot)"},
@@ -187,8 +193,23 @@ Examples:
 				SupersedeWrites:  c.Bool("supersede-writes"),
 				Tiers:            tiers,
 			}
+			if c.Bool("iceberg") && !c.Bool("portable") {
+				return cliutil.Usagef("--iceberg publishes the portable copy: add --portable")
+			}
+			if err := checkIcebergFlags(c, "iceberg-"); err != nil {
+				return err
+			}
+			if c.IsSet("iceberg-catalog-uri") && !c.Bool("iceberg") {
+				return cliutil.Usagef("--iceberg-catalog-uri goes with --iceberg")
+			}
 			ctx, stopSignals := interruptible(c.Context)
 			defer stopSignals()
+			if c.Bool("iceberg") && (c.IsSet("shards") || c.IsSet("shard")) {
+				return cliutil.Usagef("--iceberg publishes one dataset's vintages; a sharded dataset's shards are separate datasets: run snapbuild iceberg sync on each shard directory")
+			}
+			if err := wantIceberg(c, &opt); err != nil {
+				return err
+			}
 			if c.IsSet("shards") || c.IsSet("shard") {
 				return buildShards(ctx, c, opt)
 			}
@@ -228,6 +249,25 @@ Examples:
 	}
 }
 
+// wantIceberg sets opt.Published when the build commits to an Iceberg
+// table: with --iceberg, or for a dataset that already has one.
+func wantIceberg(c *cli.Context, opt *sortwrite.Options) error {
+	d, err := dataset.Open(opt.Out)
+	if err != nil {
+		return err
+	}
+	_, has, err := icebergtable.LoadConfig(d)
+	if err != nil {
+		return err
+	}
+	if c.Bool("iceberg") || has {
+		cfg := icebergConfig(c, "iceberg-")
+		cfg.Token, cfg.Credential = c.String("catalog-token"), c.String("catalog-credential")
+		opt.Published = buildPublished(c, cfg)
+	}
+	return nil
+}
+
 func printSummary(w io.Writer, s *sortwrite.Summary) {
 	fmt.Fprintf(w, "snapshot %d of %s (parent %d): %s\n", s.SnapshotID, s.Dataset, s.ParentID, s.Manifest)
 	if !s.Published {
@@ -260,8 +300,12 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 	if p.Extra > 0 {
 		extra = fmt.Sprintf(", extra files %.2fs", p.Extra)
 	}
-	fmt.Fprintf(w, "  time        %.2fs (scan %.2fs, read %.2fs, sort %.2fs, write %.2fs%s, publish %.2fs)\n",
-		s.Seconds, p.Scan, p.Read, p.Sort, p.Write, extra, p.Publish)
+	after := ""
+	if p.Published > 0 {
+		after = fmt.Sprintf(", iceberg %.2fs", p.Published)
+	}
+	fmt.Fprintf(w, "  time        %.2fs (scan %.2fs, read %.2fs, sort %.2fs, write %.2fs%s, publish %.2fs%s)\n",
+		s.Seconds, p.Scan, p.Read, p.Sort, p.Write, extra, p.Publish, after)
 	if s.External {
 		fmt.Fprintf(w, "  memory      external sort under %s: %s runs, %s spilled, peak RSS %s\n",
 			humanBytes(s.MemoryBudget), count(s.Runs), humanBytes(s.SpillBytes), humanBytes(s.PeakRSS))

@@ -52,6 +52,7 @@ vintage), 2 usage error or a missing operand. --json prints one JSON document
 			publishCopyCommand(),
 			convertCommand(),
 			compactCommand(),
+			icebergCommand(),
 		},
 	}
 }

@@ -68,6 +68,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if err := followFlip(c.Context, c, d); err != nil {
+				return err
+			}
 			if c.Bool("json") {
 				return printJSON(c, map[string]any{"dataset": d.Name, "from": from, "to": id, "checks": rep.Checks})
 			}

@@ -140,6 +140,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if err := followFlip(c.Context, c, d); err != nil {
+				return err
+			}
 			if c.Bool("json") {
 				return printJSON(c, map[string]any{"dataset": d.Name, "from": from, "to": c.Uint64("to")})
 			}
@@ -178,6 +181,11 @@ Examples:
 			res, err := w.GC(c.Int("keep"), c.Bool("dry-run"))
 			if err != nil {
 				return err
+			}
+			if !res.DryRun && len(res.Removed) > 0 {
+				if err := followFlip(c.Context, c, d); err != nil {
+					return err
+				}
 			}
 			if c.Bool("json") {
 				return printJSON(c, res)

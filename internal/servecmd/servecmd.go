@@ -89,6 +89,7 @@ Examples:
 			&cli.Int64Flag{Name: "compact-rows", Usage: "compact a dataset when its live delta holds this many rows (0: never by rows)"},
 			&cli.StringFlag{Name: "compact-bytes", Value: "0", Usage: "compact when the delta holds this much memory, e.g. 512MiB (0: never by size)"},
 			&cli.DurationFlag{Name: "compact-age", Usage: "compact when the oldest write not yet folded in is this old, e.g. 1h (0: never by age)"},
+			&cli.IntFlag{Name: "vintages", Value: served.DefaultVintages, Usage: "retained vintages besides the served one each dataset keeps open (mapped, gc lease held) for tickets with \"vintage\" and SQL FOR VERSION AS OF, least recently used out (0: none)"},
 			&cli.StringFlag{Name: "cold-cache", Value: "256MiB", Usage: "memory budget `SIZE` of decoded cold rows (tiered snapshots' cold.vortex), one LRU for the whole server, e.g. 1GiB (0: no cache, every cold read decodes)"},
 			&cli.StringFlag{Name: "gc-headroom", Value: "256MiB", Usage: "keep the Go collector's heap goal at least `SIZE` above the live heap (fewer collections while the heap is small, the delta and requests only; a GOGC in the environment overrides it; 0: the runtime's own GOGC=100)"},
 			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it; reloads always do)"},
@@ -153,6 +154,11 @@ Examples:
 				return cli.Exit(fmt.Sprintf("serve: --grpc-window: %q: want a size from 0 to 512MiB", c.String("grpc-window")), 2)
 			}
 			cfg.WindowBytes = int(window)
+			if cfg.Vintages = c.Int("vintages"); cfg.Vintages < 0 {
+				return cli.Exit(fmt.Sprintf("serve: --vintages %d: want 0 or more", cfg.Vintages), 2)
+			} else if cfg.Vintages == 0 {
+				cfg.Vintages = -1 // none
+			}
 			if cfg.ColdCacheBytes, err = cliutil.ParseSize(c.String("cold-cache")); err != nil {
 				return cli.Exit("serve: --cold-cache: "+err.Error(), 2)
 			}

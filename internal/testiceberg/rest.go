@@ -9,10 +9,11 @@ import (
 	"sync"
 )
 
-// RESTCatalog is the read side of an Iceberg REST catalog (the Iceberg
-// REST OpenAPI specification: GET /v1/config, POST /v1/oauth/tokens,
-// GET /v1/{prefix}/namespaces/{namespace}/tables/{table}) over a warehouse
-// that Write filled: enough for a client that loads a table, and strict
+// RESTCatalog is an Iceberg REST catalog (the Iceberg REST OpenAPI
+// specification: GET /v1/config, POST /v1/oauth/tokens,
+// GET /v1/{prefix}/namespaces/{namespace}/tables/{table}, and the writes of
+// restwrite.go) over a warehouse that Write filled: enough for a client
+// that loads a table or publishes one, and strict
 // where a client could go wrong: every request but the token exchange must
 // carry the bearer token, the warehouse must be the one configured, and an
 // unknown table is the specification's NoSuchTableException.
@@ -69,6 +70,9 @@ func (c *RESTCatalog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Header.Get("Authorization") != "Bearer "+c.Token {
 		writeError(w, http.StatusUnauthorized, "NotAuthorizedException", "Not authorized: a bearer token is required")
+		return
+	}
+	if c.serveWrite(w, r) {
 		return
 	}
 	switch {

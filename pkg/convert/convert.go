@@ -6,6 +6,7 @@
 package convert
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -174,13 +175,44 @@ type Output struct {
 
 	path, tmp string
 	f         *os.File
-	snk       sink
+	snk       sink          // nil: CreateRaw's output
+	raw       *bufio.Writer // CreateRaw's
 	done      bool
 }
+
+// Raw is where a CreateRaw output's bytes go.
+func (o *Output) Raw() io.Writer { return o.raw }
 
 // Create starts writing a table of schema to path. An existing path is
 // refused unless overwrite is set.
 func Create(path string, schema *arrow.Schema, overwrite bool) (*Output, error) {
+	o, err := newOutput(path, overwrite)
+	if err != nil {
+		return nil, err
+	}
+	// Hide Close from the sink (pqarrow closes a writer that has one): the
+	// file is synced and closed here, after the footer is out.
+	if o.snk, err = createSink(struct{ io.Writer }{o.f}, schema, o.Format); err != nil {
+		o.Abort()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return o, nil
+}
+
+// CreateRaw is Create for a writer of its own format (export's Parquet
+// copy of a whole snapshot): the bytes written to Raw land at path the way
+// Create's batches do, complete or not at all.
+func CreateRaw(path string, overwrite bool) (*Output, error) {
+	o, err := newOutput(path, overwrite)
+	if err != nil {
+		return nil, err
+	}
+	o.raw = bufio.NewWriterSize(o.f, 1<<20)
+	return o, nil
+}
+
+// newOutput checks path and opens its temporary file.
+func newOutput(path string, overwrite bool) (*Output, error) {
 	f, err := FormatOf(path)
 	if err != nil {
 		return nil, err
@@ -191,12 +223,6 @@ func Create(path string, schema *arrow.Schema, overwrite bool) (*Output, error) 
 	o := &Output{Format: f, path: path, tmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")}
 	if o.f, err = os.Create(o.tmp); err != nil {
 		return nil, err
-	}
-	// Hide Close from the sink (pqarrow closes a writer that has one): the
-	// file is synced and closed here, after the footer is out.
-	if o.snk, err = createSink(struct{ io.Writer }{o.f}, schema, f); err != nil {
-		o.Abort()
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return o, nil
 }
@@ -215,7 +241,12 @@ func (o *Output) Close() error {
 	if o.done {
 		return nil
 	}
-	err := o.snk.Close()
+	var err error
+	if o.snk != nil {
+		err = o.snk.Close()
+	} else {
+		err = o.raw.Flush()
+	}
 	if err == nil {
 		err = o.f.Sync()
 	}

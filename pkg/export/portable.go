@@ -2,16 +2,23 @@ package export
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
 
@@ -24,14 +31,21 @@ const (
 	// PortableMaxRowGroupRows bounds a row group however long its series:
 	// one series of more rows is split, still in period order.
 	PortableMaxRowGroupRows = 1 << 20
-	// PortableZstdLevel is the compression level of every column.
-	PortableZstdLevel = 3
+	// PortableZstdLevel is the compression level of every column: level 1
+	// (klauspost's fastest) cost a fifth less CPU than 3 for a file 3%
+	// larger on the 15M-row benchmark lake (docs/FORMAT.md).
+	PortableZstdLevel = 1
 )
 
 // PortableOptions shape the portable copy.
 type PortableOptions struct {
 	RowGroupRows int64            // 0: PortableRowGroupRows
 	Allocator    memory.Allocator // nil: the default
+	// Parallel is how many row groups are assembled, and how many columns
+	// of one row group encoded, at once; 0: GOMAXPROCS.
+	Parallel int
+
+	maxRowGroupRows int64 // 0: PortableMaxRowGroupRows (tests lower it)
 }
 
 // PortableResult says what was written.
@@ -49,8 +63,18 @@ type PortableResult struct {
 // series_id statistics name a range no other row group overlaps and a
 // one-series query reads only the row groups holding it; sorting_columns
 // metadata saying so; statistics and the page index on every column;
-// dictionary encoding (series ids and attributes repeat in runs, so they
-// cost almost nothing) and zstd everywhere.
+// dictionary encoding for series ids and attributes (they repeat in runs,
+// so they cost almost nothing) and for the varying columns, plain periods
+// and values; zstd everywhere.
+//
+// How it is fast (the copy must cost well under the build it accompanies):
+// row groups are planned from the series' row counts, then assembled
+// ahead of the writer on Parallel goroutines (a group's data columns are
+// slices of the Reader's batches, copied only where a group spans two of
+// them); series_id and the attributes are handed to the Parquet encoder as
+// dictionary arrays whose dictionary is the group's distinct values, so no
+// row is hashed; and the columns of one row group are encoded and
+// compressed in parallel.
 func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt PortableOptions) (*PortableResult, error) {
 	req := &query.Request{Range: query.AllPeriods, Attributes: true, Select: query.Selector{Kind: query.ByPrefix}}
 	plan, err := query.NewPlan(r, req, query.Limits{})
@@ -69,90 +93,548 @@ func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt Portabl
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	props := parquet.NewWriterProperties(
-		parquet.WithAllocator(mem),
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(PortableZstdLevel),
-		parquet.WithDictionaryDefault(true),
-		parquet.WithStats(true),
-		parquet.WithPageIndexEnabled(true),
-		// Row groups are cut here, at series boundaries; the writer's own
-		// limit only guards a series longer than the maximum.
-		parquet.WithMaxRowGroupLength(PortableMaxRowGroupRows),
-		parquet.WithSortingColumns([]parquet.SortingColumn{{ColumnIdx: 0}, {ColumnIdx: 1}}),
-		parquet.WithCreatedBy("servingsnap portable copy"),
-	)
-	fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)))
+	par := opt.Parallel
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	pw, err := newPortableFile(schema, w, mem)
 	if err != nil {
 		return nil, fmt.Errorf("portable copy: %w", err)
 	}
-	pw := &portableWriter{fw: fw, target: target}
-	st, err := plan.Stream(ctx, mem, DefaultBatchBytes, func(rec arrow.RecordBatch) error {
-		plain, err := decode(ctx, mem, schema, rec)
-		if err != nil {
-			return err
-		}
-		defer plain.Release()
-		return pw.write(plain)
-	})
+	maxRows := opt.maxRowGroupRows
+	if maxRows <= 0 {
+		maxRows = PortableMaxRowGroupRows
+	}
+	groups, err := planGroups(r, plan.Series(), target, maxRows)
+	if err != nil {
+		pw.abort()
+		return nil, fmt.Errorf("portable copy: %w", err)
+	}
+	asm := &assembler{r: r, sh: r.Shape(), schema: plan.Schema(), mem: mem}
+	rows, err := writeGroups(ctx, groups, par, asm.assemble, func(rec arrow.RecordBatch) error { return pw.writeGroup(ctx, rec, par) })
 	if err == nil {
-		err = fw.Close()
+		err = pw.close()
 	} else {
-		fw.Close()
+		pw.abort()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("portable copy: %w", err)
 	}
-	res := &PortableResult{Rows: st.Rows, Series: plan.Series(), RowGroups: pw.groups}
+	res := &PortableResult{Rows: rows, Series: plan.Series(), RowGroups: len(groups)}
 	for _, f := range schema.Fields() {
 		res.Columns = append(res.Columns, f.Name)
 	}
 	return res, nil
 }
 
-// portableWriter cuts row groups at the first series boundary once a group
-// holds target rows.
-type portableWriter struct {
-	fw     *pqarrow.FileWriter
-	target int64
-	rows   int64  // rows in the open row group
-	last   string // the series of the open group's last row
-	groups int
+// writeGroups assembles groups on par goroutines, at most par ahead of
+// the writer, and writes them in order. It returns the rows written.
+func writeGroups(ctx context.Context, groups []rowGroup, par int, assemble func(context.Context, rowGroup) (arrow.RecordBatch, error), write func(arrow.RecordBatch) error) (int64, error) {
+	type result struct {
+		rec arrow.RecordBatch
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := make([]chan result, len(groups))
+	for i := range slots {
+		slots[i] = make(chan result, 1)
+	}
+	sem := make(chan struct{}, par)
+	go func() {
+		for i, g := range groups {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				for ; i < len(groups); i++ {
+					slots[i] <- result{err: ctx.Err()}
+				}
+				return
+			}
+			go func() {
+				rec, err := assemble(ctx, g)
+				slots[i] <- result{rec, err}
+			}()
+		}
+	}()
+	var (
+		rows int64
+		err  error
+	)
+	for i := range groups {
+		res := <-slots[i]
+		<-sem
+		if res.err == nil && err == nil {
+			err = write(res.rec)
+			rows += res.rec.NumRows()
+		} else if err == nil {
+			err = res.err
+		}
+		if res.rec != nil {
+			res.rec.Release()
+		}
+		if err != nil {
+			cancel()
+		}
+	}
+	return rows, err
 }
 
-func (p *portableWriter) write(rec arrow.RecordBatch) error {
-	ids, ok := rec.Column(0).(*array.String)
-	if !ok {
-		return fmt.Errorf("series_id column is %s, want utf8", rec.Column(0).DataType())
+// rowGroup is a planned row group: the rows of series [lo, hi) in the
+// Reader's codes, of which the first series starts at row skip of its
+// own rows and the last ends after take of them (a series longer than
+// PortableMaxRowGroupRows spans several groups).
+type rowGroup struct {
+	lo, hi     int
+	skip, take int64 // of series lo (skip) and hi-1 (take; -1: all)
+	rows       int64
+}
+
+// planGroups cuts the series into row groups: a group closes at the first
+// series boundary at or after target rows, or at maxRows inside a longer
+// series. A dataset of no rows has no row group.
+func planGroups(r query.Reader, series int, target, maxRows int64) ([]rowGroup, error) {
+	var (
+		groups []rowGroup
+		cur    = rowGroup{take: -1}
+		buf    []query.Piece
+		err    error
+	)
+	for code := 0; code < series; code++ {
+		if buf, err = r.Rows(code, query.AllPeriods, buf[:0]); err != nil {
+			return nil, err
+		}
+		var n int64
+		for _, p := range buf {
+			n += p.Len()
+		}
+		for done := int64(0); ; {
+			if cur.rows == 0 {
+				cur = rowGroup{lo: code, skip: done, take: -1}
+			}
+			cur.hi = code + 1
+			room := maxRows - cur.rows
+			if n-done <= room {
+				cur.rows += n - done
+				break
+			}
+			// The series does not fit: fill the group to the maximum and
+			// go on in the next one.
+			cur.take = room
+			cur.rows += room
+			done += room
+			groups = append(groups, cur)
+			cur = rowGroup{take: -1}
+		}
+		if cur.rows >= target {
+			groups = append(groups, cur)
+			cur = rowGroup{take: -1}
+		}
 	}
-	n := rec.NumRows()
-	var lo int64
-	for lo < n {
-		if p.groups == 0 || p.rows >= PortableMaxRowGroupRows || p.rows >= p.target && ids.Value(int(lo)) != p.last {
-			if err := p.fw.NewBufferedRowGroupChecked(); err != nil {
+	if cur.rows > 0 {
+		groups = append(groups, cur)
+	}
+	return groups, nil
+}
+
+// assembler turns a planned row group into one record batch of the
+// portable schema: series_id and the attributes as dictionary arrays
+// (the group's distinct values, in order of first use), the rest as
+// slices of the Reader's batches.
+type assembler struct {
+	r      query.Reader
+	sh     *query.Shape
+	schema *arrow.Schema // the answer's schema (series_id and attributes as dictionaries)
+	mem    memory.Allocator
+}
+
+func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch, error) {
+	data, attrs := a.sh.Data(), a.sh.Attributes()
+	attrPos := make([]int, len(attrs))
+	for i, c := range attrs {
+		attrPos[i] = c.Pos
+	}
+	ids, vals, err := a.r.Dictionaries(ctx, query.CodeRange(g.lo, g.hi), attrPos, a.mem)
+	if err != nil {
+		return nil, err
+	}
+	defer ids.Release()
+	defer func() {
+		for _, v := range vals {
+			v.Release()
+		}
+	}()
+	// The group's pieces and each row's position in the group's series.
+	var (
+		pieces []query.Piece
+		buf    []query.Piece
+	)
+	codes := make([]int32, 0, g.rows)
+	for code := g.lo; code < g.hi; code++ {
+		if buf, err = a.r.Rows(code, query.AllPeriods, buf[:0]); err != nil {
+			return nil, err
+		}
+		skip, take := int64(0), int64(-1)
+		if code == g.lo {
+			skip = g.skip
+		}
+		if code == g.hi-1 {
+			take = g.take
+		}
+		for _, p := range trimPieces(buf, skip, take) {
+			pieces = appendPiece(pieces, p)
+			for range p.Len() {
+				codes = append(codes, int32(code-g.lo))
+			}
+		}
+	}
+	cols := make([]arrow.Array, 0, a.schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	idx := array.NewInt32Data(array.NewData(arrow.PrimitiveTypes.Int32, len(codes), []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(codes))}, nil, 0, 0))
+	defer idx.Release()
+	idDict, err := dictionaryOf(a.mem, ids, idx)
+	if err != nil {
+		return nil, fmt.Errorf("column %s: %w", query.ColSeriesID, err)
+	}
+	cols = append(cols, idDict)
+	for _, pos := range append([]int{datafile.ColumnPeriod}, positions(data)...) {
+		c, err := concatColumn(a.mem, pieces, pos)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", a.sh.DataSchema().Field(pos).Name, err)
+		}
+		cols = append(cols, c)
+	}
+	for i, v := range vals {
+		d, err := dictionaryOf(a.mem, v, idx)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", attrs[i].Name, err)
+		}
+		cols = append(cols, d)
+	}
+	return array.NewRecordBatch(a.schema, cols, int64(len(codes))), nil
+}
+
+func positions(cols []query.Column) []int {
+	out := make([]int, len(cols))
+	for i, c := range cols {
+		out[i] = c.Pos
+	}
+	return out
+}
+
+// trimPieces drops the first skip rows of ps and keeps take rows (-1: all).
+func trimPieces(ps []query.Piece, skip, take int64) []query.Piece {
+	var out []query.Piece
+	for _, p := range ps {
+		if skip >= p.Len() {
+			skip -= p.Len()
+			continue
+		}
+		p.Lo += skip
+		skip = 0
+		if take >= 0 {
+			if take == 0 {
+				break
+			}
+			if p.Len() > take {
+				p.Hi = p.Lo + take
+			}
+			take -= p.Len()
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// appendPiece appends p, merged into the last piece when it continues it
+// in the same batch (a bare snapshot's series are adjacent), so a group
+// within one batch is one zero-copy slice.
+func appendPiece(ps []query.Piece, p query.Piece) []query.Piece {
+	if n := len(ps); n > 0 && ps[n-1].Rec == p.Rec && ps[n-1].Hi == p.Lo {
+		ps[n-1].Hi = p.Hi
+		return ps
+	}
+	return append(ps, p)
+}
+
+// concatColumn is column pos of the pieces, end to end: a slice when there
+// is one piece, a copy otherwise.
+func concatColumn(mem memory.Allocator, ps []query.Piece, pos int) (arrow.Array, error) {
+	parts := make([]arrow.Array, len(ps))
+	for i, p := range ps {
+		parts[i] = array.NewSlice(p.Rec.Column(pos), p.Lo, p.Hi)
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("no rows")
+	}
+	return array.Concatenate(parts, mem)
+}
+
+// dictionaryOf is a dictionary array over the group's rows: row i holds
+// perSeries[codes[i]]. Its dictionary is the distinct non-null values of
+// perSeries (the Parquet encoder falls back to plain encoding on a
+// dictionary with repeats), and a series whose value is null has null
+// indices.
+func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, codes *array.Int32) (arrow.Array, error) {
+	n := perSeries.Len()
+	remap := make([]int32, n) // series position -> dictionary index, -1 null
+	var keep []int
+	// Each value once, keyed by its text (a string attribute's own bytes;
+	// other types' text form: a group has few series).
+	keyOf := perSeries.ValueStr
+	if s, ok := perSeries.(*array.String); ok {
+		keyOf = s.Value
+	}
+	seen := make(map[string]int32, n)
+	for i := 0; i < n; i++ {
+		if perSeries.IsNull(i) {
+			remap[i] = -1
+			continue
+		}
+		key := keyOf(i)
+		k, ok := seen[key]
+		if !ok {
+			k = int32(len(keep))
+			seen[key] = k
+			keep = append(keep, i)
+		}
+		remap[i] = k
+	}
+	dict, err := takeRows(mem, perSeries, keep)
+	if err != nil {
+		return nil, err
+	}
+	defer dict.Release()
+	cs := codes.Int32Values()
+	idx := make([]int32, len(cs))
+	var valid []byte
+	nulls := 0
+	for i, c := range cs {
+		k := remap[c]
+		if k < 0 {
+			if valid == nil {
+				valid = make([]byte, (len(cs)+7)/8)
+				for j := range valid {
+					valid[j] = 0xff
+				}
+			}
+			valid[i/8] &^= 1 << (i % 8)
+			nulls++
+			k = 0
+		}
+		idx[i] = k
+	}
+	var vbuf *memory.Buffer
+	if valid != nil {
+		vbuf = memory.NewBufferBytes(valid)
+	}
+	data := array.NewData(arrow.PrimitiveTypes.Int32, len(idx), []*memory.Buffer{vbuf, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(idx))}, nil, nulls, 0)
+	defer data.Release()
+	indices := array.MakeFromData(data)
+	defer indices.Release()
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: perSeries.DataType()}
+	return array.NewDictionaryArray(dt, indices, dict), nil
+}
+
+// takeRows copies rows keep of a (in that order).
+func takeRows(mem memory.Allocator, a arrow.Array, keep []int) (arrow.Array, error) {
+	if s, ok := a.(*array.String); ok {
+		b := array.NewStringBuilder(mem)
+		defer b.Release()
+		b.Reserve(len(keep))
+		for _, i := range keep {
+			b.Append(s.Value(i))
+		}
+		return b.NewArray(), nil
+	}
+	b := array.NewBuilder(mem, a.DataType())
+	defer b.Release()
+	b.Reserve(len(keep))
+	for _, i := range keep {
+		if err := b.AppendValueFromString(a.ValueStr(i)); err != nil {
+			return nil, err
+		}
+	}
+	return b.NewArray(), nil
+}
+
+// portableFile is the Parquet file being written: arrow-go's file writer
+// driven a buffered row group at a time, each column of a group encoded
+// on its own goroutine (column writers share nothing but the allocator).
+type portableFile struct {
+	fw      *file.Writer
+	schema  *arrow.Schema
+	props   *parquet.WriterProperties
+	arrow   pqarrow.ArrowWriterProperties
+	leafNul []bool // per column: nullable (definition level 1)
+}
+
+func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*portableFile, error) {
+	props := parquet.NewWriterProperties(
+		parquet.WithAllocator(mem),
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithCompressionLevel(PortableZstdLevel),
+		parquet.WithDictionaryDefault(true),
+		// Periods and values are mostly distinct within a row group: a
+		// dictionary costs a hash per row and made the file larger.
+		parquet.WithDictionaryFor(query.ColPeriod, false),
+		parquet.WithDictionaryFor(datafile.ColValue, false),
+		parquet.WithStats(true),
+		parquet.WithPageIndexEnabled(true),
+		parquet.WithMaxRowGroupLength(PortableMaxRowGroupRows),
+		parquet.WithSortingColumns([]parquet.SortingColumn{{ColumnIdx: 0}, {ColumnIdx: 1}}),
+		parquet.WithCreatedBy("servingsnap portable copy"),
+	)
+	ap := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem))
+	pqschema, err := pqarrow.ToParquet(schema, props, ap)
+	if err != nil {
+		return nil, err
+	}
+	// The key-value metadata pqarrow's own writer would write: the
+	// schema's metadata and the Arrow schema, so Arrow readers get the
+	// exact types back.
+	meta := make(metadata.KeyValueMetadata, 0)
+	md := schema.Metadata()
+	for i, k := range md.Keys() {
+		meta.Append(k, md.Values()[i])
+	}
+	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(flight.SerializeSchema(schema, mem)))
+	fw, err := file.NewParquetWriterWithError(w, pqschema.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
+	if err != nil {
+		return nil, err
+	}
+	pf := &portableFile{fw: fw, schema: schema, props: props, arrow: ap}
+	for _, f := range schema.Fields() {
+		pf.leafNul = append(pf.leafNul, f.Nullable)
+	}
+	return pf, nil
+}
+
+// writeGroup writes rec as one row group, its columns encoded by up to
+// par goroutines.
+func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, par int) error {
+	rgw, err := p.fw.AppendBufferedRowGroupChecked()
+	if err != nil {
+		return err
+	}
+	var g errgroup.Group
+	g.SetLimit(par)
+	for i := 0; i < int(rec.NumCols()); i++ {
+		col := rec.Column(i)
+		g.Go(func() error {
+			cw, err := rgw.Column(i)
+			if err != nil {
 				return err
 			}
-			p.groups++
-			p.rows = 0
-		}
-		// Take rows until the group is full, then up to the next series
-		// boundary.
-		hi := lo + max(p.target-p.rows, 1)
-		if hi > n {
-			hi = n
-		}
-		for hi < n && ids.Value(int(hi)) == ids.Value(int(hi-1)) && p.rows+(hi-lo) < PortableMaxRowGroupRows {
-			hi++
-		}
-		part := rec.NewSlice(lo, hi)
-		err := p.fw.WriteBuffered(part)
-		part.Release()
-		if err != nil {
-			return err
-		}
-		p.rows += hi - lo
-		p.last = ids.Value(int(hi - 1))
-		lo = hi
+			var def []int16
+			if p.leafNul[i] {
+				def = definitionLevels(col)
+			}
+			if d, ok := col.(*array.Dictionary); ok {
+				if done, err := writeDictionary(cw, d, def); done || err != nil {
+					if err != nil {
+						return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
+					}
+					return nil
+				}
+			}
+			wctx := pqarrow.NewArrowWriteContext(ctx, &p.arrow)
+			if err := pqarrow.WriteArrowToColumn(wctx, cw, col, def, nil, p.leafNul[i]); err != nil {
+				return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
+			}
+			return flushPages(cw)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return rgw.Close()
+}
+
+// flushPages encodes and compresses a plain column's last page here, on
+// the column's goroutine, rather than in the row group's Close, which
+// closes the columns one after another (the value column's compression
+// would otherwise run alone). A dictionary column's pages must follow its
+// dictionary page, which Close writes: they are left to it (they are
+// small: runs of indices).
+func flushPages(cw file.ColumnChunkWriter) error {
+	if e := cw.CurrentEncoder().Encoding(); e == parquet.Encodings.PlainDict || e == parquet.Encodings.RLEDict {
+		return nil
+	}
+	if f, ok := cw.(interface{ FlushBufferedDataPages() error }); ok {
+		return f.FlushBufferedDataPages()
 	}
 	return nil
 }
+
+// definitionLevels of a flat optional column: 1 for a value, 0 for a null.
+func definitionLevels(a arrow.Array) []int16 {
+	def := make([]int16, a.Len())
+	if a.NullN() == 0 {
+		for i := range def {
+			def[i] = 1
+		}
+		return def
+	}
+	for i := range def {
+		if a.IsValid(i) {
+			def[i] = 1
+		}
+	}
+	return def
+}
+
+// writeDictionary writes a dictionary column chunk the way pqarrow does
+// for a dictionary array (the dictionary page from d's dictionary, the
+// data pages from its indices), but without pqarrow's pass over every
+// index to find which dictionary entries are used (compute.Unique, the
+// largest cost of the copy): dictionaryOf's dictionaries hold only values
+// some row uses, so the statistics come from the dictionary alone. It
+// reports false when the column is not dictionary-encoded (the caller
+// writes it the ordinary way); that is decided before anything is written.
+func writeDictionary(cw file.ColumnChunkWriter, d *array.Dictionary, def []int16) (bool, error) {
+	type dictEncoder interface {
+		PutDictionary(arrow.Array) error
+		NumEntries() int
+	}
+	type indexWriter interface {
+		WriteDictIndices(indices arrow.Array, defLevels, repLevels []int16) error
+	}
+	enc, ok := cw.CurrentEncoder().(dictEncoder)
+	iw, ok2 := cw.(indexWriter)
+	if e := cw.CurrentEncoder().Encoding(); !ok || !ok2 || (e != parquet.Encodings.PlainDict && e != parquet.Encodings.RLEDict) {
+		return false, nil
+	}
+	dict, indices := d.Dictionary(), d.Indices()
+	if err := enc.PutDictionary(dict); err != nil {
+		return true, err
+	}
+	if enc.NumEntries() != dict.Len() {
+		return true, fmt.Errorf("dictionary of %d values has repeats (%d distinct)", dict.Len(), enc.NumEntries())
+	}
+	if st := cw.PageStatistics(); st != nil {
+		nonNull := indices.Len() - indices.NullN()
+		st.IncNulls(int64(max(len(def)-nonNull, 0)))
+		st.IncNumValues(int64(nonNull))
+		if err := st.UpdateFromArrow(dict, false); err != nil {
+			return true, err
+		}
+	}
+	return true, iw.WriteDictIndices(indices, def, nil)
+}
+
+func (p *portableFile) close() error { return p.fw.FlushWithFooter() }
+
+func (p *portableFile) abort() { p.fw.Close() }

@@ -266,7 +266,7 @@ func (ss *sqlServer) planHandle(h handle) (*served.View, *query.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := ss.svc.acquire(q.Dataset)
+	v, err := ss.svc.acquireFor(q.Dataset, q.Vintage)
 	if err != nil {
 		return nil, nil, err
 	}

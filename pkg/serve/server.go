@@ -59,6 +59,10 @@ type Config struct {
 	// ColdCacheBytes is the budget of decoded cold rows (--cold-cache)
 	// shared by every tiered snapshot the server opens; 0: no cache.
 	ColdCacheBytes int64
+	// Vintages is how many vintages besides the live one each dataset
+	// keeps open for tickets that name one (--vintages; 0: the default,
+	// < 0: none).
+	Vintages int
 	// WindowBytes is the gRPC flow-control window of each stream
 	// (--grpc-window): how much a client may send before the server's
 	// WINDOW_UPDATE; a connection's window is 4 times it. 0 leaves gRPC's
@@ -109,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	m.setBuildInfo(cfg.Version)
 	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator,
 		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact, Shards: cfg.Shards, Cluster: cfg.Cluster, ColdCacheBytes: cfg.ColdCacheBytes,
-		FollowInterval: cfg.FollowInterval})
+		FollowInterval: cfg.FollowInterval, Vintages: cfg.Vintages})
 	if err != nil {
 		return nil, err
 	}

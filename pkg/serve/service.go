@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
+	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -135,6 +136,10 @@ type Options struct {
 	// the others are (shards.go).
 	Shards  []int
 	Cluster *shard.Cluster
+	// Vintages is how many retained vintages besides the live one each
+	// dataset keeps open for tickets and statements that name one
+	// (served.Options.Vintages: 0 the default, < 0 none).
+	Vintages int
 	// ColdCacheBytes is the memory budget of decoded cold rows, one LRU
 	// (coldfile.Cache) for every tiered snapshot the server opens (at
 	// start-up, reload, fallback and compaction), so the budget bounds
@@ -196,7 +201,7 @@ func Open(root string, opt Options) (*Service, error) {
 	}
 	s.host, err = served.OpenRoot(root, served.RootOptions{
 		Options: served.Options{VerifyData: opt.VerifyData, ColdCache: s.cold, Logger: s.log,
-			Version: s.version, ReadOnly: opt.ReadOnly, Hooks: hooks},
+			Version: s.version, ReadOnly: opt.ReadOnly, Hooks: hooks, Vintages: opt.Vintages},
 		Skip:           func(name string) bool { return skip[name] },
 		ReloadInterval: opt.ReloadInterval,
 		Compact:        opt.Compact,
@@ -296,6 +301,27 @@ func (s *Service) acquire(name string) (*served.View, error) {
 	return d.Acquire()
 }
 
+// acquireFor is the view a query reads: the dataset's live view, or with
+// vintage != 0 that retained vintage as published (opened on first use,
+// kept in the dataset's bounded cache; served.Dataset.AcquireVintage).
+func (s *Service) acquireFor(name string, vintage uint64) (*served.View, error) {
+	if vintage == 0 {
+		return s.acquire(name)
+	}
+	d, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := d.AcquireVintage(vintage)
+	switch {
+	case errors.Is(err, served.ErrNoVintage):
+		return nil, errf(codes.NotFound, "%v", err)
+	case errors.Is(err, served.ErrVintagesOff):
+		return nil, errf(codes.FailedPrecondition, "%v", err)
+	}
+	return v, err
+}
+
 // ticketFor is the ticket of a whole dataset: every series.
 func ticketFor(name string) []byte {
 	b, _ := json.Marshal(map[string]string{"dataset": name, "prefix": ""})
@@ -320,9 +346,22 @@ func appMetadata(v *served.View) []byte {
 }
 
 // ListFlights returns one FlightInfo per dataset. Criteria, when not empty,
-// is a dataset name prefix.
+// is a dataset name prefix, or a JSON object {"vintages": true, "prefix":
+// P}: then one FlightInfo per retained vintage of each dataset (listVintages).
 func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_ListFlightsServer) error {
 	prefix := string(c.GetExpression())
+	if strings.HasPrefix(strings.TrimSpace(prefix), "{") {
+		var crit struct {
+			Vintages bool   `json:"vintages"`
+			Prefix   string `json:"prefix"`
+		}
+		dec := json.NewDecoder(strings.NewReader(prefix))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&crit); err != nil || !crit.Vintages {
+			return toStatus(invalid("list criteria: want a dataset name prefix or {\"vintages\": true, \"prefix\": \"P\"}"))
+		}
+		return s.listVintages(crit.Prefix, stream)
+	}
 	for _, name := range s.names {
 		if !strings.HasPrefix(name, prefix) {
 			continue
@@ -338,6 +377,61 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 		}
 	}
 	return s.listSharded(stream.Context(), prefix, stream)
+}
+
+// listVintages sends one FlightInfo per retained vintage of every dataset
+// whose name starts with prefix, oldest first: a command descriptor and
+// endpoint ticket reading the whole vintage ({"dataset", "prefix": "",
+// "vintage": N}), its row count from the manifest, and app_metadata with
+// dataset, snapshot_id, parent_id, created, series and current. Listing
+// opens nothing: the schema is the served snapshot's for the current
+// vintage and empty for the others (GetFlightInfo of the descriptor opens
+// the vintage and gives its own).
+func (s *Service) listVintages(prefix string, stream flight.FlightService_ListFlightsServer) error {
+	for _, name := range s.names {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		dir, err := dsdir.Open(s.datasets[name].Dir())
+		if err != nil {
+			return toStatus(err)
+		}
+		vs, err := dir.Vintages()
+		if err != nil {
+			return toStatus(err)
+		}
+		live, err := s.datasets[name].Acquire()
+		if err != nil {
+			continue
+		}
+		liveID, liveSchema := live.ID(), live.DefaultSchema()
+		live.Release()
+		for _, vt := range vs {
+			if vt.Error != "" {
+				continue
+			}
+			tkt, _ := json.Marshal(map[string]any{"dataset": name, "prefix": "", "vintage": vt.ID})
+			md, _ := json.Marshal(map[string]any{"dataset": name, "snapshot_id": vt.ID, "parent_id": vt.Parent,
+				"created": vt.Created, "series": vt.Series, "current": vt.Current, "served": vt.ID == liveID})
+			sc := arrow.NewSchema(nil, nil)
+			if vt.ID == liveID {
+				sc = liveSchema
+			}
+			info := &flight.FlightInfo{
+				Schema:           flight.SerializeSchema(sc, s.mem),
+				FlightDescriptor: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: tkt},
+				Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tkt}}},
+				TotalRecords:     vt.Rows,
+				TotalBytes:       -1,
+				Ordered:          true,
+				AppMetadata:      md,
+			}
+			if err := stream.Send(info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // GetFlightInfo describes a dataset (path descriptor [dataset]) or a query
@@ -377,10 +471,13 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 		if err != nil {
 			return nil, nil, err
 		}
+		if q.Vintage != 0 && s.isShardQuery(q) {
+			return nil, nil, invalid("\"vintage\" on sharded dataset %q: each shard is a dataset with its own vintages; name the shard's dataset", q.Dataset)
+		}
 		if s.isShardQuery(q) {
 			return s.shardedInfo(ctx, q, desc.Cmd, desc)
 		}
-		v, err := s.acquire(q.Dataset)
+		v, err := s.acquireFor(q.Dataset, q.Vintage)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -437,10 +534,13 @@ func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 	if err != nil {
 		return err
 	}
+	if q.Vintage != 0 && s.isShardQuery(q) {
+		return invalid("\"vintage\" on sharded dataset %q: each shard is a dataset with its own vintages; name the shard's dataset", q.Dataset)
+	}
 	if s.isShardQuery(q) {
 		return s.shardedDoGet(q, stream)
 	}
-	v, err := s.acquire(q.Dataset)
+	v, err := s.acquireFor(q.Dataset, q.Vintage)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 //	 "latest": true,                          optional: one row per series, its last non-null value
 //	 "limit": 1000,                           optional: at most this many rows (the first, in output order)
 //	 "snapshot": 42,                          optional: refuse (FailedPrecondition) unless snapshot 42 is served
+//	 "vintage": 40,                           optional: read retained vintage 40 as published (not with snapshot)
 //	 "shard": 1}                              sharded datasets: run on shard 1 only (GetFlightInfo's endpoints carry it)
 type Query struct {
 	Dataset string
@@ -56,6 +57,10 @@ type Query struct {
 	// Snapshot, if not 0, is the snapshot id the client requires; another
 	// live snapshot is FailedPrecondition.
 	Snapshot uint64
+	// Vintage, if not 0, is the retained vintage to read, as it was
+	// published (served.Dataset.AcquireVintage); NotFound when gc removed
+	// it. Not with Snapshot, nor on a sharded dataset.
+	Vintage uint64
 	// Limit, if not 0, caps the rows of the answer.
 	Limit int64
 	// Shard, when HasShard, scopes the ticket to one shard of a sharded
@@ -115,7 +120,7 @@ func invalid(format string, a ...any) *Error {
 }
 
 // ticketFields lists the accepted keys, in the order messages show them.
-var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest", "limit", "snapshot", "shard"}
+var ticketFields = []string{"dataset", "series", "prefix", "category", "start", "end", "columns", "attributes", "latest", "limit", "snapshot", "vintage", "shard"}
 
 // ParseTicket decodes a ticket (or a GetFlightInfo command). It is strict:
 // unknown or repeated keys, nulls, wrong types, trailing data, invalid UTF-8
@@ -202,6 +207,11 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 			if ferr == nil && q.Snapshot == 0 {
 				ferr = invalid("field \"snapshot\" must be a positive integer snapshot id, got 0")
 			}
+		case "vintage":
+			ferr = decodeField(raw, key, "a positive integer snapshot id", &q.Vintage)
+			if ferr == nil && q.Vintage == 0 {
+				ferr = invalid("field \"vintage\" must be a positive integer snapshot id, got 0")
+			}
 		case "shard":
 			ferr = decodeField(raw, key, "a shard index (an integer ≥ 0)", &q.Shard)
 			if ferr == nil && q.Shard < 0 {
@@ -239,6 +249,12 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 		return nil, invalid("say which series: one of \"series\" (a list of ids), \"prefix\" (\"\" for all) or \"category\"")
 	case n > 1:
 		return nil, invalid("give only one of \"series\", \"prefix\" and \"category\"")
+	}
+	if q.Vintage != 0 && q.Snapshot != 0 {
+		return nil, invalid("give \"vintage\" (read that vintage) or \"snapshot\" (require the served one), not both")
+	}
+	if q.Vintage != 0 && q.HasShard {
+		return nil, invalid("\"vintage\" reads one dataset's vintage; a shard's vintages are its own: name the shard's dataset")
 	}
 	if hasSeries {
 		if len(q.Series) == 0 {

@@ -31,6 +31,10 @@ type Options struct {
 	Version string
 	// ReadOnly: the dataset takes no live writes.
 	ReadOnly bool
+	// Vintages is how many retained vintages besides the live one are
+	// kept open for requests that name one (AcquireVintage); 0:
+	// DefaultVintages, < 0: none (such requests are refused).
+	Vintages int
 	// Hooks tell the server's metrics what happens.
 	Hooks Hooks
 }
@@ -93,6 +97,10 @@ type Dataset struct {
 	st   reloadState
 	cs   compactState
 	fs   faultState
+
+	// vint holds the vintages requests named (vintages.go).
+	vintMu sync.Mutex
+	vint   vintageCache
 
 	// fault is the live snapshot's damage (fault.go); nil: none.
 	fault atomic.Pointer[faultInfo]
@@ -249,11 +257,12 @@ func (d *Dataset) acquire() *View {
 	}
 }
 
-// Serves reports whether v's snapshot is still the one the dataset serves
-// (a stream's lease ends some time after it is not).
+// Serves reports whether v's snapshot is still the one the dataset serves,
+// or a vintage it keeps open (a stream's lease ends some time after it is
+// neither).
 func (d *Dataset) Serves(v *View) bool {
 	live := d.cur.Load()
-	return live != nil && live.snap == v.snap
+	return live != nil && live.snap == v.snap || d.servesVintage(v)
 }
 
 // swap makes s the dataset's live snapshot. It takes over the caller's
@@ -381,25 +390,17 @@ func (d *Dataset) reloadLocked(force bool) ReloadResult {
 		return res
 	}
 	t0 := time.Now()
-	s, err := snapshot.OpenID(d.dir, id, d.verified())
-	if err == nil && s.Manifest.Dataset != d.name {
-		err = fmt.Errorf("manifest %d names dataset %q", id, s.Manifest.Dataset)
-	}
-	var v *View
+	v, err := d.openView(id)
 	if err == nil {
-		if v, err = newView(d.name, s); err == nil {
-			v.drained = d.drainedHook
+		v.drained = d.drainedHook
+		if err = d.installBase(v); err != nil {
+			v.snap.Close()
 		}
-	}
-	if err == nil {
-		err = d.installBase(v)
 	}
 	if err != nil {
-		if s != nil {
-			s.Close()
-		}
 		return d.failed(res, id, err, time.Since(t0))
 	}
+	s := v.snap
 	dur := time.Since(t0)
 	d.clearFailingLocked() // what CURRENT names is served and verified
 	d.stMu.Lock()
@@ -442,6 +443,7 @@ func (d *Dataset) failed(res ReloadResult, id uint64, err error, dur time.Durati
 // Close drops the dataset's reference on its live snapshot; readers still
 // holding one finish first. No reload publishes after it.
 func (d *Dataset) Close() {
+	d.closeVintages()
 	d.liveMu.Lock()
 	if w := d.live.Load(); w != nil {
 		w.Close()

@@ -80,6 +80,12 @@ type Options struct {
 	// They are steps rather than options because they read the snapshot
 	// back through the read side, which the builder does not import.
 	Extra []ExtraFile
+	// Published, when set, runs after CURRENT flips to the new snapshot,
+	// still under the dataset's write lock, so whatever follows the flip
+	// (the Iceberg table's commit, pkg/icebergtable) sees no other flip
+	// first. Not called with NoPublish. Its error is returned with the
+	// snapshot published (Summary.Published true).
+	Published func(ctx context.Context, d *dataset.Dir, m *manifest.Manifest) error
 
 	// MixedPeriodTypes accepts a period column that is integer in some
 	// files and text or a date in others (refused by default as a type
@@ -236,6 +242,8 @@ type Phases struct {
 	// Extra is the time Options.Extra took (the portable copy); counted
 	// here, not in Write.
 	Extra float64 `json:"extra,omitempty"`
+	// Published is the time Options.Published took (the Iceberg commit).
+	Published float64 `json:"published,omitempty"`
 }
 
 // Build reads the lake at opt.Input and publishes a new snapshot of the
@@ -510,6 +518,11 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	sum.Published = !opt.NoPublish
 	phase(&sum.Phases.Publish)
+	var afterErr error
+	if opt.Published != nil && !opt.NoPublish {
+		afterErr = opt.Published(ctx, ds, m)
+		phase(&sum.Phases.Published)
+	}
 
 	sum.SnapshotID, sum.ParentID = id, parent
 	sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(dataset.ManifestPath(id)))
@@ -530,6 +543,9 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	sum.PeakRSS = peakRSS()
+	if afterErr != nil {
+		return sum, fmt.Errorf("snapshot %d of %s is published (CURRENT names it), but what follows the flip failed: %w", id, ds.Name, afterErr)
+	}
 	return sum, nil
 }
 

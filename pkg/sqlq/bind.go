@@ -9,6 +9,9 @@ import (
 // the read layer's request.
 type Query struct {
 	Dataset string
+	// Vintage is the retained vintage to read (FOR VERSION AS OF); 0: the
+	// served snapshot.
+	Vintage uint64
 	Request query.Request
 }
 
@@ -40,7 +43,7 @@ func (st *Statement) Bind(params []string) (*Query, error) {
 		}
 		return x.Lit
 	}
-	q := &Query{Dataset: st.Dataset}
+	q := &Query{Dataset: st.Dataset, Vintage: st.Vintage}
 	r := &q.Request
 	r.Latest = st.Latest
 	r.Range = query.AllPeriods

@@ -44,6 +44,9 @@ type Statement struct {
 	HasLimit bool
 	Limit    Operand
 	Params   int // number of ? in the statement
+	// Vintage is FOR VERSION AS OF N after the dataset: read retained
+	// vintage N as published (0: the served snapshot).
+	Vintage uint64
 }
 
 // Parse parses one statement of the grammar (see Supported). Any other
@@ -141,7 +144,7 @@ func (p *parser) ident(what string) (string, error) {
 
 func reserved(s string) bool {
 	switch strings.ToUpper(s) {
-	case "SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "IN", "LIKE", "BETWEEN", "ORDER", "BY", "LIMIT", "ASC", "DESC", "GROUP", "JOIN", "UNION", "OFFSET", "HAVING":
+	case "SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "IN", "LIKE", "BETWEEN", "ORDER", "BY", "LIMIT", "ASC", "DESC", "GROUP", "JOIN", "UNION", "OFFSET", "HAVING", "FOR":
 		return true
 	}
 	return false
@@ -189,6 +192,11 @@ func (p *parser) statement() (*Statement, error) {
 	if err := p.source(); err != nil {
 		return nil, err
 	}
+	if p.acceptKw("FOR") {
+		if err := p.vintage(); err != nil {
+			return nil, err
+		}
+	}
 	if p.acceptKw("WHERE") {
 		if err := p.where(); err != nil {
 			return nil, err
@@ -216,6 +224,25 @@ func (p *parser) statement() (*Statement, error) {
 		return nil, p.unexpected("expected the end of the statement")
 	}
 	return &p.st, nil
+}
+
+// vintage reads the rest of FOR VERSION AS OF N (time travel as DuckDB,
+// Spark and Trino write it for Iceberg tables, the version being the
+// snapshot id).
+func (p *parser) vintage() error {
+	for _, kw := range []string{"VERSION", "AS", "OF"} {
+		if err := p.expectKw(kw); err != nil {
+			return err
+		}
+	}
+	t := p.peek()
+	id, err := strconv.ParseUint(t.text, 10, 64)
+	if t.kind != tokNumber || err != nil || id == 0 {
+		return p.unexpected("expected a snapshot id (a positive integer) after FOR VERSION AS OF")
+	}
+	p.i++
+	p.st.Vintage = id
+	return nil
 }
 
 // source reads `dataset` or `latest(dataset)`.
@@ -446,6 +473,9 @@ func (st *Statement) String() string {
 		fmt.Fprintf(&b, "latest(%s)", quoteIdent(st.Dataset))
 	} else {
 		b.WriteString(quoteIdent(st.Dataset))
+	}
+	if st.Vintage != 0 {
+		fmt.Fprintf(&b, " FOR VERSION AS OF %d", st.Vintage)
 	}
 	var conds []string
 	switch st.Sel {

@@ -53,6 +53,8 @@ func TestParseBind(t *testing.T) {
 		{"SELECT * FROM latest(EIA) WHERE series_id LIKE '%' -- comment", nil, "EIA", query.Request{Select: query.Selector{Kind: query.ByPrefix}, Range: all, Attributes: true, Latest: true}},
 		{`SELECT * FROM "servingsnap"."main"."PET.X"`, nil, "PET.X", query.Request{Select: query.Selector{Kind: query.ByPrefix}, Range: all, Attributes: true}},
 		{"SELECT * FROM EIA ORDER BY series_id", nil, "EIA", query.Request{Select: query.Selector{Kind: query.ByPrefix}, Range: all, Attributes: true}},
+		{"SELECT value FROM EIA for version as of 41 WHERE series_id = 'A'", nil, "EIA", query.Request{Select: ids("A"), Range: all, Columns: []string{"value"}}},
+		{"SELECT * FROM latest(EIA) FOR VERSION AS OF 7", nil, "EIA", query.Request{Select: query.Selector{Kind: query.ByPrefix}, Range: all, Attributes: true, Latest: true}},
 	} {
 		st, err := Parse(tc.sql)
 		if err != nil {
@@ -63,6 +65,13 @@ func TestParseBind(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: bind: %v", tc.sql, err)
 			continue
+		}
+		wantVintage := uint64(0)
+		if i := strings.Index(strings.ToUpper(tc.sql), "AS OF "); i >= 0 {
+			wantVintage = uint64(atoi(t, strings.Fields(tc.sql[i+6:])[0]))
+		}
+		if q.Vintage != wantVintage {
+			t.Errorf("%s: vintage %d, want %d", tc.sql, q.Vintage, wantVintage)
 		}
 		if q.Dataset != tc.dataset || !reflect.DeepEqual(q.Request, tc.want) {
 			t.Errorf("%s:\n got %s %+v\nwant %s %+v", tc.sql, q.Dataset, q.Request, tc.dataset, tc.want)
@@ -90,6 +99,10 @@ func TestParseErrors(t *testing.T) {
 		{"SELECT * FROM EIA WHERE series_id = \"A\"", "a quoted string or ?"},
 		{"SELECT * FROM latest(EIA", "expected \")\""},
 		{"SELECT * FROM EIA WHERE series_id = ?", "1 parameters, 0 bound"},
+		{"SELECT * FROM EIA FOR VERSION AS OF 0", "a snapshot id (a positive integer)"},
+		{"SELECT * FROM EIA FOR VERSION AS OF ?", "a snapshot id (a positive integer)"},
+		{"SELECT * FROM EIA FOR VERSION 3", "expected AS"},
+		{"SELECT * FROM EIA FOR SYSTEM_TIME AS OF '2024'", "expected VERSION"},
 	} {
 		st, err := Parse(tc.sql)
 		if err == nil {
@@ -109,6 +122,17 @@ func TestParseErrors(t *testing.T) {
 			t.Errorf("%q: %v does not say what is supported", tc.sql, err)
 		}
 	}
+}
+
+func atoi(t testing.TB, s string) int {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			t.Fatalf("%q is not a number", s)
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // roundTrip checks that the canonical form parses to the same statement

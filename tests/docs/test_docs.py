@@ -69,16 +69,17 @@ def test_every_python_block_is_found():
 
 
 def test_blocks_need_only_the_demo_packages():
-    """`make demo` installs python/requirements-demo.txt (pyarrow) only: a
-    snippet that imports anything else would fail for a reader who ran it."""
+    """`make demo` installs python/requirements-demo.txt (pyarrow) and the
+    servingsnap package only: a snippet that imports anything else would
+    fail for a reader who ran it."""
     for doc, line, _, code in ALL:
         for node in ast.walk(ast.parse(code)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             for n in names:
                 root = n.split(".")[0]
-                assert root == "pyarrow" or root in sys.stdlib_module_names, \
-                    f"{doc}:{line} imports {n}, which python/requirements-demo.txt does not install"
+                assert root in ("pyarrow", "servingsnap") or root in sys.stdlib_module_names, \
+                    f"{doc}:{line} imports {n}, which make demo does not install"
 
 
 @pytest.fixture(scope="module")

@@ -147,6 +147,26 @@ func Open(ctx context.Context, opt Options) (*Table, error) {
 }
 
 func loadFromCatalog(ctx context.Context, opt Options, props iceberggo.Properties) (*table.Table, error) {
+	opt.IOProps = props
+	cat, err := RESTCatalog(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	ident, err := Identifier(opt.Table)
+	if err != nil {
+		return nil, err
+	}
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg REST catalog %s: table %s: %w", opt.CatalogURI, opt.Table, err)
+	}
+	return tbl, nil
+}
+
+// RESTCatalog connects to the REST catalog at opt.CatalogURI with opt's
+// warehouse, token or OAuth2 credential and file IO properties (the
+// builder reads tables through it; pkg/icebergtable publishes to it).
+func RESTCatalog(ctx context.Context, opt Options) (*rest.Catalog, error) {
 	var ropts []rest.Option
 	if opt.Token != "" {
 		ropts = append(ropts, rest.WithOAuthToken(opt.Token))
@@ -157,23 +177,24 @@ func loadFromCatalog(ctx context.Context, opt Options, props iceberggo.Propertie
 	if opt.Warehouse != "" {
 		ropts = append(ropts, rest.WithWarehouseLocation(opt.Warehouse))
 	}
-	if len(props) > 0 {
-		ropts = append(ropts, rest.WithAdditionalProps(props))
+	if len(opt.IOProps) > 0 {
+		ropts = append(ropts, rest.WithAdditionalProps(opt.IOProps))
 	}
 	cat, err := rest.NewCatalog(ctx, "rest", opt.CatalogURI, ropts...)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg REST catalog %s: %w", opt.CatalogURI, err)
 	}
-	ns, name, ok := cutLast(opt.Table, ".")
-	if !ok || ns == "" || name == "" {
-		return nil, fmt.Errorf("iceberg table %q: want namespace.name", opt.Table)
+	return cat, nil
+}
+
+// Identifier parses a catalog table name, namespace.name (the namespace
+// may have several levels).
+func Identifier(name string) (table.Identifier, error) {
+	ns, n, ok := cutLast(name, ".")
+	if !ok || ns == "" || n == "" {
+		return nil, fmt.Errorf("iceberg table %q: want namespace.name", name)
 	}
-	ident := catalog.ToIdentifier(append(strings.Split(ns, "."), name)...)
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		return nil, fmt.Errorf("iceberg REST catalog %s: table %s: %w", opt.CatalogURI, opt.Table, err)
-	}
-	return tbl, nil
+	return catalog.ToIdentifier(append(strings.Split(ns, "."), n)...), nil
 }
 
 func cutLast(s, sep string) (string, string, bool) {

@@ -1,0 +1,63 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
+)
+
+// TestPortableGroupsAndTiers: for every tier layout (pieces from the hot
+// batches, the cold file or both), small batches (a row group spans
+// several of them), value nulls, a varying string column and attributes,
+// and row group bounds that split series, the copy read back with pqarrow
+// holds exactly the rows the Reader serves (CheckPortable), whatever the
+// parallelism, and the allocator ends empty.
+func TestPortableGroupsAndTiers(t *testing.T) {
+	root := t.TempDir()
+	lake := filepath.Join(root, "lake")
+	testsnap.TieredLake(t, lake)
+	cases := testsnap.BuildTiers(t, lake, root, 100)
+	names := []string{"HOT"}
+	for _, c := range cases {
+		names = append(names, c.Name)
+	}
+	for _, name := range names {
+		s, err := snapshot.Open(filepath.Join(root, name), snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := query.FromSnapshot(name, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, shape := range []struct{ target, max int64 }{{1, 1 << 20}, {50, 70}, {200, 1 << 20}, {1000, 30}} {
+			for _, par := range []int{1, 3} {
+				t.Run(fmt.Sprintf("%s/target%d-max%d-par%d", name, shape.target, shape.max, par), func(t *testing.T) {
+					mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+					var buf bytes.Buffer
+					res, err := WritePortable(context.Background(), r, &buf, PortableOptions{RowGroupRows: shape.target, Parallel: par, Allocator: mem, maxRowGroupRows: shape.max})
+					if err != nil {
+						t.Fatal(err)
+					}
+					mem.AssertSize(t, 0)
+					rows, err := CheckPortable(context.Background(), r, bytes.NewReader(buf.Bytes()), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if rows != res.Rows || rows != r.Info().Rows {
+						t.Fatalf("checked %d rows, wrote %d, the snapshot has %d", rows, res.Rows, r.Info().Rows)
+					}
+				})
+			}
+		}
+		s.Close()
+	}
+}
