@@ -1,7 +1,10 @@
-"""Medians, spreads and percentiles as the report prints them."""
-import statistics
+"""Medians, spreads and percentiles as the report prints them.
 
-import numpy as np
+Standard library at import time: bench/report.py (run by `make test` with the
+system python3) imports this module; only pct() needs numpy, which the bench
+venv has.
+"""
+import statistics
 
 
 def med(xs):
@@ -20,6 +23,8 @@ def spread(xs, fmt="{:.2f}"):
 
 
 def pct(lat, q):
+    import numpy as np
+
     return float(np.percentile(lat, q)) if len(lat) else None
 
 
