@@ -55,6 +55,9 @@ type badFunc func(row int, value string, err error) error
 // dictionaries of any of these, whose entries are converted once each so that
 // a 15M-row dictionary column costs one table lookup per row.
 //
+// Every period lies in years 0001-9999 (InRange); a day outside them, which
+// the binary forms can carry, is an unconvertible row (ErrRange).
+//
 // On the first null or unconvertible row Column returns a *RowError; for other
 // types it returns an *UnsupportedTypeError. dst is partly written on error.
 func Column(arr arrow.Array, dst []int32) error {
@@ -62,11 +65,25 @@ func Column(arr arrow.Array, dst []int32) error {
 	if len(dst) < n {
 		return fmt.Errorf("period: destination has length %d, array has %d rows", len(dst), n)
 	}
-	return convert(arr, dst[:n], func(row int, value string, err error) error {
+	if err := convert(arr, dst[:n], func(row int, value string, err error) error {
 		// Clone: string values alias Arrow buffers, which may be released
 		// (or reused by a non-Go allocator) before the error is read.
 		return &RowError{Row: row, Value: strings.Clone(value), Err: err}
-	})
+	}); err != nil {
+		return err
+	}
+	return checkRange(dst[:n])
+}
+
+// checkRange returns a *RowError for the first day outside years
+// 0001-9999. Null rows were refused before it, so every slot is a value.
+func checkRange(days []int32) error {
+	for i, d := range days {
+		if !InRange(d) {
+			return &RowError{Row: i, Value: Format(d), Err: ErrRange}
+		}
+	}
+	return nil
 }
 
 // convert requires len(dst) == arr.Len().

@@ -261,9 +261,62 @@ func TestColumnTimestampOutOfRange(t *testing.T) {
 			}
 			arr.Release()
 		}
+		// The conversion reaches date32's edges; Column then refuses
+		// them as outside years 0001-9999.
 		arr := timestampArray(mem, arrow.Second, tc.tz, []int64{tc.okFirst, tc.okLast}, nil)
-		wantDays(t, arr, tc.okFormat[0], tc.okFormat[1])
+		days := make([]int32, 2)
+		if err := convert(arr, days, func(row int, value string, err error) error { return err }); err != nil {
+			t.Fatalf("tz %q: convert: %v", tc.tz, err)
+		}
+		if Format(days[0]) != tc.okFormat[0] || Format(days[1]) != tc.okFormat[1] {
+			t.Errorf("tz %q: got %s, %s, want %s, %s", tc.tz, Format(days[0]), Format(days[1]), tc.okFormat[0], tc.okFormat[1])
+		}
+		re := wantRowError(t, arr, 0, tc.okFormat[0], "")
+		if !errors.Is(re, ErrRange) {
+			t.Errorf("tz %q: %v, want ErrRange", tc.tz, re)
+		}
 		arr.Release()
+	}
+}
+
+// TestColumnRange: every form's days must lie in years 0001-9999, the
+// range tickets and SQL name; the first day outside is the error, with
+// the day in the value.
+func TestColumnRange(t *testing.T) {
+	mem := newMem(t)
+	date32 := func(days ...int32) arrow.Array {
+		b := array.NewDate32Builder(mem)
+		defer b.Release()
+		for _, d := range days {
+			b.Append(arrow.Date32(d))
+		}
+		return b.NewArray()
+	}
+	for _, tc := range []struct {
+		name  string
+		arr   arrow.Array
+		row   int
+		value string
+	}{
+		{"date32 one day before year 1", date32(0, MinDays-1), 1, "0000-12-31"},
+		{"date32 one day after 9999", date32(MaxDays + 1), 0, "10000-01-01"},
+		{"date32 min", date32(0, 5, math.MinInt32), 2, Format(math.MinInt32)},
+		{"date32 max", date32(math.MaxInt32), 0, Format(math.MaxInt32)},
+		{"timestamp year 10000", timestampArray(mem, arrow.Second, "", []int64{0, int64(MaxDays+1) * 86400}, nil), 1, "10000-01-01"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.arr.Release()
+			re := wantRowError(t, tc.arr, tc.row, tc.value, "")
+			if !errors.Is(re, ErrRange) {
+				t.Errorf("%v, want ErrRange", re)
+			}
+		})
+	}
+	edges := date32(MinDays, MaxDays)
+	defer edges.Release()
+	wantDays(t, edges, "0001-01-01", "9999-12-31")
+	if !InRange(MinDays) || !InRange(MaxDays) || InRange(MinDays-1) || InRange(MaxDays+1) {
+		t.Error("InRange disagrees with MinDays..MaxDays")
 	}
 }
 

@@ -40,6 +40,21 @@ import (
 	"fmt"
 )
 
+// The range of periods every servingsnap file and request holds: years
+// 0001-9999, the years Parse, tickets and SQL name. date32 can hold about
+// 5.8 million years either side of 1970, so a date32, date64, timestamp or
+// integer column may carry days outside it; Column refuses those (ErrRange).
+const (
+	MinDays int32 = -719162 // 0001-01-01
+	MaxDays int32 = 2932896 // 9999-12-31
+)
+
+// ErrRange is the Err of a RowError for a period outside MinDays..MaxDays.
+var ErrRange = errors.New("period outside 0001-01-01..9999-12-31")
+
+// InRange reports whether days is within MinDays..MaxDays.
+func InRange(days int32) bool { return days >= MinDays && days <= MaxDays }
+
 // Parse parses one period string into date32 days; the result is the START of
 // the period. Errors name the input and say what is wrong with it.
 func Parse(s string) (int32, error) {

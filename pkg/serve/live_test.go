@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/compact"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -60,6 +62,8 @@ func (p putRows) record(t testing.TB) arrow.RecordBatch {
 		var b array.Builder
 		if name == "value" {
 			b = array.NewFloat64Builder(memory.DefaultAllocator)
+		} else if _, days := vals[0].(arrow.Date32); days {
+			b = array.NewDate32Builder(memory.DefaultAllocator)
 		} else {
 			b = array.NewStringBuilder(memory.DefaultAllocator)
 		}
@@ -71,6 +75,8 @@ func (p putRows) record(t testing.TB) arrow.RecordBatch {
 				b.(*array.Float64Builder).Append(v)
 			case string:
 				b.(*array.StringBuilder).Append(v)
+			case arrow.Date32:
+				b.(*array.Date32Builder).Append(v)
 			}
 		}
 		fields = append(fields, arrow.Field{Name: name, Type: b.Type(), Nullable: true})
@@ -177,6 +183,9 @@ func TestLiveWritesMergeCompactReplay(t *testing.T) {
 		{putRows{"series_id": {"A", "D"}, "period": {"2020-05", "2020-01"}, "value": {1.0, 2.0}}, `batch 0, row 1, column "series_id": series "D" is new: give its attributes`},
 		{putRows{"series_id": {"A", nil}, "period": {"2020-05", "2020-01"}, "value": {1.0, 2.0}}, `row 1, column "series_id": null series id`},
 		{putRows{"series_id": {"A"}, "period": {"2020-13"}, "value": {1.0}}, `row 0, column "period"`},
+		// date32 holds years far outside 0001-9999; tickets and SQL cannot name them
+		{putRows{"series_id": {"A", "A"}, "period": {arrow.Date32(0), arrow.Date32(math.MaxInt32)}, "value": {1.0, 2.0}}, `row 1, column "period": "5881580-07-11": period outside 0001-01-01..9999-12-31`},
+		{putRows{"series_id": {"A"}, "period": {arrow.Date32(period.MinDays - 1)}, "value": {1.0}}, `row 0, column "period": "0000-12-31": period outside`},
 		{putRows{"series_id": {"B"}, "period": {"2020-05"}, "value": {1.0}, "units": {"zzz"}}, `the dataset says "v"`},
 	} {
 		_, err := doPut(ctx, c, "LIVE", bad.rows.record(t))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
@@ -562,6 +563,24 @@ func TestCorruptionSemantic(t *testing.T) {
 					b.Append(s.Value(j))
 				}
 				return b.NewArray()
+			})
+		}},
+		{"index: the first series id emptied", false, CheckIndex, func(t *testing.T, ds string) {
+			editIndex(t, ds, f, sidecar.ColSeriesID, func(a arrow.Array) arrow.Array {
+				s := a.(*array.String)
+				b := array.NewStringBuilder(memory.DefaultAllocator)
+				b.Append("") // still sorted: "" is before every id
+				for i := 1; i < s.Len(); i++ {
+					b.Append(s.Value(i))
+				}
+				return b.NewArray()
+			})
+		}},
+		{"index: a last_period after 9999-12-31", false, CheckIndex, func(t *testing.T, ds string) {
+			editIndex(t, ds, f, sidecar.ColLastPeriod, func(a arrow.Array) arrow.Array {
+				v := append([]arrow.Date32(nil), a.(*array.Date32).Date32Values()...)
+				v[len(v)-1] = arrow.Date32(period.MaxDays + 1)
+				return dates(v, nil)
 			})
 		}},
 		{"manifest: stats.first_period edited", false, CheckStats, func(t *testing.T, ds string) {

@@ -339,10 +339,23 @@ func (v *verifier) checkOpened() {
 		}
 		return
 	}
+	// Ids are strictly increasing (the deep check proves it), so an
+	// empty id can only be the first: a series no ticket can name.
+	if x.SeriesID(0) == "" {
+		v.add(CheckIndex, xf.Path, "series 0", "empty series_id: every series needs a non-empty id")
+	}
 	lo, hi := x.Entry(0).FirstPeriod, x.Entry(0).LastPeriod
-	for i := 1; i < x.Len(); i++ {
+	outside := -1
+	for i := 0; i < x.Len(); i++ {
 		e := x.Entry(i)
 		lo, hi = min(lo, e.FirstPeriod), max(hi, e.LastPeriod)
+		if outside < 0 && (!period.InRange(e.FirstPeriod) || !period.InRange(e.LastPeriod)) {
+			outside = i
+		}
+	}
+	if outside >= 0 {
+		e := x.Entry(outside)
+		v.add(CheckIndex, xf.Path, fmt.Sprintf("series %d %q", outside, x.SeriesID(outside)), "periods %s..%s outside 0001-01-01..9999-12-31, the range every file holds", period.Format(e.FirstPeriod), period.Format(e.LastPeriod))
 	}
 	if got := period.Format(lo); got != v.m.Stats.FirstPeriod {
 		v.add(CheckStats, v.r.Manifest, "stats.first_period", "first_period %q, the index's smallest first_period is %s", v.m.Stats.FirstPeriod, got)
