@@ -24,6 +24,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/compact"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -394,5 +395,65 @@ func TestTooLargeStatus(t *testing.T) {
 	st := status.Convert(toStatus(err))
 	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "batch 3") || !strings.Contains(st.Message(), "fewer rows") {
 		t.Fatalf("%v: %s", st.Code(), st.Message())
+	}
+}
+
+// TestPutBatchOfMaxPutRows: one DoPut batch of --max-put-rows rows of the
+// documented schema (series_id, period, value) is accepted with the
+// default limits: gRPC's receive limit follows --max-put-bytes, not its
+// own 4 MiB default (which held about 260k such rows).
+func TestPutBatchOfMaxPutRows(t *testing.T) {
+	root := liveRoot(t)
+	ctx := context.Background()
+	srv := startServer(t, Config{Root: root})
+	c := dial(t, srv)
+	n := int(DefaultLimits.MaxPutRows)
+	ids := array.NewStringBuilder(memory.DefaultAllocator)
+	days := array.NewDate32Builder(memory.DefaultAllocator)
+	vals := array.NewFloat64Builder(memory.DefaultAllocator)
+	defer ids.Release()
+	defer days.Release()
+	defer vals.Release()
+	for i := 0; i < n; i++ {
+		id, d := "A", i/2
+		if i%2 == 1 {
+			id = "B"
+		}
+		ids.Append(id)
+		days.Append(arrow.Date32(int32(d) - 300_000))
+		vals.Append(float64(i))
+	}
+	cols := []arrow.Array{ids.NewArray(), days.NewArray(), vals.NewArray()}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "series_id", Type: arrow.BinaryTypes.String}, {Name: "period", Type: arrow.FixedWidthTypes.Date32}, {Name: "value", Type: arrow.PrimitiveTypes.Float64}}, nil)
+	rec := array.NewRecordBatch(sc, cols, int64(n))
+	for _, a := range cols {
+		a.Release()
+	}
+	defer rec.Release()
+	if sz := delta.RecordBytes(rec); sz <= minRecvMsgBytes {
+		t.Fatalf("the batch is %d bytes: it must exceed gRPC's 4 MiB default to test anything", sz)
+	}
+	acks, err := doPut(ctx, c, "LIVE", rec)
+	if err != nil || len(acks) != 1 || acks[0]["rows"] != uint64(n) {
+		t.Fatalf("put of %d rows: %v %v", n, acks, err)
+	}
+}
+
+func TestRecvMsgBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ticket int
+		put    int64
+		want   int
+	}{
+		{"small limits keep gRPC's 4 MiB", 1 << 10, 1 << 20, minRecvMsgBytes},
+		{"the ticket limit", 8 << 20, 1 << 20, 8<<20 + envelopeBytes},
+		{"the write budget", 1 << 20, 256 << 20, 256<<20 + envelopeBytes},
+		{"an unbounded write budget", 1 << 20, 0, math.MaxInt32},
+		{"capped at gRPC's ceiling", 1 << 20, 4 << 30, math.MaxInt32},
+	} {
+		if got := recvMsgBytes(Limits{MaxTicketBytes: tc.ticket, MaxPutBytes: tc.put}); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

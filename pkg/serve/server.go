@@ -73,15 +73,39 @@ type Config struct {
 	WindowBytes int
 }
 
-// gRPC message limits. Requests are tickets, commands and actions, so the
-// receive limit is the ticket limit plus room for the envelope (and never
-// below gRPC's 4 MiB default). The send limit is a guard well above the
+// gRPC message limits. Requests are tickets, commands, actions and DoPut
+// record batches, so the receive limit is the larger of the ticket limit
+// and the write budget, plus room for the envelope, and never below gRPC's
+// 4 MiB default (recvMsgBytes). The send limit is a guard well above the
 // batch budget: a record batch is sized to BatchBytes, and only one row
 // wider than that (a single huge string) could come near it.
 const (
 	minRecvMsgBytes = 4 << 20
 	sendMsgBytes    = 256 << 20
+	// envelopeBytes is room for what wraps a ticket or a batch's buffers
+	// in one gRPC message: the FlightData protobuf, the IPC message's
+	// flatbuffer header (a few hundred bytes a column) and its padding.
+	envelopeBytes = 64 << 10
 )
+
+// recvMsgBytes is the gRPC receive limit for l. A DoPut batch may be as
+// large as MaxPutBytes (acquirePut refuses a larger one with a message
+// that names the limit, which gRPC's own refusal would not), so a batch of
+// MaxPutRows rows fits whenever its bytes do; with MaxPutBytes unbounded
+// (<= 0) so is the message, up to gRPC's own ceiling.
+func recvMsgBytes(l Limits) int {
+	recv := int64(minRecvMsgBytes)
+	if t := int64(l.MaxTicketBytes) + envelopeBytes; t > recv {
+		recv = t
+	}
+	switch {
+	case l.MaxPutBytes <= 0:
+		recv = math.MaxInt32
+	case l.MaxPutBytes+envelopeBytes > recv:
+		recv = l.MaxPutBytes + envelopeBytes
+	}
+	return int(min(recv, math.MaxInt32))
+}
 
 // Server is a running Flight server plus its HTTP side.
 type Server struct {
@@ -126,12 +150,8 @@ func New(cfg Config) (*Server, error) {
 		}
 	}()
 
-	recv := minRecvMsgBytes
-	if t := cfg.Limits.MaxTicketBytes; t+(64<<10) > recv {
-		recv = t + (64 << 10)
-	}
 	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(recv),
+		grpc.MaxRecvMsgSize(recvMsgBytes(cfg.Limits)),
 		grpc.MaxSendMsgSize(sendMsgBytes),
 		// Reuse handler goroutines (their stacks are already grown to what
 		// the IPC writer needs) instead of one new goroutine per call:
