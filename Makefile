@@ -97,7 +97,7 @@ SMOKE_FUZZTIME ?= 15s
 fuzz-smoke:
 	GO=$(GO) bash scripts/fuzz-smoke.sh $(SMOKE_FUZZTIME) \
 	  ./pkg/vortexio:FuzzReader ./pkg/vortexio:FuzzWriterRoundTrip ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
-	  ./pkg/serve:FuzzServer ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/sqlq:FuzzParse \
+	  ./pkg/serve:FuzzServer ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/live:FuzzReplayResealed ./pkg/sqlq:FuzzParse \
 	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions \
 	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster ./pkg/verify/arrowcheck:FuzzData ./pkg/serve:FuzzValidateStrings ./pkg/wal:FuzzParseCheckpoint
 

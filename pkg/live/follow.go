@@ -132,7 +132,7 @@ func (f *Follower) apply(ctx context.Context) (int, error) {
 	n, err := f.tail.Read(func(pos wal.Position, payload []byte) error {
 		// The tail reuses its buffer for the next record, and the run
 		// the record becomes keeps its buffers: decode a copy.
-		rec, err := decodeRecord(append([]byte(nil), payload...), f.schema.Write)
+		rec, err := decodeRecord(append([]byte(nil), payload...), f.schema)
 		if err != nil {
 			return fmt.Errorf("record at %s: %w", pos, err)
 		}

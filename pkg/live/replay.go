@@ -38,10 +38,11 @@ type replayed struct {
 // record that does not decode, or does not have the dataset's write
 // schema, stops the replay naming its position.
 //
-// Records were checked (Normalize) before they were logged, so the checks
-// a write gets are not run again: a record holds a write as it was
-// accepted, and Bulk gives each key the row of the latest record, as
-// applying them in log order does.
+// Records were checked (Normalize) before they were logged; replay checks
+// again what a record holds on its own (delta.CheckWrite), since a valid
+// checksum does not prove a sound writer, but not what needed the dataset
+// of that moment (attributes against the base). Bulk gives each key the
+// row of the latest record, as applying them in log order does.
 func replay(ctx context.Context, l *wal.WAL, mem memory.Allocator, s *delta.Schema, folded, through, seq uint64, base delta.Base) (replayed, error) {
 	var out replayed
 	var payloads [][]byte
@@ -86,7 +87,7 @@ func bulkLoad(ctx context.Context, mem memory.Allocator, s *delta.Schema, payloa
 				if i >= len(payloads) {
 					return
 				}
-				recs[i], errs[i] = decodeRecord(payloads[i], s.Write)
+				recs[i], errs[i] = decodeRecord(payloads[i], s)
 				if errs[i] != nil {
 					failed.Store(true)
 				}
@@ -124,9 +125,23 @@ func bulkLoad(ctx context.Context, mem memory.Allocator, s *delta.Schema, payloa
 // decodeRecord reads a WAL payload, one Arrow IPC stream of one record
 // batch, whose buffers alias the payload (the bulk load copies the rows it
 // keeps), and checks it holds a write of the dataset's schema with sound
-// buffers: a record that passed its checksum but does not decode must stop
-// the replay, not a later step.
-func decodeRecord(payload []byte, want *arrow.Schema) (rec arrow.RecordBatch, err error) {
+// buffers and the values DoPut accepts (delta.CheckWrite): a record that
+// passed its checksum but does not decode, or holds what no DoPut could
+// have written, must stop the replay, not be served and compacted.
+func decodeRecord(payload []byte, s *delta.Schema) (rec arrow.RecordBatch, err error) {
+	rec, err = decodeStructure(payload, s.Write)
+	if err != nil {
+		return nil, err
+	}
+	if err := delta.CheckWrite(s, rec); err != nil {
+		rec.Release()
+		return nil, err
+	}
+	return rec, nil
+}
+
+// decodeStructure is decodeRecord without the checks of the values.
+func decodeStructure(payload []byte, want *arrow.Schema) (rec arrow.RecordBatch, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			if rec != nil {
@@ -208,8 +223,8 @@ func project(rec arrow.RecordBatch, want *arrow.Schema) (arrow.RecordBatch, erro
 
 // checkBuffers checks that a decoded column's buffers hold its rows: the
 // IPC reader takes buffer sizes and offsets from the record as written,
-// and the bulk load indexes them without bounds it could trust. (It does
-// not check UTF-8: a write's strings were not checked for it either.)
+// and the bulk load indexes them without bounds it could trust. (UTF-8 is
+// delta.CheckWrite's, for the series ids.)
 func checkBuffers(col arrow.Array, rows int64) error {
 	d := col.Data()
 	n, off := int64(d.Len()), int64(d.Offset())

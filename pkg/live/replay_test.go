@@ -2,11 +2,14 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
@@ -225,7 +229,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 8, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, p []byte) {
-		rec, err := decodeRecord(p, s.Write)
+		rec, err := decodeRecord(p, s)
 		if err != nil {
 			return
 		}
@@ -236,6 +240,175 @@ func FuzzDecodeRecord(f *testing.F) {
 		// The bulk load reads every value: it must not fault.
 		if _, err := delta.Bulk(context.Background(), memory.DefaultAllocator, s, []arrow.RecordBatch{rec}, 1, 1, nil); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// hostileRow is one row of a write built by hand, as a faulty or hostile
+// writer could log it with a valid checksum.
+type hostileRow struct {
+	id     *string
+	day    *int32
+	unit   string
+	given  bool
+	nullGv bool
+}
+
+func strp(s string) *string { return &s }
+func dayp(d int32) *int32   { return &d }
+
+// hostileWrite builds a record of the write schema from rows, with no
+// check of what they hold.
+func hostileWrite(s *delta.Schema, rows []hostileRow) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s.Write)
+	defer b.Release()
+	for i, r := range rows {
+		if r.id == nil {
+			b.Field(0).AppendNull()
+		} else {
+			b.Field(0).(*array.StringBuilder).Append(*r.id)
+		}
+		if r.day == nil {
+			b.Field(1).AppendNull()
+		} else {
+			b.Field(1).(*array.Date32Builder).Append(arrow.Date32(*r.day))
+		}
+		b.Field(2).(*array.Float64Builder).Append(float64(i))
+		b.Field(3).(*array.StringBuilder).Append(r.unit)
+		if r.nullGv {
+			b.Field(4).AppendNull()
+		} else {
+			b.Field(4).(*array.BooleanBuilder).Append(r.given)
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+// TestReplayRefusesHostile: a record of the write schema whose checksum
+// holds but whose values no DoPut accepts stops the replay (and a
+// replica's follow) naming the record's position, the row and the
+// column; nothing is served.
+func TestReplayRefusesHostile(t *testing.T) {
+	s := testSchema(t)
+	ok := hostileRow{id: strp("s1"), day: dayp(100), unit: "u-s1", given: true}
+	with := func(f func(r *hostileRow)) []hostileRow {
+		r := ok
+		f(&r)
+		return []hostileRow{ok, r}
+	}
+	for _, tc := range []struct {
+		name string
+		rows []hostileRow
+		msg  string
+	}{
+		{"empty id", with(func(r *hostileRow) { r.id = strp("") }), `row 1, column "series_id": empty series id`},
+		{"null id", with(func(r *hostileRow) { r.id = nil }), `row 1, column "series_id": null series id`},
+		{"invalid UTF-8 id", with(func(r *hostileRow) { r.id = strp("s\xff1") }), `column "series_id": row 1: the string is not valid UTF-8`},
+		{"id starting inside a character", []hostileRow{{id: strp("\xc3"), day: dayp(1), given: true, unit: "u"}, {id: strp("\xa9x"), day: dayp(1), given: true, unit: "u"}}, `column "series_id": row 0: the string is not valid UTF-8`},
+		{"period 2^31-1 days", with(func(r *hostileRow) { r.day = dayp(math.MaxInt32) }), `row 1, column "period": 5881580-07-11: period outside 0001-01-01..9999-12-31`},
+		{"period -2^31 days", with(func(r *hostileRow) { r.day = dayp(math.MinInt32) }), `row 1, column "period": -5877641-06-23: period outside`},
+		{"period before year 1", with(func(r *hostileRow) { r.day = dayp(period.MinDays - 1) }), `row 1, column "period": 0000-12-31: period outside`},
+		{"null period", with(func(r *hostileRow) { r.day = nil }), `row 1, column "period": null period`},
+		{"given mixed", with(func(r *hostileRow) { r.given = false }), `row 1, column "servingsnap.attributes_given": false here and true in row 0`},
+		{"given null", with(func(r *hostileRow) { r.nullGv = true }), `row 1, column "servingsnap.attributes_given": null`},
+		{"attribute varies within a series", with(func(r *hostileRow) { r.unit = "other" }), `row 1, column "unit": series "s1" has "other" here and "u-s1" in row 0`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			good := hostileWrite(s, []hostileRow{ok})
+			defer good.Release()
+			gp, err := encode(good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := hostileWrite(s, tc.rows)
+			defer bad.Release()
+			bp, err := encode(bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "wal")
+			pos := logRecords(t, dir, gp, bp, gp)
+			tg := &nullTarget{}
+			_, _, err = Open(dir, s, 0, tg, Options{})
+			if err == nil {
+				t.Fatal("opened over a hostile record")
+			}
+			for _, want := range []string{"record at " + pos[1].String(), tc.msg} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+			if !errors.Is(err, delta.ErrInvalid) {
+				t.Errorf("error %v is not delta.ErrInvalid", err)
+			}
+			if tg.published != nil {
+				t.Fatal("a State was published from a failed replay")
+			}
+		})
+	}
+}
+
+// FuzzReplayResealed: any payload, logged with a valid checksum between
+// two sound writes, either stops the replay naming its own position or
+// is a write DoPut could have made (ids present, non-empty and UTF-8,
+// periods in years 0001-9999), decoded and served; never a panic.
+func FuzzReplayResealed(f *testing.F) {
+	s := testSchema(f)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 5} {
+		r := testWrite(s, rng, n, 0)
+		p, err := encode(r)
+		r.Release()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(p)
+	}
+	for _, rows := range [][]hostileRow{
+		{{id: strp(""), day: dayp(1), given: true, unit: "u"}},
+		{{id: strp("a"), day: dayp(math.MaxInt32), given: true, unit: "u"}},
+		{{id: strp("a\xff"), day: dayp(1), given: true, unit: "u"}},
+	} {
+		r := hostileWrite(s, rows)
+		p, err := encode(r)
+		r.Release()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(p)
+	}
+	good := testWrite(s, rng, 3, 0)
+	gp, err := encode(good)
+	good.Release()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		dir := filepath.Join(t.TempDir(), "wal")
+		pos := logRecords(t, dir, gp, p, gp)
+		tg := &nullTarget{}
+		w, _, err := Open(dir, s, 0, tg, Options{})
+		if err != nil {
+			if want := "record at " + pos[1].String(); !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q does not name %q", err, want)
+			}
+			return
+		}
+		w.Close()
+		rec, err := decodeRecord(p, s)
+		if err != nil {
+			t.Fatalf("replay accepted a record that does not decode: %v", err)
+		}
+		defer rec.Release()
+		ids := rec.Column(0).(*array.String)
+		days := rec.Column(1).(*array.Date32)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if ids.IsNull(i) || ids.Value(i) == "" || !utf8.ValidString(ids.Value(i)) {
+				t.Fatalf("replay accepted series id %q at row %d", ids.Value(i), i)
+			}
+			if days.IsNull(i) || !period.InRange(int32(days.Value(i))) {
+				t.Fatalf("replay accepted period %v at row %d", days.Value(i), i)
+			}
 		}
 	})
 }

@@ -2,11 +2,12 @@ package serve
 
 import (
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"google.golang.org/grpc/codes"
+
+	"github.com/energyscope/servingsnap/pkg/delta"
 )
 
 // validatePut checks a DoPut batch's Arrow structure in full before
@@ -77,40 +78,5 @@ func validateFull(col arrow.Array) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	return validUTF8(b.ValueOffsets(), b.ValueBytes())
-}
-
-// validUTF8 reports the first row of a string column whose value is not
-// valid UTF-8, as arrow-go's check does (null slots included): offsets
-// are the column's n+1 offsets (valid, non-decreasing), values its data
-// from the first offset to the last.
-//
-// The values are valid one by one if and only if their concatenation is
-// valid UTF-8 and no value starts inside a character of it, that is with
-// a continuation byte (10xxxxxx): in valid UTF-8 a continuation byte only
-// ever follows its character's lead byte. utf8.Valid runs through ASCII
-// (what ids almost always are) a word at a time.
-func validUTF8(offsets []int32, values []byte) error {
-	if utf8.Valid(values) && !startsInside(offsets, values) {
-		return nil
-	}
-	base := offsets[0]
-	for i := 1; i < len(offsets); i++ {
-		if v := values[offsets[i-1]-base : offsets[i]-base]; !utf8.Valid(v) {
-			return fmt.Errorf("row %d: the string is not valid UTF-8: %q", i-1, v)
-		}
-	}
-	return nil
-}
-
-// startsInside reports whether a value after the first starts with a
-// continuation byte of values.
-func startsInside(offsets []int32, values []byte) bool {
-	base := offsets[0]
-	for _, o := range offsets[1 : len(offsets)-1] {
-		if at := int(o - base); at < len(values) && values[at]&0xC0 == 0x80 {
-			return true
-		}
-	}
-	return false
+	return delta.ValidUTF8(b.ValueOffsets(), b.ValueBytes())
 }
