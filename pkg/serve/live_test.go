@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -455,5 +456,16 @@ func TestRecvMsgBytes(t *testing.T) {
 		if got := recvMsgBytes(Limits{MaxTicketBytes: tc.ticket, MaxPutBytes: tc.put}); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestWALFailureIsUnavailable: a write refused because the log failed to
+// write (a full disk) is Unavailable, which a client may retry: the log
+// heals by itself once the cause is gone.
+func TestWALFailureIsUnavailable(t *testing.T) {
+	err := fmt.Errorf("dataset %q: batch 0: %w", "LIVE", fmt.Errorf("%w: %w", wal.ErrFailed, syscall.ENOSPC))
+	st := status.Convert(toStatus(err))
+	if st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "no space left on device") {
+		t.Fatalf("%v: %s, want Unavailable naming the cause", st.Code(), st.Message())
 	}
 }

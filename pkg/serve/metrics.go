@@ -191,7 +191,7 @@ func (m *Metrics) initFault(d *served.Dataset) {
 		return 0
 	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "servingsnap_wal_failing", ConstLabels: prometheus.Labels{"dataset": d.Name()},
-		Help: "1 while the dataset's write-ahead log could not be opened: its snapshot alone is served, read-only, and DoPut is Unavailable; status says why.",
+		Help: "1 while the dataset takes no writes for a fault: its write-ahead log could not be opened (its snapshot alone is served, read-only) or refuses appends after a failed write (a full disk) until it heals by itself; DoPut is Unavailable; status says why.",
 	}, func() float64 {
 		if d.WritesFailing() {
 			return 1

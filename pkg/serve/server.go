@@ -242,7 +242,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // Kubernetes' readiness probe), where /healthz says whether the process is
 // alive: 503 while shutting down, and when the root holds no served
 // dataset (nothing could be answered, and datasets are only found at
-// start-up); otherwise 200 with the datasets served.
+// start-up); otherwise 200 with the datasets served, and those that take
+// no writes for a fault (writes_failing: reads go on, so the server stays
+// ready; status says why).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	ds := s.svc.Datasets()
@@ -254,7 +256,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		json.NewEncoder(w).Encode(map[string]any{"status": "no datasets", "root": s.cfg.Root})
 	default:
-		json.NewEncoder(w).Encode(map[string]any{"status": "ready", "datasets": ds})
+		body := map[string]any{"status": "ready", "datasets": ds}
+		var failing []string
+		for _, name := range ds {
+			if d, ok := s.svc.datasets[name]; ok && d.WritesFailing() {
+				failing = append(failing, name)
+			}
+		}
+		if failing != nil {
+			body["writes_failing"] = failing
+		}
+		json.NewEncoder(w).Encode(body)
 	}
 }
 

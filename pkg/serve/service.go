@@ -804,6 +804,10 @@ func toStatus(err error) error {
 		code = codes.Unavailable
 	case errors.Is(err, served.ErrCompactFailing):
 		code = codes.FailedPrecondition
+	case errors.Is(err, wal.ErrFailed):
+		// a full disk or an I/O error: the log heals by itself once the
+		// cause is gone, so the client may retry
+		code = codes.Unavailable
 	case errors.Is(err, wal.ErrTooLarge):
 		code, msg = codes.ResourceExhausted, msg+"; send batches of fewer rows"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -12,6 +12,7 @@ import (
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
 // ErrClosed: the dataset was closed (the server is stopping).
@@ -37,6 +38,9 @@ type Options struct {
 	Vintages int
 	// Hooks tell the server's metrics what happens.
 	Hooks Hooks
+	// WAL are the options the dataset's log is opened with (zero: the
+	// defaults); tests set its fault seam (wal.Options.Fault).
+	WAL wal.Options
 }
 
 // Hooks are told what happens to a dataset (metrics). Each may be nil.

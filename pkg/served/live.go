@@ -156,7 +156,7 @@ func (d *Dataset) openWriterLocked() error {
 	if err != nil {
 		return err
 	}
-	w, info, err := live.Open(d.walDir(), s, cp.Folded, liveTarget{d}, live.Options{Logger: d.log})
+	w, info, err := live.Open(d.walDir(), s, cp.Folded, liveTarget{d}, live.Options{Logger: d.log, WAL: d.opt.WAL})
 	if err != nil {
 		return fmt.Errorf("dataset %s: %w", d.name, err)
 	}

@@ -159,9 +159,7 @@ func (d *Dataset) Status() (DatasetStatus, bool) {
 	rs, fs := d.st, d.fs
 	d.stMu.Unlock()
 	info := v.r.Info()
-	d.liveMu.Lock()
-	ws := d.ws
-	d.liveMu.Unlock()
+	ws := d.writesStatus()
 	st := DatasetStatus{
 		Writes: ws.mode, WritesReason: ws.reason, WritesSince: ts(ws.since),
 		Failing: fs.failing, FailingReason: fs.reason, DamagedID: fs.damaged, FallbackID: fs.fallback, Faults: fs.faults,
@@ -193,12 +191,28 @@ func (d *Dataset) ReloadFailing() bool {
 // Failing reports whether the snapshot CURRENT names is damaged (metrics).
 func (d *Dataset) Failing() bool { return d.faultStatus().failing }
 
-// WritesFailing reports whether the dataset's log could not be opened, so
-// it serves its snapshot alone, read-only (metrics).
-func (d *Dataset) WritesFailing() bool {
+// WritesFailing reports whether the dataset takes no writes for a fault:
+// its log could not be opened (it serves its snapshot alone, read-only),
+// or the open log refuses appends after a failed write (a full disk)
+// until it heals (metrics).
+func (d *Dataset) WritesFailing() bool { return d.writesStatus().mode == WritesFailing }
+
+// writesStatus is the dataset's writes state, with a writer whose log
+// refuses appends shown as failing, naming the cause.
+func (d *Dataset) writesStatus() writesState {
 	d.liveMu.Lock()
-	defer d.liveMu.Unlock()
-	return d.ws.mode == WritesFailing
+	ws := d.ws
+	d.liveMu.Unlock()
+	if ws.mode != WritesWriter {
+		return ws
+	}
+	if w := d.live.Load(); w != nil {
+		if err := w.Log().Failing(); err != nil {
+			ws.mode = WritesFailing
+			ws.reason = "the log refuses appends until the cause is gone (it retries by itself, no restart needed): " + err.Error()
+		}
+	}
+	return ws
 }
 
 // Draining is the number of replaced snapshots still mapped because

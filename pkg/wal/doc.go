@@ -48,9 +48,14 @@
 //
 // # Failure
 //
-// After a write or fsync error the log refuses every later append
-// (ErrFailed): what reached the disk is unknown, and an fsync error may have
-// dropped pages the kernel will not write again, so appending on would risk
-// acknowledging records after a gap. Close and Open again: recovery cuts
-// whatever the failed write left.
+// After a write or fsync error (a full disk, an I/O error) the log refuses
+// appends (ErrFailed, wrapping the cause; Failing says so): what reached
+// the disk after the last acknowledged record is unknown, and an fsync
+// error may have dropped pages the kernel will not write again, so
+// appending on in that file would risk acknowledging records after a gap.
+// The committer then heals the log without a restart, retrying with a
+// backoff (up to 5 s) while the cause lasts: it cuts the active segment
+// back to its acknowledged end, syncs it and starts a new segment, where
+// appends resume. Corruption found by a replay is not healed: Close and
+// Open again (or quarantine).
 package wal

@@ -13,9 +13,10 @@ var (
 	// ErrClosed is returned by every call on a closed log.
 	ErrClosed = errors.New("wal closed")
 	// ErrFailed is returned once a write or fsync has failed, or a Replay
-	// has found corruption: the log refuses every later append, because
-	// what is on disk after the last acknowledged record is unknown and an
-	// append over it could leave a gap. Close and Open again to recover.
+	// has found corruption: the log refuses appends, because what is on
+	// disk after the last acknowledged record is unknown and an append
+	// over it could leave a gap. A write failure heals on its own once its
+	// cause is gone (WAL.Failing); after corruption, Close and Open again.
 	ErrFailed = errors.New("wal failed")
 	// ErrTooLarge refuses a payload over Options.MaxRecordSize.
 	ErrTooLarge = errors.New("record too large")

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 )
@@ -64,11 +65,26 @@ type Options struct {
 	// was set aside, the next one starts after it, so the snapshot's
 	// position still lies before every new record.
 	After Position
+	// Fault, when set, is asked before each write, sync and segment
+	// creation of an append (op "write", "sync", "create"; seg the
+	// segment); an error it returns is taken as that operation's failure.
+	// It is the test seam for a full or failing disk; nil in production.
+	Fault func(op string, seg uint32) error
+	// HealBackoff is the first wait before a failed log tries to heal
+	// (doubling up to maxHealBackoff). Default 100 ms.
+	HealBackoff time.Duration
 }
+
+// maxHealBackoff bounds the wait between a failed log's attempts to heal:
+// once the disk has room again, appends resume within it.
+const maxHealBackoff = 5 * time.Second
 
 func (o Options) withDefaults() (Options, error) {
 	if o.SegmentSize == 0 {
 		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.HealBackoff <= 0 {
+		o.HealBackoff = 100 * time.Millisecond
 	}
 	minSize := int64(segmentHeaderSize + recordHeaderSize + 1)
 	if o.SegmentSize < minSize || o.SegmentSize > math.MaxUint32 {
@@ -99,7 +115,11 @@ type WAL struct {
 	end     Position // just after the last durable record
 	first   uint32   // oldest segment on disk; segments first..end.Segment all exist
 	closing bool
-	failed  error // sticky; wraps ErrFailed
+	failed  error // wraps ErrFailed; cleared by a heal when healable
+	cause   error // what failed first, kept while heals fail
+	// healable: failed is a write, sync or create error, which a heal
+	// (heal) may clear; corruption found by Replay is not.
+	healable bool
 
 	wake   chan struct{} // capacity 1: "the queue is not empty"
 	quit   chan struct{} // closed by Close
@@ -112,6 +132,7 @@ type WAL struct {
 	bufs [][]byte // reused write buffers, one per chunk
 
 	writes atomic.Int64 // writes synced, for benchmarks and later metrics
+	heals  atomic.Int64 // failures healed without a restart
 }
 
 // request is one Append call waiting for the committer.
@@ -587,10 +608,33 @@ func (w *WAL) usableLocked() error {
 // and wakes the callers, until Close.
 func (w *WAL) run() {
 	defer close(w.exited)
+	var retry *time.Timer
+	backoff := w.opts.HealBackoff
 	for {
+		var healNow <-chan time.Time
+		w.mu.Lock()
+		healing := w.failed != nil && w.healable && !w.closing
+		w.mu.Unlock()
+		if healing {
+			if retry == nil {
+				retry = time.NewTimer(backoff)
+			}
+			healNow = retry.C
+		}
 		select {
 		case <-w.wake:
 		case <-w.quit:
+		case <-healNow:
+			retry = nil
+			if err := w.heal(); err != nil {
+				backoff = min(2*backoff, maxHealBackoff)
+				w.mu.Lock()
+				w.failed = fmt.Errorf("%w: %w (healing: %w)", ErrFailed, w.cause, err)
+				w.mu.Unlock()
+			} else {
+				backoff = w.opts.HealBackoff
+			}
+			continue
 		}
 		for {
 			w.mu.Lock()
@@ -661,6 +705,9 @@ func (w *WAL) buffer(i int) []byte {
 func (w *WAL) commit(chunks []chunk) (Position, error) {
 	for i, c := range chunks {
 		if c.create {
+			if err := w.fault("create", c.seg); err != nil {
+				return w.durable(), fmt.Errorf("wal: create segment %s: %w", segmentName(c.seg), err)
+			}
 			f, err := createSegment(w.dir, c.seg)
 			if err != nil {
 				return w.durable(), err
@@ -674,8 +721,16 @@ func (w *WAL) commit(chunks []chunk) (Position, error) {
 			w.end = Position{Segment: c.seg, Offset: segmentHeaderSize}
 			w.mu.Unlock()
 		}
+		if err := w.fault("write", c.seg); err != nil {
+			// as a short write would: part of the chunk may be on disk
+			_, _ = w.f.WriteAt(c.data[:len(c.data)/2], c.start)
+			return w.durable(), fmt.Errorf("wal: write %s at %d: %w", w.f.Name(), c.start, err)
+		}
 		if _, err := w.f.WriteAt(c.data, c.start); err != nil {
 			return w.durable(), fmt.Errorf("wal: write %s at %d: %w", w.f.Name(), c.start, err)
+		}
+		if err := w.fault("sync", c.seg); err != nil {
+			return w.durable(), fmt.Errorf("wal: sync %s: %w", w.f.Name(), err)
 		}
 		if err := syncData(w.f); err != nil {
 			return w.durable(), fmt.Errorf("wal: sync %s: %w", w.f.Name(), err)
@@ -698,11 +753,20 @@ func (w *WAL) commit(chunks []chunk) (Position, error) {
 // durable is the committer's view of the end of the log: w.seg, w.size.
 func (w *WAL) durable() Position { return Position{Segment: w.seg, Offset: uint32(w.size)} }
 
+// fault asks Options.Fault, the test seam, about op on segment seg.
+func (w *WAL) fault(op string, seg uint32) error {
+	if w.opts.Fault == nil {
+		return nil
+	}
+	return w.opts.Fault(op, seg)
+}
+
 // finish records the outcome of a batch and wakes its callers. After a write
-// or sync error, every request not durable fails, and so does every later one.
+// or sync error, every request not durable fails, and so does every later
+// one until the log heals.
 func (w *WAL) finish(reqs []*request, durable Position, err error) {
 	if err != nil {
-		w.fail(err)
+		w.failWith(err, true)
 	}
 	w.mu.Lock()
 	failed := w.failed
@@ -715,20 +779,82 @@ func (w *WAL) finish(reqs []*request, durable Position, err error) {
 	}
 }
 
-// fail makes the log refuse every later append, and fails the queued ones.
-func (w *WAL) fail(cause error) {
+// fail makes the log refuse every later append for good (corruption
+// found by a replay), and fails the queued ones.
+func (w *WAL) fail(cause error) { w.failWith(cause, false) }
+
+// failWith makes the log refuse appends and fails the queued ones. A
+// healable failure (a write, sync or create error: a full disk, an I/O
+// error) lasts until heal succeeds; any other until the log is reopened.
+func (w *WAL) failWith(cause error, healable bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed != nil {
+		w.healable = w.healable && healable
 		return
 	}
 	w.failed = fmt.Errorf("%w: %w", ErrFailed, cause)
+	w.cause, w.healable = cause, healable
 	for _, r := range w.queue {
 		r.err = w.failed
 		close(r.done)
 	}
 	w.queue = nil
 }
+
+// heal makes a log that failed to write usable again, without a restart:
+// it cuts the active segment back to its durable end (what was written
+// after it, by the failed write or a sync whose pages the kernel may have
+// dropped, was never acknowledged), syncs that, and starts a new segment,
+// so nothing written by the failed attempt is ever read and no later
+// write lands on a file whose last sync failed. Every step may fail while
+// the cause lasts (a full disk): the committer tries again after a
+// backoff. Requires the committer goroutine.
+func (w *WAL) heal() error {
+	if err := w.f.Truncate(w.size); err != nil {
+		return fmt.Errorf("wal: cut %s to %d: %w", w.f.Name(), w.size, err)
+	}
+	if err := w.fault("sync", w.seg); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", w.f.Name(), err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", w.f.Name(), err)
+	}
+	next := w.seg + 1
+	// A create that failed half way left the file without an
+	// acknowledged record in it.
+	if err := os.Remove(filepath.Join(w.dir, segmentName(next))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("wal: %w", err)
+	}
+	if err := w.fault("create", next); err != nil {
+		return fmt.Errorf("wal: create segment %s: %w", segmentName(next), err)
+	}
+	f, err := createSegment(w.dir, next)
+	if err != nil {
+		return err
+	}
+	old := w.f
+	w.f, w.seg, w.size = f, next, segmentHeaderSize
+	_ = old.Close() // synced above
+	w.heals.Add(1)
+	w.mu.Lock()
+	w.end = w.durable()
+	w.failed, w.cause, w.healable = nil, nil, false
+	w.mu.Unlock()
+	return nil
+}
+
+// Failing returns why the log refuses appends (wrapping ErrFailed), or
+// nil while it takes them. A write failure (a full disk) heals on its
+// own once its cause is gone; corruption found by a replay does not.
+func (w *WAL) Failing() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+// Heals is how many write failures the log has healed since it opened.
+func (w *WAL) Heals() int64 { return w.heals.Load() }
 
 // TruncateBefore deletes the segments that lie wholly before pos — every
 // record in them has a position ≤ pos — oldest first, and returns how many

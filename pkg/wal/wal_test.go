@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 )
@@ -697,4 +699,86 @@ func Example() {
 	// Output:
 	// 00000001:71 second write
 	// wal_position of the first write: 4294967339
+}
+
+// faults is an Options.Fault whose failing operation can be switched on
+// and off while the log runs.
+type faults struct {
+	mu sync.Mutex
+	op string // "" none
+}
+
+func (f *faults) set(op string) { f.mu.Lock(); f.op = op; f.mu.Unlock() }
+
+func (f *faults) fault(op string, seg uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if op == f.op {
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+// waitHealed waits until w takes appends again.
+func waitHealed(t *testing.T, w *WAL) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Failing() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log did not heal: %v", w.Failing())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHealAfterWriteFailure: a full disk (ENOSPC) at a write, a sync or a
+// segment's creation fails that append and refuses the next ones naming
+// the cause, while the cause lasts (the log keeps trying); once it is
+// gone the log takes appends again without a restart. No acknowledged
+// record is lost, no refused one is ever replayed, and the log replays
+// cleanly after a reopen.
+func TestHealAfterWriteFailure(t *testing.T) {
+	for _, op := range []string{"write", "sync", "create"} {
+		t.Run(op, func(t *testing.T) {
+			dir := t.TempDir()
+			var f faults
+			// segments of one record, so every append creates one
+			opts := Options{SegmentSize: segmentHeaderSize + recordHeaderSize + 16, Fault: f.fault, HealBackoff: time.Millisecond}
+			w := open(t, dir, opts)
+			var want []rec
+			a := appendOne(t, w, []byte("acknowledged-1"))
+			want = append(want, rec{a, []byte("acknowledged-1")})
+
+			f.set(op)
+			if _, err := w.Append(context.Background(), []byte("refused-1")); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("append on a full disk: %v, want ErrFailed wrapping ENOSPC", err)
+			}
+			if _, err := w.Append(context.Background(), []byte("refused-2")); !errors.Is(err, ErrFailed) {
+				t.Fatalf("append while failing: %v", err)
+			}
+			// The cause lasts: heals fail, the log stays failing.
+			time.Sleep(50 * time.Millisecond)
+			if w.Failing() == nil && op != "write" {
+				// (a heal neither writes records nor, for "write", hits the fault)
+				t.Fatalf("healed while the disk is still full")
+			}
+			f.set("")
+			waitHealed(t, w)
+			if w.Heals() == 0 {
+				t.Fatal("healed without counting it")
+			}
+			b := appendOne(t, w, []byte("acknowledged-2"))
+			if b.Compare(a) <= 0 {
+				t.Fatalf("position %v after a heal is not after %v", b, a)
+			}
+			want = append(want, rec{b, []byte("acknowledged-2")})
+			sameRecs(t, replayAll(t, w, Position{}), want)
+			w.Close()
+			w = open(t, dir, Options{SegmentSize: opts.SegmentSize})
+			sameRecs(t, replayAll(t, w, Position{}), want)
+			c := appendOne(t, w, []byte("acknowledged-3"))
+			want = append(want, rec{c, []byte("acknowledged-3")})
+			sameRecs(t, replayAll(t, w, Position{}), want)
+		})
+	}
 }
