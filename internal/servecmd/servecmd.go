@@ -47,6 +47,12 @@ running request ends. A snapshot that fails to validate is not served (log,
 DoAction status, servingsnap_reload_failures_total). DoAction "reload" (body:
 a dataset name, or empty for all) checks at once.
 
+With --token-file (or --token-env, for containers) every call needs a
+bearer token; a line TOKEN scopes=read,write,admin datasets=A,B limits its
+token to those scopes (read: queries and listings, write: DoPut, admin:
+reload, compact, discard) and datasets; a bare TOKEN line may do everything
+(docs/FLIGHT.md, Authentication). /metrics and /healthz take no token.
+
 Once listening, one JSON line goes to stdout with the bound addresses (handy
 with port 0); logs go to stderr. SIGTERM or SIGINT stops accepting calls and
 lets running streams finish for --shutdown-timeout.

@@ -80,6 +80,15 @@ func TestParseTokensLineEnds(t *testing.T) {
 	}
 }
 
+// TestParseTokensLongLine: a line past the limit is an error naming it.
+func TestParseTokensLongLine(t *testing.T) {
+	text := "a-0123456789abcdef\n" + strings.Repeat("x", maxTokenLine+1) + "\n"
+	_, err := ParseTokens("t", []byte(text), false)
+	if err == nil || !strings.HasPrefix(err.Error(), "t:2: ") {
+		t.Errorf("a line of %d bytes: %v", maxTokenLine+1, err)
+	}
+}
+
 // TestGrantPermits: a dataset limit covers the shards of a sharded
 // dataset it names, and nothing else.
 func TestGrantPermits(t *testing.T) {

@@ -145,7 +145,8 @@ func ParseTokens(source string, text []byte, semicolons bool) ([]TokenLine, erro
 	}
 	var out []TokenLine
 	first := map[[sha256.Size]byte]int{}
-	for n := 1; sc.Scan(); n++ {
+	n := 1
+	for ; sc.Scan(); n++ {
 		s := strings.TrimSpace(sc.Text())
 		if s == "" || strings.HasPrefix(s, "#") {
 			continue
@@ -163,7 +164,7 @@ func ParseTokens(source string, text []byte, semicolons bool) ([]TokenLine, erro
 		out = append(out, tl)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w (a line is at most %d bytes)", source, err, maxTokenLine)
+		return nil, fmt.Errorf("%s:%d: %w (a line is at most %d bytes)", source, n, err, maxTokenLine)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no tokens (one a line: TOKEN [scopes=read,write,admin] [datasets=A,B]; # starts a comment)", source)
