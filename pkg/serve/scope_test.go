@@ -682,3 +682,63 @@ func TestHTTPOpenAndPathFree(t *testing.T) {
 		}
 	}
 }
+
+// TestScopesSharded: datasets=PET covers PET's shard datasets and the
+// sharded name; a shard's own name covers that shard alone.
+func TestScopesSharded(t *testing.T) {
+	const (
+		tokPET    = "pet-token-0123456789"
+		tokALL    = "all-token-0123456789"
+		tokShard1 = "shard1-token-0123456789"
+	)
+	lines, err := ParseTokens("tokens", []byte(tokPET+" scopes=read datasets=PET\n"+tokALL+" scopes=read datasets=ALL\n"+tokShard1+" scopes=read datasets=PET.shard-0001\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := NewTokenSet(lines...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, Config{Root: shardedRoot(t), Tokens: toks})
+	c := dial(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		tok  string
+		list []string
+	}{
+		{tokPET, []string{"PET.shard-0000", "PET.shard-0001", "PET.shard-0002", "PET"}},
+		{tokALL, []string{"ALL"}},
+		{tokShard1, []string{"PET.shard-0001"}},
+	} {
+		if got, err := listNames(bearer(ctx, tc.tok), c, ""); err != nil || !slices.Equal(got, tc.list) {
+			t.Errorf("ListFlights with %s: %v %v, want %v", tc.tok, got, err, tc.list)
+		}
+	}
+	pathPET := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"PET"}}
+	for _, tc := range []struct {
+		tok    string
+		ticket string // "": GetFlightInfo of path [PET]
+		want   codes.Code
+	}{
+		{tokPET, "", codes.OK},
+		{tokALL, "", codes.PermissionDenied},
+		{tokShard1, "", codes.PermissionDenied},
+		{tokPET, `{"dataset":"PET","prefix":"","shard":1}`, codes.OK},
+		{tokShard1, `{"dataset":"PET","prefix":"","shard":1}`, codes.PermissionDenied},
+		{tokPET, `{"dataset":"PET.shard-0001","prefix":""}`, codes.OK},
+		{tokShard1, `{"dataset":"PET.shard-0001","prefix":""}`, codes.OK},
+		{tokShard1, `{"dataset":"PET.shard-0002","prefix":""}`, codes.PermissionDenied},
+		{tokALL, `{"dataset":"PET.shard-0001","prefix":""}`, codes.PermissionDenied},
+	} {
+		var err error
+		if tc.ticket == "" {
+			_, err = c.GetFlightInfo(bearer(ctx, tc.tok), pathPET)
+		} else {
+			_, err = get(bearer(ctx, tc.tok), c, []byte(tc.ticket))
+		}
+		if status.Code(err) != tc.want {
+			t.Errorf("%s %s: %v, want %v", tc.tok, tc.ticket, err, tc.want)
+		}
+	}
+}
