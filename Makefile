@@ -99,7 +99,8 @@ fuzz-smoke:
 	  ./pkg/vortexio:FuzzReader ./pkg/vortexio:FuzzWriterRoundTrip ./pkg/serve:FuzzParseTicket ./pkg/verify/manifestcheck:FuzzParseManifest \
 	  ./pkg/serve:FuzzServer ./pkg/period:FuzzParse ./pkg/arrowfile:FuzzCheckFooter ./pkg/wal:FuzzReplay ./pkg/live:FuzzReplayResealed ./pkg/sqlq:FuzzParse \
 	  ./pkg/lake/roaring:FuzzDecodeDelta ./pkg/lake/deltalog:FuzzParseActions ./pkg/lake/deltalog:FuzzParseParquetActions \
-	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster ./pkg/verify/arrowcheck:FuzzData ./pkg/serve:FuzzValidateStrings ./pkg/wal:FuzzParseCheckpoint
+	  ./pkg/shard:FuzzParseMap ./pkg/shard:FuzzParseCluster ./pkg/verify/arrowcheck:FuzzData ./pkg/serve:FuzzValidateStrings ./pkg/wal:FuzzParseCheckpoint \
+	  ./pkg/serve:FuzzParseTokens
 
 demo: build venv-demo
 	bash examples/demo.sh

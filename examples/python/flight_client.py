@@ -32,8 +32,9 @@ def connect(args) -> tuple[flight.FlightClient, flight.FlightCallOptions]:
     client = flight.connect(args.uri)
     headers = []
     if args.token_file:
-        token = next(line.strip() for line in open(args.token_file)
-                     if line.strip() and not line.startswith("#"))
+        # the first token of the file; a line may go on with scopes= and datasets=
+        token = next(line.split()[0] for line in open(args.token_file)
+                     if line.strip() and not line.lstrip().startswith("#"))
         if args.basic:
             # Basic handshake: any user name, the password is the token; the
             # server answers with the bearer header to send from then on.

@@ -33,7 +33,7 @@ def main() -> None:
     client = flight.connect(a.uri)
     headers = []
     if a.token_file:
-        token = next(l.strip() for l in open(a.token_file) if l.strip() and not l.startswith("#"))
+        token = next(l.split()[0] for l in open(a.token_file) if l.strip() and not l.lstrip().startswith("#"))
         headers.append((b"authorization", f"Bearer {token}".encode()))
     opts = flight.FlightCallOptions(headers=headers)
 

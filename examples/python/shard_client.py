@@ -80,7 +80,7 @@ def main() -> int:
             q[k] = getattr(args, k)
     headers = []
     if args.token_file:
-        token = next(l.strip() for l in open(args.token_file) if l.strip() and not l.startswith("#"))
+        token = next(l.split()[0] for l in open(args.token_file) if l.strip() and not l.lstrip().startswith("#"))
         headers.append((b"authorization", b"Bearer " + token.encode()))
 
     t0 = time.perf_counter()

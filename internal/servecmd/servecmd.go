@@ -47,6 +47,12 @@ running request ends. A snapshot that fails to validate is not served (log,
 DoAction status, servingsnap_reload_failures_total). DoAction "reload" (body:
 a dataset name, or empty for all) checks at once.
 
+With --token-file (or --token-env, for containers) every call needs a
+bearer token; a line TOKEN scopes=read,write,admin datasets=A,B limits its
+token to those scopes (read: queries and listings, write: DoPut, admin:
+reload, compact, discard) and datasets; a bare TOKEN line may do everything
+(docs/FLIGHT.md, Authentication). /metrics and /healthz take no token.
+
 Once listening, one JSON line goes to stdout with the bound addresses (handy
 with port 0); logs go to stderr. SIGTERM or SIGINT stops accepting calls and
 lets running streams finish for --shutdown-timeout.
@@ -71,7 +77,8 @@ Examples:
 			&cli.StringFlag{Name: "root", Usage: "directory holding the dataset directories `ROOT`", Required: true},
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8815", Usage: "Flight (gRPC) listen address `HOST:PORT`; port 0 picks a free one"},
 			&cli.StringFlag{Name: "http-addr", Usage: "metrics (/metrics) and health (/healthz) listen address `HOST:PORT`; empty: none"},
-			&cli.StringFlag{Name: "token-file", Usage: "require a bearer token from `FILE` (one per line, # comments)", TakesFile: true},
+			&cli.StringFlag{Name: "token-file", Usage: "require a bearer token from `FILE`: one a line, TOKEN [scopes=read,write,admin] [datasets=A,B] (a bare TOKEN: every scope and dataset); # comments", TakesFile: true},
+			&cli.StringFlag{Name: "token-env", Usage: "require a bearer token from environment variable `NAME`, lines as in --token-file separated by newlines or ';' (with --token-file: both sets)"},
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `PEM` file (with --tls-key)", TakesFile: true},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `PEM` file (with --tls-cert)", TakesFile: true},
 			&cli.IntFlag{Name: "max-ticket-bytes", Value: d.MaxTicketBytes, Usage: "largest ticket or query command accepted"},
@@ -179,10 +186,8 @@ Examples:
 					return cli.Exit("serve: --cluster: "+err.Error(), 2)
 				}
 			}
-			if f := c.String("token-file"); f != "" {
-				if cfg.Tokens, err = serve.ReadTokenFile(f); err != nil {
-					return fmt.Errorf("serve: --token-file: %w", err)
-				}
+			if cfg.Tokens, err = readTokens(c.String("token-file"), c.String("token-env")); err != nil {
+				return cli.Exit("serve: "+err.Error(), 2)
 			}
 			defer gctune.Start(headroom).Stop()
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
@@ -210,6 +215,34 @@ Examples:
 			return srv.Serve(ctx)
 		},
 	}
+}
+
+// readTokens reads --token-file and --token-env (either may be empty);
+// nil without either.
+func readTokens(file, env string) (*serve.Tokens, error) {
+	var lines []serve.TokenLine
+	if file != "" {
+		l, err := serve.ReadTokenLines(file)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		lines = append(lines, l...)
+	}
+	if env != "" {
+		l, err := serve.EnvTokenLines(env)
+		if err != nil {
+			return nil, fmt.Errorf("--token-env: %w", err)
+		}
+		lines = append(lines, l...)
+	}
+	if lines == nil {
+		return nil, nil
+	}
+	t, err := serve.NewTokenSet(lines...)
+	if err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	return t, nil
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {

@@ -88,7 +88,22 @@ func newFlightMux(s *Service) *flightMux {
 	return &flightMux{Service: s, sql: flightsql.NewFlightServerWithAllocator(ss, s.mem), sqlSrv: ss}
 }
 
+// The scope each call needs is checked here, before anything runs
+// (authz.go): ListFlights, GetFlightInfo, GetSchema, DoGet and the
+// non-admin actions need read, DoPut of rows write, the admin actions
+// admin; Handshake and ListActions only a valid token.
+
+func (m *flightMux) ListFlights(c *flight.Criteria, stream flight.FlightService_ListFlightsServer) error {
+	if err := needScope(stream.Context(), ScopeRead, "ListFlights"); err != nil {
+		return toStatus(err)
+	}
+	return m.Service.ListFlights(c, stream)
+}
+
 func (m *flightMux) GetFlightInfo(ctx context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	if err := needScope(ctx, ScopeRead, "GetFlightInfo"); err != nil {
+		return nil, toStatus(err)
+	}
 	if desc.GetType() == flight.DescriptorCMD && isSQLCommand(desc.Cmd) {
 		return m.sql.GetFlightInfo(ctx, desc)
 	}
@@ -96,6 +111,9 @@ func (m *flightMux) GetFlightInfo(ctx context.Context, desc *flight.FlightDescri
 }
 
 func (m *flightMux) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+	if err := needScope(ctx, ScopeRead, "GetSchema"); err != nil {
+		return nil, toStatus(err)
+	}
 	if desc.GetType() == flight.DescriptorCMD && isSQLCommand(desc.Cmd) {
 		return m.sql.GetSchema(ctx, desc)
 	}
@@ -106,6 +124,9 @@ func (m *flightMux) GetSchema(ctx context.Context, desc *flight.FlightDescriptor
 // batches are the read layer's, released as soon as written); catalog
 // commands go through flightsql's routing.
 func (m *flightMux) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	if err := needScope(stream.Context(), ScopeRead, "DoGet"); err != nil {
+		return toStatus(err)
+	}
 	a, ok := sqlCommand(t.GetTicket())
 	if !ok {
 		return m.Service.DoGet(t, stream)
@@ -149,7 +170,20 @@ func (m *flightMux) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	p := &peekedPut{FlightService_DoPutServer: stream, first: first}
 	if d := first.GetFlightDescriptor(); d.GetType() == flight.DescriptorCMD && isSQLCommand(d.Cmd) {
+		// binding a prepared query's parameters is part of reading;
+		// any other Flight SQL DoPut would write
+		a, _ := sqlCommand(d.Cmd)
+		need := ScopeWrite
+		if a.TypeUrl == sqlTypePrefix+"CommandPreparedStatementQuery" {
+			need = ScopeRead
+		}
+		if err := needScope(stream.Context(), need, "DoPut of "+strings.TrimPrefix(a.TypeUrl, sqlTypePrefix)); err != nil {
+			return toStatus(err)
+		}
 		return m.sql.DoPut(p)
+	}
+	if err := needScope(stream.Context(), ScopeWrite, "DoPut"); err != nil {
+		return toStatus(err)
 	}
 	return m.Service.DoPut(p)
 }
@@ -165,6 +199,9 @@ var sqlActions = map[string]bool{
 }
 
 func (m *flightMux) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+	if err := needScope(stream.Context(), actionScope(a.GetType()), "action "+strconv.Quote(truncate(a.GetType(), 64))); err != nil {
+		return toStatus(err)
+	}
 	if sqlActions[a.GetType()] {
 		return m.sql.DoAction(a, stream)
 	}
@@ -254,7 +291,7 @@ func (ss *sqlServer) parse(sql string) (*sqlq.Statement, error) {
 
 // planHandle parses and binds a statement and plans it against the
 // dataset's current view, which the caller releases.
-func (ss *sqlServer) planHandle(h handle) (*served.View, *query.Plan, error) {
+func (ss *sqlServer) planHandle(ctx context.Context, h handle) (*served.View, *query.Plan, error) {
 	st, err := ss.parse(h.SQL)
 	if err != nil {
 		return nil, nil, err
@@ -264,6 +301,9 @@ func (ss *sqlServer) planHandle(h handle) (*served.View, *query.Plan, error) {
 	}
 	q, err := st.Bind(h.Params)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := ss.svc.permitDataset(ctx, q.Dataset); err != nil {
 		return nil, nil, err
 	}
 	v, err := ss.svc.acquireFor(q.Dataset, q.Vintage)
@@ -280,8 +320,8 @@ func (ss *sqlServer) planHandle(h handle) (*served.View, *query.Plan, error) {
 
 // flightInfo plans h and describes it: schema, exact rows, and a ticket
 // holding h.
-func (ss *sqlServer) flightInfo(h handle, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
-	v, p, err := ss.planHandle(h)
+func (ss *sqlServer) flightInfo(ctx context.Context, h handle, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	v, p, err := ss.planHandle(ctx, h)
 	if err != nil {
 		return nil, sqlStatus(err)
 	}
@@ -308,7 +348,7 @@ func (ss *sqlServer) doGetHandle(b []byte, stream flight.FlightService_DoGetServ
 	if err := json.Unmarshal(b, &h); err != nil {
 		return errf(codes.InvalidArgument, "flight sql ticket: not a statement handle of this server")
 	}
-	v, p, err := ss.planHandle(h)
+	v, p, err := ss.planHandle(stream.Context(), h)
 	if err != nil {
 		return err
 	}
@@ -318,7 +358,10 @@ func (ss *sqlServer) doGetHandle(b []byte, stream flight.FlightService_DoGetServ
 
 // schemaOf is the answer schema of a statement, parameters unbound: the
 // columns and the dataset decide it, the selection does not.
-func (ss *sqlServer) schemaOf(st *sqlq.Statement) (*arrow.Schema, error) {
+func (ss *sqlServer) schemaOf(ctx context.Context, st *sqlq.Statement) (*arrow.Schema, error) {
+	if err := ss.svc.permitDataset(ctx, st.Dataset); err != nil {
+		return nil, err
+	}
 	v, err := ss.svc.acquire(st.Dataset)
 	if err != nil {
 		return nil, err
@@ -336,29 +379,29 @@ func (ss *sqlServer) schemaOf(st *sqlq.Statement) (*arrow.Schema, error) {
 	return p.Schema(), nil
 }
 
-func (ss *sqlServer) GetFlightInfoStatement(_ context.Context, cmd flightsql.StatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
-	return ss.flightInfo(handle{SQL: cmd.GetQuery()}, desc)
+func (ss *sqlServer) GetFlightInfoStatement(ctx context.Context, cmd flightsql.StatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return ss.flightInfo(ctx, handle{SQL: cmd.GetQuery()}, desc)
 }
 
-func (ss *sqlServer) GetSchemaStatement(_ context.Context, cmd flightsql.StatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+func (ss *sqlServer) GetSchemaStatement(ctx context.Context, cmd flightsql.StatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
 	st, err := ss.parse(cmd.GetQuery())
 	if err != nil {
 		return nil, sqlStatus(err)
 	}
-	sc, err := ss.schemaOf(st)
+	sc, err := ss.schemaOf(ctx, st)
 	if err != nil {
 		return nil, sqlStatus(err)
 	}
 	return &flight.SchemaResult{Schema: flight.SerializeSchema(sc, ss.svc.mem)}, nil
 }
 
-func (ss *sqlServer) CreatePreparedStatement(_ context.Context, req flightsql.ActionCreatePreparedStatementRequest) (flightsql.ActionCreatePreparedStatementResult, error) {
+func (ss *sqlServer) CreatePreparedStatement(ctx context.Context, req flightsql.ActionCreatePreparedStatementRequest) (flightsql.ActionCreatePreparedStatementResult, error) {
 	var res flightsql.ActionCreatePreparedStatementResult
 	st, err := ss.parse(req.GetQuery())
 	if err != nil {
 		return res, sqlStatus(err)
 	}
-	sc, err := ss.schemaOf(st)
+	sc, err := ss.schemaOf(ctx, st)
 	if err != nil {
 		return res, sqlStatus(err)
 	}
@@ -426,10 +469,13 @@ func (ss *sqlServer) bound(h []byte) ([]byte, error) {
 
 // DoPutPreparedStatementQuery binds parameters: one row, one column per
 // ?, each a string, an integer or a date.
-func (ss *sqlServer) DoPutPreparedStatementQuery(_ context.Context, cmd flightsql.PreparedStatementQuery, r flight.MessageReader, _ flight.MetadataWriter) ([]byte, error) {
+func (ss *sqlServer) DoPutPreparedStatementQuery(ctx context.Context, cmd flightsql.PreparedStatementQuery, r flight.MessageReader, _ flight.MetadataWriter) ([]byte, error) {
 	h := cmd.GetPreparedStatementHandle()
 	ps, err := ss.lookupPrepared(h)
 	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := ss.svc.permitDataset(ctx, ps.st.Dataset); err != nil {
 		return nil, toStatus(err)
 	}
 	var params []string
@@ -488,22 +534,22 @@ func paramText(a arrow.Array, i int) (string, error) {
 	return "", fmt.Errorf("sql: parameter %d has type %s; bind a string, an integer or a date", i+1, a.DataType())
 }
 
-func (ss *sqlServer) GetFlightInfoPreparedStatement(_ context.Context, cmd flightsql.PreparedStatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (ss *sqlServer) GetFlightInfoPreparedStatement(ctx context.Context, cmd flightsql.PreparedStatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	b, err := ss.bound(cmd.GetPreparedStatementHandle())
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	var h handle
 	json.Unmarshal(b, &h)
-	return ss.flightInfo(h, desc)
+	return ss.flightInfo(ctx, h, desc)
 }
 
-func (ss *sqlServer) GetSchemaPreparedStatement(_ context.Context, cmd flightsql.PreparedStatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+func (ss *sqlServer) GetSchemaPreparedStatement(ctx context.Context, cmd flightsql.PreparedStatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
 	ps, err := ss.lookupPrepared(cmd.GetPreparedStatementHandle())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	sc, err := ss.schemaOf(ps.st)
+	sc, err := ss.schemaOf(ctx, ps.st)
 	if err != nil {
 		return nil, sqlStatus(err)
 	}
@@ -571,7 +617,7 @@ func (ss *sqlServer) GetFlightInfoTables(_ context.Context, cmd flightsql.GetTab
 
 // DoGetTables lists the datasets as tables; with schemas, each is the
 // schema of SELECT * (data columns and attributes).
-func (ss *sqlServer) DoGetTables(_ context.Context, cmd flightsql.GetTables) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (ss *sqlServer) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	sc := schema_ref.Tables
 	if cmd.GetIncludeSchema() {
 		sc = schema_ref.TablesWithIncludedSchema
@@ -582,13 +628,13 @@ func (ss *sqlServer) DoGetTables(_ context.Context, cmd flightsql.GetTables) (*a
 	}
 	var rows [][]any
 	if typeOK && matchCatalog(cmd.GetCatalog()) && likeMatch(cmd.GetDBSchemaFilterPattern(), sqlSchema) {
-		for _, name := range ss.svc.names {
+		for _, name := range ss.svc.visible(ctx, ss.svc.names) {
 			if !likeMatch(cmd.GetTableNameFilterPattern(), name) {
 				continue
 			}
 			row := []any{sqlCatalog, sqlSchema, name, "TABLE"}
 			if cmd.GetIncludeSchema() {
-				tsc, err := ss.schemaOf(&sqlq.Statement{Dataset: name, Star: true})
+				tsc, err := ss.schemaOf(ctx, &sqlq.Statement{Dataset: name, Star: true})
 				if err != nil {
 					return nil, nil, sqlStatus(err)
 				}

@@ -53,6 +53,9 @@ func (s *Service) doPut(stream flight.FlightService_DoPutServer) error {
 	if desc == nil || desc.GetType() != flight.DescriptorPATH || len(desc.Path) != 1 {
 		return errf(codes.InvalidArgument, "do_put: the descriptor must be a path [dataset]")
 	}
+	if err := s.permitDataset(stream.Context(), desc.Path[0]); err != nil {
+		return err
+	}
 	d, err := s.lookup(desc.Path[0])
 	if err != nil {
 		return err

@@ -254,7 +254,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"status": "stopping"})
 	case len(ds) == 0:
 		w.WriteHeader(http.StatusServiceUnavailable)
-		json.NewEncoder(w).Encode(map[string]any{"status": "no datasets", "root": s.cfg.Root})
+		json.NewEncoder(w).Encode(map[string]any{"status": "no datasets"}) // never the root: these endpoints are open
 	default:
 		body := map[string]any{"status": "ready", "datasets": ds}
 		var failing []string

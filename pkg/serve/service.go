@@ -362,7 +362,7 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 		}
 		return s.listVintages(crit.Prefix, stream)
 	}
-	for _, name := range s.names {
+	for _, name := range s.visible(stream.Context(), s.names) {
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
@@ -388,7 +388,7 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 // vintage and empty for the others (GetFlightInfo of the descriptor opens
 // the vintage and gives its own).
 func (s *Service) listVintages(prefix string, stream flight.FlightService_ListFlightsServer) error {
-	for _, name := range s.names {
+	for _, name := range s.visible(stream.Context(), s.names) {
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
@@ -457,6 +457,9 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 		if len(desc.Path) != 1 {
 			return nil, nil, errf(codes.InvalidArgument, "path descriptor must be [dataset], got %d elements", len(desc.Path))
 		}
+		if err := s.permitDataset(ctx, desc.Path[0]); err != nil {
+			return nil, nil, err
+		}
 		if s.shards.sharded[desc.Path[0]] != nil {
 			return s.shardedInfo(ctx, wholeQuery(desc.Path[0]), ticketFor(desc.Path[0]), desc)
 		}
@@ -469,6 +472,9 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 	case flight.DescriptorCMD:
 		q, err := ParseTicket(desc.Cmd, s.limits.MaxTicketBytes, s.limits.MaxSeries)
 		if err != nil {
+			return nil, nil, err
+		}
+		if err := s.permitDataset(ctx, q.Dataset); err != nil {
 			return nil, nil, err
 		}
 		if q.Vintage != 0 && s.isShardQuery(q) {
@@ -532,6 +538,9 @@ func (s *Service) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServe
 func (s *Service) doGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	q, err := ParseTicket(t.GetTicket(), s.limits.MaxTicketBytes, s.limits.MaxSeries)
 	if err != nil {
+		return err
+	}
+	if err := s.permitDataset(stream.Context(), q.Dataset); err != nil {
 		return err
 	}
 	if q.Vintage != 0 && s.isShardQuery(q) {
@@ -714,6 +723,9 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 	switch a.GetType() {
 	case "reload":
 		name := strings.TrimSpace(string(a.GetBody()))
+		if err := s.permitActionOn(stream.Context(), "reload", name); err != nil {
+			return toStatus(err)
+		}
 		res, err := s.Reload(name)
 		if err != nil {
 			return toStatus(err)
@@ -734,6 +746,9 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 		return stream.Send(&flight.Result{Body: b})
 	case "compact":
 		name := strings.TrimSpace(string(a.GetBody()))
+		if err := s.permitActionOn(stream.Context(), "compact", name); err != nil {
+			return toStatus(err)
+		}
 		res, err := s.Compact(stream.Context(), name)
 		if err != nil {
 			return toStatus(err)
@@ -745,7 +760,13 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 		return stream.Send(&flight.Result{Body: b})
 	case "discard":
 		name, reason, _ := strings.Cut(string(a.GetBody()), "\n")
-		res, err := s.Discard(stream.Context(), strings.TrimSpace(name), strings.TrimSpace(reason))
+		name = strings.TrimSpace(name)
+		if name != "" {
+			if err := s.permitDataset(stream.Context(), name); err != nil {
+				return toStatus(err)
+			}
+		}
+		res, err := s.Discard(stream.Context(), name, strings.TrimSpace(reason))
 		if err != nil {
 			return toStatus(err)
 		}
@@ -755,7 +776,7 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 		}
 		return stream.Send(&flight.Result{Body: b})
 	case "status":
-		b, err := json.Marshal(s.Status())
+		b, err := json.Marshal(s.statusFor(stream.Context()))
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
@@ -767,6 +788,35 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 		}
 		return status.Errorf(codes.Unimplemented, "unknown action %q (actions: %s)", truncate(a.GetType(), 64), strings.Join(names, ", "))
 	}
+}
+
+// permitActionOn checks an action's body: a dataset the caller's token
+// may name, or empty (every dataset) for a token that may name all.
+func (s *Service) permitActionOn(ctx context.Context, action, name string) error {
+	if name == "" {
+		return permitsAll(ctx, action)
+	}
+	return s.permitDataset(ctx, name)
+}
+
+// statusFor is Status as the caller's token may see it: only the
+// datasets it may name (and their mapped bytes).
+func (s *Service) statusFor(ctx context.Context) Status {
+	st := s.Status()
+	g := grantOf(ctx)
+	if g == nil || g.Datasets == nil {
+		return st
+	}
+	ds := st.Datasets[:0]
+	st.MappedBytes = 0
+	for _, d := range st.Datasets {
+		if g.Permits(d.Name) {
+			ds = append(ds, d)
+			st.MappedBytes += d.MappedBytes
+		}
+	}
+	st.Datasets = ds
+	return st
 }
 
 // toStatus turns errors into gRPC status errors: ticket errors carry their

@@ -491,8 +491,9 @@ func (s *Service) closeRemotes() {
 // FlightInfo each, with an endpoint per shard.
 func (s *Service) listSharded(ctx context.Context, prefix string, stream flight.FlightService_ListFlightsServer) error {
 	names := make([]string, 0, len(s.shards.sharded))
+	g := grantOf(ctx)
 	for n := range s.shards.sharded {
-		if strings.HasPrefix(n, prefix) {
+		if strings.HasPrefix(n, prefix) && (g == nil || g.Permits(n)) {
 			names = append(names, n)
 		}
 	}

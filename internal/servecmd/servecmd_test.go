@@ -1,0 +1,54 @@
+package servecmd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadTokens: --token-file and --token-env alone and together; a
+// token in both, a bad line or an unset variable is an error naming where.
+func TestReadTokens(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens")
+	os.WriteFile(file, []byte("# readers\nfile-0123456789abcdef scopes=read\n"), 0o600)
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("\nbad-0123456789abcdef scopes=read,root\n"), 0o600)
+	t.Setenv("SERVECMD_TEST_TOKENS", "env-0123456789abcdef scopes=write datasets=PET;env2-0123456789abcdef")
+	t.Setenv("SERVECMD_TEST_DUP", "file-0123456789abcdef")
+	for _, tc := range []struct {
+		file, env string
+		valid     []string // tokens accepted
+		err       string
+	}{
+		{"", "", nil, ""},
+		{file, "", []string{"file-0123456789abcdef"}, ""},
+		{"", "SERVECMD_TEST_TOKENS", []string{"env-0123456789abcdef", "env2-0123456789abcdef"}, ""},
+		{file, "SERVECMD_TEST_TOKENS", []string{"file-0123456789abcdef", "env-0123456789abcdef", "env2-0123456789abcdef"}, ""},
+		{bad, "", nil, "--token-file: " + bad + `:2: unknown scope "root"`},
+		{"", "SERVECMD_TEST_UNSET", nil, "--token-env: environment variable SERVECMD_TEST_UNSET is not set"},
+		{file, "SERVECMD_TEST_DUP", nil, "tokens: $SERVECMD_TEST_DUP:1: the same token as " + file + ":2"},
+	} {
+		toks, err := readTokens(tc.file, tc.env)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q %q: %v, want %q", tc.file, tc.env, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q %q: %v", tc.file, tc.env, err)
+		case tc.valid == nil && toks != nil:
+			t.Errorf("no flags: tokens %v", toks)
+		default:
+			for _, tok := range tc.valid {
+				if !toks.Valid(tok) {
+					t.Errorf("%q %q: %s refused", tc.file, tc.env, tok)
+				}
+			}
+			if toks != nil && toks.Valid("other-0123456789abcdef") {
+				t.Errorf("%q %q: an unknown token accepted", tc.file, tc.env)
+			}
+		}
+	}
+}
