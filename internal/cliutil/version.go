@@ -45,11 +45,3 @@ func versionOf(bi *debug.BuildInfo) string {
 	}
 	return "devel-" + rev
 }
-
-// GoVersion is the toolchain the binary was built with, e.g. "go1.26.8".
-func GoVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.GoVersion
-	}
-	return "unknown"
-}
