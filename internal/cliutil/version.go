@@ -2,7 +2,7 @@ package cliutil
 
 import "runtime/debug"
 
-// Version is the version the three binaries report (--version, the
+// Version is the version the four binaries report (--version, the
 // manifests' tool field, the server's build_info): linked, when the build
 // set it (make build and make install pass -ldflags "-X main.version=…",
 // from git describe); otherwise what the go command stamped into the
