@@ -2,6 +2,7 @@
 #
 #   make demo   generate a sample lake (synthetic + real EIA), build, query
 #   make test   every test: Go (race detector, fuzz seeds) and Python interop
+#   make vet    go vet, gofmt, staticcheck and deadcode (pinned; installed into bin/tools)
 #
 # Python is used by the demo (pyarrow), the interop and doc tests and the
 # benchmark peers. One venv, .venv, holds it; each target installs only the
@@ -64,9 +65,34 @@ venv-demo: $(VENV)/.demo $(VENV)/.servingsnap
 venv: $(VENV)/.test
 venv-bench: $(VENV)/.bench
 
-vet:
+# The linters, pinned, installed on first use into bin/tools (a fresh clone or
+# CI machine needs only Go and the module proxy). The version is in the file
+# name, so changing it here installs the new one.
+STATICCHECK_VERSION := v0.8.2
+DEADCODE_VERSION    := v0.52.0
+TOOLS       := $(BIN)/tools
+STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
+DEADCODE    := $(TOOLS)/deadcode-$(DEADCODE_VERSION)
+
+$(STATICCHECK):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(abspath $(TOOLS)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(TOOLS)/staticcheck $@
+
+$(DEADCODE):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(abspath $(TOOLS)) $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
+	mv $(TOOLS)/deadcode $@
+
+# go vet, gofmt, staticcheck (tests included) and deadcode: no function
+# unreachable from a main or a test. Code only tests use lives in _test.go
+# files (export_test.go when it reaches into a package's internals).
+vet: $(STATICCHECK) $(DEADCODE)
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(STATICCHECK) ./...
+	@out=$$($(DEADCODE) -test ./...) || { echo "$$out"; exit 1; }; \
+	  test -z "$$out" || { echo "$$out"; echo "deadcode: unreachable functions: delete them (code only tests use goes in a _test.go file)"; exit 1; }
 
 test: vet test-go test-interop bench-report-check
 

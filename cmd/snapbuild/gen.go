@@ -11,7 +11,7 @@ import (
 )
 
 // genCommand is "snapbuild gen": write a sample Parquet lake, synthetic
-// (pkg/lakegen.Generate) or from the real EIA CSVs (lakegen.GenerateEIA).
+// (pkg/lakegen.Generate) or from the real EIA CSVs (lakegen.GenerateEIAWith).
 func genCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "gen",

@@ -1,6 +1,7 @@
-// Command snapbuild cooks serving snapshots from lake tables and runs the
-// tools around them: gen (sample lakes), build, publish, serve, history,
-// rollback, gc and convert.
+// Command snapbuild cooks serving snapshots from lake tables (a Parquet
+// folder, a Delta or an Iceberg table) and runs the tools around them: gen
+// (sample lakes), build, publish, serve, history, rollback, gc, export,
+// publish-copy, convert, compact and iceberg sync.
 //
 // The main function only wires flags to packages; the logic lives in pkg/.
 package main
@@ -33,7 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:    "snapbuild",
-		Usage:   "cook immutable serving snapshots from a Parquet lake",
+		Usage:   "cook immutable serving snapshots from a lake table (Parquet, Delta, Iceberg)",
 		Version: version,
 		Description: `Exit status: 0 ok, 1 failure (the message names the file, column, row or
 vintage), 2 usage error or a missing operand. --json prints one JSON document

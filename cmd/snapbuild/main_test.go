@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +71,7 @@ func TestVintageCommands(t *testing.T) {
 	for {
 		if code, _, errOut := snapbuild("gc", "--keep", "1", "--lock-timeout", "200ms", ds); code == 1 {
 			if !strings.Contains(errOut, "holds the write lock of "+ds+"; waiting up to 200ms") ||
-				!strings.Contains(errOut, "still held the write lock") || !strings.Contains(errOut, fmt.Sprint("process ")) {
+				!strings.Contains(errOut, "still held the write lock") || !strings.Contains(errOut, "process ") {
 				t.Errorf("lock timeout: %q", errOut)
 			}
 			break

@@ -1,4 +1,4 @@
-// Package cliutil is the command-line convention the three binaries share
+// Package cliutil is the command-line convention the four binaries share
 // (docs/CLI.md, Conventions): how arguments are parsed (urfave/cli stops at
 // the first positional argument, and people type flags after arguments, so
 // every binary normalises its arguments the same way), exit statuses,

@@ -15,7 +15,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 )
 
-// Exit statuses of the three binaries (docs/CLI.md, Conventions).
+// Exit statuses of the four binaries (docs/CLI.md, Conventions).
 const (
 	ExitOK      = 0 // done; for a check, nothing found
 	ExitFailure = 1 // the command ran and failed or found something: corruption, a difference (diff --exit-code), an unknown series, a rejected input

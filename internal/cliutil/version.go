@@ -2,7 +2,7 @@ package cliutil
 
 import "runtime/debug"
 
-// Version is the version the three binaries report (--version, the
+// Version is the version the four binaries report (--version, the
 // manifests' tool field, the server's build_info): linked, when the build
 // set it (make build and make install pass -ldflags "-X main.version=…",
 // from git describe); otherwise what the go command stamped into the
@@ -44,12 +44,4 @@ func versionOf(bi *debug.BuildInfo) string {
 		rev += "-dirty"
 	}
 	return "devel-" + rev
-}
-
-// GoVersion is the toolchain the binary was built with, e.g. "go1.26.8".
-func GoVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.GoVersion
-	}
-	return "unknown"
 }

@@ -85,13 +85,6 @@ type sink interface {
 	Close() error
 }
 
-// Convert streams in to out. out is written under a temporary name and
-// renamed into place only when complete; an existing out is refused unless
-// overwrite is set.
-func Convert(ctx context.Context, in, out string, overwrite bool) (*Stats, error) {
-	return ConvertWith(ctx, in, out, overwrite, nil)
-}
-
 // ConvertWith is Convert reporting rows converted to rep (nil: none). The
 // row total is known for Parquet input (its footer); otherwise the bar
 // counts rows without a total.

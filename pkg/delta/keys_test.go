@@ -132,7 +132,6 @@ type variedBase struct {
 	ids     []string
 	periods [][]arrow.Date32
 	widen   arrow.Date32
-	bounded bool
 }
 
 func (b *variedBase) Lookup(id string) (int, bool) {

@@ -19,17 +19,6 @@ import (
 // (docs/FORMAT.md, "portable.parquet").
 const PortableFile = "portable.parquet"
 
-// StagedPortable writes the portable copy of the snapshot a build has just
-// written to staged (m is the manifest about to be published, its file
-// paths relative to staged) and returns its manifest entry: the builder's
-// --portable step (sortwrite.Options.Extra). It reads
-// the staged files back through snapshot.OpenStaged and the query layer,
-// the path a server takes, so the copy holds exactly the rows a client
-// would be served; the file is checksummed while it is written.
-func StagedPortable(ctx context.Context, staged string, m *manifest.Manifest) (manifest.File, error) {
-	return stagedPortable(ctx, staged, m, PortableOptions{})
-}
-
 func stagedPortable(ctx context.Context, staged string, m *manifest.Manifest, opt PortableOptions) (manifest.File, error) {
 	s, err := snapshot.OpenStaged(staged, m, snapshot.Options{})
 	if err != nil {
@@ -75,8 +64,14 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// PortableStep is StagedPortable with options (the row group target of
-// --portable-row-group-rows).
+// PortableStep is the builder's --portable step (sortwrite.Options.Extra),
+// with options (the row group target of --portable-row-group-rows): it
+// writes the portable copy of the snapshot a build has just written to
+// staged (m is the manifest about to be published, its file paths relative
+// to staged) and returns its manifest entry. It reads the staged files back
+// through snapshot.OpenStaged and the query layer, the path a server takes,
+// so the copy holds exactly the rows a client would be served; the file is
+// checksummed while it is written.
 func PortableStep(opt PortableOptions) func(context.Context, string, *manifest.Manifest) (manifest.File, error) {
 	return func(ctx context.Context, staged string, m *manifest.Manifest) (manifest.File, error) {
 		return stagedPortable(ctx, staged, m, opt)

@@ -23,11 +23,6 @@ func TryLock(path string) (*Lock, error) {
 	return lock(path, syscall.LOCK_EX|syscall.LOCK_NB)
 }
 
-// WaitLock takes the lock on path, waiting for the current holder.
-func WaitLock(path string) (*Lock, error) {
-	return lock(path, syscall.LOCK_EX)
-}
-
 func lock(path string, how int) (*Lock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

@@ -697,8 +697,3 @@ func vintageOfTag(name string) (uint64, bool) {
 	id, err := dataset.ParseID(s)
 	return id, err == nil
 }
-
-// MetadataLocation is where a dataset's Hadoop table keeps its metadata
-// (what pyiceberg's StaticTable.from_metadata and DuckDB's iceberg_scan
-// take: the version-hint.text below it names the newest metadata file).
-func MetadataLocation(d *dataset.Dir) string { return d.Path(TableDir) }

@@ -25,7 +25,9 @@ import (
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
-func portable(o *sortwrite.Options) { o.Extra = append(o.Extra, export.StagedPortable) }
+func portable(o *sortwrite.Options) {
+	o.Extra = append(o.Extra, export.PortableStep(export.PortableOptions{}))
+}
 
 func sync(t *testing.T, d *dataset.Dir) *icebergtable.Result {
 	t.Helper()

@@ -19,15 +19,13 @@ import (
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
-// ErrNotFound marks a missing dataset, snapshot or series. Test with
-// errors.Is.
-var ErrNotFound = errors.New("not found")
-
-// notFoundError is an ErrNotFound whose message says it all.
+// notFoundError is a snapshot.ErrNotFound (the one not-found sentinel, also
+// query.ErrNotFound) whose message says it all: a missing snapshot, series
+// or category.
 type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string        { return e.msg }
-func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
+func (e *notFoundError) Is(target error) bool { return target == snapshot.ErrNotFound }
 
 func notFound(format string, a ...any) error {
 	return &notFoundError{fmt.Sprintf(format, a...)}
@@ -40,7 +38,7 @@ func Dataset(dir string) (*dataset.Dir, error) {
 		return nil, err
 	}
 	// A missing directory is a dataset.NotExistError (fs.ErrNotExist: the
-	// commands' usage exit status), not ErrNotFound.
+	// commands' usage exit status), not snapshot.ErrNotFound.
 	if err := ds.CheckExists(); err != nil {
 		return nil, err
 	}
@@ -54,7 +52,7 @@ func Resolve(ds *dataset.Dir, id uint64) (uint64, error) {
 	if id == 0 {
 		cur, err := ds.CurrentID()
 		if errors.Is(err, dataset.ErrNoCurrent) {
-			return 0, fmt.Errorf("%s: %w: nothing published (no CURRENT)%s", ds.Dir, ErrNotFound, haveIDs(ds))
+			return 0, fmt.Errorf("%s: %w: nothing published (no CURRENT)%s", ds.Dir, snapshot.ErrNotFound, haveIDs(ds))
 		}
 		return cur, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/inspect/inspecttest"
 	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -161,8 +162,8 @@ func TestLatestSelection(t *testing.T) {
 		{Category: "Petrol", HasCategory: true},
 		{Category: "Prices", HasCategory: true},
 	} {
-		if _, err := Latest(s, q); !errors.Is(err, ErrNotFound) {
-			t.Errorf("%+v: err %v, want ErrNotFound", q, err)
+		if _, err := Latest(s, q); !errors.Is(err, query.ErrNotFound) {
+			t.Errorf("%+v: err %v, want query.ErrNotFound, which is snapshot.ErrNotFound", q, err)
 		}
 	}
 	_, err := Latest(s, LatestQuery{IDs: []string{"NOPE", "ALSO.NOPE"}})
@@ -190,7 +191,7 @@ func TestLatestNoCategoryColumn(t *testing.T) {
 	}
 	defer s.Close()
 	_, err = Latest(s, LatestQuery{Category: "x", HasCategory: true})
-	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `no "category" attribute column`) || !strings.Contains(err.Error(), "units") {
+	if !errors.Is(err, snapshot.ErrNotFound) || !strings.Contains(err.Error(), `no "category" attribute column`) || !strings.Contains(err.Error(), "units") {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -260,7 +261,7 @@ func TestWriteSeriesFormats(t *testing.T) {
 	}
 	buf.Reset()
 	err := WriteSeries(&buf, s, []string{"NG.HH.D", "ZZ.OLD.Q"}, AllPeriods, FormatText)
-	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"ZZ.OLD.Q"`) || buf.Len() != 0 {
+	if !errors.Is(err, snapshot.ErrNotFound) || !strings.Contains(err.Error(), `"ZZ.OLD.Q"`) || buf.Len() != 0 {
 		t.Errorf("unknown id: err %v, wrote %q", err, buf.String())
 	}
 }

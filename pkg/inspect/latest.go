@@ -79,7 +79,7 @@ func (a Attributes) MarshalJSON() ([]byte, error) {
 }
 
 // Latest answers the query. Named ids that do not exist and filters that
-// match nothing are ErrNotFound errors.
+// match nothing are snapshot.ErrNotFound errors.
 func Latest(s *snapshot.Snapshot, q LatestQuery) (*LatestReport, error) {
 	x := s.Index()
 	fields, cols := x.Attributes()

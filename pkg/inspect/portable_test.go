@@ -16,7 +16,7 @@ import (
 // role, format, size, rows and row groups, in text and JSON.
 func TestSummaryShowsPortable(t *testing.T) {
 	_, ds := testsnap.Sample(t, filepath.Join(t.TempDir(), "a"), "P", 20, 1, func(o *sortwrite.Options) {
-		o.Extra = append(o.Extra, export.StagedPortable)
+		o.Extra = append(o.Extra, export.PortableStep(export.PortableOptions{}))
 	})
 	s, err := Summarize(ds, 0)
 	if err != nil {

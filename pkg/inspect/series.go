@@ -30,7 +30,7 @@ type Column struct {
 }
 
 // LookupAll finds the codes of ids (duplicates dropped, order kept). An
-// unknown id is an ErrNotFound error naming every unknown id.
+// unknown id is a snapshot.ErrNotFound error naming every unknown id.
 func LookupAll(s *snapshot.Snapshot, ids []string) ([]int, error) {
 	var codes []int
 	var missing []string

@@ -111,7 +111,7 @@ func units(n int, one, many string) string {
 // ColdFile locates the cold file of vintage id of the dataset at dir
 // (CURRENT's when id is 0): its path on disk and the manifest that lists
 // it, so that snapinspect vortex can describe a snapshot's cold.vortex by
-// naming the dataset. A snapshot without one is an ErrNotFound error that
+// naming the dataset. A snapshot without one is a snapshot.ErrNotFound error that
 // says so.
 func ColdFile(dir string, id uint64) (string, *manifest.Manifest, error) {
 	ds, err := Dataset(dir)

@@ -53,7 +53,7 @@
 // Half the series start in FromYear; the others start on the first period of
 // a year drawn uniformly from FromYear+1..ToYear, and all run to the end of
 // ToYear. With the default range 2000–2024 a series has 149.1 rows on average
-// (ExpectedRowsPerSeries), so Series: 100000 gives about 15 million rows: the
+// (the package tests check it), so Series: 100000 gives about 15 million rows: the
 // benchmark profile. Full-range counts are 6,522 (daily), 1,305 (weekly), 300,
 // 100 and 25 rows.
 //

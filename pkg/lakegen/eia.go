@@ -46,29 +46,21 @@ var eiaSeries = []EIASeries{
 	{"henryhub-monthly.csv", "NG.RNGWHHD.M", Monthly, hhName, "$/MMBtu", ngSpot},
 }
 
-// EIASeriesTable returns the CSV-to-series mapping GenerateEIA uses.
-func EIASeriesTable() []EIASeries { return slices.Clone(eiaSeries) }
-
 // EIAOptions configures GenerateEIAWith.
 type EIAOptions struct {
-	CSVDir       string // directory holding the CSV files of EIASeriesTable
+	CSVDir       string // directory holding the CSV files of the EIA series (data/eia-prices)
 	Out          string // lake directory; absent or empty unless Overwrite
 	Overwrite    bool   // replace the year=YYYY directories it writes
 	PeriodAsDate bool   // period as DATE (the period's first day)
 }
 
-// GenerateEIA turns the real EIA series in csvDir (data/eia-prices) into a
-// small lake with the columns and layout of Generate: one file per year, one
-// row group per file, rows ordered by series then period. Periods are
-// normalised to EIA API style at the start of the period: the data packages
-// date monthly values on the 15th and annual ones on June 30, which become
-// "YYYY-MM" and "YYYY"; daily and weekly rows keep their date. Empty prices
-// become null values.
-func GenerateEIA(ctx context.Context, csvDir, out string) (Summary, error) {
-	return GenerateEIAWith(ctx, EIAOptions{CSVDir: csvDir, Out: out})
-}
-
-// GenerateEIAWith is GenerateEIA with options.
+// GenerateEIAWith turns the real EIA series in opt.CSVDir (data/eia-prices)
+// into a small lake with the columns and layout of Generate: one file per
+// year, one row group per file, rows ordered by series then period. Periods
+// are normalised to EIA API style at the start of the period: the data
+// packages date monthly values on the 15th and annual ones on June 30, which
+// become "YYYY-MM" and "YYYY"; daily and weekly rows keep their date. Empty
+// prices become null values.
 func GenerateEIAWith(ctx context.Context, opt EIAOptions) (Summary, error) {
 	if opt.Out == "" {
 		return Summary{}, errors.New("lakegen: no output directory")

@@ -57,41 +57,13 @@ type Options struct {
 	Progress progress.Reporter
 }
 
-// Summary describes what Generate or GenerateEIA wrote.
+// Summary describes what Generate or GenerateEIAWith wrote.
 type Summary struct {
 	Files     int   // Parquet files written
 	RowGroups int   // row groups over all files
 	Rows      int64 // rows over all files
 	Series    int   // distinct series
 	Bytes     int64 // total size of the files
-}
-
-// ExpectedRowsPerSeries returns the mean rows per generated series for the
-// year range, from the frequency mix and the start-year distribution. For
-// 2000–2024 it is about 150.
-func ExpectedRowsPerSeries(fromYear, toYear int) float64 {
-	if toYear < fromYear {
-		return 0
-	}
-	years := toYear - fromYear + 1
-	total := 0.0
-	for f := Frequency(0); f < numFreq; f++ {
-		// rowsFrom[k]: rows of a series starting in fromYear+k.
-		rowsFrom := make([]float64, years+1)
-		for k := years - 1; k >= 0; k-- {
-			rowsFrom[k] = rowsFrom[k+1] + float64(PeriodsInYear(f, fromYear+k))
-		}
-		e := rowsFrom[0]
-		if years > 1 {
-			later := 0.0
-			for k := 1; k < years; k++ {
-				later += rowsFrom[k]
-			}
-			e = startAtFirstYear*rowsFrom[0] + (1-startAtFirstYear)*later/float64(years-1)
-		}
-		total += frequencyMix[f] * e
-	}
-	return total
 }
 
 func (o *Options) normalize() error {

@@ -42,16 +42,6 @@ func (f Frequency) Letter() string {
 	return "?"
 }
 
-// ParseFrequency maps a frequency column value back to its Frequency.
-func ParseFrequency(s string) (Frequency, error) {
-	for f, name := range freqNames {
-		if name == s {
-			return Frequency(f), nil
-		}
-	}
-	return 0, fmt.Errorf("lakegen: unknown frequency %q", s)
-}
-
 // periodList is the calendar of one frequency in one year: the period strings
 // in EIA API style and the matching DATE values (days since 1970-01-01 of the
 // period's first day), in chronological order.
@@ -94,27 +84,4 @@ func newYearCalendar(y int) *yearCalendar {
 	c[Annual].text = []string{fmt.Sprintf("%04d", y)}
 	c[Annual].days = []int32{epochDays(time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC))}
 	return &c
-}
-
-// PeriodsInYear returns how many periods of frequency f fall in year y: its
-// weekdays, its Mondays, 12, 4 or 1.
-func PeriodsInYear(f Frequency, y int) int {
-	switch f {
-	case Daily, Weekly:
-		n := 0
-		for d := time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() == y; d = d.AddDate(0, 0, 1) {
-			wd := d.Weekday()
-			if (f == Daily && wd != time.Saturday && wd != time.Sunday) || (f == Weekly && wd == time.Monday) {
-				n++
-			}
-		}
-		return n
-	case Monthly:
-		return 12
-	case Quarterly:
-		return 4
-	case Annual:
-		return 1
-	}
-	return 0
 }

@@ -99,17 +99,6 @@ func monthsLater(y, m, k int) int32 {
 	return int32(daysFromCivil(y, m, 1))
 }
 
-// ParseBytes is Parse without allocation on the happy path (used per row).
-// b is not retained.
-func ParseBytes(b []byte) (int32, error) {
-	d, err := parse(b)
-	if err != nil {
-		// string(b) copies, so b does not escape and callers may pass stack buffers.
-		return 0, fmt.Errorf("period %q: %w", string(b), err)
-	}
-	return d, nil
-}
-
 // Format renders date32 days as YYYY-MM-DD, the canonical form that Parse
 // maps back to the same day. Days before year 1 or after 9999, which Parse
 // never returns but date32 columns may hold, are rendered with a leading '-'

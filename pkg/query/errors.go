@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
 // Sentinels of the read layer. Every error a Plan returns for a request
@@ -13,7 +15,8 @@ import (
 // (corruption, I/O) is the server's problem.
 var (
 	// ErrNotFound: a named series, category or dataset does not exist.
-	ErrNotFound = errors.New("not found")
+	// It is snapshot.ErrNotFound, the one not-found sentinel.
+	ErrNotFound = snapshot.ErrNotFound
 	// ErrInvalid: the request is malformed (unknown column, no category
 	// attribute, a bound after the other).
 	ErrInvalid = errors.New("invalid request")

@@ -9,15 +9,17 @@
 // the live delta merged on read) and streamed as slices of the mapped
 // record batches, split to a byte budget and coalesced when small. Every
 // request acquires the view and releases it when its stream ends; a reload
-// or compaction swaps views without waiting for it.
+// or compaction swaps views without waiting for it. A ticket may name a
+// retained vintage instead, read as it was published.
 //
-// DoPut (live.go) checks a batch's Arrow data as it came off the wire
-// (putvalidate.go), bounds the bytes all writes hold, and hands it to the
-// dataset's write path; DoAction runs reload, compact and status.
+// DoPut (live.go; its stages timed in putstages.go) checks a batch's Arrow
+// data as it came off the wire (putvalidate.go), bounds the bytes all
+// writes hold, and hands it to the dataset's write path; DoAction
+// (service.go) runs status, reload, compact and discard.
 //
 // Operations (server.go): optional bearer-token auth (auth.go), TLS, gRPC
 // message limits, flow control for slow clients (flow.go), graceful
-// shutdown, slog logs and Prometheus metrics with /healthz and /readyz on a
-// separate HTTP listener (metrics.go); sharded datasets answer
+// shutdown, slog logs, and Prometheus metrics (metrics.go) served with
+// /healthz and /readyz on a separate HTTP listener; sharded datasets answer
 // GetFlightInfo with one endpoint per shard (shards.go).
 package serve

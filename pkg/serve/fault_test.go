@@ -327,7 +327,7 @@ func badIndexOffsets(t *testing.T, ds string) (attr string, ids []string) {
 		t.Fatal(err)
 	}
 	at := bytes.Index(b, offs)
-	if at < 0 || bytes.Index(b[at+1:], offs) >= 0 {
+	if at < 0 || bytes.Contains(b[at+1:], offs) {
 		t.Fatal("the attribute's offsets are not once in the index file")
 	}
 	pos := at + 4*(cols[col].Data().Offset()+row+1)
@@ -458,7 +458,7 @@ func TestBadIndexOffsetInMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	pos := bytes.Index(raw, offsets)
-	if pos < 0 || bytes.Index(raw[pos+1:], offsets) >= 0 {
+	if pos < 0 || bytes.Contains(raw[pos+1:], offsets) {
 		t.Fatalf("the attribute's offsets are not found once in %s", path)
 	}
 	if err := os.Chmod(path, 0o644); err != nil {

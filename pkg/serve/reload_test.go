@@ -222,8 +222,6 @@ func snapshotMappings(t testing.TB, dir string) map[string]int {
 	return out
 }
 
-func fdCount(t testing.TB) int { return len(fdTargets(t)) }
-
 // fdTargets lists what this process's file descriptors point at.
 func fdTargets(t testing.TB) map[string]string {
 	ents, err := os.ReadDir("/proc/self/fd")

@@ -205,9 +205,6 @@ func New(cfg Config) (*Server, error) {
 // Service is the Flight service (for in-process use and tests).
 func (s *Server) Service() *Service { return s.svc }
 
-// Metrics are the server's metrics.
-func (s *Server) Metrics() *Metrics { return s.metrics }
-
 // FlightURI is the address clients connect to, grpc+tcp:// or grpc+tls://.
 func (s *Server) FlightURI() string {
 	scheme := "grpc+tcp"
@@ -216,9 +213,6 @@ func (s *Server) FlightURI() string {
 	}
 	return scheme + "://" + s.lis.Addr().String()
 }
-
-// FlightAddr is the bound Flight address.
-func (s *Server) FlightAddr() net.Addr { return s.lis.Addr() }
 
 // HTTPAddr is the bound metrics address, nil without one.
 func (s *Server) HTTPAddr() net.Addr {

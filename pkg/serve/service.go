@@ -717,8 +717,8 @@ func (s *Service) ListActions(_ *flight.Empty, stream flight.FlightService_ListA
 	return nil
 }
 
-// DoAction runs an action: "status" (JSON) or "reload" (JSON). Unknown
-// actions are Unimplemented.
+// DoAction runs an action of ListActions: "status", "reload", "compact"
+// or "discard", each answering JSON. Unknown actions are Unimplemented.
 func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
 	switch a.GetType() {
 	case "reload":

@@ -150,8 +150,8 @@ func Open(dir string, opt Options) (*Dataset, error) {
 }
 
 // Unopened is a dataset whose snapshot could not be opened (cause): it is
-// registered all the same, so the failure stays inside it (DESIGN.md
-// invariant 11): its requests are refused with the reason, status shows
+// registered all the same, so the failure stays inside it
+// (docs/ARCHITECTURE.md, invariant 11): its requests are refused with the reason, status shows
 // it failing, and Reload opens what CURRENT names once it can.
 func Unopened(dir string, opt Options, cause error) (*Dataset, error) {
 	if opt.Logger == nil {

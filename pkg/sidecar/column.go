@@ -259,11 +259,6 @@ func (c *column) date32Array() arrow.Array {
 	return b.NewArray()
 }
 
-// value is row i of a bytes column, aliasing the column's buffer.
-func (c *column) value(i int) string {
-	return unsafeString(c.data[c.offsets[i]:c.offsets[i+1]])
-}
-
 func makeArray(dt arrow.DataType, n int, bufs []*memory.Buffer, nulls int) arrow.Array {
 	d := array.NewData(dt, n, bufs, nil, nulls, 0)
 	defer d.Release()

@@ -92,17 +92,8 @@ const (
 	NumFixedTiered = ColumnColdLastPeriod + 1
 )
 
-// Schema returns the (version 2) index schema for a value type and
-// attribute fields.
-func Schema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
-	return schema(valueType, attrs, false)
-}
-
-// TieredSchema returns the version-3 index schema of a tiered snapshot.
-func TieredSchema(valueType arrow.DataType, attrs []arrow.Field) *arrow.Schema {
-	return schema(valueType, attrs, true)
-}
-
+// schema is the index schema for a value type and attribute fields: version
+// 3 (the cold-tier columns) when tiered, else version 2.
 func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.Schema {
 	fields := make([]arrow.Field, NumFixed, NumFixedTiered+len(attrs))
 	fields[ColumnSeriesID] = arrow.Field{Name: ColSeriesID, Type: arrow.BinaryTypes.String}

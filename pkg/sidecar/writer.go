@@ -139,12 +139,9 @@ func (w *Writer) Reserve(n int) {
 	}
 }
 
-// Len is the number of series added.
-func (w *Writer) Len() int { return w.n }
-
-// Add appends the next series; its code (index row) is Len() before the
-// call. Add copies what it needs: s and the arrays it points into may
-// change once it returns. It does not allocate, except to grow the
+// Add appends the next series; its code (index row) is the number of series
+// added before the call. Add copies what it needs: s and the arrays it
+// points into may change once it returns. It does not allocate, except to grow the
 // writer's buffers.
 func (w *Writer) Add(s *Series) error {
 	if w.err != nil {

@@ -48,7 +48,10 @@ import (
 // (see corrupt.File). Test with errors.Is.
 var ErrCorrupt = corrupt.ErrCorrupt
 
-// ErrNotFound is returned for an unknown series.
+// ErrNotFound marks a named thing that does not exist: a series (a name or
+// a code), a category, a snapshot. It is the module's one not-found
+// sentinel: query.ErrNotFound, the kind of a request error, is this value,
+// and snapinspect's lookups wrap it. Test with errors.Is.
 var ErrNotFound = errors.New("not found")
 
 // Options tune Open.

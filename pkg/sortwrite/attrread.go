@@ -199,7 +199,7 @@ func (s *store) materialize(series []uint32, nSeries, parallel int) {
 	a := s.att
 	var g errgroup.Group
 	g.SetLimit(max(parallel, 1))
-	tabs := sync.Pool{New: func() any { return make([]uint32, nSeries) }}
+	tabs := sync.Pool{New: func() any { t := make([]uint32, nSeries); return &t }}
 	for _, u := range a.units {
 		g.Go(func() error {
 			codes := s.codes[u.lo:u.hi]
@@ -209,8 +209,9 @@ func (s *store) materialize(series []uint32, nSeries, parallel int) {
 				}
 				return nil
 			}
-			tab := tabs.Get().([]uint32)
-			defer tabs.Put(tab)
+			tp := tabs.Get().(*[]uint32)
+			defer tabs.Put(tp)
+			tab := *tp
 			for _, p := range u.pairs {
 				tab[p>>32] = uint32(p)
 			}

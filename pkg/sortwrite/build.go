@@ -74,7 +74,7 @@ type Options struct {
 	Shard shard.Spec
 	// Extra write more files into the staged snapshot once its data and
 	// index are written, before it is published: the portable copy
-	// (export.StagedPortable, for --portable). Each gets the manifest as
+	// (export.PortableStep, for --portable). Each gets the manifest as
 	// it will be published but for the files, whose paths are relative to
 	// the staging directory, and returns the entry of the file it wrote.
 	// They are steps rather than options because they read the snapshot

@@ -37,14 +37,6 @@ func newDictionary() *dictionary {
 	return &dictionary{seed: maphash.MakeSeed(), slots: make([]uint64, 1024)}
 }
 
-// len is the number of values interned so far (other workers may be
-// adding more).
-func (d *dictionary) len() int {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return len(d.values)
-}
-
 // code returns the code of v, if interned.
 func (d *dictionary) code(v string) (uint32, bool) {
 	h := maphash.String(d.seed, v)

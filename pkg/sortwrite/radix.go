@@ -89,13 +89,8 @@ func (o *order) truncate(n int) {
 	}
 }
 
-// sortRows orders rows by (rank of their series code, period).
-func sortRows(rank []uint32, codes []uint32, periods []int32) *order {
-	return sortRowsInto(rank, codes, periods, nil, nil)
-}
-
-// sortRowsInto is sortRows with the packed keys and the radix scratch in
-// the given buffers when they are long enough (the external sort reuses
+// sortRowsInto orders rows by (rank of their series code, period), with the
+// packed keys and the radix scratch in the given buffers when they are long enough (the external sort reuses
 // them run after run). Rows already in order (an input written sorted by
 // key) are detected in the pass that packs the keys and not sorted again.
 func sortRowsInto(rank []uint32, codes []uint32, periods []int32, keys, scratch []uint64) *order {
@@ -299,13 +294,8 @@ func (p *keyPacker) scatter(keys []uint64, c *[1 << radixDigit]int, first int, c
 // L1 and need only 3 passes for a 33-bit key.
 const radixDigit = 11
 
-// radixSort sorts keys stably by bits [lo, hi), least significant digit
-// first, ping-ponging with one scratch buffer.
-func radixSort(keys []uint64, lo, hi uint) {
-	radixSortWith(keys, nil, lo, hi)
-}
-
-// radixSortWith is radixSort using tmp (len(keys) long, or nil) as scratch.
+// radixSortWith sorts keys stably by bits [lo, hi), least significant digit
+// first, ping-ponging with tmp (len(keys) long, or nil: allocated) as scratch.
 func radixSortWith(keys, tmp []uint64, lo, hi uint) {
 	if hi <= lo || len(keys) < 2 {
 		return

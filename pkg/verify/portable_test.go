@@ -22,7 +22,7 @@ func TestPortable(t *testing.T) {
 	root := t.TempDir()
 	portable := func(o *sortwrite.Options) {
 		o.BatchRows = 500
-		o.Extra = append(o.Extra, export.StagedPortable)
+		o.Extra = append(o.Extra, export.PortableStep(export.PortableOptions{}))
 	}
 	_, ds := testsnap.Sample(t, filepath.Join(root, "a"), "P", 50, 3, portable)
 	_, other := testsnap.Sample(t, filepath.Join(root, "b"), "P", 50, 4, portable)

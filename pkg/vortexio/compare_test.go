@@ -29,7 +29,7 @@ func readIPCFile(t testing.TB, path string) (*arrow.Schema, []arrow.Array) {
 	sc := r.Schema()
 	parts := make([][]arrow.Array, sc.NumFields())
 	for i := 0; i < r.NumRecords(); i++ {
-		rec, err := r.Record(i)
+		rec, err := r.RecordBatch(i)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -204,7 +204,9 @@ func parseDType(t fbTable, depth int) (*DType, error) {
 			}
 			d.Fields = append(d.Fields, fd)
 		}
-		d.Nullable, err = body.boolean(2)
+		if d.Nullable, err = body.boolean(2); err != nil {
+			return nil, err
+		}
 	case KindExtension:
 		if d.ExtID, err = body.str(0); err != nil {
 			return nil, err

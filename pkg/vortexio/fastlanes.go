@@ -38,24 +38,6 @@ func words[T flWord](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/sz)
 }
 
-func unpackBlockT[T flWord](packed []T, width int, out []uint64) {
-	B := int(unsafe.Sizeof(T(0))) * 8
-	lanes := 1024 / B
-	mask := T(maskBits(uint(width)))
-	for l := 0; l < lanes; l++ {
-		p := 0
-		for r := 0; r < B; r++ {
-			wi, bo := p/B, p%B
-			v := packed[lanes*wi+l] >> uint(bo)
-			if bo+width > B {
-				v |= packed[lanes*(wi+1)+l] << uint(B-bo)
-			}
-			out[flRowIndex[r]+l] = uint64(v & mask)
-			p += width
-		}
-	}
-}
-
 func packBlockT[T flWord](in []uint64, width int, packed []T) {
 	B := int(unsafe.Sizeof(T(0))) * 8
 	lanes := 1024 / B
@@ -70,25 +52,6 @@ func packBlockT[T flWord](in []uint64, width int, packed []T) {
 			}
 			p += width
 		}
-	}
-}
-
-// unpackBlock unpacks one block (128·width bytes) of B-bit words into out[0:1024].
-func unpackBlock(packed []byte, B, width int, out []uint64) {
-	if width == 0 {
-		clear(out[:1024])
-		return
-	}
-	n := 128 * width
-	switch B {
-	case 8:
-		unpackBlockT(words[uint8](packed[:n]), width, out)
-	case 16:
-		unpackBlockT(words[uint16](packed[:n]), width, out)
-	case 32:
-		unpackBlockT(words[uint32](packed[:n]), width, out)
-	default:
-		unpackBlockT(words[uint64](packed[:n]), width, out)
 	}
 }
 
@@ -120,21 +83,6 @@ func packedBlocks(packed []byte, width, offset, n int) (aligned []byte, first, b
 		return nil, 0, 0, 0, corruptf("fastlanes.bitpacked buffer of %d bytes for %d blocks of width %d", len(packed), blocks, width)
 	}
 	return ensureAligned(packed, 8), first, blocks, bs, nil
-}
-
-// bitUnpack decodes rows [offset, offset+n) of a packed buffer, unpacking
-// only the blocks that hold them.
-func bitUnpack(packed []byte, B, width, offset, n int) ([]uint64, error) {
-	packed, first, blocks, bs, err := packedBlocks(packed, width, offset, n)
-	if err != nil || n == 0 {
-		return []uint64{}, err
-	}
-	out := make([]uint64, (blocks-first)*1024)
-	for b := first; b < blocks; b++ {
-		unpackBlock(packed[b*bs:], B, width, out[(b-first)*1024:])
-	}
-	s := offset - first*1024
-	return out[s : s+n], nil
 }
 
 // bitPack packs values (each < 2^width) into whole 1024-value blocks.

@@ -51,11 +51,7 @@ func fromArrow(a arrow.Array, dt *DType) (*vec, error) {
 		v.data = alignedBytes(n * w)
 		copy(v.data, src[off*w:(off+n)*w])
 	case KindUtf8, KindBinary:
-		type strLike interface {
-			arrow.Array
-			ValueLen(int) int
-		}
-		get := func(i int) []byte { return nil }
+		var get func(i int) []byte
 		switch s := a.(type) {
 		case *array.String:
 			get = func(i int) []byte { return []byte(s.Value(i)) }

@@ -97,7 +97,7 @@ type intStats struct {
 	lo, hi uint64
 	runs   int
 	seq    bool
-	hist   [65]int // bit lengths of ordered(x) - lo
+	hist   [65]int // bit lengths of x - lo, x in ordered space
 }
 
 func ordBias(p PType) uint64 {
@@ -105,13 +105,6 @@ func ordBias(p PType) uint64 {
 		return 1 << 63
 	}
 	return 0
-}
-
-func ordered(p PType, x uint64) uint64 {
-	if p.isSigned() {
-		return uint64(signedValue(p, x)) ^ 1<<63
-	}
-	return x
 }
 
 func computeIntStats(c *pcol) *intStats {

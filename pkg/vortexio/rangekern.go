@@ -11,8 +11,9 @@ import (
 // block or two, those made most of the time (allocation and clearing). These
 // work on the values' own width, in one output buffer.
 
-// bitUnpackBytes is bitUnpack into the values' own width (B/8 bytes each):
-// rows [offset, offset+n), as aligned bytes.
+// bitUnpackBytes decodes rows [offset, offset+n) of a FastLanes bit-packed
+// buffer into the values' own width (B/8 bytes each), as aligned bytes,
+// unpacking only the blocks that hold them.
 func (d *decoder) bitUnpackBytes(packed []byte, B, width, offset, n int) ([]byte, error) {
 	packed, first, blocks, _, err := packedBlocks(packed, width, offset, n)
 	if err != nil || n == 0 {

@@ -1,7 +1,6 @@
 package vortexio
 
 import (
-	"encoding/binary"
 	"math"
 	"unsafe"
 
@@ -471,5 +470,3 @@ func (v *vec) toArrow() (arrow.Array, error) {
 	defer data.Release()
 	return array.MakeFromData(data), nil
 }
-
-func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }

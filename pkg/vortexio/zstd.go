@@ -69,7 +69,7 @@ func (d *decoder) decodeZstd(nd *anode, dt *DType, n int) (*vec, error) {
 	raw := make([]byte, 0, total)
 	for i, b := range bufs {
 		want := frames[i].uint(1)
-		out, err := dec.DecodeAll(b, raw[len(raw):len(raw)])
+		out, err := dec.DecodeAll(b, raw[len(raw):])
 		if err != nil {
 			return nil, corruptf("vortex.zstd frame %d: %w", i, err)
 		}

@@ -1,18 +1,38 @@
 // Package wal is the write-ahead log of a dataset's live-write delta: the
 // durable record of every acknowledged write that no published snapshot has
-// folded in yet (DESIGN.md invariant 6). Payloads are opaque bytes (the
-// server writes Arrow IPC stream bytes); the byte layout is docs/FORMAT.md §6.
+// folded in yet (docs/ARCHITECTURE.md, invariant 6). Payloads are opaque
+// bytes (the server writes Arrow IPC stream bytes); the byte layout is
+// docs/FORMAT.md §6.
 //
 // # Durability contract
 //
 // Append returns only after its records are written and fsynced, so an
 // acknowledged record survives a crash of the process or of the machine,
 // as far as the disk honours fsync. Append returns the Position after its
-// last record. A compaction records the position it folded in (as the
-// manifest's wal_position, Position.Uint64), and after a restart Replay
-// from that position applies exactly the writes the snapshot lacks;
-// TruncateBefore then deletes what is folded in. A write that was not
-// acknowledged may or may not survive a crash.
+// last record. A write that was not acknowledged may or may not survive a
+// crash.
+//
+// # The checkpoint
+//
+// The log owns the record of what its records belong to: its checkpoint,
+// the file CHECKPOINT (WriteCheckpoint, ReadCheckpoint; docs/FORMAT.md
+// §6.4). Every record at or before its position is held by a vintage (a
+// compaction folded it in) or was retired (a superseding build, a
+// discard); the records after it are the live delta. After a restart,
+// Replay from the checkpoint's position applies exactly those, whatever
+// snapshot CURRENT names and whatever gc removed: the position is never
+// derived from manifests (their wal_position records it for people and
+// for upgrading a log written before checkpoints existed). TruncateBefore
+// then deletes what is folded in.
+//
+// # Readers without the lock
+//
+// Only the process that holds the log's LOCK appends (Open takes it). A
+// read-only replica follows the log with a Tail (OpenTail), which hands
+// out each record once it is intact and reports ErrBehind when the writer
+// has deleted the segments it needed; Scan and End read the log for
+// inspection, and Held says whether a writer has it open. None of them
+// changes a file.
 //
 // # Group commit
 //

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 )
 
 var (
 	// ErrCorrupt marks damage the log cannot explain as a torn last write.
-	// Every *CorruptionError matches it with errors.Is.
-	ErrCorrupt = errors.New("corrupt")
+	// Every *CorruptionError matches it with errors.Is. It is
+	// corrupt.ErrCorrupt, the sentinel every package marks damage with, so
+	// a caller several layers up asks corrupt.Is whatever file was damaged.
+	ErrCorrupt = corrupt.ErrCorrupt
 	// ErrClosed is returned by every call on a closed log.
 	ErrClosed = errors.New("wal closed")
 	// ErrFailed is returned once a write or fsync has failed, or a Replay

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 )
 
@@ -368,8 +369,8 @@ func TestTornSegmentHeader(t *testing.T) {
 func asCorruption(t *testing.T, err error, seg uint32, off int64) {
 	t.Helper()
 	var ce *CorruptionError
-	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("got %v, want a *CorruptionError", err)
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || !corrupt.Is(err) {
+		t.Fatalf("got %v, want a *CorruptionError marked corrupt.ErrCorrupt", err)
 	}
 	if ce.Segment != seg || ce.Offset != off {
 		t.Fatalf("corruption at segment %d offset %d, want %d offset %d (%v)", ce.Segment, ce.Offset, seg, off, err)

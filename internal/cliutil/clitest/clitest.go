@@ -68,7 +68,10 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 			t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want exit 2 and a suggestion of %q", name, typo, code, out, errOut, first)
 		}
 		oneLine(name+" "+typo, errOut)
-		code, out, _ = exec("--generate-bash-completion")
+		code, out, errOut = exec("--generate-bash-completion")
+		if code != 0 {
+			t.Errorf("%s --generate-bash-completion: exit %d, stderr %q; want 0", name, code, errOut)
+		}
 		for _, c := range cmds {
 			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(c.Name) + `(:|$)`).MatchString(out) {
 				t.Errorf("%s --generate-bash-completion does not list %s:\n%s", name, c.Name, out)

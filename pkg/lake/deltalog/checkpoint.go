@@ -1,7 +1,6 @@
 package deltalog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -102,11 +101,6 @@ func readParquetActions(ctx context.Context, r parquet.ReaderAtSeeker) (acts []A
 		return nil, err
 	}
 	return acts, nil
-}
-
-// ParseParquetActions reads the actions of Parquet checkpoint bytes.
-func ParseParquetActions(b []byte) ([]Action, error) {
-	return readParquetActions(context.Background(), bytes.NewReader(b))
 }
 
 // toGo converts one value of a checkpoint column to what encoding/json

@@ -103,11 +103,6 @@ func (dv *DeletionVector) Load(ctx context.Context, st objstore.Store, rows int6
 	return vals, nil
 }
 
-// loadRaw decodes without the cardinality and row checks (tests).
-func (dv *DeletionVector) loadRaw(ctx context.Context, st objstore.Store) ([]uint64, error) {
-	return dv.decode(ctx, st, 1<<40)
-}
-
 func (dv *DeletionVector) decode(ctx context.Context, st objstore.Store, limit uint64) ([]uint64, error) {
 	if dv.SizeInBytes > maxDVBytes {
 		return nil, fmt.Errorf("deletion vector of %d bytes, over the limit", dv.SizeInBytes)

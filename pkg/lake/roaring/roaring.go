@@ -139,20 +139,6 @@ func decodeNative(b []byte, limit uint64) ([]uint64, int, error) {
 	return out, pos, nil
 }
 
-// Decode32 decodes a portable 32-bit bitmap at the start of b and returns
-// its values in ascending order and the number of bytes it took.
-func Decode32(b []byte, limit uint64) ([]uint32, int, error) {
-	vals, n, err := decode32(b, limit, func(v uint32) uint64 { return uint64(v) }, nil)
-	if err != nil {
-		return nil, 0, fmt.Errorf("roaring: %w", err)
-	}
-	out := make([]uint32, len(vals))
-	for i, v := range vals {
-		out[i] = uint32(v)
-	}
-	return out, n, nil
-}
-
 // decode32 appends the values of the 32-bit bitmap at the start of b,
 // mapped through widen, to out, adding at most limit of them.
 func decode32(b []byte, limit uint64, widen func(uint32) uint64, out []uint64) ([]uint64, int, error) {

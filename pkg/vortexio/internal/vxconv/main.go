@@ -68,7 +68,7 @@ func run(args []string) error {
 		return err
 	}
 	for i := 0; i < r.NumRecords(); i++ {
-		rec, err := r.Record(i)
+		rec, err := r.RecordBatch(i)
 		if err != nil {
 			return err
 		}
