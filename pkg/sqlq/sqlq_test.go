@@ -198,3 +198,30 @@ func FuzzParse(f *testing.F) {
 		roundTrip(t, st, params)
 	})
 }
+
+// TestIdentResolve: a bare name matches exactly, else ignoring case when
+// one name does; a quoted one matches exactly; two names equal ignoring
+// case make a bare one ambiguous unless one equals it.
+func TestIdentResolve(t *testing.T) {
+	names := []string{"MIX", "Mix2", "mix2", "PET-1"}
+	for _, tc := range []struct {
+		id   Ident
+		want string
+		ok   bool
+		err  string
+	}{
+		{Ident{Name: "MIX"}, "MIX", true, ""},
+		{Ident{Name: "mix"}, "MIX", true, ""},
+		{Ident{Name: "mix", Quoted: true}, "", false, ""},
+		{Ident{Name: "pet-1"}, "PET-1", true, ""},
+		{Ident{Name: "Mix2"}, "Mix2", true, ""},
+		{Ident{Name: "mix2", Quoted: true}, "mix2", true, ""},
+		{Ident{Name: "MIX2"}, "", false, `MIX2 is ambiguous: it matches Mix2, mix2 ignoring case; quote the one meant ("Mix2")`},
+		{Ident{Name: "nope"}, "", false, ""},
+	} {
+		got, ok, err := tc.id.Resolve(names)
+		if got != tc.want || ok != tc.ok || (err == nil) != (tc.err == "") || err != nil && (!strings.Contains(err.Error(), tc.err) || !errors.Is(err, query.ErrInvalid)) {
+			t.Errorf("%+v: %q %v %v, want %q %v %q", tc.id, got, ok, err, tc.want, tc.ok, tc.err)
+		}
+	}
+}
