@@ -95,8 +95,27 @@ func TestNoServerPathsInClientErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = doPut(ctx, dial(t, srv), "LIVE", row.record(t))
+		c := dial(t, srv)
+		_, err = doPut(ctx, c, "LIVE", row.record(t))
 		checkClientError(t, "DoPut", err, codes.Unavailable, root, logs, true)
+		// the status action's reason names the log's file, relative to the root
+		res, err := c.DoAction(ctx, &flight.Action{Type: "status"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := res.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := string(r.Body)
+		for _, f := range rootForms(t, root) {
+			if strings.Contains(body, f) {
+				t.Errorf("status holds the server's path %s: %s", f, body)
+			}
+		}
+		if !strings.Contains(body, "LIVE/wal/") {
+			t.Errorf("status does not name the log relative to the root: %s", body)
+		}
 	})
 
 	t.Run("wal held by another server", func(t *testing.T) {
