@@ -13,6 +13,10 @@ package serve
 // Statements plan through the same read layer as tickets (pkg/sqlq turns
 // the text into a query.Request) and their rows stream through
 // Service.stream: same batching, limits, allocator, shutdown and metrics.
+// Names are resolved here: the catalog and schema qualifiers must be the
+// ones GetCatalogs and GetDbSchemas report, and a bare table or column
+// name matches the dataset's in any case. Aggregates answer one row of
+// query.Aggregate's totals.
 // The tickets of statements are self-contained (the SQL and its bound
 // parameters), so a DoGet needs no server state; prepared statements keep
 // their text and bound parameters in a bounded map until closed.
