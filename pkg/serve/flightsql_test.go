@@ -474,6 +474,40 @@ func TestFlightSQLAggregates(t *testing.T) {
 			t.Errorf("%s: GetExecuteSchema %v, %v; the answer's %v", where, sc, err, got.schema)
 		}
 	}
+
+	// prepared, with the series bound
+	ps, err := c.Prepare(ctx, "SELECT count(*) FROM mix WHERE series_id = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close(ctx)
+	if f := ps.DatasetSchema().Field(0); f.Name != "count(*)" || f.Type.ID() != arrow.INT64 {
+		t.Errorf("prepared aggregate's schema: %v", ps.DatasetSchema())
+	}
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), arrow.NewSchema([]arrow.Field{{Name: "p1", Type: arrow.BinaryTypes.String}}, nil))
+	b.Field(0).(*array.StringBuilder).Append("A.TWO")
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	ps.SetParameters(rec)
+	info, err := ps.Execute(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := get(ctx, c.Client, info.Endpoint[0].Ticket.Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := get(ctx, c.Client, ticket(map[string]any{"dataset": "MIX", "series": []string{"A.TWO"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := got.cols["count(*)"]; len(n) != 1 || n[0] != int64(len(rows.ids)) || len(rows.ids) == 0 {
+		t.Errorf("prepared count(*) of A.TWO: %v, the series has %d rows", n, len(rows.ids))
+	}
+	if _, err := c.Prepare(ctx, "SELECT count(*) FROM other.main.MIX"); status.Code(err) != codes.NotFound {
+		t.Errorf("prepare over an unknown catalog: %v, want NotFound", err)
+	}
 }
 
 // TestFlightSQLNullParameters: a null bound to a prepared statement or
