@@ -127,6 +127,19 @@ func (sh *Shape) Data() []Column { return sh.data }
 // Category is the position of the "category" attribute, -1 if none.
 func (sh *Shape) Category() int { return sh.category }
 
+// Names are the names of every column an answer can hold: series_id,
+// period, the data columns, the attributes.
+func (sh *Shape) Names() []string {
+	names := []string{ColSeriesID, ColPeriod}
+	for _, c := range sh.data {
+		names = append(names, c.Name)
+	}
+	for _, c := range sh.attrs {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
 // columns resolves a request's column list.
 func (sh *Shape) columns(req *Request) ([]Column, *arrow.Schema, error) {
 	if req.Columns == nil {

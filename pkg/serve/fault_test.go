@@ -477,6 +477,11 @@ func TestBadIndexOffsetInMemory(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("query over a bad offset: %v, want a corrupt error", err)
 	}
+	for _, r := range rootForms(t, root) {
+		if strings.Contains(err.Error(), r) {
+			t.Errorf("the client's error holds the server's path %s: %v", r, err)
+		}
+	}
 	if _, err := get(context.Background(), c, allOf("B")); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,10 @@ package serve
 // Statements plan through the same read layer as tickets (pkg/sqlq turns
 // the text into a query.Request) and their rows stream through
 // Service.stream: same batching, limits, allocator, shutdown and metrics.
+// Names are resolved here: the catalog and schema qualifiers must be the
+// ones GetCatalogs and GetDbSchemas report, and a bare table or column
+// name matches the dataset's in any case. Aggregates answer one row of
+// query.Aggregate's totals.
 // The tickets of statements are self-contained (the SQL and its bound
 // parameters), so a DoGet needs no server state; prepared statements keep
 // their text and bound parameters in a bounded map until closed.
@@ -34,6 +38,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql/schema_ref"
 	pb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -289,9 +294,67 @@ func (ss *sqlServer) parse(sql string) (*sqlq.Statement, error) {
 	return sqlq.Parse(sql)
 }
 
-// planHandle parses and binds a statement and plans it against the
-// dataset's current view, which the caller releases.
-func (ss *sqlServer) planHandle(ctx context.Context, h handle) (*served.View, *query.Plan, error) {
+// tableNames are the names a statement's table may resolve to: the
+// datasets served, and the sharded ones (whose lookup says how to read
+// them).
+func (ss *sqlServer) tableNames() []string {
+	names := ss.svc.names
+	if len(ss.svc.shards.sharded) > 0 {
+		names = append([]string(nil), names...)
+		for n := range ss.svc.shards.sharded {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// resolveTable checks a statement's qualifiers against the one catalog
+// and schema GetCatalogs and GetDbSchemas report, and finds the dataset
+// its table names: exactly, or for a bare name ignoring case. A name
+// that matches none is returned as written, for the lookup to refuse.
+func (ss *sqlServer) resolveTable(catalog, schema, table sqlq.Ident) (string, error) {
+	if catalog != (sqlq.Ident{}) {
+		if _, ok, _ := catalog.Resolve([]string{sqlCatalog}); !ok {
+			return "", errf(codes.NotFound, "sql: catalog %q not found (this server has one catalog, %q, with one schema, %q)",
+				query.Truncate(catalog.Name, 128), sqlCatalog, sqlSchema)
+		}
+	}
+	if schema != (sqlq.Ident{}) {
+		if _, ok, _ := schema.Resolve([]string{sqlSchema}); !ok {
+			return "", errf(codes.NotFound, "sql: schema %q not found in catalog %q (its one schema is %q)",
+				query.Truncate(schema.Name, 128), sqlCatalog, sqlSchema)
+		}
+	}
+	name, ok, err := table.Resolve(ss.tableNames())
+	if err != nil || !ok {
+		return table.Name, err
+	}
+	return name, nil
+}
+
+// resolveColumns replaces the column names of req, as written, by the
+// dataset's columns they stand for; one that matches none stays, for the
+// plan to refuse naming the columns there are.
+func resolveColumns(sh *query.Shape, cols []sqlq.Ident, req *query.Request) error {
+	if len(cols) == 0 {
+		return nil
+	}
+	names := sh.Names()
+	for i, c := range cols {
+		n, ok, err := c.Resolve(names)
+		if err != nil {
+			return err
+		}
+		if ok {
+			req.Columns[i] = n
+		}
+	}
+	return nil
+}
+
+// openHandle parses and binds a statement, resolves its names and
+// acquires the view it reads, which the caller releases.
+func (ss *sqlServer) openHandle(ctx context.Context, h handle) (*served.View, *sqlq.Query, error) {
 	st, err := ss.parse(h.SQL)
 	if err != nil {
 		return nil, nil, err
@@ -303,39 +366,60 @@ func (ss *sqlServer) planHandle(ctx context.Context, h handle) (*served.View, *q
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := ss.svc.permitDataset(ctx, q.Dataset); err != nil {
-		return nil, nil, err
-	}
-	v, err := ss.svc.acquireFor(q.Dataset, q.Vintage)
+	name, err := ss.resolveTable(q.Catalog, q.Schema, q.Table)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := query.NewPlan(v.Reader(), &q.Request, query.Limits{MaxSeries: ss.svc.limits.MaxSeries, MaxRows: ss.svc.limits.MaxRows})
+	if err := ss.svc.permitDataset(ctx, name); err != nil {
+		return nil, nil, err
+	}
+	v, err := ss.svc.acquireFor(name, q.Vintage)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := resolveColumns(v.Reader().Shape(), q.Columns, &q.Request); err != nil {
 		v.Release()
 		return nil, nil, err
 	}
-	return v, p, nil
+	return v, q, nil
+}
+
+func (ss *sqlServer) limits() query.Limits {
+	return query.Limits{MaxSeries: ss.svc.limits.MaxSeries, MaxRows: ss.svc.limits.MaxRows}
 }
 
 // flightInfo plans h and describes it: schema, exact rows, and a ticket
 // holding h.
 func (ss *sqlServer) flightInfo(ctx context.Context, h handle, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
-	v, p, err := ss.planHandle(ctx, h)
+	v, q, err := ss.openHandle(ctx, h)
 	if err != nil {
 		return nil, sqlStatus(err)
 	}
 	defer v.Release()
+	var sc *arrow.Schema
+	rows := int64(1)
+	if len(q.Aggs) > 0 {
+		if _, err := query.Aggregate(v.Reader(), &q.Request, ss.limits()); err != nil {
+			return nil, sqlStatus(err)
+		}
+		sc = aggSchema(v.Reader().Info(), q.Aggs)
+	} else {
+		p, err := query.NewPlan(v.Reader(), &q.Request, ss.limits())
+		if err != nil {
+			return nil, sqlStatus(err)
+		}
+		sc, rows = p.Schema(), p.Rows()
+	}
 	b, _ := json.Marshal(h)
 	tkt, err := flightsql.CreateStatementQueryTicket(b)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &flight.FlightInfo{
-		Schema:           flight.SerializeSchema(p.Schema(), ss.svc.mem),
+		Schema:           flight.SerializeSchema(sc, ss.svc.mem),
 		FlightDescriptor: desc,
 		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tkt}}},
-		TotalRecords:     p.Rows(),
+		TotalRecords:     rows,
 		TotalBytes:       -1,
 		Ordered:          true,
 		AppMetadata:      appMetadata(v),
@@ -344,33 +428,129 @@ func (ss *sqlServer) flightInfo(ctx context.Context, h handle, desc *flight.Flig
 
 // doGetHandle streams the answer of a statement ticket's handle.
 func (ss *sqlServer) doGetHandle(b []byte, stream flight.FlightService_DoGetServer) error {
-	var h handle
-	if err := json.Unmarshal(b, &h); err != nil {
-		return errf(codes.InvalidArgument, "flight sql ticket: not a statement handle of this server")
+	h, err := decodeHandle(b)
+	if err != nil {
+		return err
 	}
-	v, p, err := ss.planHandle(stream.Context(), h)
+	v, q, err := ss.openHandle(stream.Context(), h)
 	if err != nil {
 		return err
 	}
 	defer v.Release()
+	if len(q.Aggs) > 0 {
+		return ss.sendTotals(v, q, stream)
+	}
+	p, err := query.NewPlan(v.Reader(), &q.Request, ss.limits())
+	if err != nil {
+		return err
+	}
 	return ss.svc.stream(v, p, stream)
+}
+
+// decodeHandle reads a statement ticket's handle. A parameter must be a
+// string: null (JSON's null) is refused naming its position, never read
+// as the empty string.
+func decodeHandle(b []byte) (handle, error) {
+	var raw struct {
+		SQL    string            `json:"sql"`
+		Params []json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return handle{}, errf(codes.InvalidArgument, "flight sql ticket: not a statement handle of this server")
+	}
+	h := handle{SQL: raw.SQL}
+	if raw.Params != nil {
+		h.Params = make([]string, len(raw.Params))
+	}
+	for i, m := range raw.Params {
+		if string(m) == "null" {
+			return handle{}, errf(codes.InvalidArgument, "sql: parameter %d is null; bind a value (a string, an integer or a date)", i+1)
+		}
+		if err := json.Unmarshal(m, &h.Params[i]); err != nil {
+			return handle{}, errf(codes.InvalidArgument, "sql: parameter %d of the statement ticket is not a string", i+1)
+		}
+	}
+	return h, nil
+}
+
+// aggSchema is the schema of an aggregate's one row: a count is int64, a
+// min or max of period a date32 (null when no row matched), with the
+// dataset and snapshot in the metadata as on every answer.
+func aggSchema(info query.Info, aggs []sqlq.Agg) *arrow.Schema {
+	fields := make([]arrow.Field, len(aggs))
+	for i, a := range aggs {
+		if a.Func == sqlq.AggCount {
+			fields[i] = arrow.Field{Name: a.Name, Type: arrow.PrimitiveTypes.Int64}
+		} else {
+			fields[i] = arrow.Field{Name: a.Name, Type: arrow.FixedWidthTypes.Date32, Nullable: true}
+		}
+	}
+	md := arrow.NewMetadata([]string{query.MetaSnapshotID, query.MetaDataset}, []string{strconv.FormatUint(info.SnapshotID, 10), info.Dataset})
+	return arrow.NewSchema(fields, &md)
+}
+
+// sendTotals answers an aggregate statement: one row of totals.
+func (ss *sqlServer) sendTotals(v *served.View, q *sqlq.Query, stream flight.FlightService_DoGetServer) error {
+	t, err := query.Aggregate(v.Reader(), &q.Request, ss.limits())
+	if err != nil {
+		return err
+	}
+	sc := aggSchema(v.Reader().Info(), q.Aggs)
+	b := array.NewRecordBuilder(ss.svc.mem, sc)
+	defer b.Release()
+	for i, a := range q.Aggs {
+		switch {
+		case a.Func == sqlq.AggCount && a.Distinct:
+			b.Field(i).(*array.Int64Builder).Append(t.Series)
+		case a.Func == sqlq.AggCount:
+			b.Field(i).(*array.Int64Builder).Append(t.Rows)
+		case t.Rows == 0:
+			b.Field(i).AppendNull()
+		case a.Func == sqlq.AggMin:
+			b.Field(i).(*array.Date32Builder).Append(arrow.Date32(t.First))
+		default:
+			b.Field(i).(*array.Date32Builder).Append(arrow.Date32(t.Last))
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc), ipc.WithAllocator(ss.svc.mem))
+	err = w.Write(rec)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	ss.svc.log.Debug("doget sql totals", "dataset", v.Dataset(), "snapshot_id", v.ID(), "rows", t.Rows, "series", t.Series)
+	return err
 }
 
 // schemaOf is the answer schema of a statement, parameters unbound: the
 // columns and the dataset decide it, the selection does not.
 func (ss *sqlServer) schemaOf(ctx context.Context, st *sqlq.Statement) (*arrow.Schema, error) {
-	if err := ss.svc.permitDataset(ctx, st.Dataset); err != nil {
+	name, err := ss.resolveTable(st.Catalog, st.Schema, st.Table)
+	if err != nil {
 		return nil, err
 	}
-	v, err := ss.svc.acquire(st.Dataset)
+	if err := ss.svc.permitDataset(ctx, name); err != nil {
+		return nil, err
+	}
+	v, err := ss.svc.acquire(name)
 	if err != nil {
 		return nil, err
 	}
 	defer v.Release()
+	if len(st.Aggs) > 0 {
+		return aggSchema(v.Reader().Info(), st.Aggs), nil
+	}
 	req := query.Request{Select: query.Selector{Kind: query.ByPrefix, Prefix: "\xff\xff\xff\xff"}, Range: query.AllPeriods,
 		Latest: st.Latest, Attributes: st.Star}
 	if !st.Star {
-		req.Columns = st.Columns
+		req.Columns = make([]string, len(st.Columns))
+		for i, c := range st.Columns {
+			req.Columns[i] = c.Name
+		}
+		if err := resolveColumns(v.Reader().Shape(), st.Columns, &req); err != nil {
+			return nil, err
+		}
 	}
 	p, err := query.NewPlan(v.Reader(), &req, query.Limits{})
 	if err != nil {
@@ -475,7 +655,11 @@ func (ss *sqlServer) DoPutPreparedStatementQuery(ctx context.Context, cmd flight
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := ss.svc.permitDataset(ctx, ps.st.Dataset); err != nil {
+	name, err := ss.resolveTable(ps.st.Catalog, ps.st.Schema, ps.st.Table)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := ss.svc.permitDataset(ctx, name); err != nil {
 		return nil, toStatus(err)
 	}
 	var params []string
@@ -494,7 +678,7 @@ func (ss *sqlServer) DoPutPreparedStatementQuery(ctx context.Context, cmd flight
 		}
 		params = make([]string, rec.NumCols())
 		for i, col := range rec.Columns() {
-			if params[i], err = paramText(col, i); err != nil {
+			if params[i], err = paramText(col, 0, i); err != nil {
 				return nil, status.Error(codes.InvalidArgument, err.Error())
 			}
 		}
@@ -511,25 +695,27 @@ func (ss *sqlServer) DoPutPreparedStatementQuery(ctx context.Context, cmd flight
 	return h, nil
 }
 
-// paramText is a bound parameter as the statement text it stands for.
-func paramText(a arrow.Array, i int) (string, error) {
-	if a.IsNull(0) {
-		return "", fmt.Errorf("sql: parameter %d is null", i+1)
-	}
+// paramText is a bound parameter (row j of a, the i-th column) as the
+// statement text it stands for. A null is refused naming its position:
+// no statement of the grammar can match one.
+func paramText(a arrow.Array, j, i int) (string, error) {
 	if u, ok := a.(*array.DenseUnion); ok { // ADBC binds some values as a union of types
-		return paramText(u.Field(u.ChildID(0)), i)
+		return paramText(u.Field(u.ChildID(j)), int(u.ValueOffset(j)), i)
+	}
+	if a.IsNull(j) {
+		return "", fmt.Errorf("sql: parameter %d is null; bind a value (a string, an integer or a date)", i+1)
 	}
 	switch a := a.(type) {
 	case *array.String:
-		return a.Value(0), nil
+		return a.Value(j), nil
 	case *array.LargeString:
-		return a.Value(0), nil
+		return a.Value(j), nil
 	case *array.Int64:
-		return strconv.FormatInt(a.Value(0), 10), nil
+		return strconv.FormatInt(a.Value(j), 10), nil
 	case *array.Int32:
-		return strconv.FormatInt(int64(a.Value(0)), 10), nil
+		return strconv.FormatInt(int64(a.Value(j)), 10), nil
 	case *array.Date32:
-		return period.Format(int32(a.Value(0))), nil
+		return period.Format(int32(a.Value(j))), nil
 	}
 	return "", fmt.Errorf("sql: parameter %d has type %s; bind a string, an integer or a date", i+1, a.DataType())
 }
@@ -634,7 +820,7 @@ func (ss *sqlServer) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (
 			}
 			row := []any{sqlCatalog, sqlSchema, name, "TABLE"}
 			if cmd.GetIncludeSchema() {
-				tsc, err := ss.schemaOf(ctx, &sqlq.Statement{Dataset: name, Star: true})
+				tsc, err := ss.schemaOf(ctx, &sqlq.Statement{Table: sqlq.Ident{Name: name, Quoted: true}, Star: true})
 				if err != nil {
 					return nil, nil, sqlStatus(err)
 				}

@@ -64,6 +64,10 @@ func (s *Service) doPut(stream flight.FlightService_DoPutServer) error {
 	if errors.Is(err, served.ErrReadOnly) {
 		return errf(codes.PermissionDenied, "dataset %q: the server is read-only (--read-only)", d.Name())
 	}
+	var we *served.WritesError
+	if errors.As(err, &we) { // it names the dataset already
+		return errf(codes.Unavailable, "%v", err)
+	}
 	if err != nil {
 		return errf(codes.Unavailable, "dataset %q takes no writes: %v", d.Name(), err)
 	}

@@ -334,9 +334,11 @@ func (s *liveScript) run(d *directive) string {
 	return ""
 }
 
+// errText is a status error without the request id its message ends
+// with (a new one every run).
 func errText(err error) string {
 	st := status.Convert(err)
-	return fmt.Sprintf("error: %s: %s", st.Code(), st.Message())
+	return fmt.Sprintf("error: %s: %s", st.Code(), requestIDRe.ReplaceAllString(st.Message(), ""))
 }
 
 // row is one input row: id, period, value (nil: null), attributes.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -234,9 +235,12 @@ func (m *Metrics) observe(method string, start time.Time, err error) {
 
 // callMiddleware counts, times and logs every call (m may be nil). It is
 // the outermost middleware, so refused (unauthenticated) calls are counted
-// and logged too.
-func callMiddleware(m *Metrics, log *slog.Logger, onPanic func(where string, r any) error) flight.ServerMiddleware {
-	done := func(ctx context.Context, method string, start time.Time, err error) {
+// and logged too. A failed call gets a request id: the log line keeps the
+// full message, the client gets it redacted (redact.go) and ending with
+// the id, which the call's trailer also carries (requestIDKey).
+func callMiddleware(m *Metrics, log *slog.Logger, onPanic func(where string, r any) error, red *redactor) flight.ServerMiddleware {
+	ids := newRequestIDs()
+	done := func(ctx context.Context, method string, start time.Time, err error, trailer func(metadata.MD) error) error {
 		if m != nil {
 			m.observe(method, start, err)
 		}
@@ -249,6 +253,16 @@ func callMiddleware(m *Metrics, log *slog.Logger, onPanic func(where string, r a
 		default:
 			lvl = slog.LevelInfo
 		}
+		var id, full string
+		if err != nil {
+			id, full = ids.next(), status.Convert(err).Message()
+			var redacted bool
+			err, redacted = red.clientError(err, id)
+			if redacted {
+				lvl = max(lvl, slog.LevelWarn) // the log is the only place the detail is kept
+			}
+			trailer(metadata.Pairs(requestIDKey, id))
+		}
 		if log.Enabled(ctx, lvl) {
 			attrs := []slog.Attr{slog.String("method", method), slog.String("code", code.String()),
 				slog.Float64("ms", float64(time.Since(start).Microseconds())/1000)}
@@ -256,10 +270,11 @@ func callMiddleware(m *Metrics, log *slog.Logger, onPanic func(where string, r a
 				attrs = append(attrs, slog.String("peer", p.Addr.String()))
 			}
 			if err != nil {
-				attrs = append(attrs, slog.String("error", status.Convert(err).Message()))
+				attrs = append(attrs, slog.String("request_id", id), slog.String("error", full))
 			}
 			log.LogAttrs(ctx, lvl, "call", attrs...)
 		}
+		return err
 	}
 	inflight := func(method string) prometheus.Gauge {
 		if m == nil {
@@ -275,7 +290,7 @@ func callMiddleware(m *Metrics, log *slog.Logger, onPanic func(where string, r a
 			g.Inc()
 			resp, err := recovered(log, method, onPanic, func() (any, error) { return handler(ctx, req) })
 			g.Dec()
-			done(ctx, method, start, err)
+			err = done(ctx, method, start, err, func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
 			return resp, err
 		},
 		Stream: func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -285,11 +300,13 @@ func callMiddleware(m *Metrics, log *slog.Logger, onPanic func(where string, r a
 			g.Inc()
 			_, err := recovered(log, method, onPanic, func() (any, error) { return nil, handler(srv, ss) })
 			g.Dec()
-			done(ss.Context(), method, start, err)
-			return err
+			return done(ss.Context(), method, start, err, func(md metadata.MD) error { ss.SetTrailer(md); return nil })
 		},
 	}
 }
+
+// requestIDKey is the trailer key of a failed call's request id.
+const requestIDKey = "servingsnap-request-id"
 
 // recovered runs a handler and turns a panic into an Internal error (logged
 // with its stack) instead of a crash of the whole server. The handler runs

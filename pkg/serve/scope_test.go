@@ -559,7 +559,7 @@ func TestScopesHideDatasets(t *testing.T) {
 		if status.Code(err) != codes.PermissionDenied {
 			t.Fatalf("DoGet %s with a token for OTHER: %v", name, err)
 		}
-		msgs[name] = strings.ReplaceAll(status.Convert(err).Message(), name, "X")
+		msgs[name] = strings.ReplaceAll(requestIDRe.ReplaceAllString(status.Convert(err).Message(), ""), name, "X")
 		_, err = sc.Execute(other, "SELECT * FROM "+name)
 		if status.Code(err) != codes.PermissionDenied {
 			t.Errorf("SQL on %s with a token for OTHER: %v", name, err)

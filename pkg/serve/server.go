@@ -170,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	mw := []flight.ServerMiddleware{callMiddleware(m, cfg.Logger, svc.panicked)}
+	mw := []flight.ServerMiddleware{callMiddleware(m, cfg.Logger, svc.panicked, svc.redact)}
 	if cfg.Tokens != nil {
 		mw = append(mw, authMiddleware(cfg.Tokens, m))
 	}

@@ -105,6 +105,8 @@ type Service struct {
 	shards shardState // sharded datasets (shards.go)
 
 	cold *coldfile.Cache // decoded cold rows of every tiered snapshot; nil: none
+
+	redact *redactor // cuts the root out of what clients are sent (redact.go)
 }
 
 // Options configure Open.
@@ -170,7 +172,7 @@ func Open(root string, opt Options) (*Service, error) {
 	s := &Service{
 		root: root, datasets: map[string]*served.Dataset{}, limits: opt.Limits, log: opt.Logger,
 		metrics: opt.Metrics, mem: opt.Allocator, started: time.Now(), version: opt.Version,
-		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly,
+		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly, redact: newRedactor(root),
 	}
 	if opt.ColdCacheBytes > 0 {
 		s.cold = coldfile.NewCache(opt.ColdCacheBytes)
@@ -780,7 +782,8 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
-		return stream.Send(&flight.Result{Body: b})
+		// the reasons a dataset fails name its files: relative to the root
+		return stream.Send(&flight.Result{Body: []byte(s.redact.text(string(b)))})
 	default:
 		var names []string
 		for _, x := range actions {

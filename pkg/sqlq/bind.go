@@ -5,10 +5,18 @@ import (
 	"github.com/energyscope/servingsnap/pkg/query"
 )
 
-// Query is a statement with its parameters bound: the dataset it reads and
+// Query is a statement with its parameters bound: the table it reads and
 // the read layer's request.
 type Query struct {
-	Dataset string
+	// Catalog, Schema and Table are the statement's, for the caller to
+	// check and resolve to a dataset.
+	Catalog, Schema, Table Ident
+	// Columns are the statement's columns (nil for * and aggregates);
+	// Request.Columns holds their names as written until the caller
+	// resolves them against the dataset's.
+	Columns []Ident
+	// Aggs, when any, ask for one row of totals rather than the rows.
+	Aggs []Agg
 	// Vintage is the retained vintage to read (FOR VERSION AS OF); 0: the
 	// served snapshot.
 	Vintage uint64
@@ -43,14 +51,18 @@ func (st *Statement) Bind(params []string) (*Query, error) {
 		}
 		return x.Lit
 	}
-	q := &Query{Dataset: st.Dataset, Vintage: st.Vintage}
+	q := &Query{Catalog: st.Catalog, Schema: st.Schema, Table: st.Table, Vintage: st.Vintage,
+		Columns: append([]Ident(nil), st.Columns...), Aggs: append([]Agg(nil), st.Aggs...)}
 	r := &q.Request
 	r.Latest = st.Latest
 	r.Range = query.AllPeriods
 	if st.Star {
 		r.Attributes = true
 	} else {
-		r.Columns = append([]string{}, st.Columns...)
+		r.Columns = make([]string, len(st.Columns))
+		for i, c := range st.Columns {
+			r.Columns[i] = c.Name
+		}
 	}
 	switch st.Sel {
 	case SelAll:

@@ -128,7 +128,8 @@ func invalid(format string, a ...any) error {
 // Supported is the grammar, as error messages state it. It holds no
 // percent sign: the ADBC Flight SQL driver (1.13) formats server messages
 // as format strings, which garbles one.
-const Supported = "supported: SELECT * | col, ... FROM dataset | latest(dataset) (quote names holding . or -: \"PET-1\") [FOR VERSION AS OF snapshot-id] " +
+const Supported = "supported: SELECT * | col, ... | agg, ... FROM [catalog.schema.]dataset | latest(dataset) [FOR VERSION AS OF snapshot-id] " +
 	"[WHERE series_id = 'id' | series_id IN ('a', ...) | series_id LIKE 'PREFIX<percent sign>' | category = 'c' " +
 	"[AND period >= | <= | > | < | = 'period' | AND period BETWEEN 'a' AND 'b']] " +
-	"[ORDER BY series_id, period] [LIMIT n], with ? for a bound parameter in place of any literal"
+	"[ORDER BY series_id, period] [LIMIT n]; agg: count(*) | count(DISTINCT series_id) | min(period) | max(period) [AS name]; " +
+	"bare names match in any case, \"quoted\" ones exactly (quote names holding . or -: \"PET-1\"); ? for a bound parameter in place of any literal"

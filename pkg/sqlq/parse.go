@@ -31,19 +31,101 @@ type PeriodCond struct {
 	X  Operand
 }
 
+// Ident is an identifier as written. A bare one stands for any name that
+// equals it ignoring case; a quoted one ("Name") for exactly its text.
+type Ident struct {
+	Name   string
+	Quoted bool
+}
+
+// Resolve finds the name among names that id stands for: the one equal
+// to it, else for a bare identifier the one equal to it ignoring case.
+// ok is false when there is none; two names equal ignoring case and
+// neither equal to a bare id is an ErrInvalid naming them.
+func (id Ident) Resolve(names []string) (name string, ok bool, err error) {
+	var folded []string
+	for _, n := range names {
+		if n == id.Name {
+			return n, true, nil
+		}
+		if !id.Quoted && strings.EqualFold(n, id.Name) {
+			folded = append(folded, n)
+		}
+	}
+	switch len(folded) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return folded[0], true, nil
+	}
+	return "", false, query.Errorf(query.ErrInvalid, "sql: %s is ambiguous: it matches %s ignoring case; quote the one meant (\"%s\")",
+		query.Truncate(id.Name, 128), strings.Join(folded, ", "), folded[0])
+}
+
+func (id Ident) String() string {
+	if !id.Quoted && bare(id.Name) {
+		return id.Name
+	}
+	return quoteIdent(id.Name)
+}
+
+// bare reports whether s reads back as the bare identifier s.
+func bare(s string) bool {
+	if s == "" || !isIdentStart(s[0]) || reserved(s) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !isIdentPart(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Aggregate functions of the select list.
+const (
+	AggCount = "count"
+	AggMin   = "min"
+	AggMax   = "max"
+)
+
+// Agg is an aggregate of the select list: count(*), count(series_id),
+// count(period), count(DISTINCT series_id), min(period), max(period).
+type Agg struct {
+	Func     string // one of the Agg* functions
+	Arg      string // "*", query.ColSeriesID or query.ColPeriod
+	Distinct bool
+	// Name is the answer's column: the AS alias, else the expression as
+	// Expr writes it.
+	Name string
+}
+
+// Expr is the aggregate as SQL, canonically: count(DISTINCT series_id).
+func (a Agg) Expr() string {
+	if a.Distinct {
+		return a.Func + "(DISTINCT " + a.Arg + ")"
+	}
+	return a.Func + "(" + a.Arg + ")"
+}
+
 // Statement is a parsed statement, parameters unbound.
 type Statement struct {
-	Dataset  string
-	Latest   bool     // FROM latest(dataset)
-	Star     bool     // SELECT *
-	Columns  []string // SELECT col, ... (when not Star)
-	Sel      string   // one of the Sel* kinds
-	SelArgs  []Operand
-	Periods  []PeriodCond // ANDed (BETWEEN is a >= and a <=)
-	Ordered  bool         // ORDER BY series_id[, period] (the natural order)
-	HasLimit bool
-	Limit    Operand
-	Params   int // number of ? in the statement
+	// Catalog and Schema qualify Table when written (catalog.schema.table,
+	// schema.table); empty names when not. Parse does not check them: the
+	// server knows its catalog.
+	Catalog, Schema Ident
+	Table           Ident
+	Latest          bool    // FROM latest(dataset)
+	Star            bool    // SELECT *
+	Columns         []Ident // SELECT col, ... (when not Star, nor aggregates)
+	Aggs            []Agg   // SELECT count(*), ...: a one-row answer
+	Sel             string  // one of the Sel* kinds
+	SelArgs         []Operand
+	Periods         []PeriodCond // ANDed (BETWEEN is a >= and a <=)
+	Ordered         bool         // ORDER BY series_id[, period] (the natural order)
+	HasLimit        bool
+	Limit           Operand
+	Params          int // number of ? in the statement
 	// Vintage is FOR VERSION AS OF N after the dataset: read retained
 	// vintage N as published (0: the served snapshot).
 	Vintage uint64
@@ -133,18 +215,18 @@ func describe(t token) string {
 }
 
 // ident reads a bare or quoted identifier.
-func (p *parser) ident(what string) (string, error) {
+func (p *parser) ident(what string) (Ident, error) {
 	t := p.peek()
 	if t.kind == tokQuoted || t.kind == tokIdent && !reserved(t.text) {
 		p.i++
-		return t.text, nil
+		return Ident{Name: t.text, Quoted: t.kind == tokQuoted}, nil
 	}
-	return "", p.unexpected("expected " + what)
+	return Ident{}, p.unexpected("expected " + what)
 }
 
 func reserved(s string) bool {
 	switch strings.ToUpper(s) {
-	case "SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "IN", "LIKE", "BETWEEN", "ORDER", "BY", "LIMIT", "ASC", "DESC", "GROUP", "JOIN", "UNION", "OFFSET", "HAVING", "FOR":
+	case "SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "IN", "LIKE", "BETWEEN", "ORDER", "BY", "LIMIT", "ASC", "DESC", "GROUP", "JOIN", "UNION", "OFFSET", "HAVING", "FOR", "AS", "DISTINCT":
 		return true
 	}
 	return false
@@ -172,19 +254,8 @@ func (p *parser) statement() (*Statement, error) {
 	if err := p.expectKw("SELECT"); err != nil {
 		return nil, err
 	}
-	if p.accept("*") {
-		p.st.Star = true
-	} else {
-		for {
-			c, err := p.ident("a column name or *")
-			if err != nil {
-				return nil, err
-			}
-			p.st.Columns = append(p.st.Columns, c)
-			if !p.accept(",") {
-				break
-			}
-		}
+	if err := p.selectList(); err != nil {
+		return nil, err
 	}
 	if err := p.expectKw("FROM"); err != nil {
 		return nil, err
@@ -203,6 +274,9 @@ func (p *parser) statement() (*Statement, error) {
 		}
 	}
 	if p.acceptKw("ORDER") {
+		if len(p.st.Aggs) > 0 {
+			return nil, invalid("ORDER BY does not apply to an aggregate's one row")
+		}
 		if err := p.orderBy(); err != nil {
 			return nil, err
 		}
@@ -224,6 +298,90 @@ func (p *parser) statement() (*Statement, error) {
 		return nil, p.unexpected("expected the end of the statement")
 	}
 	return &p.st, nil
+}
+
+// selectList reads *, a list of columns, or a list of aggregates (with
+// no GROUP BY, columns and aggregates do not mix).
+func (p *parser) selectList() error {
+	if p.accept("*") {
+		p.st.Star = true
+		return nil
+	}
+	for {
+		if p.isAggregate() {
+			if len(p.st.Columns) > 0 {
+				return p.unexpected("columns and aggregates do not mix (there is no GROUP BY)")
+			}
+			a, err := p.aggregate()
+			if err != nil {
+				return err
+			}
+			p.st.Aggs = append(p.st.Aggs, a)
+		} else {
+			if len(p.st.Aggs) > 0 {
+				return p.unexpected("columns and aggregates do not mix (there is no GROUP BY)")
+			}
+			c, err := p.ident("a column name, an aggregate or *")
+			if err != nil {
+				return err
+			}
+			p.st.Columns = append(p.st.Columns, c)
+		}
+		if !p.accept(",") {
+			return nil
+		}
+	}
+}
+
+// isAggregate reports whether a function call starts here.
+func (p *parser) isAggregate() bool {
+	t, n := p.peek(), p.toks[min(p.i+1, len(p.toks)-1)]
+	return t.kind == tokIdent && n.kind == tokPunct && n.text == "("
+}
+
+// aggregate reads one aggregate and its optional AS alias.
+func (p *parser) aggregate() (Agg, error) {
+	fn := p.next()
+	p.next() // (
+	a := Agg{Func: strings.ToLower(fn.text)}
+	switch a.Func {
+	case AggCount:
+		switch {
+		case p.accept("*"):
+			a.Arg = "*"
+		case p.acceptKw("DISTINCT"):
+			if !isColumn(p.peek(), query.ColSeriesID) {
+				return a, p.unexpected("only count(DISTINCT series_id) is supported")
+			}
+			p.i++
+			a.Arg, a.Distinct = query.ColSeriesID, true
+		case isColumn(p.peek(), query.ColSeriesID), isColumn(p.peek(), query.ColPeriod):
+			a.Arg = strings.ToLower(p.next().text)
+		default:
+			return a, p.unexpected("expected *, DISTINCT series_id, series_id or period in count()")
+		}
+	case AggMin, AggMax:
+		if !isColumn(p.peek(), query.ColPeriod) {
+			return a, p.unexpected("only " + a.Func + "(period) is supported")
+		}
+		p.i++
+		a.Arg = query.ColPeriod
+	default:
+		p.i -= 2
+		return a, p.unexpected("only the aggregates count(*), count(DISTINCT series_id), min(period) and max(period) are supported")
+	}
+	if err := p.expect(")"); err != nil {
+		return a, err
+	}
+	a.Name = a.Expr()
+	if p.acceptKw("AS") {
+		alias, err := p.ident("a column alias")
+		if err != nil {
+			return a, err
+		}
+		a.Name = alias.Name
+	}
+	return a, nil
 }
 
 // vintage reads the rest of FOR VERSION AS OF N (time travel as DuckDB,
@@ -259,19 +417,28 @@ func (p *parser) source() error {
 }
 
 // table reads a dataset name, optionally qualified by the catalog and
-// schema that GetTables reports (catalog.schema.dataset, as SQL tools
-// write it); the qualifiers are not checked, there is one namespace.
+// schema that GetTables reports (catalog.schema.dataset or
+// schema.dataset, as SQL tools write it); the server checks them.
 func (p *parser) table(what string) error {
-	for n := 0; ; n++ {
+	var parts []Ident
+	for {
 		name, err := p.ident(what)
 		if err != nil {
 			return err
 		}
-		p.st.Dataset = name
-		if n == 2 || !p.accept(".") {
-			return nil
+		parts = append(parts, name)
+		if len(parts) == 3 || !p.accept(".") {
+			break
 		}
 	}
+	p.st.Table = parts[len(parts)-1]
+	switch len(parts) {
+	case 3:
+		p.st.Catalog, p.st.Schema = parts[0], parts[1]
+	case 2:
+		p.st.Schema = parts[0]
+	}
+	return nil
 }
 
 // where reads conditions joined by AND: at most one series selector and
@@ -458,21 +625,36 @@ func periodBounds(s string) (from, to int32, err error) {
 func (st *Statement) String() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	if st.Star {
+	switch {
+	case st.Star:
 		b.WriteString("*")
-	} else {
+	case len(st.Aggs) > 0:
+		for i, a := range st.Aggs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(a.Expr() + " AS " + quoteIdent(a.Name))
+		}
+	default:
 		for i, c := range st.Columns {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteIdent(c))
+			b.WriteString(c.String())
 		}
 	}
 	b.WriteString(" FROM ")
+	table := st.Table.String()
+	if st.Schema != (Ident{}) {
+		table = st.Schema.String() + "." + table
+	}
+	if st.Catalog != (Ident{}) {
+		table = st.Catalog.String() + "." + table
+	}
 	if st.Latest {
-		fmt.Fprintf(&b, "latest(%s)", quoteIdent(st.Dataset))
+		fmt.Fprintf(&b, "latest(%s)", table)
 	} else {
-		b.WriteString(quoteIdent(st.Dataset))
+		b.WriteString(table)
 	}
 	if st.Vintage != 0 {
 		fmt.Fprintf(&b, " FOR VERSION AS OF %d", st.Vintage)

@@ -73,8 +73,8 @@ func TestParseBind(t *testing.T) {
 		if q.Vintage != wantVintage {
 			t.Errorf("%s: vintage %d, want %d", tc.sql, q.Vintage, wantVintage)
 		}
-		if q.Dataset != tc.dataset || !reflect.DeepEqual(q.Request, tc.want) {
-			t.Errorf("%s:\n got %s %+v\nwant %s %+v", tc.sql, q.Dataset, q.Request, tc.dataset, tc.want)
+		if q.Table.Name != tc.dataset || !reflect.DeepEqual(q.Request, tc.want) {
+			t.Errorf("%s:\n got %s %+v\nwant %s %+v", tc.sql, q.Table.Name, q.Request, tc.dataset, tc.want)
 		}
 		roundTrip(t, st, tc.params)
 	}
@@ -84,7 +84,16 @@ func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ sql, msg string }{
 		{"", "expected SELECT at the end"},
 		{"DELETE FROM EIA", "expected SELECT"},
-		{"SELECT count(*) FROM EIA", "expected FROM"},
+		{"SELECT sum(value) FROM EIA", "only the aggregates count(*), count(DISTINCT series_id), min(period) and max(period)"},
+		{"SELECT count(value) FROM EIA", "expected *, DISTINCT series_id, series_id or period in count()"},
+		{"SELECT count(DISTINCT period) FROM EIA", "only count(DISTINCT series_id)"},
+		{"SELECT min(value) FROM EIA", "only min(period)"},
+		{"SELECT count(*), value FROM EIA", "columns and aggregates do not mix"},
+		{"SELECT value, count(*) FROM EIA", "columns and aggregates do not mix"},
+		{"SELECT count(*) FROM EIA ORDER BY series_id", "ORDER BY does not apply"},
+		{"SELECT count(*) AS FROM EIA", "expected a column alias"},
+		{"SELECT * FROM a.b.c.d", "expected the end of the statement"},
+		{"SELECT * FROM EIA GROUP BY series_id", "expected the end of the statement"},
 		{"SELECT * FROM EIA JOIN X", "expected the end of the statement"},
 		{"SELECT * FROM EIA WHERE value > 3", "expected a condition on series_id, category or period"},
 		{"SELECT * FROM EIA WHERE series_id = 'A' OR series_id = 'B'", "OR is not supported"},
@@ -170,6 +179,7 @@ func FuzzParse(f *testing.F) {
 		"select * from \"x\"\"y\" where category = 'C' and period >= DATE '2020-01-01'",
 		"SELECT * FROM EIA WHERE series_id LIKE 'P\\%%'",
 		"SELECT a, b FROM t WHERE period > ? AND period < ? LIMIT ?",
+		"SELECT count(*), COUNT(distinct SERIES_ID) AS n, min(period), max(\"period\") FROM cat.\"Main\".eia WHERE series_id LIKE ?",
 	} {
 		f.Add(s)
 	}
@@ -187,4 +197,31 @@ func FuzzParse(f *testing.F) {
 		}
 		roundTrip(t, st, params)
 	})
+}
+
+// TestIdentResolve: a bare name matches exactly, else ignoring case when
+// one name does; a quoted one matches exactly; two names equal ignoring
+// case make a bare one ambiguous unless one equals it.
+func TestIdentResolve(t *testing.T) {
+	names := []string{"MIX", "Mix2", "mix2", "PET-1"}
+	for _, tc := range []struct {
+		id   Ident
+		want string
+		ok   bool
+		err  string
+	}{
+		{Ident{Name: "MIX"}, "MIX", true, ""},
+		{Ident{Name: "mix"}, "MIX", true, ""},
+		{Ident{Name: "mix", Quoted: true}, "", false, ""},
+		{Ident{Name: "pet-1"}, "PET-1", true, ""},
+		{Ident{Name: "Mix2"}, "Mix2", true, ""},
+		{Ident{Name: "mix2", Quoted: true}, "mix2", true, ""},
+		{Ident{Name: "MIX2"}, "", false, `MIX2 is ambiguous: it matches Mix2, mix2 ignoring case; quote the one meant ("Mix2")`},
+		{Ident{Name: "nope"}, "", false, ""},
+	} {
+		got, ok, err := tc.id.Resolve(names)
+		if got != tc.want || ok != tc.ok || (err == nil) != (tc.err == "") || err != nil && (!strings.Contains(err.Error(), tc.err) || !errors.Is(err, query.ErrInvalid)) {
+			t.Errorf("%+v: %q %v %v, want %q %v %q", tc.id, got, ok, err, tc.want, tc.ok, tc.err)
+		}
+	}
 }

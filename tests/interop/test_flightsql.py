@@ -129,8 +129,27 @@ def test_polars_read_database(conn, client):
     assert df["value"].to_list() == want["value"].to_pylist()
 
 
+def test_aggregates_names_and_qualifiers(conn, client):
+    # bare names in any case; one row of int64 counts and date32 periods, as the rows give them
+    one = index(client, "gen300")["series_id"][0].as_py()
+    periods = do_get(client, dataset="gen300", series=[one])["period"].to_pylist()
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) AS n, count(DISTINCT series_id), min(period), MAX(period) "
+                    f"FROM SERVINGSNAP.Main.GEN300 WHERE Series_Id = '{one}'")
+        t = cur.fetch_arrow_table()
+    assert t.num_rows == 1, t
+    assert [f.type for f in t.schema] == [pa.int64(), pa.int64(), pa.date32(), pa.date32()], t.schema
+    assert t.column_names[0] == "n", t.schema
+    assert [c[0].as_py() for c in t.columns] == [len(periods), 1, min(periods), max(periods)]
+    # a catalog or schema other than the ones GetCatalogs/GetDbSchemas report is not found
+    for sql, name in [("SELECT * FROM other.main.gen300", "other"), ("SELECT * FROM servingsnap.public.gen300", "public")]:
+        with pytest.raises(adbc_driver_manager.Error) as e, conn.cursor() as cur:
+            cur.execute(sql)
+        assert "not found" in str(e.value) and name in str(e.value), str(e.value)
+
+
 @pytest.mark.parametrize("sql, fragment", [
-    ("SELECT count(*) FROM gen300", "supported: SELECT"),
+    ("SELECT sum(value) FROM gen300", "supported: SELECT"),
     ("SELECT * FROM gen300 WHERE value > 3", "expected a condition on series_id, category or period"),
     ("SELECT * FROM gen300 a JOIN eia b", "supported: SELECT"),
     ("SELECT * FROM gen300 WHERE series_id LIKE '%x'", "only a prefix pattern"),
