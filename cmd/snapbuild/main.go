@@ -53,6 +53,7 @@ vintage), 2 usage error or a missing operand. --json prints one JSON document
 			publishCopyCommand(),
 			convertCommand(),
 			compactCommand(),
+			walCommand(),
 			icebergCommand(),
 		},
 	}

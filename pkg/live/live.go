@@ -152,6 +152,9 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	opt.WAL.After = wal.PositionFromUint64(folded)
 	l, err := wal.Open(dir, opt.WAL)
 	if err != nil {
+		if errors.Is(err, wal.ErrCorrupt) {
+			err = fmt.Errorf("%w; %s", err, repairHint)
+		}
 		return nil, ReplayInfo{}, err
 	}
 	w := &Writer{log: l, schema: s, t: t, opt: opt, mem: memory.DefaultAllocator, st: delta.Empty(s),
@@ -162,7 +165,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	info.Records, info.Rows = rp.records, rp.rows
 	if err != nil {
 		l.Close()
-		return nil, info, fmt.Errorf("replay %s: %w", dir, err)
+		return nil, info, fmt.Errorf("replay %s: %w; %s", dir, err, repairHint)
 	}
 	w.st, w.seq = rp.st, uint64(rp.records)
 	w.countRunsLocked()
@@ -178,6 +181,12 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 	go w.merge(merged)
 	return w, info, nil
 }
+
+// repairHint ends the error of a log that cannot be replayed: the
+// commands an operator repairs it with (docs/OPERATIONS.md "When the log
+// is damaged").
+const repairHint = "`snapbuild wal verify ROOT/DATASET` names every damaged record, " +
+	"`snapbuild wal salvage --quarantine SEGMENT[:OFFSET] ROOT/DATASET` (server stopped) sets one aside and keeps the rest"
 
 // payloadBufs recycles the buffers writes are encoded into for the log
 // (*[]byte): a payload is needed only until the log has copied it into

@@ -19,6 +19,7 @@ type Lost struct {
 	From, To uint32 // offsets in the segment, [From, To)
 	Header   bool
 	Payload  []byte
+	Named    bool // the record the caller named: its checksums held
 }
 
 // Salvaged is what Salvage did to one segment.
@@ -101,7 +102,7 @@ func Salvage(dir string, seg uint32, from uint32, folded Position) (Salvaged, er
 			break // zeroed space to the end: never written
 		}
 		damaged = true
-		l := Lost{From: uint32(off)}
+		l := Lost{From: uint32(off), Named: named}
 		if len(b)-off >= recordHeaderSize {
 			if length, _, herr := parseHeader(b[off:]); herr == nil && uint64(length) <= uint64(len(b)-off-recordHeaderSize) {
 				l.Header = true
