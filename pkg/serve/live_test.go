@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -103,6 +104,12 @@ func doPut(ctx context.Context, c flight.Client, dataset string, recs ...arrow.R
 	var acks []map[string]uint64
 	for _, rec := range recs {
 		if err := w.Write(rec); err != nil {
+			if errors.Is(err, io.EOF) {
+				// the server ended the stream: its status says why
+				if _, rerr := stream.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+					return acks, rerr
+				}
+			}
 			return acks, fmt.Errorf("write batch %d: %w", len(acks), err)
 		}
 		r, err := stream.Recv()

@@ -190,7 +190,10 @@ func TestLiveStartupCorruptNewestSegment(t *testing.T) {
 		name string
 		at   func(pos []wal.Position) (rec int64, flip int64) // the damaged record's offset, the byte flipped
 	}{
-		{"first record's payload", func(pos []wal.Position) (int64, int64) { return 16, 16 + 16 + 5 }},
+		// a segment's first record starts at 40, after its header (16)
+		// and its link record (24)
+		{"first record's payload", func(pos []wal.Position) (int64, int64) { return 40, 40 + 16 + 5 }},
+		{"the segment's link record", func(pos []wal.Position) (int64, int64) { return 16, 16 + 16 + 3 }},
 		{"middle record's payload", func(pos []wal.Position) (int64, int64) {
 			return int64(pos[0].Offset), int64(pos[0].Offset) + 16 + 40
 		}},

@@ -12,9 +12,15 @@ import (
 	"strings"
 )
 
-// FormatVersion is written in every segment header; a reader refuses other
-// versions rather than guess.
-const FormatVersion = 1
+// FormatVersion is written in every new segment's header; a reader reads
+// versions 1 and 2 and refuses others rather than guess. Version 2 adds
+// the link record (kindLink) every segment starts with, which lets a
+// reader tell a log cut short from one that never held more.
+const FormatVersion = 2
+
+// formatVersion1 segments (written before link records) are read as they
+// are: they have no link, so a cut before them goes unnoticed, as it did.
+const formatVersion1 = 1
 
 const (
 	segmentMagic      = "SSNAPWAL"
@@ -28,6 +34,18 @@ const (
 	// never written, so zeroed space never parses as a record.
 	kindFirst byte = 1
 	kindNext  byte = 2
+	// kindLink is the first record of every version-2 segment, written
+	// with its header when the segment is created (atomically: a segment
+	// file under its name always holds both): the position the log had
+	// reached before it, the previous segment's end (for a log's first
+	// segment, the position it starts after). Its payload is linkSize
+	// bytes: segment (4), offset (4). It is never handed to a caller.
+	kindLink byte = 3
+
+	linkSize = 8
+	// segmentStart is where a new segment's first write goes: after its
+	// header and its link record.
+	segmentStart = segmentHeaderSize + recordHeaderSize + linkSize
 )
 
 // Field offsets inside a record header.
@@ -70,12 +88,34 @@ func parseSegmentName(name string) (uint32, bool) {
 	return uint32(n), true
 }
 
-// segmentHeader returns the header of segment n.
-func segmentHeader(n uint32) []byte {
+// segmentHeader returns the header of a new segment n.
+func segmentHeader(n uint32) []byte { return segmentHeaderVersion(n, FormatVersion) }
+
+// segmentHeaderVersion returns the header of segment n at version v.
+func segmentHeaderVersion(n uint32, v uint32) []byte {
 	b := make([]byte, 0, segmentHeaderSize)
 	b = append(b, segmentMagic...)
-	b = binary.LittleEndian.AppendUint32(b, FormatVersion)
+	b = binary.LittleEndian.AppendUint32(b, v)
 	return binary.LittleEndian.AppendUint32(b, n)
+}
+
+// headerVersion is the version a sound segment header names.
+func headerVersion(h []byte) uint32 { return binary.LittleEndian.Uint32(h[len(segmentMagic):]) }
+
+// appendLink appends the link record naming prev to b.
+func appendLink(b []byte, prev Position) []byte {
+	var p [linkSize]byte
+	binary.LittleEndian.PutUint32(p[0:], prev.Segment)
+	binary.LittleEndian.PutUint32(p[4:], prev.Offset)
+	return appendRecord(b, kindLink, p[:])
+}
+
+// parseLink reads a link record's payload.
+func parseLink(payload []byte) (Position, error) {
+	if len(payload) != linkSize {
+		return Position{}, fmt.Errorf("link record of %d bytes, want %d", len(payload), linkSize)
+	}
+	return Position{Segment: binary.LittleEndian.Uint32(payload), Offset: binary.LittleEndian.Uint32(payload[4:])}, nil
 }
 
 // appendRecord appends one framed record to b.
@@ -97,7 +137,7 @@ func appendRecord(b []byte, kind byte, payload []byte) []byte {
 // damaged ones alike; only a header that passes can be trusted for its length.
 func parseHeader(h []byte) (length uint32, kind byte, err error) {
 	kind = h[offKind]
-	if kind != kindFirst && kind != kindNext || h[offReserved]|h[offReserved+1]|h[offReserved+2] != 0 ||
+	if kind != kindFirst && kind != kindNext && kind != kindLink || h[offReserved]|h[offReserved+1]|h[offReserved+2] != 0 ||
 		crc32.Checksum(h[:offHCRC], castagnoli) != binary.LittleEndian.Uint32(h[offHCRC:]) {
 		if allZero(h[:recordHeaderSize]) {
 			return 0, 0, errZeroHeader
@@ -161,7 +201,7 @@ func laterWrite(tail []byte) (at int, intact int) {
 	}
 	for i+recordHeaderSize <= len(tail) {
 		// Cheap checks first: this loop visits every byte of a damaged tail.
-		if k := tail[i+offKind]; k != kindFirst && k != kindNext {
+		if k := tail[i+offKind]; k != kindFirst && k != kindNext && k != kindLink {
 			i++
 			continue
 		}
@@ -170,7 +210,7 @@ func laterWrite(tail []byte) (at int, intact int) {
 			i++
 			continue
 		}
-		if kind == kindFirst {
+		if kind == kindFirst || kind == kindLink {
 			return i, intact
 		}
 		intact++

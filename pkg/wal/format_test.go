@@ -58,8 +58,12 @@ func TestRecordBytes(t *testing.T) {
 	if got != want {
 		t.Fatalf("record bytes\n got %s\nwant %s", got, want)
 	}
-	if got := hex.EncodeToString(segmentHeader(7)); got != "53534e415057414c"+"01000000"+"07000000" {
+	if got := hex.EncodeToString(segmentHeader(7)); got != "53534e415057414c"+"02000000"+"07000000" {
 		t.Fatalf("segment header %s", got)
+	}
+	// the link record of segment 7: segment 6 ended at offset 4096
+	if got := hex.EncodeToString(appendLink(nil, Position{Segment: 6, Offset: 4096})); got[:16] != "08000000"+"03"+"000000" || got[len(got)-16:] != "06000000"+"00100000" {
+		t.Fatalf("link record %s", got)
 	}
 }
 

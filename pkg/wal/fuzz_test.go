@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// fuzzSegment builds segment bytes: a header, then one write per element.
-func fuzzSegment(n uint32, writes ...[]string) []byte {
-	b := segmentHeader(n)
+// fuzzSegment builds segment bytes: a header and a link naming prev, then
+// one write per element.
+func fuzzSegment(n uint32, prev Position, writes ...[]string) []byte {
+	b := appendLink(segmentHeader(n), prev)
 	for _, w := range writes {
 		for i, p := range w {
 			kind := kindNext
@@ -30,7 +31,7 @@ func fuzzSegment(n uint32, writes ...[]string) []byte {
 // in increasing positions; after a successful Open the newest segment
 // replays cleanly and takes appends.
 func FuzzReplay(f *testing.F) {
-	good := fuzzSegment(1, []string{"a"}, []string{"bc", "", "def"}, []string{"ghij"})
+	good := fuzzSegment(1, Position{}, []string{"a"}, []string{"bc", "", "def"}, []string{"ghij"})
 	f.Add(good, false, false)
 	f.Add(good, true, false)
 	f.Add(good[:len(good)-2], false, false)
@@ -39,7 +40,7 @@ func FuzzReplay(f *testing.F) {
 	f.Add([]byte{}, false, false)
 	f.Add(make([]byte, 64), true, false)
 	mid := bytes.Clone(good)
-	mid[segmentHeaderSize+recordHeaderSize+1] ^= 1
+	mid[segmentStart+recordHeaderSize+1] ^= 1
 	f.Add(mid, false, false)
 	f.Add(mid, false, true)
 	f.Add(mid, true, false)
@@ -50,7 +51,7 @@ func FuzzReplay(f *testing.F) {
 			t.Fatal(err)
 		}
 		if older {
-			if err := os.WriteFile(segPath(dir, 2), fuzzSegment(2, []string{"newest"}), 0o644); err != nil {
+			if err := os.WriteFile(segPath(dir, 2), fuzzSegment(2, Position{Segment: 1, Offset: uint32(len(seg))}, []string{"newest"}), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -3,18 +3,25 @@ package wal
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the format fixture under testdata/v1")
+var update = flag.Bool("update", false, "rewrite the format fixture of the current version (testdata/v2)")
 
-// fixtureDir holds a version-1 log of two segments. TestGoldenV1 proves the
-// writer still writes exactly version 1; TestReadV1 proves the reader still
-// reads it. A deliberate format change bumps FormatVersion and adds
-// testdata/v2 instead of rewriting v1 (STYLE.md §1).
-const fixtureDir = "testdata/v1/wal"
+// fixtureDir holds a log of two segments written by the current version
+// (2: segments start with a link record); TestGoldenV2 proves the writer
+// still writes exactly that, TestReadV2 that the reader reads it. The
+// version-1 fixture (fixtureV1Dir, written before link records by the same
+// calls) stays: TestReadV1 proves old logs are read, and appended to. A
+// deliberate format change bumps FormatVersion and adds testdata/v3
+// instead of rewriting these (STYLE.md §1).
+const (
+	fixtureDir   = "testdata/v2/wal"
+	fixtureV1Dir = "testdata/v1/wal"
+)
 
 // fixtureCalls are the Appends that wrote the fixture, one element a call.
 var fixtureCalls = [][]string{
@@ -40,7 +47,7 @@ func writeFixture(t *testing.T, dir string) []rec {
 	return rs
 }
 
-func TestGoldenV1(t *testing.T) {
+func TestGoldenV2(t *testing.T) {
 	dir := t.TempDir()
 	writeFixture(t, dir)
 	for _, name := range []string{"00000001.wal", "00000002.wal"} {
@@ -63,24 +70,14 @@ func TestGoldenV1(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s: the writer no longer writes version 1 (%d bytes, fixture %d); bump FormatVersion and add testdata/v2", name, len(got), len(want))
+			t.Errorf("%s: the writer no longer writes version 2 (%d bytes, fixture %d); bump FormatVersion and add testdata/v3", name, len(got), len(want))
 		}
 	}
 }
 
 func TestReadV1(t *testing.T) {
-	dir := t.TempDir() // Open takes a lock and may repair: work on a copy
-	for _, name := range []string{"00000001.wal", "00000002.wal"} {
-		b, err := os.ReadFile(filepath.Join(fixtureDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(dir, name), b, 0o644)
-	}
-	w := open(t, dir, Options{})
-	if tr := w.Truncated(); tr != nil {
-		t.Fatalf("fixture has a torn tail: %v", tr)
-	}
+	dir := readFixture(t, fixtureV1Dir)
+	w := open(t, dir, Options{SegmentSize: fixtureSegmentSize})
 	want := []rec{
 		{Position{1, 37}, []byte("first")},
 		{Position{1, 59}, []byte("second")},
@@ -90,11 +87,61 @@ func TestReadV1(t *testing.T) {
 		{Position{2, 119}, []byte("sixth, after a write boundary")},
 	}
 	sameRecs(t, replayAll(t, w, Position{}), want)
+	checkKinds(t, fixtureV1Dir, []byte{kindFirst, kindFirst, kindNext, kindNext, kindFirst, kindFirst})
 
-	// The kinds mark write boundaries.
+	// An old log takes appends: the version-1 segment goes on, the next
+	// one is a linked version-2 segment, and the whole replays.
+	for i := 0; i < 3; i++ {
+		p := []byte(fmt.Sprintf("appended %d after the upgrade", i))
+		want = append(want, rec{appendOne(t, w, p), p})
+	}
+	if want[len(want)-1].pos.Segment < 3 {
+		t.Fatalf("no new segment after the upgrade: %v", want[len(want)-1].pos)
+	}
+	sameRecs(t, replayAll(t, w, Position{}), want)
+	w.Close()
+	w = open(t, dir, Options{SegmentSize: fixtureSegmentSize})
+	sameRecs(t, replayAll(t, w, Position{}), want)
+}
+
+func TestReadV2(t *testing.T) {
+	w := open(t, readFixture(t, fixtureDir), Options{})
+	if tr := w.Truncated(); tr != nil {
+		t.Fatalf("fixture has a torn tail: %v", tr)
+	}
+	want := []rec{
+		{Position{1, 61}, []byte("first")},
+		{Position{1, 83}, []byte("second")},
+		{Position{1, 99}, []byte("")},
+		{Position{1, 150}, []byte("fourth, in the same write as second")},
+		{Position{2, 98}, []byte("fifth: starts segment 2, the first is full")},
+		{Position{2, 143}, []byte("sixth, after a write boundary")},
+	}
+	sameRecs(t, replayAll(t, w, Position{}), want)
+	checkKinds(t, fixtureDir, []byte{kindLink, kindFirst, kindFirst, kindNext, kindNext, kindLink, kindFirst, kindFirst})
+}
+
+// readFixture copies a fixture log into a new directory (Open takes a
+// lock and may repair).
+func readFixture(t *testing.T, from string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"00000001.wal", "00000002.wal"} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	return dir
+}
+
+// checkKinds: the kinds mark links and write boundaries.
+func checkKinds(t *testing.T, dir string, want []byte) {
+	t.Helper()
 	var kinds []byte
 	for _, name := range []string{"00000001.wal", "00000002.wal"} {
-		b, _ := os.ReadFile(filepath.Join(fixtureDir, name))
+		b, _ := os.ReadFile(filepath.Join(dir, name))
 		for off := segmentHeaderSize; off < len(b); {
 			kind, _, size, err := parseRecord(b[off:])
 			if err != nil {
@@ -104,7 +151,7 @@ func TestReadV1(t *testing.T) {
 			off += size
 		}
 	}
-	if !bytes.Equal(kinds, []byte{kindFirst, kindFirst, kindNext, kindNext, kindFirst, kindFirst}) {
-		t.Fatalf("kinds %v", kinds)
+	if !bytes.Equal(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
 }

@@ -19,6 +19,10 @@ type segmentReader struct {
 	end int64
 	hdr [recordHeaderSize]byte
 	buf []byte
+	// link is what the segment's link record (kindLink) said, when the
+	// reader passed one: next skips it, as no caller wants it as a record.
+	link    Position
+	hasLink bool
 }
 
 func newSegmentReader(f *os.File, seg uint32, off, end int64) *segmentReader {
@@ -36,12 +40,29 @@ func newSegmentReader(f *os.File, seg uint32, off, end int64) *segmentReader {
 func (s *segmentReader) reset(f *os.File, seg uint32, off, end int64) {
 	s.r.Reset(io.NewSectionReader(f, off, end-off))
 	s.seg, s.off, s.end = seg, off, end
+	s.link, s.hasLink = Position{}, false
 }
 
 // next returns the next record's kind and payload (valid until the next
 // call), io.EOF exactly at end, a record problem (isRecordProblem) at s.off,
 // or an I/O error.
 func (s *segmentReader) next() (kind byte, payload []byte, err error) {
+	for {
+		kind, payload, err = s.record()
+		if err != nil || kind != kindLink {
+			return kind, payload, err
+		}
+		link, lerr := parseLink(payload)
+		if lerr != nil {
+			s.off -= int64(recordHeaderSize + len(payload))
+			return 0, nil, fmt.Errorf("%w: %v", errBadPayload, lerr)
+		}
+		s.link, s.hasLink = link, true
+	}
+}
+
+// record reads the next record, links included.
+func (s *segmentReader) record() (kind byte, payload []byte, err error) {
 	left := s.end - s.off
 	if left == 0 {
 		return 0, nil, io.EOF
@@ -128,16 +149,25 @@ func (w *WAL) replay(after Position, retain bool, fn func(pos Position, payload 
 	if after.Compare(end) > 0 {
 		return fmt.Errorf("wal %s: replay after %v: %w (log ends at %v)", w.dir, after, ErrPosition, end)
 	}
+	// prev is the end of the segment before s once the replay read it: a
+	// segment's link is checked against the one before it in the range
+	// replayed (one wholly before after is folded: its damage does not
+	// matter to a replay).
+	var prev Position
 	for s := max(first, after.Segment); s <= end.Segment; s++ {
 		start := int64(segmentHeaderSize)
-		if s == after.Segment {
-			start = max(start, int64(after.Offset))
+		if s == after.Segment && int64(after.Offset) > start {
+			// the link record, if any, is before the position: read
+			// it apart, to check the segment before
+			start = int64(after.Offset)
 		}
 		limit := int64(-1) // the file's size
 		if s == end.Segment {
 			limit = int64(end.Offset)
 		}
-		if err := w.replaySegment(s, start, limit, retain, fn); err != nil {
+		size, err := w.replaySegment(s, start, limit, retain, prev, fn)
+		prev = Position{Segment: s, Offset: uint32(size)}
+		if err != nil {
 			var ce *CorruptionError
 			if errors.As(err, &ce) {
 				w.fail(err)
@@ -152,33 +182,73 @@ func (w *WAL) replay(after Position, retain bool, fn func(pos Position, payload 
 }
 
 // replaySegment replays segment s from offset start to limit (-1: its size),
-// through a segmentReader or, to retain the payloads, from one read.
-func (w *WAL) replaySegment(s uint32, start, limit int64, retain bool, fn func(Position, []byte) error) error {
+// through a segmentReader or, to retain the payloads, from one read, and
+// returns the segment's size. A linked segment's link must name prev, the
+// end of the segment before it (zero: none to compare with).
+func (w *WAL) replaySegment(s uint32, start, limit int64, retain bool, prev Position, fn func(Position, []byte) error) (int64, error) {
 	path := filepath.Join(w.dir, segmentName(s))
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("wal: replay: %w", err)
+		return 0, fmt.Errorf("wal: replay: %w", err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("wal: replay: %w", err)
+	}
+	size := st.Size()
 	if limit < 0 {
-		st, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("wal: replay: %w", err)
-		}
-		limit = st.Size()
+		limit = size
 		if limit > math.MaxUint32 {
-			return &CorruptionError{Dir: w.dir, Segment: s, Offset: math.MaxUint32, Err: errors.New("segment larger than 4 GiB")}
+			return size, &CorruptionError{Dir: w.dir, Segment: s, Offset: math.MaxUint32, Err: errors.New("segment larger than 4 GiB")}
 		}
 	}
 	if torn, err := checkSegmentHeader(f, s, limit); err != nil || torn {
 		if err == nil {
 			err = &CorruptionError{Dir: w.dir, Segment: s, Err: errSegmentHeader}
 		}
-		return err
+		return size, err
+	}
+	if err := w.checkSegmentLink(f, s, limit, prev); err != nil {
+		return size, err
 	}
 	if start > limit {
-		return fmt.Errorf("wal %s: replay from %v: %w (segment ends at %d)", w.dir, Position{s, uint32(start)}, ErrPosition, limit)
+		return size, fmt.Errorf("wal %s: replay from %v: %w (segment ends at %d)", w.dir, Position{s, uint32(start)}, ErrPosition, limit)
 	}
+	return size, w.replayRecords(f, path, s, start, limit, retain, fn)
+}
+
+// checkSegmentLink reads segment s's link record, when it is a linked
+// segment, and checks it names prev (when prev is not zero).
+func (w *WAL) checkSegmentLink(f *os.File, s uint32, limit int64, prev Position) error {
+	hdr := make([]byte, segmentHeaderSize)
+	if _, err := f.ReadAt(hdr, 0); err != nil {
+		return fmt.Errorf("wal: replay: %w", err)
+	}
+	if headerVersion(hdr) < FormatVersion {
+		return nil
+	}
+	b := make([]byte, min(limit, segmentStart)-segmentHeaderSize)
+	if _, err := f.ReadAt(b, segmentHeaderSize); err != nil {
+		return fmt.Errorf("wal: replay: %w", err)
+	}
+	kind, payload, _, err := parseRecord(b)
+	if err != nil || kind != kindLink {
+		return &CorruptionError{Dir: w.dir, Segment: s, Offset: segmentHeaderSize,
+			Err: errors.New("the segment's link record is missing or damaged: it was cut back to its header, or damaged there")}
+	}
+	link, err := parseLink(payload)
+	if err != nil {
+		return &CorruptionError{Dir: w.dir, Segment: s, Offset: segmentHeaderSize, Err: err}
+	}
+	if !prev.IsZero() && link != prev {
+		return cutError(w.dir, prev, link)
+	}
+	return nil
+}
+
+// replayRecords hands out the records of segment s from start to limit.
+func (w *WAL) replayRecords(f *os.File, path string, s uint32, start, limit int64, retain bool, fn func(Position, []byte) error) error {
 	if !retain {
 		sr := newSegmentReader(f, s, start, limit)
 		for {
@@ -207,11 +277,14 @@ func (w *WAL) replaySegment(s uint32, start, limit int64, retain bool, fn func(P
 		return fmt.Errorf("wal: replay %s: %w", path, err)
 	}
 	for off := 0; off < len(buf); {
-		_, payload, size, err := parseRecord(buf[off:])
+		kind, payload, size, err := parseRecord(buf[off:])
 		if err != nil {
 			return &CorruptionError{Dir: w.dir, Segment: s, Offset: start + int64(off), Err: err}
 		}
 		off += size
+		if kind == kindLink {
+			continue // checked by checkSegmentLink
+		}
 		if err := fn(Position{Segment: s, Offset: uint32(start + int64(off))}, payload); err != nil {
 			return err
 		}

@@ -84,13 +84,15 @@ func Salvage(dir string, seg uint32, from uint32, folded Position) (Salvaged, er
 	off := segmentHeaderSize
 	damaged := false
 	for off < len(b) {
-		_, _, size, err := parseRecord(b[off:])
+		kind, _, size, err := parseRecord(b[off:])
 		// the record the operator named: its position (the offset after
 		// it, as replay errors and dump print) lies within it
-		named := err == nil && from != 0 && !damaged && int(from) > off && int(from) <= off+size
+		named := err == nil && from != 0 && !damaged && int(from) > off && int(from) <= off+size && kind != kindLink
 		if err == nil && !named {
 			kept = append(kept, b[off:off+size]...)
-			if damaged {
+			if kind == kindLink {
+				// kept, not counted: not a write
+			} else if damaged {
 				out.After++
 			} else {
 				out.Before++
@@ -131,6 +133,12 @@ func Salvage(dir string, seg uint32, from uint32, folded Position) (Salvaged, er
 	if err != nil {
 		return out, err
 	}
+	// The next segment's link names this one's end, which moves: relink
+	// it first (a crash before the segment is replaced leaves the damage,
+	// and a second salvage, to find), then replace the segment.
+	if err := relink(dir, seg+1, Position{Segment: seg, Offset: uint32(len(kept))}); err != nil {
+		return out, err
+	}
 	tmp := filepath.Join(dir, "."+segmentName(seg)+".tmp")
 	if err := writeSynced(tmp, kept); err != nil {
 		return out, err
@@ -145,7 +153,7 @@ func Salvage(dir string, seg uint32, from uint32, folded Position) (Salvaged, er
 // segment bytes b (len(b) if none): its header checks, then its payload.
 func nextRecord(b []byte, off int) int {
 	for i := off; i+recordHeaderSize <= len(b); i++ {
-		if k := b[i+offKind]; k != kindFirst && k != kindNext {
+		if k := b[i+offKind]; k != kindFirst && k != kindNext && k != kindLink {
 			continue // cheap check first: this visits every byte
 		}
 		if _, _, _, err := parseRecord(b[i:]); err == nil {
@@ -169,4 +177,29 @@ func asideName(dir string, seg uint32) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("wal: %s.* : too many salvaged copies of segment %d; remove old ones", base, seg)
+}
+
+// relink rewrites segment n's link record (when n exists and is linked) to
+// name prev, atomically (a copy renamed over it).
+func relink(dir string, n uint32, prev Position) error {
+	path := filepath.Join(dir, segmentName(n))
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	if len(b) < segmentStart || headerVersion(b) < FormatVersion {
+		return nil
+	}
+	if kind, _, _, err := parseRecord(b[segmentHeaderSize:]); err != nil || kind != kindLink {
+		return nil // its own damage, for its own salvage
+	}
+	b = append(appendLink(b[:segmentHeaderSize:segmentHeaderSize], prev), b[segmentStart:]...)
+	tmp := filepath.Join(dir, "."+segmentName(n)+".tmp")
+	if err := writeSynced(tmp, b); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -12,7 +12,7 @@ import (
 // and returns them; the log is closed.
 func salvageLog(t *testing.T, dir string) []rec {
 	t.Helper()
-	w := open(t, dir, Options{SegmentSize: segmentHeaderSize + 10*(recordHeaderSize+40)})
+	w := open(t, dir, Options{SegmentSize: segmentStart + 10*(recordHeaderSize+40)})
 	var recs []rec
 	for i := 0; i < 30; i++ {
 		p := payload(i, 40)
@@ -31,7 +31,7 @@ func salvageLog(t *testing.T, dir string) []rec {
 // every intact record before and after it (counted), sets the original
 // aside whole, and the log then replays and takes appends.
 func TestSalvage(t *testing.T) {
-	recOff := func(k int) int { return segmentHeaderSize + k*(recordHeaderSize+40) } // record k of a segment
+	recOff := func(k int) int { return segmentStart + k*(recordHeaderSize+40) } // record k of a segment
 	for _, tc := range []struct {
 		name         string
 		flip         int    // byte of segment 1 to flip (-1: none)

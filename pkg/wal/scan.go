@@ -19,8 +19,14 @@ type SegmentInfo struct {
 	End     Position // after its last intact record
 	// Problem is what stopped the read before the end of the file ("" when
 	// it read to the end): in the newest segment usually a torn tail that
-	// the next writer cuts; elsewhere corruption.
+	// the next writer cuts; elsewhere corruption. It also says when the
+	// segment was cut (its successor's link names a later end) or lacks
+	// its link record.
 	Problem string
+	// Link is what the segment's link record says the log had reached
+	// before it (version-2 segments; Linked false for older ones).
+	Link   Position
+	Linked bool
 }
 
 // ScanInfo is what Scan read.
@@ -50,6 +56,18 @@ func Scan(dir string, after Position, fn func(Position, []byte) error) (ScanInfo
 		}
 		if i > 0 && n != segs[i-1]+1 && si.Problem == "" {
 			si.Problem = fmt.Sprintf("segment %d is missing before it", segs[i-1]+1)
+			if si.Linked {
+				si.Problem += fmt.Sprintf(" (its link says the log had reached %v: records from %v to %v lost)", si.Link, info.Segments[i-1].End, si.Link)
+			}
+		}
+		if i > 0 && n == segs[i-1]+1 && si.Linked {
+			if p := &info.Segments[i-1]; p.Problem == "" && p.End != si.Link {
+				if p.End.Compare(si.Link) < 0 {
+					p.Problem = fmt.Sprintf("cut: it ends at %v, the next segment's link says it ended at %v (records from %v to %v lost)", p.End, si.Link, p.End, si.Link)
+				} else {
+					p.Problem = fmt.Sprintf("it ends at %v, past %v where the next segment's link says it ended", p.End, si.Link)
+				}
+			}
 		}
 		info.Segments = append(info.Segments, si)
 		if i == 0 {
@@ -60,8 +78,8 @@ func Scan(dir string, after Position, fn func(Position, []byte) error) (ScanInfo
 	return info, nil
 }
 
-func scanSegment(dir string, n uint32, after Position, fn func(Position, []byte) error, info *ScanInfo) (SegmentInfo, error) {
-	si := SegmentInfo{Number: n, End: Position{Segment: n, Offset: segmentHeaderSize}}
+func scanSegment(dir string, n uint32, after Position, fn func(Position, []byte) error, info *ScanInfo) (si SegmentInfo, err error) {
+	si = SegmentInfo{Number: n, End: Position{Segment: n, Offset: segmentHeaderSize}}
 	f, err := os.Open(filepath.Join(dir, segmentName(n)))
 	if err != nil {
 		return si, err
@@ -80,7 +98,18 @@ func scanSegment(dir string, n uint32, after Position, fn func(Position, []byte)
 		si.End.Offset = 0
 		return si, nil
 	}
+	hdr := make([]byte, segmentHeaderSize)
+	if _, err := f.ReadAt(hdr, 0); err != nil {
+		return si, err
+	}
+	linked := headerVersion(hdr) >= FormatVersion
 	r := newSegmentReader(f, n, segmentHeaderSize, si.Size)
+	defer func() {
+		si.Link, si.Linked = r.link, linked
+		if linked && !r.hasLink && si.Problem == "" {
+			si.Problem = "the segment's link record is missing: it was cut back to its header, and records in it may be lost"
+		}
+	}()
 	for {
 		_, payload, err := r.next()
 		if err == io.EOF {

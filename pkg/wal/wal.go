@@ -86,11 +86,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.HealBackoff <= 0 {
 		o.HealBackoff = 100 * time.Millisecond
 	}
-	minSize := int64(segmentHeaderSize + recordHeaderSize + 1)
+	minSize := int64(segmentStart + recordHeaderSize + 1)
 	if o.SegmentSize < minSize || o.SegmentSize > math.MaxUint32 {
 		return o, fmt.Errorf("wal: segment size %d out of range [%d, %d]", o.SegmentSize, minSize, int64(math.MaxUint32))
 	}
-	room := o.SegmentSize - segmentHeaderSize - recordHeaderSize
+	room := o.SegmentSize - segmentStart - recordHeaderSize
 	if o.MaxRecordSize == 0 {
 		o.MaxRecordSize = int(min(DefaultMaxRecordSize, room))
 	}
@@ -213,11 +213,11 @@ func (w *WAL) load() error {
 	}
 	if len(segs) == 0 {
 		n := w.opts.After.Segment + 1
-		f, err := createSegment(w.dir, n)
+		f, err := createSegment(w.dir, n, w.opts.After)
 		if err != nil {
 			return err
 		}
-		w.f, w.seg, w.size, w.first = f, n, segmentHeaderSize, n
+		w.f, w.seg, w.size, w.first = f, n, segmentStart, n
 		return nil
 	}
 	for i := 1; i < len(segs); i++ {
@@ -226,7 +226,16 @@ func (w *WAL) load() error {
 		}
 	}
 	w.first = segs[0]
-	return w.recover(segs[len(segs)-1])
+	if err := w.recover(segs[len(segs)-1]); err != nil {
+		return err
+	}
+	// The checkpoint lies at or before the log's end: a compaction folded
+	// records the log held. A log that ends before it lost records.
+	if end := w.durable(); !w.opts.After.IsZero() && end.Compare(w.opts.After) < 0 {
+		return &CorruptionError{Dir: w.dir, Segment: end.Segment, Offset: int64(end.Offset),
+			Err: fmt.Errorf("the log ends at %v, before its checkpoint %v: records from %v to %v were cut or removed", end, w.opts.After, end, w.opts.After)}
+	}
+	return nil
 }
 
 // listSegments returns the segment numbers in dir, ascending, and removes
@@ -251,22 +260,29 @@ func listSegments(dir string) ([]uint32, error) {
 	return segs, nil
 }
 
-// createSegment creates segment n with its header, durably (file and
-// directory entry), and returns it open for writing.
-func createSegment(dir string, n uint32) (*os.File, error) {
+// createSegment creates segment n with its header and its link record
+// naming prev (the log's end before it), durably (file and directory
+// entry), and returns it open for writing at segmentStart. The file is
+// written under a temporary name and renamed, so a segment under its own
+// name always holds both: one that lacks them was cut.
+func createSegment(dir string, n uint32, prev Position) (*os.File, error) {
 	path := filepath.Join(dir, segmentName(n))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
+	if _, err := os.Lstat(path); err == nil {
+		return nil, fmt.Errorf("wal: create segment: %s exists", path)
+	}
+	tmp := filepath.Join(dir, "."+segmentName(n)+".tmp")
+	if err := writeSynced(tmp, appendLink(segmentHeader(n), prev)); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("wal: create segment: %w", err)
 	}
-	if _, err := f.Write(segmentHeader(n)); err != nil {
-		return nil, errors.Join(fmt.Errorf("wal: write %s: %w", path, err), f.Close())
-	}
-	if err := f.Sync(); err != nil {
-		return nil, errors.Join(fmt.Errorf("wal: sync %s: %w", path, err), f.Close())
-	}
 	if err := fileutil.SyncDir(dir); err != nil {
-		return nil, errors.Join(err, f.Close())
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("wal: create segment: %w", err)
 	}
 	return f, nil
 }
@@ -297,27 +313,46 @@ func (w *WAL) recover(n uint32) error {
 		}
 		return err
 	}
+	prevEnd, prevLinked, err := w.segmentEnd(n - 1)
+	if err != nil {
+		return err
+	}
 	if torn {
-		// Created but its header never reached the disk: no record can
-		// follow it (records are written only after the header is synced).
+		// A segment is created whole under its name (createSegment):
+		// one whose header is cut, after a segment written so, was cut
+		// after it held records. A log written before link records
+		// wrote the header in place, so a crash could leave it torn:
+		// nothing followed it (records are written only after the
+		// header is synced).
+		if prevLinked {
+			return &CorruptionError{Dir: w.dir, Segment: n, Err: fmt.Errorf("the segment is empty or its header is cut (%d bytes): it was created whole, so acknowledged records after %v may be lost", size, prevEnd)}
+		}
 		if err := w.cut(0, size); err != nil {
 			return err
 		}
-		if _, err := f.WriteAt(segmentHeader(n), 0); err != nil {
+		if _, err := f.WriteAt(appendLink(segmentHeader(n), prevEnd), 0); err != nil {
 			return fmt.Errorf("wal: rewrite header of %s: %w", path, err)
 		}
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("wal: sync %s: %w", path, err)
 		}
-		w.size = segmentHeaderSize
+		w.size = segmentStart
 		w.truncated = &Truncation{Segment: n, Offset: 0, Bytes: size, Cause: errors.New("segment header cut short")}
 		return nil
 	}
 
+	hdr := make([]byte, segmentHeaderSize)
+	if _, err := f.ReadAt(hdr, 0); err != nil {
+		return fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	linked := headerVersion(hdr) >= FormatVersion
 	sr := newSegmentReader(f, n, segmentHeaderSize, size)
 	for {
 		_, _, err := sr.next()
 		if err == io.EOF {
+			if err := w.checkLink(n, linked, sr, prevEnd, n > w.first); err != nil {
+				return err
+			}
 			w.size = size
 			return nil
 		}
@@ -337,6 +372,9 @@ func (w *WAL) recover(n uint32) error {
 			cause := fmt.Errorf("%w, followed by a later write at offset %d", err, off+int64(at))
 			return w.damaged(n, off, size, intact, &CorruptionError{Dir: w.dir, Segment: n, Offset: off, Err: cause})
 		}
+		if err := w.checkLink(n, linked, sr, prevEnd, n > w.first); err != nil {
+			return err
+		}
 		if err := w.cut(off, size); err != nil {
 			return err
 		}
@@ -344,6 +382,57 @@ func (w *WAL) recover(n uint32) error {
 		w.truncated = &Truncation{Segment: n, Offset: off, Bytes: size - off, Records: intact, Cause: err}
 		return nil
 	}
+}
+
+// segmentEnd is the end (size) of segment n in the log's directory as a
+// position, and whether it is a linked (version 2) segment; the zero
+// Position if it does not exist (then the log's start, After).
+func (w *WAL) segmentEnd(n uint32) (Position, bool, error) {
+	if n == 0 || n < w.first {
+		return w.opts.After, false, nil
+	}
+	f, err := os.Open(filepath.Join(w.dir, segmentName(n)))
+	if err != nil {
+		return Position{}, false, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Position{}, false, fmt.Errorf("wal: %w", err)
+	}
+	hdr := make([]byte, segmentHeaderSize)
+	if _, err := f.ReadAt(hdr, 0); err != nil {
+		return Position{Segment: n, Offset: uint32(st.Size())}, false, nil
+	}
+	return Position{Segment: n, Offset: uint32(st.Size())}, string(hdr[:len(segmentMagic)]) == segmentMagic && headerVersion(hdr) >= FormatVersion, nil
+}
+
+// checkLink checks the newest segment n's link record (read by sr) when
+// the segment is linked: it must be there (a segment is created with it)
+// and, when a previous segment exists (hasPrev), name that segment's end.
+func (w *WAL) checkLink(n uint32, linked bool, sr *segmentReader, prevEnd Position, hasPrev bool) error {
+	if !linked {
+		return nil
+	}
+	if !sr.hasLink {
+		return &CorruptionError{Dir: w.dir, Segment: n, Offset: segmentHeaderSize,
+			Err: errors.New("the segment's link record is missing: it was cut back to its header, and acknowledged records in it may be lost")}
+	}
+	if hasPrev && sr.link != prevEnd {
+		return cutError(w.dir, prevEnd, sr.link)
+	}
+	return nil
+}
+
+// cutError is the corruption of a segment that ends at got where its
+// successor's link says it ended at want.
+func cutError(dir string, got, want Position) error {
+	if got.Compare(want) < 0 {
+		return &CorruptionError{Dir: dir, Segment: got.Segment, Offset: int64(got.Offset),
+			Err: fmt.Errorf("the segment was cut: it ends at %v, the next segment's link says it ended at %v (records from %v to %v lost)", got, want, got, want)}
+	}
+	return &CorruptionError{Dir: dir, Segment: got.Segment, Offset: int64(want.Offset),
+		Err: fmt.Errorf("the segment ends at %v, past %v where the next segment's link says it ended", got, want)}
 }
 
 // checkSegmentHeader reads the header of segment n. torn means the file
@@ -355,7 +444,7 @@ func checkSegmentHeader(f *os.File, n uint32, size int64) (torn bool, err error)
 	if _, err := f.ReadAt(got, 0); err != nil {
 		return false, fmt.Errorf("wal: read %s: %w", f.Name(), err)
 	}
-	if int64(len(got)) == segmentHeaderSize && string(got) == string(want) {
+	if int64(len(got)) == segmentHeaderSize && (string(got) == string(want) || string(got) == string(segmentHeaderVersion(n, formatVersion1))) {
 		return false, nil
 	}
 	k := 0
@@ -411,7 +500,11 @@ func (w *WAL) damaged(n uint32, off, size int64, intact int, cerr error) error {
 		return cerr
 	}
 	path := filepath.Join(w.dir, segmentName(n))
-	kept, err := quarantine(w.f, path, off)
+	prev, _, err := w.segmentEnd(n - 1)
+	if err != nil {
+		return errors.Join(cerr, err)
+	}
+	kept, newSize, err := quarantine(w.f, path, off, appendLink(segmentHeader(n), prev))
 	if err != nil {
 		return errors.Join(cerr, err)
 	}
@@ -423,7 +516,7 @@ func (w *WAL) damaged(n uint32, off, size int64, intact int, cerr error) error {
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
-	w.f, w.size = f, max(off, segmentHeaderSize)
+	w.f, w.size = f, newSize
 	var ce *CorruptionError
 	cause := cerr
 	if errors.As(cerr, &ce) {
@@ -434,11 +527,13 @@ func (w *WAL) damaged(n uint32, off, size int64, intact int, cerr error) error {
 }
 
 // quarantine keeps the damaged segment at path under a new name and puts in
-// its place a copy of its first keep bytes (a fresh header if keep does not
-// cover one). The original bytes are never modified: the new name is a hard
-// link to them (or, where links fail, a synced copy), and the replacement is
+// its place a copy of its first keep bytes, or fresh (a new segment's
+// header and link record) if keep does not cover a sound header (and, for a
+// linked segment, its link); it returns the new name and the replacement's
+// size. The original bytes are never modified: the new name is a hard link
+// to them (or, where links fail, a synced copy), and the replacement is
 // built aside and renamed over path.
-func quarantine(f *os.File, path string, keep int64) (string, error) {
+func quarantine(f *os.File, path string, keep int64, fresh []byte) (string, int64, error) {
 	dir := filepath.Dir(path)
 	kept := path + ".corrupt"
 	for i := 1; ; i++ {
@@ -449,31 +544,31 @@ func quarantine(f *os.File, path string, keep int64) (string, error) {
 	}
 	if err := os.Link(path, kept); err != nil {
 		if err := copyFile(f, kept); err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
 	if err := fileutil.SyncDir(dir); err != nil {
-		return "", err
+		return "", 0, err
 	}
 
-	var prefix []byte
-	if keep < segmentHeaderSize {
-		n, _ := parseSegmentName(filepath.Base(path))
-		prefix = segmentHeader(n)
-	} else {
-		prefix = make([]byte, keep)
-		if _, err := f.ReadAt(prefix, 0); err != nil {
-			return "", fmt.Errorf("wal: read %s: %w", path, err)
+	prefix := fresh
+	if keep >= segmentHeaderSize {
+		b := make([]byte, keep)
+		if _, err := f.ReadAt(b, 0); err != nil {
+			return "", 0, fmt.Errorf("wal: read %s: %w", path, err)
+		}
+		if headerVersion(b) < FormatVersion || keep >= segmentStart {
+			prefix = b
 		}
 	}
 	tmp := filepath.Join(dir, "."+filepath.Base(path)+".tmp")
 	if err := writeSynced(tmp, prefix); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return "", errors.Join(fmt.Errorf("wal: %w", err), os.Remove(tmp))
+		return "", 0, errors.Join(fmt.Errorf("wal: %w", err), os.Remove(tmp))
 	}
-	return kept, fileutil.SyncDir(dir)
+	return kept, int64(len(prefix)), fileutil.SyncDir(dir)
 }
 
 // copyFile copies all of src into a new file dst, synced.
@@ -672,8 +767,8 @@ func (w *WAL) takeLocked() ([]*request, []chunk) {
 		r.taken = true
 		for _, p := range r.payloads {
 			rec := int64(recordHeaderSize + len(p))
-			if size+rec > w.opts.SegmentSize && size > segmentHeaderSize {
-				seg, size = seg+1, segmentHeaderSize
+			if size+rec > w.opts.SegmentSize && size > segmentStart {
+				seg, size = seg+1, segmentStart
 				chunks = append(chunks, chunk{seg: seg, start: size, create: true, data: w.buffer(len(chunks))})
 			} else if len(chunks) == 0 {
 				chunks = append(chunks, chunk{seg: seg, start: size, data: w.buffer(0)})
@@ -708,17 +803,17 @@ func (w *WAL) commit(chunks []chunk) (Position, error) {
 			if err := w.fault("create", c.seg); err != nil {
 				return w.durable(), fmt.Errorf("wal: create segment %s: %w", segmentName(c.seg), err)
 			}
-			f, err := createSegment(w.dir, c.seg)
+			f, err := createSegment(w.dir, c.seg, w.durable())
 			if err != nil {
 				return w.durable(), err
 			}
 			old := w.f
-			w.f, w.seg, w.size = f, c.seg, segmentHeaderSize
+			w.f, w.seg, w.size = f, c.seg, segmentStart
 			// The old segment was synced after its last write; a close
 			// error cannot lose anything.
 			_ = old.Close()
 			w.mu.Lock()
-			w.end = Position{Segment: c.seg, Offset: segmentHeaderSize}
+			w.end = Position{Segment: c.seg, Offset: segmentStart}
 			w.mu.Unlock()
 		}
 		if err := w.fault("write", c.seg); err != nil {
@@ -829,12 +924,12 @@ func (w *WAL) heal() error {
 	if err := w.fault("create", next); err != nil {
 		return fmt.Errorf("wal: create segment %s: %w", segmentName(next), err)
 	}
-	f, err := createSegment(w.dir, next)
+	f, err := createSegment(w.dir, next, w.durable())
 	if err != nil {
 		return err
 	}
 	old := w.f
-	w.f, w.seg, w.size = f, next, segmentHeaderSize
+	w.f, w.seg, w.size = f, next, segmentStart
 	_ = old.Close() // synced above
 	w.heals.Add(1)
 	w.mu.Lock()

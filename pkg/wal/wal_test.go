@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -107,7 +108,7 @@ func TestRollover(t *testing.T) {
 	dir := t.TempDir()
 	const segSize = 1024
 	w := open(t, dir, Options{SegmentSize: segSize})
-	if w.opts.MaxRecordSize != segSize-segmentHeaderSize-recordHeaderSize {
+	if w.opts.MaxRecordSize != segSize-segmentStart-recordHeaderSize {
 		t.Fatalf("default max record for a small segment: %d", w.opts.MaxRecordSize)
 	}
 	var want []rec
@@ -335,6 +336,12 @@ func TestTornTailKinds(t *testing.T) {
 	}
 }
 
+// TestTornSegmentHeader: a newest segment that is empty or whose header is
+// cut, after segments written with links, was cut after it held records
+// (segments are created whole): Open refuses it naming the segment. After
+// a log written before links (version 1), whose writer created segments
+// in place, it is what a crash during a segment's creation leaves: Open
+// repairs it (a Truncation says so) and appends there.
 func TestTornSegmentHeader(t *testing.T) {
 	hdr := segmentHeader(3)
 	for _, tc := range []struct {
@@ -348,18 +355,25 @@ func TestTornSegmentHeader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			rs, _ := writeLog(t, dir, Options{SegmentSize: 100}, [][][]byte{{payload(1, 40)}, {payload(2, 40)}})
+			rs, _ := writeLog(t, dir, Options{SegmentSize: 130}, [][][]byte{{payload(1, 40)}, {payload(2, 40)}})
 			if len(rs) != 2 || rs[1].pos.Segment != 2 {
 				t.Fatalf("setup: %v", rs)
 			}
 			os.WriteFile(segPath(dir, 3), tc.seg, 0o644)
-			w := open(t, dir, Options{SegmentSize: 100})
+			_, err := Open(dir, Options{SegmentSize: 130})
+			asCorruption(t, err, 3, 0)
+
+			v1 := readFixture(t, fixtureV1Dir)
+			os.WriteFile(segPath(v1, 3), tc.seg, 0o644)
+			w := open(t, v1, Options{SegmentSize: fixtureSegmentSize})
 			if tr := w.Truncated(); tr == nil || tr.Segment != 3 || tr.Offset != 0 || tr.Bytes != int64(len(tc.seg)) {
 				t.Fatalf("truncation %+v", tr)
 			}
-			sameRecs(t, replayAll(t, w, Position{}), rs)
+			if got := replayAll(t, w, Position{}); len(got) != 6 {
+				t.Fatalf("%d records of the version-1 log, want 6", len(got))
+			}
 			p := appendOne(t, w, []byte("y"))
-			if p != (Position{3, segmentHeaderSize + recordHeaderSize + 1}) {
+			if p != (Position{3, segmentStart + recordHeaderSize + 1}) {
 				t.Fatalf("append at %v", p)
 			}
 		})
@@ -471,7 +485,7 @@ func TestCorruptionOlderSegment(t *testing.T) {
 		f    func([]byte) []byte
 		off  func(seg1 []rec) int64
 	}{
-		{"flipped byte", func(b []byte) []byte { b[segmentHeaderSize+recordHeaderSize+60+recordHeaderSize+5] ^= 1; return b },
+		{"flipped byte", func(b []byte) []byte { b[segmentStart+recordHeaderSize+60+recordHeaderSize+5] ^= 1; return b },
 			func(s []rec) int64 { return recordStart(s[1]) }},
 		{"cut short", func(b []byte) []byte { return b[:len(b)-1] },
 			func(s []rec) int64 { return recordStart(s[len(s)-1]) }},
@@ -698,8 +712,8 @@ func Example() {
 	})
 	fmt.Println("wal_position of the first write:", pos.Uint64())
 	// Output:
-	// 00000001:71 second write
-	// wal_position of the first write: 4294967339
+	// 00000001:95 second write
+	// wal_position of the first write: 4294967363
 }
 
 // faults is an Options.Fault whose failing operation can be switched on
@@ -744,7 +758,7 @@ func TestHealAfterWriteFailure(t *testing.T) {
 			dir := t.TempDir()
 			var f faults
 			// segments of one record, so every append creates one
-			opts := Options{SegmentSize: segmentHeaderSize + recordHeaderSize + 16, Fault: f.fault, HealBackoff: time.Millisecond}
+			opts := Options{SegmentSize: segmentStart + recordHeaderSize + 16, Fault: f.fault, HealBackoff: time.Millisecond}
 			w := open(t, dir, opts)
 			var want []rec
 			a := appendOne(t, w, []byte("acknowledged-1"))
@@ -782,4 +796,94 @@ func TestHealAfterWriteFailure(t *testing.T) {
 			sameRecs(t, replayAll(t, w, Position{}), want)
 		})
 	}
+}
+
+// TestTruncationDetected: a log cut below records it acknowledged is an
+// error naming the segment, never a silent start: an older segment cut at
+// any offset (its successor's link names its end), the newest cut back to
+// its header or emptied (a segment is created with its link), any segment
+// cut below the checkpoint, and a missing segment. (The newest segment's
+// records after the checkpoint have no witness: a cut there at a record
+// boundary looks like a log that never held them.)
+func TestTruncationDetected(t *testing.T) {
+	opts := Options{SegmentSize: segmentStart + 5*(recordHeaderSize+40)}
+	setup := func(t *testing.T) (string, []rec) {
+		dir := t.TempDir()
+		var calls [][][]byte
+		for i := range 15 {
+			calls = append(calls, [][]byte{payload(i, 40)})
+		}
+		rs, _ := writeLog(t, dir, opts, calls)
+		if rs[len(rs)-1].pos.Segment != 3 {
+			t.Fatalf("setup: %d segments, want 3", rs[len(rs)-1].pos.Segment)
+		}
+		return dir, rs
+	}
+	cut := func(t *testing.T, path string, size int64) {
+		if err := os.Truncate(path, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Segment 2 (older) cut at every record boundary and inside records.
+	_, rs := setup(t)
+	var offsets []int64
+	for _, r := range rs {
+		if r.pos.Segment == 2 {
+			offsets = append(offsets, recordStart(r), recordStart(r)+7)
+		}
+	}
+	offsets = append(offsets, segmentStart-3, segmentHeaderSize, 0)
+	for _, off := range offsets {
+		t.Run(fmt.Sprintf("segment 2 cut at %d", off), func(t *testing.T) {
+			dir, _ := setup(t)
+			cut(t, segPath(dir, 2), off)
+			// Open reads the newest segment, whose link names segment
+			// 2's end
+			_, err := Open(dir, opts)
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.Segment != 2 || !strings.Contains(err.Error(), "lost") {
+				t.Fatalf("open with segment 2 cut at %d: %v, want corruption in segment 2 naming what was lost", off, err)
+			}
+			info, err := Scan(dir, Position{}, nil)
+			if err != nil || info.Segments[1].Problem == "" {
+				t.Fatalf("scan of segment 2 cut at %d: %v %+v", off, err, info.Segments)
+			}
+		})
+	}
+
+	// The newest segment cut back to its header, or emptied.
+	for _, size := range []int64{segmentHeaderSize, 0, 3} {
+		t.Run(fmt.Sprintf("newest cut to %d bytes", size), func(t *testing.T) {
+			dir, _ := setup(t)
+			cut(t, segPath(dir, 3), size)
+			_, err := Open(dir, opts)
+			asCorruption(t, err, 3, map[int64]int64{segmentHeaderSize: segmentHeaderSize}[size])
+		})
+	}
+
+	// The newest segment cut at a record boundary below the checkpoint.
+	t.Run("newest cut below the checkpoint", func(t *testing.T) {
+		dir, rs := setup(t)
+		last := rs[len(rs)-1]
+		cut(t, segPath(dir, 3), recordStart(last))
+		o := opts
+		o.After = last.pos // a compaction folded every record
+		_, err := Open(dir, o)
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "before its checkpoint") {
+			t.Fatalf("open of a log cut below its checkpoint: %v", err)
+		}
+	})
+
+	t.Run("missing middle segment", func(t *testing.T) {
+		dir, _ := setup(t)
+		os.Remove(segPath(dir, 2))
+		_, err := Open(dir, opts)
+		asCorruption(t, err, 2, 0)
+		info, err := Scan(dir, Position{}, nil)
+		if err != nil || !strings.Contains(info.Segments[1].Problem, "segment 2 is missing") || !strings.Contains(info.Segments[1].Problem, "lost") {
+			t.Fatalf("scan with segment 2 missing: %v %+v", err, info.Segments)
+		}
+	})
 }
