@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -28,6 +29,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/verify"
 )
 
 // Options tune a compaction.
@@ -144,7 +146,24 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 		f.Path = rel + "/" + f.Path
 		m.Files = append(m.Files, f)
 	}
-	if err := w.Publish(staged, m, change); err != nil {
+	// The fast verify of the installed snapshot before the flip: a
+	// compaction's rows came from the log as well as the base, and a
+	// snapshot the nightly gate would reject must not become CURRENT.
+	err = w.PublishChecked(staged, m, change, func(id uint64) error {
+		rep, err := verify.Verify(dir.Dir, verify.Options{SnapshotID: id})
+		if err != nil {
+			return err
+		}
+		if !rep.OK {
+			msgs := make([]string, 0, min(3, len(rep.Findings)))
+			for _, f := range rep.Findings[:min(3, len(rep.Findings))] {
+				msgs = append(msgs, f.String())
+			}
+			return fmt.Errorf("compaction: snapshot %d of %s does not verify (%d findings: %s); not published, CURRENT is unchanged", id, dir.Name, len(rep.Findings), strings.Join(msgs, "; "))
+		}
+		return nil
+	})
+	if err != nil {
 		return Result{}, err
 	}
 	ok = true

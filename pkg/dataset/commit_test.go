@@ -286,3 +286,40 @@ func TestLiveEnd(t *testing.T) {
 	}
 	_ = fileutil.SyncDir
 }
+
+// TestPublishChecked: the check runs on the installed vintage before the
+// flip; a failing check leaves CURRENT and HISTORY as they were and the
+// vintage installed, unpublished; a passing one publishes as Publish does.
+func TestPublishChecked(t *testing.T) {
+	d, w := newDataset(t)
+	one, err := publishOne(t, w, d, ActionBuild, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged, m := stageOne(t, w, d)
+	var checked uint64
+	bad := errors.New("does not verify")
+	err = w.PublishChecked(staged, m, Change{Action: ActionCompaction, Tool: "test", Expect: one}, func(id uint64) error {
+		checked = id
+		if _, err := d.Load(id); err != nil {
+			t.Errorf("the check ran before the vintage was installed: %v", err)
+		}
+		return bad
+	})
+	if !errors.Is(err, bad) || checked != m.SnapshotID {
+		t.Fatalf("a failing check: %v (checked %d)", err, checked)
+	}
+	if cur, _ := d.CurrentID(); cur != one {
+		t.Fatalf("CURRENT %d after a failed check, want %d", cur, one)
+	}
+	if f := lastFlip(t, d); f.To != one {
+		t.Fatalf("HISTORY moved after a failed check: %+v", f)
+	}
+	staged, m = stageOne(t, w, d)
+	if err := w.PublishChecked(staged, m, Change{Action: ActionCompaction, Tool: "test", Expect: one}, func(uint64) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := d.CurrentID(); cur != m.SnapshotID || lastFlip(t, d).Action != ActionCompaction {
+		t.Fatalf("CURRENT %d after a passing check, want %d", cur, m.SnapshotID)
+	}
+}

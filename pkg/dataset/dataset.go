@@ -378,6 +378,32 @@ func (w *Writer) Publish(staged string, m *manifest.Manifest, c Change) error {
 	return err
 }
 
+// PublishChecked is Publish with check run between installing the staged
+// snapshot (its files and manifest in place, not yet CURRENT) and the
+// flip: a check that fails leaves CURRENT as it was and the vintage
+// installed, unpublished, for inspection (gc removes it like any other
+// vintage), and returns the check's error. A compaction checks its
+// snapshot this way (the fast verify) before any server serves it.
+func (w *Writer) PublishChecked(staged string, m *manifest.Manifest, c Change, check func(id uint64) error) error {
+	if err := w.expectLocked(c); err != nil {
+		return err
+	}
+	if err := w.Install(staged, m); err != nil {
+		return err
+	}
+	if err := check(m.SnapshotID); err != nil {
+		return err
+	}
+	if c.Action == "" {
+		c.Action = ActionBuild
+	}
+	if c.Tool == "" {
+		c.Tool = m.Tool
+	}
+	_, err := w.commitLocked(m, c, m.Created)
+	return err
+}
+
 // commitLocked flips CURRENT to m's snapshot, moves the checkpoint to
 // m.WALPosition if it is ahead, and appends c to HISTORY. It returns the
 // id CURRENT named before (0 if none). Requires the lock; the caller has
