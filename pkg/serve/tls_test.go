@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,8 +95,11 @@ func TestTLSFlight(t *testing.T) {
 	var names []string
 	for {
 		info, err := list.Recv()
-		if err != nil {
+		if err == io.EOF {
 			break
+		}
+		if err != nil {
+			t.Fatalf("ListFlights: %v", err)
 		}
 		names = append(names, info.FlightDescriptor.Path[0])
 	}
