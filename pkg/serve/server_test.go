@@ -3,19 +3,10 @@ package serve
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"math"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,7 +18,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -667,55 +657,6 @@ func TestBrokenDatasetStaysInside(t *testing.T) {
 	if _, err := Open(filepath.Join(dir, "missing"), Options{}); err == nil {
 		t.Fatal("Open of a missing root succeeded")
 	}
-}
-
-func TestTLS(t *testing.T) {
-	dir := t.TempDir()
-	certPEM, keyPEM := selfSigned(t)
-	cf, kf := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(cf, certPEM, 0o600)
-	os.WriteFile(kf, keyPEM, 0o600)
-	srv := startServer(t, Config{TLSCert: cf, TLSKey: kf})
-	if !strings.HasPrefix(srv.FlightURI(), "grpc+tls://") {
-		t.Errorf("FlightURI %s", srv.FlightURI())
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	c := dial(t, srv, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "localhost"})))
-	if r, err := get(context.Background(), c, []byte(`{"dataset":"MIX","series":["A.TWO"]}`)); err != nil || len(r.ids) != 12 {
-		t.Fatalf("DoGet over TLS: %v", err)
-	}
-	plain := dial(t, srv) // no TLS: the handshake fails
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if _, err := get(ctx, plain, []byte(`{"dataset":"MIX","series":["A.TWO"]}`)); err == nil {
-		t.Fatal("plaintext client talked to a TLS server")
-	}
-	if _, err := New(Config{Root: root(t), Addr: "127.0.0.1:0", TLSCert: cf}); err == nil {
-		t.Fatal("--tls-cert without --tls-key accepted")
-	}
-}
-
-func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
 // inCategory is the oracle's category rule, written apart from the

@@ -30,7 +30,9 @@ class ServerProcess:
     address is asked for) or by retrying list_flights.
     """
 
-    def __init__(self, exe: Path, root: Path, *flags, http: bool = True, timeout: float = 60):
+    def __init__(self, exe: Path, root: Path, *flags, http: bool = True, timeout: float = 60,
+                 tls_root_certs: bytes | None = None):
+        self.tls_root_certs = tls_root_certs  # PEM the clients trust, for a server started with --tls-cert
         args = [str(exe), "serve", "--root", str(root), "--addr", "127.0.0.1:0", *map(str, flags)]
         if http:
             args += ["--http-addr", "127.0.0.1:0"]
@@ -95,6 +97,8 @@ class ServerProcess:
         raise AssertionError(f"server not ready in {timeout}s: {last}\n{self.stderr}")
 
     def client(self) -> fl.FlightClient:
+        if self.tls_root_certs is not None:
+            return fl.connect(self.uri, tls_root_certs=self.tls_root_certs)
         return fl.connect(self.uri)
 
     def get(self, path: str) -> tuple[int, str]:
