@@ -23,6 +23,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -116,8 +117,9 @@ Examples:
 			&cli.StringFlag{Name: "hot-since", Usage: "tier the snapshot: rows before `YYYY-MM-DD` go to cold.vortex, the rest stay in the mapped data file (with --hot-rows: a row either keeps is hot)"},
 			&cli.Int64Flag{Name: "hot-rows", Usage: "tier the snapshot: the last `N` rows of every series stay in the mapped data file, older ones go to cold.vortex"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
-			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by xxhash64(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)"},
+			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by --shard-function(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
+			&cli.StringFlag{Name: "shard-function", Value: shard.HashXXH64, Usage: "with --shards/--shard: the series' shard is `F`(series id) mod N, F " + shard.HashXXH64 + " or " + shard.HashIcebergBucket + " (Iceberg's bucket transform, murmur3_x86_32: a lake partitioned by bucket(B, series_id) holds each shard's rows in its own files); recorded in SHARDS.json"},
 			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
 			progressui.Flag(),
 			&cli.BoolFlag{Name: "mixed-period-types", Usage: "accept a period column that is integer in some files and text or a date in others (a type conflict otherwise)"},

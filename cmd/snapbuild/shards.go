@@ -55,11 +55,18 @@ func buildShards(ctx context.Context, c *cli.Context, opt sortwrite.Options) err
 		}
 		specs = []shard.Spec{s}
 	}
+	hash := c.String("shard-function")
+	if _, err := shard.Func(hash); err != nil {
+		return cli.Exit("--"+err.Error(), 2)
+	}
+	for i := range specs {
+		specs[i].Hash = hash
+	}
 	out := filepath.Clean(opt.Out)
 	if err := refuseUnsharded(out); err != nil {
 		return err
 	}
-	m, err := shard.Ensure(out, specs[0].Count)
+	m, err := shard.Ensure(out, specs[0].Count, hash)
 	if err != nil {
 		return err
 	}

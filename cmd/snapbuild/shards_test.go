@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,5 +93,52 @@ func TestBuildShards(t *testing.T) {
 	}
 	if code, _, errOut := snapbuild("rollback", "--to", "1", out); code != 2 || !strings.Contains(errOut, "each with its own snapshot ids") {
 		t.Errorf("rollback of a whole sharded dataset: exit %d %q", code, errOut)
+	}
+}
+
+// TestBuildShardsIcebergBucket: --shard-function iceberg-bucket splits by
+// Iceberg's bucket transform, records it in SHARDS.json and the manifests,
+// and snapverify checks membership with it; a later build with another
+// function is refused.
+func TestBuildShardsIcebergBucket(t *testing.T) {
+	root := t.TempDir()
+	lake, _ := testsnap.Sample(t, root, "ALL", 40, 3, nil)
+	out := filepath.Join(root, "PET")
+	for i := 0; i < 2; i++ {
+		code, _, errOut := snapbuild("build", "--input", lake, "--out", out, "--shard", fmt.Sprintf("%d/2", i), "--shard-function", "iceberg-bucket")
+		if code != 0 {
+			t.Fatalf("build --shard %d/2 --shard-function iceberg-bucket: exit %d: %s", i, code, errOut)
+		}
+	}
+	m, err := shard.ReadMap(out)
+	if err != nil || m.Hash != shard.HashIcebergBucket {
+		t.Fatalf("SHARDS.json: %+v %v", m, err)
+	}
+	total := 0
+	for i := 0; i < 2; i++ {
+		s, err := snapshot.Open(shard.ShardDir(out, i), snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh := s.Manifest.Shard; sh == nil || sh.Hash != shard.HashIcebergBucket {
+			t.Errorf("shard %d manifest: %+v", i, sh)
+		}
+		x := s.Index()
+		for k := 0; k < x.Len(); k++ {
+			if id := x.SeriesID(k); shard.Bucket(id, 2) != i {
+				t.Errorf("series %q in shard %d, its bucket is %d", id, i, shard.Bucket(id, 2))
+			}
+		}
+		total += x.Len()
+		s.Close()
+	}
+	if total != 40 {
+		t.Errorf("%d series in the shards, want 40", total)
+	}
+	if code, _, errOut := snapbuild("build", "--input", lake, "--out", out, "--shard", "0/2"); code == 0 || !strings.Contains(errOut, "split by iceberg-bucket, not xxhash64") {
+		t.Errorf("a build with another function: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := snapbuild("build", "--input", lake, "--out", out, "--shard", "0/2", "--shard-function", "md5"); code != 2 {
+		t.Errorf("an unknown function: exit %d %s", code, errOut)
 	}
 }

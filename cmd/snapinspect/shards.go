@@ -84,7 +84,7 @@ func wholeHistory(c *cli.Context, m *shard.Map, dirs []string) error {
 func shardOfIDs(cmd string, m *shard.Map, dirs []string, ids []string) (string, error) {
 	by := map[int][]string{}
 	for _, id := range ids {
-		i := shard.Of(id, m.Count)
+		i := m.Of(id)
 		by[i] = append(by[i], id)
 	}
 	if len(by) == 1 {

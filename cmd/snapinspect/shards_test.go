@@ -19,7 +19,7 @@ func TestWholeSharded(t *testing.T) {
 	root := t.TempDir()
 	lake, all := testsnap.Sample(t, root, "ALL", 30, 9, nil)
 	out := filepath.Join(root, "PET")
-	if _, err := shard.Ensure(out, 2); err != nil {
+	if _, err := shard.Ensure(out, 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {

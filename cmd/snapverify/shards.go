@@ -46,7 +46,7 @@ func verifyWhole(c *cli.Context, m *shard.Map, dirs []string, opt verify.Options
 		}
 		if r.Opens {
 			r.Checks++
-			if f := membership(d, i, m.Count); f != nil {
+			if f := membership(d, m.Spec(i)); f != nil {
 				r.Findings = append(r.Findings, *f)
 				r.OK = false
 			}
@@ -76,21 +76,22 @@ func verifyWhole(c *cli.Context, m *shard.Map, dirs []string, opt verify.Options
 
 // membership finds the first series of shard i's current snapshot that
 // belongs to another shard; nil if there is none.
-func membership(dir string, i, n int) *verify.Finding {
+func membership(dir string, sp shard.Spec) *verify.Finding {
+	i, n := sp.Index, sp.Count
 	s, err := snapshot.Open(dir, snapshot.Options{})
 	if err != nil {
 		return nil // verify has reported why
 	}
 	defer s.Close()
-	if sh := s.Manifest.Shard; sh == nil || sh.Index != i || sh.Count != n || sh.Hash != shard.HashXXH64 {
+	if sh := s.Manifest.Shard; sh == nil || sh.Index != i || sh.Count != n || sh.Hash != sp.HashName() {
 		return &verify.Finding{Check: checkShardMembership, File: "manifest", Location: "shard",
-			Message: fmt.Sprintf("the shard map makes this shard %d of %d (%s), the manifest says %+v", i, n, shard.HashXXH64, sh)}
+			Message: fmt.Sprintf("the shard map makes this shard %d of %d (%s), the manifest says %+v", i, n, sp.HashName(), sh)}
 	}
 	x := s.Index()
 	for k := 0; k < x.Len(); k++ {
-		if id := x.SeriesID(k); shard.Of(id, n) != i {
+		if id := x.SeriesID(k); sp.Of(id) != i {
 			return &verify.Finding{Check: checkShardMembership, File: "index.arrow", Location: fmt.Sprintf("series %d", k),
-				Message: fmt.Sprintf("series %q belongs to shard %d of %d (xxhash64 mod %d), not to shard %d", id, shard.Of(id, n), n, n, i)}
+				Message: fmt.Sprintf("series %q belongs to shard %d of %d (%s mod %d), not to shard %d", id, sp.Of(id), n, sp.HashName(), n, i)}
 		}
 	}
 	return nil

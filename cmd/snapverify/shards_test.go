@@ -20,7 +20,7 @@ func TestWholeSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(root, "PET")
-	if _, err := shard.Ensure(out, 2); err != nil {
+	if _, err := shard.Ensure(out, 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	build := func(dirIndex, shardIndex int) {
@@ -41,5 +41,32 @@ func TestWholeSharded(t *testing.T) {
 	code, stdout, _ := snapverify(t, out)
 	if code != 1 || !strings.Contains(stdout, "the shard map makes this shard 1 of 2") || !strings.Contains(stdout, "PET: 2 shards CORRUPT") {
 		t.Errorf("wrong shard: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestWholeShardedIcebergBucket: membership is checked with the function
+// the shard map records: shards built by iceberg-bucket verify, and a
+// shard built by xxhash64 under an iceberg-bucket map is a finding.
+func TestWholeShardedIcebergBucket(t *testing.T) {
+	root := t.TempDir()
+	lake := filepath.Join(root, "lake")
+	if _, err := lakegen.Generate(t.Context(), lakegen.Options{Out: lake, Series: 40, FromYear: 2020, ToYear: 2022, Seed: 5, RowGroupRows: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "PET")
+	if _, err := shard.Ensure(out, 2, shard.HashIcebergBucket); err != nil {
+		t.Fatal(err)
+	}
+	build := func(i int, hash string) {
+		testsnap.Build(t, lake, shard.ShardDir(out, i), func(o *sortwrite.Options) { o.Shard = shard.Spec{Index: i, Count: 2, Hash: hash} })
+	}
+	build(0, shard.HashIcebergBucket)
+	build(1, shard.HashIcebergBucket)
+	if code, stdout, errOut := snapverify(t, out, "--deep"); code != 0 || !strings.Contains(stdout, "PET: 2 shards intact") {
+		t.Fatalf("whole: exit %d\n%s%s", code, stdout, errOut)
+	}
+	build(1, shard.HashXXH64)
+	if code, stdout, _ := snapverify(t, out); code != 1 || !strings.Contains(stdout, "(iceberg-bucket)") {
+		t.Errorf("a shard split by another function: exit %d\n%s", code, stdout)
 	}
 }

@@ -205,7 +205,7 @@ func (sd *shardedDataset) parts(q *Query) ([]shardPart, error) {
 			return nil, invalid("dataset %q has %d shards (0 to %d); \"shard\" is %d", sd.name, n, n-1, q.Shard)
 		}
 		for _, id := range q.Series {
-			if i := shard.Of(id, n); i != q.Shard {
+			if i := sd.m.Of(id); i != q.Shard {
 				return nil, invalid("series %q lives in shard %d of dataset %q, not in shard %d", truncate(id, 128), i, sd.name, q.Shard)
 			}
 		}
@@ -220,7 +220,7 @@ func (sd *shardedDataset) parts(q *Query) ([]shardPart, error) {
 	}
 	by := map[int][]string{}
 	for _, id := range q.Series {
-		i := shard.Of(id, n)
+		i := sd.m.Of(id)
 		by[i] = append(by[i], id)
 	}
 	ps := make([]shardPart, 0, len(by))

@@ -36,7 +36,7 @@ func shardedRoot(t *testing.T) string {
 		for i := 0; i < 3; i++ {
 			testsnap.Build(t, lake, filepath.Join(r, shard.DirName("PET", i)), func(o *sortwrite.Options) { o.Shard = shard.Spec{Index: i, Count: 3} })
 		}
-		if _, err := shard.Ensure(filepath.Join(r, "PET"), 3); err != nil {
+		if _, err := shard.Ensure(filepath.Join(r, "PET"), 3, ""); err != nil {
 			t.Fatal(err)
 		}
 		shardRoot = r
@@ -293,7 +293,7 @@ func TestShardedOpenErrors(t *testing.T) {
 	}
 	// A listed shard that is not published is an error, not a gap.
 	empty := t.TempDir()
-	if _, err := shard.Ensure(filepath.Join(empty, "PET"), 2); err != nil {
+	if _, err := shard.Ensure(filepath.Join(empty, "PET"), 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(empty, Options{Shards: []int{1}}); err == nil || !strings.Contains(err.Error(), "PET.shard-0001 is not a published dataset") {

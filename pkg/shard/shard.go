@@ -2,9 +2,13 @@
 // and reads and writes the dataset's shard map (docs/FORMAT.md §Shard map)
 // and a server cluster's shard locations (docs/OPERATIONS.md §Sharding).
 //
-// A series belongs to shard xxhash64(series_id bytes) mod N. A hash, rather
-// than id ranges, needs no global knowledge: each build job decides from the
-// id alone, without first reading every id to cut balanced ranges, and
+// A series belongs to shard hash(series_id bytes) mod N, with the hash the
+// shard map records: xxhash64 (the default), or iceberg-bucket, Iceberg's
+// bucket transform (murmur3_x86_32, as Spark, Trino, pyiceberg and
+// iceberg-go compute it), so a lake partitioned by bucket(B, series_id)
+// already holds each shard's rows in its own files. A hash, rather than id
+// ranges, needs no global knowledge: each build job decides from the id
+// alone, without first reading every id to cut balanced ranges, and
 // prefix-heavy ids (EIA's "PET.", "NG.") still spread evenly. The price is
 // that a prefix query touches every shard.
 package shard
@@ -17,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/twmb/murmur3"
 )
 
 // MaxShards bounds N: shard directories are numbered with four digits.
@@ -30,6 +35,25 @@ func Of(id string, n int) int {
 	return int(xxhash.Sum64String(id) % uint64(n))
 }
 
+// Bucket is Iceberg's bucket transform of a string (the Iceberg table
+// spec, Appendix B): murmur3_x86_32 (seed 0) of the UTF-8 bytes, its sign
+// bit cleared, mod n. A table partitioned by bucket(B, series_id) with n
+// dividing B puts the rows of shard i in buckets i, i+n, i+2n, ….
+func Bucket(id string, n int) int {
+	return int(int64(murmur3.StringSum32(id)&0x7fffffff) % int64(n))
+}
+
+// Func returns the shard function a shard map's hash names.
+func Func(hash string) (func(id string, n int) int, error) {
+	switch hash {
+	case HashXXH64, "":
+		return Of, nil
+	case HashIcebergBucket:
+		return Bucket, nil
+	}
+	return nil, fmt.Errorf("shard function %q not supported (want %q or %q)", hash, HashXXH64, HashIcebergBucket)
+}
+
 // DirName is the directory name of shard i of dataset: "PET.shard-0001".
 // A shard is an ordinary dataset directory beside the others under the
 // root, so every per-dataset tool (snapverify, snapinspect, history,
@@ -38,9 +62,29 @@ func DirName(dataset string, i int) string {
 	return fmt.Sprintf("%s.shard-%04d", dataset, i)
 }
 
-// Spec is one shard of N: what `snapbuild build --shard i/N` builds.
+// Spec is one shard of N: what `snapbuild build --shard i/N` builds, and
+// the shard function (Hash, a shard map's hash; "" is xxhash64).
 type Spec struct {
 	Index, Count int
+	Hash         string
+}
+
+// Of is the shard of id under the spec's function (Hash must be valid:
+// a Spec is built from a map or a checked flag).
+func (s Spec) Of(id string) int {
+	f, err := Func(s.Hash)
+	if err != nil {
+		panic(err)
+	}
+	return f(id, s.Count)
+}
+
+// HashName is the spec's function as a shard map names it.
+func (s Spec) HashName() string {
+	if s.Hash == "" {
+		return HashXXH64
+	}
+	return s.Hash
 }
 
 func (s Spec) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }

@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -74,11 +75,11 @@ func TestParseSpec(t *testing.T) {
 		want    Spec
 		err     string
 	}{
-		{in: "0/3", want: Spec{0, 3}},
-		{in: "2/3", want: Spec{2, 3}},
-		{in: "0/1", want: Spec{0, 1}},
-		{in: "$JOB_COMPLETION_INDEX/4", env: "3", want: Spec{3, 4}},
-		{in: "${JOB_COMPLETION_INDEX}/4", env: "1", want: Spec{1, 4}},
+		{in: "0/3", want: Spec{Index: 0, Count: 3}},
+		{in: "2/3", want: Spec{Index: 2, Count: 3}},
+		{in: "0/1", want: Spec{Index: 0, Count: 1}},
+		{in: "$JOB_COMPLETION_INDEX/4", env: "3", want: Spec{Index: 3, Count: 4}},
+		{in: "${JOB_COMPLETION_INDEX}/4", env: "1", want: Spec{Index: 1, Count: 4}},
 		{in: "$JOB_COMPLETION_INDEX/4", err: "JOB_COMPLETION_INDEX is not set"},
 		{in: "$JOB_COMPLETION_INDEX/4", env: "4", err: "index \"4\" must be an integer from 0 to 3"},
 		{in: "3/3", err: "from 0 to 2"},
@@ -132,7 +133,7 @@ func TestParseList(t *testing.T) {
 }
 
 func TestMapRoundTripAndGolden(t *testing.T) {
-	m := NewMap("PET", 3)
+	m := NewMap("PET", 3, "")
 	golden := filepath.Join("testdata", "SHARDS.json")
 	want, err := os.ReadFile(golden)
 	if err != nil {
@@ -148,7 +149,7 @@ func TestMapRoundTripAndGolden(t *testing.T) {
 }
 
 func TestParseMapErrors(t *testing.T) {
-	good := string(NewMap("PET", 2).Encode())
+	good := string(NewMap("PET", 2, "").Encode())
 	for _, tc := range []struct {
 		name, doc, err string
 	}{
@@ -176,14 +177,14 @@ func TestEnsure(t *testing.T) {
 	if _, err := ReadMap(dir); !errors.Is(err, ErrNoMap) {
 		t.Fatalf("ReadMap of nothing: %v, want ErrNoMap", err)
 	}
-	m, err := Ensure(dir, 3)
+	m, err := Ensure(dir, 3, "")
 	if err != nil || m.Count != 3 {
 		t.Fatalf("Ensure: %v, %v", m, err)
 	}
-	if _, err := Ensure(dir, 3); err != nil {
+	if _, err := Ensure(dir, 3, ""); err != nil {
 		t.Fatalf("Ensure again: %v", err)
 	}
-	if _, err := Ensure(dir, 4); err == nil || !strings.Contains(err.Error(), "split into 3 shards, not 4") {
+	if _, err := Ensure(dir, 4, ""); err == nil || !strings.Contains(err.Error(), "split into 3 shards, not 4") {
 		t.Fatalf("Ensure with another count: %v", err)
 	}
 	if got, want := ShardDir(dir, 2), filepath.Join(root, "PET.shard-0002"); got != want {
@@ -237,7 +238,7 @@ func TestParseCluster(t *testing.T) {
 }
 
 func FuzzParseMap(f *testing.F) {
-	f.Add(NewMap("PET", 3).Encode())
+	f.Add(NewMap("PET", 3, "").Encode())
 	f.Add([]byte(`{"format":"servingsnap-shardmap"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseMap(b)
@@ -274,7 +275,7 @@ func TestWhole(t *testing.T) {
 	if m, dirs, err := Whole(filepath.Join(root, "PET")); m != nil || dirs != nil || err != nil {
 		t.Fatalf("Whole of a plain directory = %v, %v, %v", m, dirs, err)
 	}
-	if _, err := Ensure(filepath.Join(root, "PET"), 2); err != nil {
+	if _, err := Ensure(filepath.Join(root, "PET"), 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	m, dirs, err := Whole(filepath.Join(root, "PET") + "/")
@@ -317,4 +318,42 @@ func FuzzParseList(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBucket: Iceberg's bucket transform of strings, checked against the
+// table spec's values (Appendix B: murmur3_x86_32 of "iceberg" is
+// 1210000089) and pyiceberg's bucket(16) of a few ids.
+func TestBucket(t *testing.T) {
+	if got := Bucket("iceberg", math.MaxInt32); got != 1210000089 {
+		t.Errorf("Bucket(iceberg) = %d, want the spec's hash 1210000089", got)
+	}
+	// a hash whose sign bit is set: cleared before the mod
+	for _, id := range []string{"", "a", "PET.RWTC.D", "ELEC.GEN.ALL-US-99.M", "ümlaut"} {
+		b := Bucket(id, 16)
+		if b < 0 || b >= 16 {
+			t.Errorf("Bucket(%q, 16) = %d", id, b)
+		}
+		if Bucket(id, 4) != b%4 {
+			t.Errorf("Bucket(%q, 4) = %d, want bucket(16) mod 4 = %d: shard i of 4 holds buckets i, i+4, …", id, Bucket(id, 4), b%4)
+		}
+	}
+	f, err := Func(HashIcebergBucket)
+	if err != nil || f("iceberg", 7) != Bucket("iceberg", 7) {
+		t.Errorf("Func(%s): %v", HashIcebergBucket, err)
+	}
+	if _, err := Func("md5"); err == nil {
+		t.Error("Func accepted an unknown function")
+	}
+	// a map records its function, and Ensure refuses another one
+	dir := filepath.Join(t.TempDir(), "PET")
+	m, err := Ensure(dir, 4, HashIcebergBucket)
+	if err != nil || m.Hash != HashIcebergBucket || m.Of("iceberg") != Bucket("iceberg", 4) {
+		t.Fatalf("Ensure with iceberg-bucket: %+v %v", m, err)
+	}
+	if _, err := Ensure(dir, 4, HashXXH64); err == nil || !strings.Contains(err.Error(), "split by iceberg-bucket, not xxhash64") {
+		t.Errorf("Ensure with another function: %v", err)
+	}
+	if _, err := ParseMap(m.Encode()); err != nil {
+		t.Errorf("an iceberg-bucket map does not parse: %v", err)
+	}
 }

@@ -22,6 +22,8 @@ const (
 	MapFile = "SHARDS.json"
 	// HashXXH64 names the function of Of.
 	HashXXH64 = "xxhash64"
+	// HashIcebergBucket names the function of Bucket.
+	HashIcebergBucket = "iceberg-bucket"
 )
 
 // ErrNoMap is returned by ReadMap when the directory holds no shard map.
@@ -47,9 +49,13 @@ type Ref struct {
 	Dataset string `json:"dataset"`
 }
 
-// NewMap is the map of dataset split into n shards.
-func NewMap(dataset string, n int) *Map {
-	m := &Map{Format: MapFormat, Version: MapVersion, Dataset: dataset, Hash: HashXXH64, Key: "series_id", Count: n}
+// NewMap is the map of dataset split into n shards by the function hash
+// names ("" is xxhash64).
+func NewMap(dataset string, n int, hash string) *Map {
+	if hash == "" {
+		hash = HashXXH64
+	}
+	m := &Map{Format: MapFormat, Version: MapVersion, Dataset: dataset, Hash: hash, Key: "series_id", Count: n}
 	for i := 0; i < n; i++ {
 		m.Shards = append(m.Shards, Ref{Index: i, Dataset: DirName(dataset, i)})
 	}
@@ -67,8 +73,8 @@ func (m *Map) Validate() error {
 	if err := manifest.ValidateDatasetName(m.Dataset); err != nil {
 		return err
 	}
-	if m.Hash != HashXXH64 {
-		return fmt.Errorf("hash %q not supported (want %q)", m.Hash, HashXXH64)
+	if _, err := Func(m.Hash); err != nil || m.Hash == "" {
+		return fmt.Errorf("hash %q not supported (want %q or %q)", m.Hash, HashXXH64, HashIcebergBucket)
 	}
 	if m.Key != "series_id" {
 		return fmt.Errorf("key %q not supported (want \"series_id\")", m.Key)
@@ -136,12 +142,19 @@ func ReadMap(dir string) (*Map, error) {
 	return m, nil
 }
 
+// Of is the shard of series id under the map's function.
+func (m *Map) Of(id string) int { return m.Spec(0).Of(id) }
+
+// Spec is shard i of the map.
+func (m *Map) Spec(i int) Spec { return Spec{Index: i, Count: m.Count, Hash: m.Hash} }
+
 // Ensure makes sure dir (ROOT/DATASET) holds the map of its dataset in n
-// shards: it writes it (atomically) if absent, and refuses a different one:
-// the number of shards of a dataset never changes in place.
-func Ensure(dir string, n int) (*Map, error) {
+// shards by the function hash names: it writes it (atomically) if absent,
+// and refuses a different one: neither the number of shards of a dataset
+// nor its function changes in place.
+func Ensure(dir string, n int, hash string) (*Map, error) {
 	name := filepath.Base(dir)
-	want := NewMap(name, n)
+	want := NewMap(name, n, hash)
 	if err := want.Validate(); err != nil {
 		return nil, err
 	}
@@ -151,6 +164,10 @@ func Ensure(dir string, n int) (*Map, error) {
 		if have.Count != n {
 			return nil, fmt.Errorf("%s: dataset %s is split into %d shards, not %d; a shard count never changes in place (build under a new dataset name, see docs/OPERATIONS.md)",
 				filepath.Join(dir, MapFile), name, have.Count, n)
+		}
+		if have.Hash != want.Hash {
+			return nil, fmt.Errorf("%s: dataset %s is split by %s, not %s; a shard function never changes in place (build under a new dataset name, see docs/OPERATIONS.md)",
+				filepath.Join(dir, MapFile), name, have.Hash, want.Hash)
 		}
 		return have, nil
 	case !errors.Is(err, ErrNoMap):
@@ -162,7 +179,7 @@ func Ensure(dir string, n int) (*Map, error) {
 	if err := fileutil.WriteFileAtomic(filepath.Join(dir, MapFile), want.Encode(), 0o644); err != nil {
 		// Build jobs of other shards may be writing the same bytes under
 		// the same temporary name; if one of them published, that is ours.
-		if have, rerr := ReadMap(dir); rerr == nil && have.Count == n {
+		if have, rerr := ReadMap(dir); rerr == nil && have.Count == n && have.Hash == want.Hash {
 			return have, nil
 		}
 		return nil, fmt.Errorf("write shard map: %w", err)

@@ -464,7 +464,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	m.Build.HotSince, m.Build.HotRows, m.Build.DataFormat = opt.Tiers.Fields()
 	if opt.Shard.Count > 0 {
-		m.Shard = &manifest.Shard{Index: opt.Shard.Index, Count: opt.Shard.Count, Hash: shard.HashXXH64, OtherShardRows: b.otherShards}
+		m.Shard = &manifest.Shard{Index: opt.Shard.Index, Count: opt.Shard.Count, Hash: opt.Shard.HashName(), OtherShardRows: b.otherShards}
 	}
 	if b.series > 0 {
 		m.Stats.FirstPeriod = period.Format(b.minP)

@@ -11,7 +11,7 @@ func keepRanks(s shard.Spec, ids []string, byID []uint32) []bool {
 	}
 	keep := make([]bool, len(byID))
 	for r, c := range byID {
-		keep[r] = shard.Of(ids[c], s.Count) == s.Index
+		keep[r] = s.Of(ids[c]) == s.Index
 	}
 	return keep
 }
