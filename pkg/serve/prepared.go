@@ -104,7 +104,13 @@ func paramsBytes(params []string) int64 {
 	return n
 }
 
-func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+// fmtBytes writes n exactly, and in MiB too from 1 MiB up.
+func fmtBytes(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%d bytes (%.1f MiB)", n, float64(n)/(1<<20))
+}
 
 // add opens a statement for the connection of ctx and returns its handle.
 func (s *preparedStore) add(ctx context.Context, sql string, st *sqlq.Statement) (string, error) {
@@ -151,11 +157,11 @@ func (s *preparedStore) chargeLocked(owner *clientConn, delta int64) error {
 		}
 		if s.perConn > 0 && held+delta > s.perConn {
 			return errf(codes.ResourceExhausted, "prepared statement: this connection's prepared statements and parameters would hold %s, over its limit of %s (--max-prepared-bytes-per-client); close some (ClosePreparedStatement)",
-				mib(held+delta), mib(s.perConn))
+				fmtBytes(held+delta), fmtBytes(s.perConn))
 		}
 		if s.total > 0 && s.bytes+delta > s.total {
 			return errf(codes.ResourceExhausted, "prepared statement: all connections' prepared statements and parameters would hold %s, over the server's limit of %s (--max-prepared-bytes); close some or retry later",
-				mib(s.bytes+delta), mib(s.total))
+				fmtBytes(s.bytes+delta), fmtBytes(s.total))
 		}
 		return nil
 	}
