@@ -31,6 +31,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
 	"github.com/energyscope/servingsnap/pkg/query"
@@ -78,11 +79,30 @@ type preparedStore struct {
 	bytes    int64
 	sweep    *time.Timer // pending while a statement is open and ttl > 0
 	closed   bool
+
+	refused  *prometheus.CounterVec // by limit: connection, server, count
+	released *prometheus.CounterVec // by reason: closed, disconnect, idle
 }
 
 func newPreparedStore(l Limits) *preparedStore {
 	return &preparedStore{total: l.MaxPreparedBytes, perConn: l.MaxPreparedBytesPerClient, ttl: l.PreparedTTL, now: time.Now,
-		byHandle: map[string]*prepared{}, owners: map[*clientConn]*account{}}
+		byHandle: map[string]*prepared{}, owners: map[*clientConn]*account{},
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "servingsnap_prepared_refused_total", Help: "Flight SQL prepares and binds refused, by the limit they met (connection, server, count).",
+		}, []string{"limit"}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "servingsnap_prepared_released_total", Help: "Flight SQL prepared statements released, by why (closed, disconnect, idle).",
+		}, []string{"reason"}),
+	}
+}
+
+// register adds the store's metrics to r.
+func (s *preparedStore) register(r prometheus.Registerer) {
+	r.MustRegister(s.refused, s.released,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "servingsnap_prepared_statements", Help: "Flight SQL prepared statements open."},
+			func() float64 { _, n, _, _ := s.usage(nil); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "servingsnap_prepared_bytes", Help: "Bytes the open Flight SQL prepared statements hold (text, parsed form, bound parameters, overhead), as charged to --max-prepared-bytes."},
+			func() float64 { b, _, _, _ := s.usage(nil); return float64(b) }))
 }
 
 // statementBytes is what the parsed form of a statement holds beyond its
@@ -127,6 +147,7 @@ func (s *preparedStore) add(ctx context.Context, sql string, st *sqlq.Statement)
 	if acct != nil && len(acct.handles) >= maxPrepared {
 		s.expireLocked()
 		if acct = s.owners[p.owner]; acct != nil && len(acct.handles) >= maxPrepared {
+			s.refused.WithLabelValues("count").Inc()
 			return "", errf(codes.ResourceExhausted, "prepared statement: this connection holds %d open prepared statements, the most one may; close some (ClosePreparedStatement)", maxPrepared)
 		}
 	}
@@ -150,26 +171,41 @@ func (s *preparedStore) add(ctx context.Context, sql string, st *sqlq.Statement)
 // releasing expired statements if it may not); it charges nothing.
 // Requires s.mu held.
 func (s *preparedStore) chargeLocked(owner *clientConn, delta int64) error {
-	over := func() error {
-		held := int64(0)
-		if a := s.owners[owner]; a != nil {
-			held = a.bytes
-		}
-		if s.perConn > 0 && held+delta > s.perConn {
-			return errf(codes.ResourceExhausted, "prepared statement: this connection's prepared statements and parameters would hold %s, over its limit of %s (--max-prepared-bytes-per-client); close some (ClosePreparedStatement)",
-				fmtBytes(held+delta), fmtBytes(s.perConn))
-		}
-		if s.total > 0 && s.bytes+delta > s.total {
-			return errf(codes.ResourceExhausted, "prepared statement: all connections' prepared statements and parameters would hold %s, over the server's limit of %s (--max-prepared-bytes); close some or retry later",
-				fmtBytes(s.bytes+delta), fmtBytes(s.total))
-		}
-		return nil
-	}
-	if delta <= 0 || over() == nil {
+	if delta <= 0 || s.overLocked(owner, delta) == "" {
 		return nil
 	}
 	s.expireLocked()
-	return over()
+	held := int64(0)
+	if a := s.owners[owner]; a != nil {
+		held = a.bytes
+	}
+	switch s.overLocked(owner, delta) {
+	case "connection":
+		s.refused.WithLabelValues("connection").Inc()
+		return errf(codes.ResourceExhausted, "prepared statement: this connection's prepared statements and parameters would hold %s, over its limit of %s (--max-prepared-bytes-per-client); close some (ClosePreparedStatement)",
+			fmtBytes(held+delta), fmtBytes(s.perConn))
+	case "server":
+		s.refused.WithLabelValues("server").Inc()
+		return errf(codes.ResourceExhausted, "prepared statement: all connections' prepared statements and parameters would hold %s, over the server's limit of %s (--max-prepared-bytes); close some or retry later",
+			fmtBytes(s.bytes+delta), fmtBytes(s.total))
+	}
+	return nil
+}
+
+// overLocked names the budget owner holding delta more bytes would
+// exceed ("connection" or "server"), "" for none. Requires s.mu held.
+func (s *preparedStore) overLocked(owner *clientConn, delta int64) string {
+	held := int64(0)
+	if a := s.owners[owner]; a != nil {
+		held = a.bytes
+	}
+	switch {
+	case s.perConn > 0 && held+delta > s.perConn:
+		return "connection"
+	case s.total > 0 && s.bytes+delta > s.total:
+		return "server"
+	}
+	return ""
 }
 
 // lookup finds handle h for the connection of ctx and marks it used.
@@ -226,6 +262,7 @@ func (s *preparedStore) close(ctx context.Context, h []byte) {
 	defer s.mu.Unlock()
 	if p, ok := s.byHandle[string(h)]; ok && p.owner == connOf(ctx) {
 		s.releaseLocked(p)
+		s.released.WithLabelValues("closed").Inc()
 	}
 }
 
@@ -241,6 +278,7 @@ func (s *preparedStore) releaseConn(c *clientConn) int {
 	for _, p := range a.handles {
 		s.releaseLocked(p)
 	}
+	s.released.WithLabelValues("disconnect").Add(float64(n))
 	return n
 }
 
@@ -272,6 +310,7 @@ func (s *preparedStore) expireLocked() int {
 			n++
 		}
 	}
+	s.released.WithLabelValues("idle").Add(float64(n))
 	return n
 }
 

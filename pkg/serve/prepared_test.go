@@ -137,6 +137,9 @@ func TestPreparedStatementsBounded(t *testing.T) {
 	if want := perClient / param; len(handles) < want*9/10 || len(handles) > want || refused == 0 {
 		t.Errorf("%d bound and %d refused, want about %d bound", len(handles), refused, want)
 	}
+	if n := counterValue(t, srv.metrics, "servingsnap_prepared_refused_total", "connection"); n != float64(refused) {
+		t.Errorf("servingsnap_prepared_refused_total{limit=\"connection\"} %v, %d refused", n, refused)
+	}
 	if grown := during - before; grown < perClient*3/4 || grown > perClient+32<<20 {
 		t.Errorf("heap in use grew by %.1f MiB holding %.1f MiB of statements", float64(grown)/(1<<20), float64(held)/(1<<20))
 	}
@@ -169,6 +172,9 @@ func TestPreparedStatementsBounded(t *testing.T) {
 	bHeld -= held
 	a.Close()
 	waitReleased(t, st, bHeld)
+	if n := counterValue(t, srv.metrics, "servingsnap_prepared_released_total", "disconnect"); n != float64(open+1) { // and the warm-up's
+		t.Errorf("servingsnap_prepared_released_total{reason=\"disconnect\"} %v, want %d", n, open+1)
+	}
 	c := dialSQL(t, addr)
 	for i := range perClient / param / 2 {
 		if _, err := prepareBound(ctx, c, big(i)); err != nil {
@@ -228,6 +234,9 @@ func TestPreparedTTL(t *testing.T) {
 	st.mu.Unlock()
 	if sweeping {
 		t.Errorf("a sweep is still scheduled with no statement open")
+	}
+	if n := counterValue(t, srv.metrics, "servingsnap_prepared_released_total", "idle"); n != 2 {
+		t.Errorf("servingsnap_prepared_released_total{reason=\"idle\"} %v, want 2", n)
 	}
 }
 

@@ -163,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	// state a client makes lives as long as its connection (conns.go)
 	s.mux = newFlightMux(svc)
+	s.mux.sqlSrv.prepared.register(m.Registry)
 	opts = append(opts, grpc.StatsHandler(&connStats{onEnd: s.connEnded}))
 	if w := min(cfg.WindowBytes, math.MaxInt32/4); w > 0 {
 		opts = append(opts, grpc.InitialWindowSize(int32(w)), grpc.InitialConnWindowSize(int32(4*w)))
