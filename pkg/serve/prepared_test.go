@@ -200,7 +200,7 @@ func TestPreparedStatementsBounded(t *testing.T) {
 // TestPreparedTTL: a statement unused for the TTL is released (its handle
 // NotFound); one in use stays; the sweep stops when none is left.
 func TestPreparedTTL(t *testing.T) {
-	const ttl = 300 * time.Millisecond
+	const ttl = time.Second
 	lim := DefaultLimits
 	lim.PreparedTTL = ttl
 	srv := startServer(t, Config{Limits: lim})
@@ -216,18 +216,17 @@ func TestPreparedTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(ttl / 6) {
+	for end := time.Now().Add(5 * ttl / 2); time.Now().Before(end); time.Sleep(ttl / 10) {
 		if err := useHandle(ctx, c, used); err != nil {
 			t.Fatalf("a statement in use: %v", err)
 		}
 	}
-	if err := useHandle(ctx, c, idle); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "released after 300ms unused") {
-		t.Errorf("a statement idle for %s: %v, want NotFound", 3*ttl, err)
+	if err := useHandle(ctx, c, idle); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "released after 1s unused") {
+		t.Errorf("a statement idle for %s: %v, want NotFound", 5*ttl/2, err)
 	}
 	if _, open, _, _ := st.usage(nil); open != 1 {
 		t.Errorf("%d statements open, want the one in use", open)
 	}
-	time.Sleep(2 * ttl)
 	waitReleased(t, st, 0)
 	st.mu.Lock()
 	sweeping := st.sweep != nil
