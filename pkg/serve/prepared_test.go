@@ -71,7 +71,7 @@ func waitReleased(t *testing.T, st *preparedStore, want int64) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prepared statements hold %d bytes 10 s after the connection closed, want %d", total, want)
+			t.Fatalf("prepared statements still hold %d bytes after 10 s, want %d", total, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
