@@ -93,6 +93,9 @@ Examples:
 			&cli.StringFlag{Name: "max-inflight-bytes", Value: "128MiB", Usage: "most bytes all DoGet streams may hold unsent at once; a stream that finds them spent waits up to --stream-timeout, then fails with ResourceExhausted (0: no budget)"},
 			&cli.DurationFlag{Name: "stream-timeout", Value: d.StreamTimeout, Usage: "end a DoGet stream (closing its connection) whose client has read nothing for this long (0: never)"},
 			&cli.DurationFlag{Name: "lease-timeout", Value: d.LeaseTimeout, Usage: "end a DoGet stream still reading a snapshot replaced this long ago, so old vintages are unmapped and gc can delete them (0: never)"},
+			&cli.StringFlag{Name: "max-prepared-bytes", Value: "64MiB", Usage: "most bytes all open Flight SQL prepared statements (text and bound parameters) may hold; past it preparing or binding fails with ResourceExhausted (0: no limit)"},
+			&cli.StringFlag{Name: "max-prepared-bytes-per-client", Value: "16MiB", Usage: "most bytes the open prepared statements of one client connection may hold (0: no limit); they are released when the connection closes"},
+			&cli.DurationFlag{Name: "prepared-ttl", Value: d.PreparedTTL, Usage: "release a prepared statement unused for this long (0: only when closed or its connection ends)"},
 			&cli.Int64Flag{Name: "compact-rows", Usage: "compact a dataset when its live delta holds this many rows (0: never by rows)"},
 			&cli.StringFlag{Name: "compact-bytes", Value: "0", Usage: "compact when the delta holds this much memory, e.g. 512MiB (0: never by size)"},
 			&cli.DurationFlag{Name: "compact-age", Usage: "compact when the oldest write not yet folded in is this old, e.g. 1h (0: never by age)"},
@@ -151,6 +154,9 @@ Examples:
 			}
 			if cfg.Limits.MaxPutBytes, err = cliutil.ParseSize(c.String("max-put-bytes")); err != nil {
 				return cli.Exit("serve: --max-put-bytes: "+err.Error(), 2)
+			}
+			if err := preparedLimits(&cfg.Limits, c.String("max-prepared-bytes"), c.String("max-prepared-bytes-per-client"), c.Duration("prepared-ttl")); err != nil {
+				return cli.Exit("serve: "+err.Error(), 2)
 			}
 			cfg.Compact.Rows, cfg.Compact.Age = c.Int64("compact-rows"), c.Duration("compact-age")
 			if cfg.Compact.Bytes, err = cliutil.ParseSize(c.String("compact-bytes")); err != nil {
@@ -215,6 +221,23 @@ Examples:
 			return srv.Serve(ctx)
 		},
 	}
+}
+
+// preparedLimits sets the prepared statements' budgets and TTL from their
+// flags.
+func preparedLimits(l *serve.Limits, total, perClient string, ttl time.Duration) error {
+	var err error
+	if l.MaxPreparedBytes, err = cliutil.ParseSize(total); err != nil {
+		return fmt.Errorf("--max-prepared-bytes: %w", err)
+	}
+	if l.MaxPreparedBytesPerClient, err = cliutil.ParseSize(perClient); err != nil {
+		return fmt.Errorf("--max-prepared-bytes-per-client: %w", err)
+	}
+	if ttl < 0 {
+		return fmt.Errorf("--prepared-ttl %s: want 0 or more", ttl)
+	}
+	l.PreparedTTL = ttl
+	return nil
 }
 
 // readTokens reads --token-file and --token-env (either may be empty);

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/energyscope/servingsnap/pkg/serve"
 )
 
 // TestReadTokens: --token-file and --token-env alone and together; a
@@ -50,5 +53,37 @@ func TestReadTokens(t *testing.T) {
 				t.Errorf("%q %q: an unknown token accepted", tc.file, tc.env)
 			}
 		}
+	}
+}
+
+// TestPreparedLimits: the prepared statements' flags, good and bad.
+func TestPreparedLimits(t *testing.T) {
+	for _, tc := range []struct {
+		total, per string
+		ttl        time.Duration
+		want       serve.Limits
+		err        string
+	}{
+		{"64MiB", "16MiB", 15 * time.Minute, serve.Limits{MaxPreparedBytes: 64 << 20, MaxPreparedBytesPerClient: 16 << 20, PreparedTTL: 15 * time.Minute}, ""},
+		{"0", "0", 0, serve.Limits{}, ""},
+		{"lots", "16MiB", time.Minute, serve.Limits{}, "--max-prepared-bytes: "},
+		{"64MiB", "-1", time.Minute, serve.Limits{}, "--max-prepared-bytes-per-client: "},
+		{"64MiB", "16MiB", -time.Second, serve.Limits{}, "--prepared-ttl -1s: want 0 or more"},
+	} {
+		var l serve.Limits
+		err := preparedLimits(&l, tc.total, tc.per, tc.ttl)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q %q %s: %v, want %q", tc.total, tc.per, tc.ttl, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q %q %s: %v", tc.total, tc.per, tc.ttl, err)
+		case l != tc.want:
+			t.Errorf("%q %q %s: %+v, want %+v", tc.total, tc.per, tc.ttl, l, tc.want)
+		}
+	}
+	if d := serve.DefaultLimits; d.MaxPreparedBytes != 64<<20 || d.MaxPreparedBytesPerClient != 16<<20 || d.PreparedTTL != 15*time.Minute {
+		t.Errorf("defaults %d %d %s, the flags' are 64MiB 16MiB 15m", d.MaxPreparedBytes, d.MaxPreparedBytesPerClient, d.PreparedTTL)
 	}
 }

@@ -19,18 +19,17 @@ package serve
 // query.Aggregate's totals.
 // The tickets of statements are self-contained (the SQL and its bound
 // parameters), so a DoGet needs no server state; prepared statements keep
-// their text and bound parameters in a bounded map until closed.
+// their text and bound parameters in a store bounded in bytes, per
+// connection and in all, released when closed, when their connection ends
+// or when unused for a while (prepared.go).
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -56,10 +55,6 @@ const (
 	sqlCatalog = "servingsnap"
 	sqlSchema  = "main"
 )
-
-// maxPrepared bounds the open prepared statements; past it the oldest is
-// dropped (its client gets NotFound and prepares again).
-const maxPrepared = 4096
 
 const sqlTypePrefix = "type.googleapis.com/arrow.flight.protocol.sql."
 
@@ -144,7 +139,7 @@ func (m *flightMux) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetSer
 	case *pb.TicketStatementQuery:
 		return sqlStatus(m.sqlSrv.doGetHandle(cmd.GetStatementHandle(), stream))
 	case *pb.CommandPreparedStatementQuery:
-		h, err := m.sqlSrv.bound(cmd.GetPreparedStatementHandle())
+		h, err := m.sqlSrv.bound(stream.Context(), cmd.GetPreparedStatementHandle())
 		if err != nil {
 			return sqlStatus(err)
 		}
@@ -241,19 +236,8 @@ func sqlStatus(err error) error {
 // sqlServer is the Flight SQL domain server over a Service.
 type sqlServer struct {
 	flightsql.BaseServer
-	svc *Service
-
-	mu       sync.Mutex
-	prepared map[string]*prepared // by handle; guarded by mu
-	order    []string             // handles, oldest first; guarded by mu
-}
-
-// prepared is an open prepared statement. Params are the last bound
-// values (nil before a bind).
-type prepared struct {
-	sql    string
-	st     *sqlq.Statement
-	params []string
+	svc      *Service
+	prepared *preparedStore
 }
 
 // handle is a statement ticket's content: the SQL and its parameters.
@@ -263,7 +247,7 @@ type handle struct {
 }
 
 func newSQLServer(s *Service) *sqlServer {
-	ss := &sqlServer{svc: s, prepared: map[string]*prepared{}}
+	ss := &sqlServer{svc: s, prepared: newPreparedStore(s.limits)}
 	ss.Alloc = s.mem
 	for id, v := range map[flightsql.SqlInfo]any{
 		flightsql.SqlInfoFlightSqlServerName:         "servingsnap",
@@ -589,58 +573,31 @@ func (ss *sqlServer) CreatePreparedStatement(ctx context.Context, req flightsql.
 	for i := range fields {
 		fields[i] = arrow.Field{Name: "p" + strconv.Itoa(i+1), Type: arrow.BinaryTypes.String, Nullable: true}
 	}
-	var id [16]byte
-	rand.Read(id[:])
-	h := hex.EncodeToString(id[:])
-	ss.mu.Lock()
-	ss.prepared[h] = &prepared{sql: req.GetQuery(), st: st}
-	ss.order = append(ss.order, h)
-	for len(ss.order) > maxPrepared {
-		delete(ss.prepared, ss.order[0])
-		ss.order = ss.order[1:]
+	h, err := ss.prepared.add(ctx, req.GetQuery(), st)
+	if err != nil {
+		return res, toStatus(err)
 	}
-	ss.mu.Unlock()
 	isUpdate := false
 	return flightsql.ActionCreatePreparedStatementResult{Handle: []byte(h), DatasetSchema: sc,
 		ParameterSchema: arrow.NewSchema(fields, nil), IsUpdate: &isUpdate}, nil
 }
 
-func (ss *sqlServer) ClosePreparedStatement(_ context.Context, req flightsql.ActionClosePreparedStatementRequest) error {
-	h := string(req.GetPreparedStatementHandle())
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if _, ok := ss.prepared[h]; ok {
-		delete(ss.prepared, h)
-		for i, x := range ss.order {
-			if x == h {
-				ss.order = append(ss.order[:i], ss.order[i+1:]...)
-				break
-			}
-		}
-	}
+// ClosePreparedStatement releases a statement of the caller's connection;
+// closing an unknown one (closed already, released, another connection's)
+// succeeds and does nothing.
+func (ss *sqlServer) ClosePreparedStatement(ctx context.Context, req flightsql.ActionClosePreparedStatementRequest) error {
+	ss.prepared.close(ctx, req.GetPreparedStatementHandle())
 	return nil
-}
-
-func (ss *sqlServer) lookupPrepared(h []byte) (*prepared, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ps, ok := ss.prepared[string(h)]
-	if !ok {
-		return nil, errf(codes.NotFound, "prepared statement %q not found (closed, or dropped after %d newer ones); prepare it again", query.Truncate(string(h), 64), maxPrepared)
-	}
-	return ps, nil
 }
 
 // bound is the statement handle of a prepared statement with its
 // current parameters.
-func (ss *sqlServer) bound(h []byte) ([]byte, error) {
-	ps, err := ss.lookupPrepared(h)
+func (ss *sqlServer) bound(ctx context.Context, h []byte) ([]byte, error) {
+	ps, err := ss.prepared.lookup(ctx, h)
 	if err != nil {
 		return nil, err
 	}
-	ss.mu.Lock()
-	hd := handle{SQL: ps.sql, Params: ps.params}
-	ss.mu.Unlock()
+	hd := handle{SQL: ps.sql, Params: ss.prepared.params(ps)}
 	if hd.Params == nil {
 		hd.Params = []string{}
 	}
@@ -651,7 +608,7 @@ func (ss *sqlServer) bound(h []byte) ([]byte, error) {
 // ?, each a string, an integer or a date.
 func (ss *sqlServer) DoPutPreparedStatementQuery(ctx context.Context, cmd flightsql.PreparedStatementQuery, r flight.MessageReader, _ flight.MetadataWriter) ([]byte, error) {
 	h := cmd.GetPreparedStatementHandle()
-	ps, err := ss.lookupPrepared(h)
+	ps, err := ss.prepared.lookup(ctx, h)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -678,9 +635,11 @@ func (ss *sqlServer) DoPutPreparedStatementQuery(ctx context.Context, cmd flight
 		}
 		params = make([]string, rec.NumCols())
 		for i, col := range rec.Columns() {
-			if params[i], err = paramText(col, 0, i); err != nil {
+			p, err := paramText(col, 0, i)
+			if err != nil {
 				return nil, status.Error(codes.InvalidArgument, err.Error())
 			}
+			params[i] = strings.Clone(p) // a string column's value shares the message's buffer: keep only the value
 		}
 	}
 	if err := r.Err(); err != nil {
@@ -689,9 +648,9 @@ func (ss *sqlServer) DoPutPreparedStatementQuery(ctx context.Context, cmd flight
 	if params == nil {
 		params = []string{}
 	}
-	ss.mu.Lock()
-	ps.params = params
-	ss.mu.Unlock()
+	if err := ss.prepared.bind(ps, params); err != nil {
+		return nil, toStatus(err)
+	}
 	return h, nil
 }
 
@@ -721,7 +680,7 @@ func paramText(a arrow.Array, j, i int) (string, error) {
 }
 
 func (ss *sqlServer) GetFlightInfoPreparedStatement(ctx context.Context, cmd flightsql.PreparedStatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
-	b, err := ss.bound(cmd.GetPreparedStatementHandle())
+	b, err := ss.bound(ctx, cmd.GetPreparedStatementHandle())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -731,7 +690,7 @@ func (ss *sqlServer) GetFlightInfoPreparedStatement(ctx context.Context, cmd fli
 }
 
 func (ss *sqlServer) GetSchemaPreparedStatement(ctx context.Context, cmd flightsql.PreparedStatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
-	ps, err := ss.lookupPrepared(cmd.GetPreparedStatementHandle())
+	ps, err := ss.prepared.lookup(ctx, cmd.GetPreparedStatementHandle())
 	if err != nil {
 		return nil, toStatus(err)
 	}

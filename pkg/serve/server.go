@@ -115,6 +115,7 @@ type Server struct {
 	log     *slog.Logger
 
 	flight   flight.Server
+	mux      *flightMux
 	lis      net.Listener
 	conns    *connTracker
 	httpLis  net.Listener
@@ -160,6 +161,10 @@ func New(cfg Config) (*Server, error) {
 		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
+	// state a client makes lives as long as its connection (conns.go)
+	s.mux = newFlightMux(svc)
+	s.mux.sqlSrv.prepared.register(m.Registry)
+	opts = append(opts, grpc.StatsHandler(&connStats{onEnd: s.connEnded}))
 	if w := min(cfg.WindowBytes, math.MaxInt32/4); w > 0 {
 		opts = append(opts, grpc.InitialWindowSize(int32(w)), grpc.InitialConnWindowSize(int32(4*w)))
 	}
@@ -178,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Warn("token auth without TLS: tokens travel in clear text; use --tls-cert/--tls-key off loopback")
 	}
 	s.flight = flight.NewServerWithMiddleware(mw, opts...)
-	s.flight.RegisterFlightService(newFlightMux(svc))
+	s.flight.RegisterFlightService(s.mux)
 
 	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Addr, err)
@@ -314,8 +319,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		cancel()
 	}
 	s.svc.Close()
+	s.mux.sqlSrv.prepared.shutdown()
 	s.log.Info("stopped")
 	return serveErr
+}
+
+// connEnded releases what a client connection made.
+func (s *Server) connEnded(c *clientConn) {
+	if n := s.mux.sqlSrv.prepared.releaseConn(c); n > 0 {
+		s.log.Debug("released the prepared statements of a closed connection", "remote", c.remote, "statements", n)
+	}
 }
 
 func (s *Server) closeListeners() {

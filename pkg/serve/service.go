@@ -57,6 +57,15 @@ type Limits struct {
 	MaxInFlightBytes int64
 	StreamTimeout    time.Duration
 	LeaseTimeout     time.Duration
+
+	// Flight SQL prepared statements (prepared.go): the bytes (text,
+	// parsed form, bound parameters, a fixed overhead each) all of them
+	// may hold, and those of one connection; PreparedTTL releases one
+	// unused that long. A connection's statements are released when it
+	// ends.
+	MaxPreparedBytes          int64
+	MaxPreparedBytesPerClient int64
+	PreparedTTL               time.Duration
 }
 
 // DefaultLimits are the limits of `snapbuild serve` without flags.
@@ -71,6 +80,10 @@ var DefaultLimits = Limits{
 	MaxInFlightBytes: 128 << 20,
 	StreamTimeout:    30 * time.Second,
 	LeaseTimeout:     5 * time.Minute,
+
+	MaxPreparedBytes:          64 << 20,
+	MaxPreparedBytesPerClient: 16 << 20,
+	PreparedTTL:               15 * time.Minute,
 }
 
 // Service implements the Flight service over the datasets of a root
