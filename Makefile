@@ -157,7 +157,7 @@ bench-report-check:
 bench-quick: build venv-bench
 	$(VPY) bench/harness.py --profile quick --bin $(BIN)/snapbuild --go $(GO) --out $(OUT)/bench
 
-# Tier benchmark (issue 12; bench/README.md, "Tier benchmark"): sizes, server memory after 10k
+# Tier benchmark (bench/README.md, "Tier benchmark"): sizes, server memory after 10k
 # mixed queries, one-series latency cold and warm, the Go Vortex read and build time of all-hot
 # against hot+cold (--hot-since, --hot-rows) and --format vortex; PROFILE=quick|default. Results:
 # bench/results/DATE-tiers.{md,json} (DATE-tiers-quick.* for quick). SNAPSERVE=path tests another server.

@@ -48,7 +48,7 @@ DATASET = "bench"
 # Query counts per workload: the memory "after queries" reading follows all of them.
 # time_cap bounds each workload's loop (seconds) per server and pass: a server slower than
 # count/time_cap queries a second answers a prefix of the same ticket list (the report says
-# how many). A table other helpers may extend with profiles of their own.
+# how many). Add a profile here to give `--profile` another size.
 PROFILES = {
     "quick": dict(series=2000, runs=1, build_runs=1, scaling=[500, 2000], warmup=20,
                   queries={"one": 300, "range": 300, "batch100": 50, "latest1000": 50},

@@ -20,6 +20,8 @@ can drift from its run: each table row links the run(s) it comes from. NAME is o
   runs     the list of runs these figures come from
   replica  a --read-only replica beside a writer (pkg/serve BenchmarkReplica): staleness and
            one-series latency, median (min–max) over the newest *-replica-go-bench.txt
+  live     the live-write figures (build against compaction, WAL replay, DoGet over a delta,
+           paced ingest) from the newest *-live-go-bench.txt
 
 --check exits 1 (rewriting nothing) when a file is not what the runs generate.
 Standard library only.
@@ -300,7 +302,7 @@ def go_bench_lines(results, suffix, name):
     path, rows = files[-1], []
     for line in path.read_text().splitlines():
         f = line.split()
-        if not f or not re.match(rf"^{name}(-\d+)?$", f[0]):
+        if not f or not re.match(rf"^{re.escape(name)}(-\d+)?$", f[0]):
             continue
         # name, iterations, then value unit pairs
         rows.append({f[i + 1]: float(f[i]) for i in range(2, len(f) - 1, 2)})
@@ -327,8 +329,56 @@ def region_replica(runs, here):
     ])
 
 
+def region_live(runs, here):
+    """The live-write figures: build against compaction, replay, DoGet over a delta, paced ingest."""
+    files = sorted(pathlib.Path(RESULTS).glob("*-live-go-bench.txt"))
+    if not files:
+        return None
+    path = files[-1]
+
+    def rows(name):
+        return go_bench_lines(RESULTS, "live-go-bench", name)[1]
+
+    def col(name, unit, scale=1.0):
+        return [r[unit] * scale for r in rows(name) if unit in r]
+
+    link = f"[{path.name}]({os.path.relpath(path, here.parent)})"
+    build = col("BenchmarkBuild", "ns/op", 1e-9)
+    compact = col("BenchmarkCompact", "ns/op", 1e-9)
+    replay = col("BenchmarkReplay", "rows/s", 1e-6)
+    get = {d: col(f"BenchmarkDoGetDelta/delta={d}%", "p50-µs") for d in ("0", "1", "10")}
+    paced = [r for r in rows("BenchmarkIngestPaced/rate=1000k") if "p99-µs" in r]
+
+    def times(a, b):
+        a, b = med(a), med(b)
+        return f"{a / b:.2f}×" if a is not None and b else "–"
+
+    def p99s(rs):
+        xs = [r["p99-µs"] / 1e3 for r in rs]
+        return f"{spread(xs)}, ≤ 10 ms in {sum(1 for x in xs if x <= 10)} of {len(xs)} runs" if xs else "–"
+
+    calm = [r for r in paced if r.get("fsync-p99-µs", 0) <= 3000]
+    noisy = [r for r in paced if r.get("fsync-p99-µs", 0) > 3000]
+    L = ["| figure | median (min–max) | against | run |", "|---|---|---|---|",
+         f"| full in-memory build, 15M rows (s) | {spread(build)} | | {link} |",
+         f"| compaction: 15M-row base + 150k delta rows (s) | {spread(compact)} | {times(compact, build)} the build | {link} |",
+         f"| WAL replay onto the 15M-row base (M rows/s) | {spread(replay)} | | {link} |"]
+    for d in ("1", "10"):
+        L.append(f"| one-series DoGet p50, {d}% of rows in the delta (µs) | {spread(get[d])} | "
+                 f"{times(get[d], get['0'])} no delta's {g3(med(get['0']))} µs | {link} |")
+    L += [f"| paced ingest, 1M rows/s offered: rows/s achieved | {spread([r['rows/s'] for r in paced])} | | {link} |",
+          f"| … acknowledgement p50 (ms) | {spread([r['p50-µs'] / 1e3 for r in paced])} | | {link} |",
+          f"| … acknowledgement p99 (ms) | {p99s(paced)} | | {link} |",
+          f"| … acknowledgement p99 in runs whose WAL fsync p99 was ≤ 3 ms / above (ms) | {p99s(calm)} / {p99s(noisy)} | | {link} |",
+          f"| … server CPU per row (ns) | {spread([r['server-cpu-ns/row'] for r in paced if 'server-cpu-ns/row' in r])} | | {link} |",
+          "",
+          f"{len(build)} builds, {len(compact)} compactions (each the mean of 4), {len(replay)} replays, "
+          f"{len(get['0'])} DoGet runs per delta size and {len(paced)} paced runs of 2,000 10k-row batches after a 16-batch warm-up."]
+    return "\n".join(L)
+
+
 REGIONS = {"serve": region_serve, "ratios": region_ratios, "build": region_build, "sizes": region_sizes,
-           "runs": region_runs, "replica": region_replica, "copies": region_copies,
+           "runs": region_runs, "replica": region_replica, "live": region_live, "copies": region_copies,
            "python_package": region_python_package}
 
 

@@ -1,4 +1,4 @@
-"""The tier benchmark (issue 12, "Must show — Benchmarks"): all-hot against hot+cold and --format vortex.
+"""The tier benchmark all-hot against hot+cold and --format vortex.
 
     python bench/tiers.py [--profile quick|default] [--series N] [--out bench/results] [--snapserve BIN]
 
@@ -389,7 +389,7 @@ def flags(fl):
 
 
 def goal_rows(R):
-    """(figure, goal, measured, met) for each goal issue 12 states that this run measured."""
+    """(figure, goal, measured, met) for each goal of tiered snapshots that this run measured."""
     out = []
     Z = R.get("sizes")
     if Z:
@@ -433,7 +433,7 @@ def markdown(R):
         L += [f"**Error: {R['error']}** (the sections below are what completed)", ""]
     goals = goal_rows(R)
     if goals:
-        L += ["## Issue 12's goals", "", "| figure | goal | measured | met |", "|---|---|---|---|"]
+        L += ["## Goals", "", "| figure | goal | measured | met |", "|---|---|---|---|"]
         L += [f"| {f} | {g} | {m} | {'yes' if ok else 'no'} |" for f, g, m, ok in goals]
         L += ["", "\"≈ all-hot\" is read here as a p50 ratio ≤ 1.25 (the script's choice). Recent-only goals are checked for "
               "the --hot-since snapshot (where start = D reads the hot tier only); --format vortex has no stated goal: "
@@ -499,7 +499,7 @@ def markdown(R):
                 a, b = p50(k, f"{w}_{m}"), p50("allhot", f"{w}_{m}")
                 ratios.append(f"{a / b:.2f}" if a and b else "–")
             L.append(f"| {S['labels'][k]} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
-        L += ["", "Goals (issue 12): recent-only ≈ all-hot; full-history ≤ 2× all-hot.",
+        L += ["", "Goals: recent-only ≈ all-hot; full-history ≤ 2× all-hot.",
               f"Check tickets ({'agree with all-hot on every server' if all(S['agree']) else 'DISAGREE: see the JSON mismatches'}).", ""]
     G = R.get("go")
     if G:

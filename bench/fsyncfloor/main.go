@@ -1,7 +1,7 @@
 // Command fsyncfloor measures the disk's own durable-write floor: the
 // latency of one write plus fdatasync at a fixed pace, with no server, no
 // WAL framing and no Arrow in the way. It is the evidence behind the live
-// ingest benchmark's acknowledgement tail (issue 11): an acknowledgement
+// ingest benchmark's acknowledgement tail: an acknowledgement
 // waits for an fdatasync, so its p99 cannot be lower than what this disk
 // gives a bare loop.
 //
@@ -12,8 +12,8 @@
 // busy goroutines and -alloc makes them allocate, to see whether CPU or
 // GC load moves the figure; -pre writes the file full of zeros and syncs
 // it first, so that the measured writes overwrite allocated blocks and
-// fdatasync has no metadata to commit (the preallocation that session 8
-// measured in the WAL and reverted).
+// fdatasync has no metadata to commit (the WAL segment preallocation that
+// was measured and left out: docs/OPERATIONS.md, "Write-path choices").
 //
 // -depth N measures a group-commit log instead of a bare loop: writes are
 // due at the pace, a committer writes whatever is due as one batch and
@@ -21,8 +21,8 @@
 // durable when its fsync and every earlier one have returned. The figure
 // is then from due to durable, queueing included. -depth 1 is pkg/wal's
 // committer, which waits for each fsync before its next write; -depth 2
-// is the pipelined committer session 16 built and measured: here it was
-// no better (docs/OPERATIONS.md, "Session 16"), so pkg/wal keeps one.
+// is a pipelined committer, which measured no better (docs/OPERATIONS.md,
+// "Write-path choices"), so pkg/wal keeps one fsync in flight.
 package main
 
 import (

@@ -14,8 +14,8 @@ machine's available memory; otherwise the report gives the estimate and says it 
 that run's): the serving half re-measured without a rebuild.
 
 --fraction F runs the same shape at F of the size (series and budget both scaled, so the
-build spills as it would at full size): on a small shared machine the full run does not
-fit in a working session. The fraction is written into the result file name and report.
+build spills as it would at full size): on a small machine the full run does not fit in the
+time or disk at hand. The fraction is written into the result file name and report.
 """
 import datetime
 import json

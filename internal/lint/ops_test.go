@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestOpsExamples checks what examples/ops promises operators (issue 17):
+// TestOpsExamples checks what examples/ops promises operators:
 // every ExecStart of the server (`snapserve`, or `snapbuild serve`) in a
 // unit, active or in a comment,
 // binds loopback unless it configures TLS; TimeoutStopSec leaves the

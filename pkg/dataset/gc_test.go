@@ -97,8 +97,8 @@ func TestGC(t *testing.T) {
 		wantInUse   []uint64
 		wantLeft    []uint64
 	}{
-		// keep K is K vintages besides CURRENT (issue 17: keep 1 used to
-		// count CURRENT, leaving nothing to roll back to).
+		// keep K is K vintages besides CURRENT (counting CURRENT, keep 1
+		// would leave nothing to roll back to).
 		{"keep 1 leaves one to roll back to", 1, 0, 0, false, []uint64{3, 2, 1}, nil, []uint64{4, 5}},
 		{"keep 2", 2, 0, 0, false, []uint64{2, 1}, nil, []uint64{3, 4, 5}},
 		{"keep 0 keeps CURRENT", 0, 0, 0, false, []uint64{4, 3, 2, 1}, nil, []uint64{5}},

@@ -1,7 +1,8 @@
 package serve
 
-// Ingest benchmarks with a cheap, fair load generator (issue 11's
-// "durable ingest rows/s with 10k-row batches; ack p99 ≤ 10 ms"):
+// Ingest benchmarks with a cheap, fair load generator (the live-write
+// goals: durable ingest rows/s with 10k-row batches, ack p99 ≤ 10 ms;
+// docs/OPERATIONS.md "Measuring ingest"):
 //
 //	go test -run '^$' -bench 'BenchmarkIngest' -benchtime 200x ./pkg/serve/
 //

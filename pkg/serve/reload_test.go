@@ -248,7 +248,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// TestReloadUnderLoad is issue 5's proof: 8 clients (4 over Flight, 4
+// TestReloadUnderLoad proves reloads lose no request: 8 clients (4 over Flight, 4
 // calling DoGet in-process) query without pause while the dataset is
 // flipped 200 times between two contents — 20 flips by real builds, 180 by
 // rollbacks to an older vintage; half the flips are found by the poller,

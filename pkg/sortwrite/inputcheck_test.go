@@ -51,7 +51,7 @@ func writeTimestamps(t *testing.T, path, tz string, ids []string, micros []int64
 }
 
 // TestInputChecks: inputs a build must refuse with an error naming the
-// file, column or row, rather than accept silently or hang (issue 15).
+// file, column or row, rather than accept silently or hang.
 func TestInputChecks(t *testing.T) {
 	idv := func(ids ...string) testlake.Col { return testlake.Col{Name: "series_id", Vals: testlake.Strs(ids...)} }
 	per := func(ps ...string) testlake.Col { return testlake.Col{Name: "period", Vals: testlake.Strs(ps...)} }

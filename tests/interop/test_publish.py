@@ -1,4 +1,4 @@
-"""Staged publishing with a real server (issue 15): a snapshot written by
+"""Staged publishing with a real server: a snapshot written by
 `build --no-publish` is not served, not even on a forced reload, until
 `snapbuild publish` flips CURRENT after `snapverify --snapshot N` passes."""
 from __future__ import annotations

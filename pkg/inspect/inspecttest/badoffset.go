@@ -16,8 +16,8 @@ import (
 // BreakIndexOffset gives CURRENT's index sidecar in the dataset at ds one
 // bad string offset (the middle offset of series_id points far past the
 // value buffer) and reseals the file's checksum in the manifest, so only a
-// structural check can tell: the fault of issue 15 that made snapverify
-// and snapinspect panic.
+// structural check can tell: a fault that once made snapverify and
+// snapinspect panic.
 func BreakIndexOffset(t testing.TB, ds string) {
 	t.Helper()
 	d, err := dataset.Open(ds)
