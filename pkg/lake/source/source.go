@@ -175,6 +175,9 @@ func isNotDir(err error) bool { return strings.Contains(err.Error(), "not a dire
 func openParquet(ctx context.Context, opt Options, st objstore.Store) (*Table, error) {
 	ents, err := st.Walk(ctx, "", func(dir string) bool { return lake.Hidden(path.Base(dir)) })
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
+			return nil, lake.NotExist(st.Location(""))
+		}
 		if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
 			return nil, fmt.Errorf("input %s is not a directory", st.Location(""))
 		}
