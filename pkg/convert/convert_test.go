@@ -1,8 +1,8 @@
 package convert
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
