@@ -26,7 +26,8 @@ import (
 //   - every command has --json, except those in noJSON (command name →
 //     why not);
 //   - an unknown flag, and a missing required flag, exit 2 with one line on
-//     stderr naming it and nothing on stdout (no help dump);
+//     stderr naming it and nothing on stdout (no help dump); a misspelt
+//     flag (two letters swapped) is answered with the flag meant;
 //   - the completion command prints bash, zsh and fish scripts, and
 //     --generate-bash-completion lists every command.
 func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run func(args []string, stdout, stderr io.Writer) int, noJSON map[string]string) {
@@ -78,6 +79,10 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 			}
 		}
 	}
+	if code, out, errOut := exec("--verison"); code != cliutil.ExitUsage || out != "" || !strings.Contains(errOut, "did you mean --version?") {
+		t.Errorf("%s --verison: exit %d, stdout %q, stderr %q; want exit 2 and a suggestion of --version", name, code, out, errOut)
+	}
+
 	if app.Command("completion") == nil {
 		t.Errorf("%s has no completion command", name)
 	}
@@ -135,6 +140,13 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 			t.Errorf("%s --no-such-flag: exit %d, stdout %q, stderr %q; want exit 2 and one line", path, code, out, errOut)
 		}
 		oneLine(path+" --no-such-flag", errOut)
+		if f, typo := misspelt(c, app.Flags); typo != "" {
+			code, out, errOut := exec(c.Name, typo)
+			if want := "did you mean --" + f + "?"; code != cliutil.ExitUsage || out != "" || !strings.Contains(errOut, want) || !strings.Contains(errOut, typo) {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", path, typo, code, out, errOut, want)
+			}
+			oneLine(path+" "+typo, errOut)
+		}
 		if len(req) > 0 {
 			code, out, errOut := exec(c.Name)
 			if code != cliutil.ExitUsage || out != "" || !strings.Contains(errOut, "--"+req[0]) {
@@ -163,6 +175,25 @@ func flagLine(help, name string) string {
 		}
 	}
 	return ""
+}
+
+// misspelt picks a visible flag of c of four letters or more and
+// misspells it by swapping its second and third letters ("--input" →
+// "--ipnut"), choosing one whose misspelling is nearer to it than to any
+// other flag; "" when c has none.
+func misspelt(c *cli.Command, appFlags []cli.Flag) (name, typo string) {
+	all := append(append([]cli.Flag{}, c.Flags...), appFlags...)
+	for _, f := range c.Flags {
+		n := f.Names()[0]
+		if len(n) < 4 || isHidden(f) || n[1] == n[2] {
+			continue
+		}
+		t := n[:1] + n[2:3] + n[1:2] + n[3:]
+		if cliutil.SuggestFlag(all, t) == n {
+			return n, "--" + t
+		}
+	}
+	return "", ""
 }
 
 func isHidden(f cli.Flag) bool {
