@@ -93,7 +93,7 @@ Examples:
    snapverify snapshots/PET --deep            # a sharded PET: every shard, and that each holds only its own series
    snapverify snapshots/PET --json | jq '.findings[] | .file + ": " + .message'`,
 		Flags: []cli.Flag{
-			&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "verify snapshot `N` instead of the one CURRENT names"},
+			&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "verify snapshot `N` instead of the one CURRENT names", DefaultText: "CURRENT"},
 			&cli.BoolFlag{Name: "deep", Aliases: []string{"d"}, Usage: "also check every row against the sort order, the index and the statistics"},
 			&cli.StringFlag{Name: "against", Aliases: []string{"a"}, Usage: "also compare the rows with the input Parquet lake `INPUT`"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (fields: docs/CLI.md)"},

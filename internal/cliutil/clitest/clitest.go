@@ -22,7 +22,8 @@ import (
 //   - --help and --version exit 0; the version is not empty;
 //   - an unknown command exits 2 with one line suggesting the nearest one;
 //   - every command's --help exits 0, has an example and marks each
-//     required flag "(required)" without a default;
+//     required flag "(required)" without a default, and shows no bare
+//     "(default: 0)": a zero default says what it means ("latest");
 //   - every command has --json, except those in noJSON (command name →
 //     why not);
 //   - an unknown flag, and a missing required flag, exit 2 with one line on
@@ -49,6 +50,12 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 
 	if code, out, _ := exec("--help"); code != 0 || !strings.Contains(out, "USAGE") {
 		t.Errorf("%s --help: exit %d\n%s", name, code, out)
+	} else {
+		for _, f := range app.Flags {
+			if line := flagLine(out, f.Names()[0]); zeroDefault.MatchString(line) {
+				t.Errorf("%s --help: --%s shows a zero default; say what it means with DefaultText: %q", name, f.Names()[0], line)
+			}
+		}
 	}
 	if code, out, _ := exec("--version"); code != 0 || !regexp.MustCompile(`^`+name+` version \S+\n$`).MatchString(out) {
 		t.Errorf("%s --version: exit %d, %q", name, code, out)
@@ -120,6 +127,9 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 				t.Errorf("%s --help does not list --%s", path, n)
 				continue
 			}
+			if zeroDefault.MatchString(line) {
+				t.Errorf("%s --help: --%s shows a zero default; say what it means with DefaultText (\"latest\", \"CURRENT\", \"never\"): %q", path, n, line)
+			}
 			if cliutil.IsRequired(f) {
 				req = append(req, n)
 				if !strings.Contains(line, "(required)") || strings.Contains(line, "default:") {
@@ -156,6 +166,10 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 		}
 	}
 }
+
+// zeroDefault is a help line's "(default: 0)" (or 0s): a zero that means
+// "latest", "none" or "never" must say so.
+var zeroDefault = regexp.MustCompile(`\(default: 0s?\)`)
 
 // flagLine is the line of the help's OPTIONS listing --name, "" if none.
 func flagLine(help, name string) string {
