@@ -82,14 +82,18 @@ func newBars(w io.Writer) (progress.Reporter, func(), error) {
 	return b, b.stop, nil
 }
 
-// stop completes every bar still open and waits for the last render.
+// stop ends the bars and waits for the last render. A phase that did not
+// finish (the work failed or was interrupted) stays on screen as
+// "stopped" at the count it reached.
 func (b *bars) stop() {
 	b.mu.Lock()
 	open := b.open
 	b.open = nil
 	b.mu.Unlock()
 	for _, x := range open {
-		x.Done()
+		if !x.done.Swap(true) {
+			x.b.Abort(false)
+		}
 	}
 	b.p.Wait()
 }
@@ -117,7 +121,7 @@ func (b *bars) Phase(name string, rows, bytes int64) progress.Phase {
 		return s
 	})
 	x.b = b.p.AddBar(max(total, 0),
-		mpb.PrependDecorators(decor.Name(fmt.Sprintf("%-20s", name)), decor.Percentage(decor.WCSyncSpace)),
+		mpb.PrependDecorators(margin{decor.Name(fmt.Sprintf("%-20s", name))}, decor.Any(percent, decor.WCSyncSpace)),
 		mpb.AppendDecorators(counts, decor.Name("  "), decor.Elapsed(decor.ET_STYLE_GO),
 			decor.OnComplete(decor.Name(" ETA "), ""), decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), "")),
 	)
@@ -125,6 +129,18 @@ func (b *bars) Phase(name string, rows, bytes int64) progress.Phase {
 	b.open = append(b.open, x)
 	b.mu.Unlock()
 	return x
+}
+
+// margin keeps a bar's line one column short of the terminal's width: mpb
+// fills the width exactly, and a terminal that wraps on reaching the last
+// column then scrolls a line per bar at each repaint, leaving copies of
+// the bars in the scrollback. It reports one column more than its
+// decorator draws, so mpb truncates the rest of the line a column earlier.
+type margin struct{ decor.Decorator }
+
+func (m margin) Decor(s decor.Statistics) (string, int) {
+	str, w := m.Decorator.Decor(s)
+	return str, w + 1
 }
 
 type bar struct {
@@ -145,9 +161,25 @@ func (x *bar) Add(rows, bytes int64) {
 	}
 }
 
+// Done completes the bar: full, whatever was counted (a phase may report
+// no work, or less than its estimate), so a finished phase reads "done".
 func (x *bar) Done() {
 	if x.done.Swap(true) {
 		return
 	}
-	x.b.SetTotal(-1, true) // complete at the current count
+	x.b.SetTotal(max(x.b.Current(), 1), true)
+}
+
+// percent is a bar's "42 %" while it runs (blank when its total is not
+// known), "done" once it completed and "stopped" when it was abandoned.
+func percent(s decor.Statistics) string {
+	switch {
+	case s.Completed:
+		return "done"
+	case s.Aborted:
+		return "stopped"
+	case s.Total <= 0:
+		return ""
+	}
+	return fmt.Sprintf("%d %%", min(100, s.Current*100/s.Total))
 }
