@@ -3,7 +3,8 @@
 // (default), every row against the sort order, the index and the statistics
 // (--deep), and the rows of the input lake (--against).
 //
-// Exit status: 0 intact, 1 corruption or mismatch found, 2 usage or I/O
+// Exit status: 0 intact, 1 corruption found or (--against) rows that
+// differ from the input (reported as DIFFERS, not CORRUPT), 2 usage or I/O
 // error (see docs/CLI.md). The logic lives in pkg/verify.
 package main
 
@@ -78,9 +79,11 @@ Checks:
                    build options and proves the snapshot holds exactly its rows
                    (row count and a per-series, order-independent hash) and the
                    index's attribute values, naming series missing, extra or
-                   different.
+                   different. A difference is not damage (the lake moved on, or
+                   a compaction folded live writes in): the snapshot is then
+                   reported intact but DIFFERS, with exit status 1.
 
-Exit status: 0 intact, 1 corruption or mismatch found, 2 usage or I/O error
+Exit status: 0 intact, 1 corruption found or DIFFERS from --against, 2 usage or I/O error
 (no such dataset directory, unreadable root, unknown --snapshot, unreadable
 input lake). A missing or dangling CURRENT, or a missing snapshot file, is
 corruption (1); so is any malformed file: snapverify never panics on one. Completion: snapverify completion bash|zsh|fish.
@@ -161,10 +164,15 @@ func printReport(w io.Writer, r *verify.Report) {
 	if r.SnapshotID != 0 {
 		fmt.Fprintf(&b, " snapshot %d", r.SnapshotID)
 	}
-	if r.OK {
+	switch r.Status {
+	case verify.StatusIntact:
 		b.WriteString(": intact")
-	} else {
+	case verify.StatusDiffers:
+		fmt.Fprintf(&b, ": intact, DIFFERS from the input: %s difference%s", count(len(r.Findings)), plural(len(r.Findings)))
+	default:
 		fmt.Fprintf(&b, ": CORRUPT: %s finding%s", count(len(r.Findings)), plural(len(r.Findings)))
+	}
+	if !r.OK {
 		if r.Truncated {
 			b.WriteString(" (stopped early)")
 		}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/lake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/parquetfile"
@@ -166,6 +167,9 @@ func (v *verifier) against() error {
 	}
 	v.r.InputFiles = len(files)
 	v.noteLineage(files, res)
+	if v.m.Lineage.Kind == dataset.LineageCompaction {
+		v.note(fmt.Sprintf("snapshot %d is a compaction (%s): it differs from the input by the live writes it folded in", v.r.SnapshotID, v.m.Lineage.Source))
+	}
 
 	// Value types must agree, or no row can hash alike.
 	vt := v.snap.Schema().Field(datafile.ColumnValue).Type
@@ -283,7 +287,7 @@ func (v *verifier) against() error {
 		}
 	}
 	if badCodes > 0 {
-		v.add(CheckAgainst, df.Path, "", "%d rows have a series_code outside the index and match no input series", badCodes)
+		v.add(CheckSeriesCode, df.Path, "", "%d rows have a series_code outside the index and match no input series", badCodes)
 	}
 	if v.cold != nil {
 		// The cold rows, one window at a time, into the same digests: a
@@ -318,7 +322,7 @@ func (v *verifier) against() error {
 			v.note("comparison with the input skipped: the cold file did not decode")
 			return nil
 		case coldBad > 0:
-			v.add(CheckAgainst, cf.Path, "", "%d cold rows have a series_code outside the index and match no input series", coldBad)
+			v.add(CheckSeriesCode, cf.Path, "", "%d cold rows have a series_code outside the index and match no input series", coldBad)
 		}
 	}
 

@@ -81,6 +81,17 @@ const (
 	CheckPanic = "panic"
 )
 
+// Report statuses: what the findings say about the snapshot.
+const (
+	StatusIntact = "intact" // no finding
+	// StatusDiffers: the snapshot is intact but its rows differ from the
+	// input Options.Against names (every finding is CheckAgainst). A
+	// difference is not damage: the lake may have moved on, or the
+	// snapshot may fold in live writes (a compaction).
+	StatusDiffers = "differs"
+	StatusCorrupt = "corrupt" // at least one finding of the snapshot itself
+)
+
 // DefaultMaxFindings bounds a report: past it verification stops and says so.
 const DefaultMaxFindings = 100
 
@@ -140,6 +151,7 @@ type Report struct {
 	Against    string `json:"against"`     // the input lake compared with; "" for none
 
 	OK        bool      `json:"ok"`        // no findings
+	Status    string    `json:"status"`    // StatusIntact, StatusDiffers or StatusCorrupt
 	Opens     bool      `json:"opens"`     // snapshot.Open with VerifyData accepts it
 	Checks    int       `json:"checks"`    // checks run (one per check and file)
 	Findings  []Finding `json:"findings"`  // every problem found, in the order found
@@ -209,8 +221,22 @@ func Verify(dir string, opt Options) (*Report, error) {
 		return nil, err
 	}
 	v.r.OK = len(v.r.Findings) == 0
+	v.r.Status = statusOf(v.r.Findings)
 	v.r.Seconds = time.Since(start).Seconds()
 	return v.r, nil
+}
+
+// statusOf classes a report's findings: none, only differences from the
+// input, or damage.
+func statusOf(fs []Finding) string {
+	status := StatusIntact
+	for _, f := range fs {
+		if f.Check != CheckAgainst {
+			return StatusCorrupt
+		}
+		status = StatusDiffers
+	}
+	return status
 }
 
 // runGuarded is run with a panic turned into a finding naming the file
