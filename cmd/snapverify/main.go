@@ -75,7 +75,8 @@ Checks:
                    boundaries and within build.batch_rows, statistics equal;
                    a tiered snapshot's cold rows decoded chunk by chunk against
                    the index, bounds and latest values over both tiers.
-   --against DIR   also re-reads the input Parquet lake with the manifest's
+   --against DIR   also re-reads the input (a Parquet folder, a Delta or an
+                   Iceberg table, as snapbuild build reads it) with the manifest's
                    build options and proves the snapshot holds exactly its rows
                    (row count and a per-series, order-independent hash) and the
                    index's attribute values, naming series missing, extra or
@@ -98,7 +99,7 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "verify snapshot `N` instead of the one CURRENT names", DefaultText: "CURRENT"},
 			&cli.BoolFlag{Name: "deep", Aliases: []string{"d"}, Usage: "also check every row against the sort order, the index and the statistics"},
-			&cli.StringFlag{Name: "against", Aliases: []string{"a"}, Usage: "also compare the rows with the input Parquet lake `INPUT`"},
+			&cli.StringFlag{Name: "against", Aliases: []string{"a"}, Usage: "also compare the rows with the input `INPUT` (a Parquet folder, a Delta or an Iceberg table)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (fields: docs/CLI.md)"},
 			&cli.IntFlag{Name: "max-findings", Value: verify.DefaultMaxFindings, Usage: "stop after `N` findings (0: no limit)"},
 			progressui.Flag(),

@@ -21,8 +21,9 @@
 //     and row counts), plus the cheap checks Open does not make.
 //   - deep (Options.Deep): every row of the data file against the sort
 //     order, the index and the manifest statistics.
-//   - against (Options.Against): the input Parquet lake is read again and
-//     compared series by series with an order-independent hash.
+//   - against (Options.Against): the input (a Parquet folder, a Delta or
+//     an Iceberg table) is read again and compared series by series with
+//     an order-independent hash.
 //
 // Verify returns an error only when it could not verify at all (no such
 // dataset directory, an unreadable root, an unknown --snapshot, an
@@ -102,8 +103,10 @@ type Options struct {
 	SnapshotID uint64
 	// Deep adds the O(rows) structural checks.
 	Deep bool
-	// Against is an input lake directory to compare the snapshot's rows
-	// with ("" for none). It is read with the manifest's build options.
+	// Against is an input to compare the snapshot's rows with ("" for
+	// none): a folder of Parquet files, or a Delta or Iceberg table
+	// directory (pkg/lake/source). It is read with the manifest's build
+	// options.
 	Against string
 	// MaxFindings stops verification after that many findings (0:
 	// DefaultMaxFindings, negative: no limit).
