@@ -169,7 +169,7 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 
 // zeroDefault is a help line's "(default: 0)" (or 0s): a zero that means
 // "latest", "none" or "never" must say so.
-var zeroDefault = regexp.MustCompile(`\(default: 0s?\)`)
+var zeroDefault = regexp.MustCompile(`\(default: "?0s?"?\)`)
 
 // flagLine is the line of the help's OPTIONS listing --name, "" if none.
 func flagLine(help, name string) string {
