@@ -235,7 +235,7 @@ Examples:
 				return cli.Exit("", exitUnchanged)
 			}
 			if errors.Is(err, source.ErrUsage) {
-				return cli.Exit(err.Error(), 2)
+				return cliutil.Usagef("%v (see snapbuild build --help)", err)
 			}
 			if err != nil {
 				return err

@@ -38,6 +38,10 @@ func TestInputErrors(t *testing.T) {
 	empty := filepath.Join(dir, "empty")
 	os.Mkdir(empty, 0o755)
 	out := filepath.Join(dir, "root", "DS")
+	lake := filepath.Join(dir, "lake")
+	if code, _, stderr := snapbuild("gen", "--out", lake, "--series", "5"); code != 0 {
+		t.Fatal(stderr)
+	}
 	cases := []struct {
 		args []string
 		code int
@@ -46,6 +50,7 @@ func TestInputErrors(t *testing.T) {
 		{[]string{"build", "--input", filepath.Join(dir, "nope"), "--out", out}, 2, "input " + filepath.Join(dir, "nope") + " does not exist"},
 		{[]string{"build", "--input", file, "--out", out}, 1, "input " + file + " is not a directory"},
 		{[]string{"build", "--input", empty, "--out", out}, 1, "holds no .parquet files"},
+		{[]string{"build", "--input", lake, "--out", out, "--table-version", "3"}, 2, "is a folder of Parquet files, not a Delta or Iceberg table: it has no versions to select (see snapbuild build --help)"},
 		{[]string{"convert", filepath.Join(dir, "a.xyz"), filepath.Join(dir, "b.parquet")}, 2, `unknown extension ".xyz"`},
 		{[]string{"convert", filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.parquet")}, 2, "CSV is an output format only"},
 		{[]string{"convert", file, filepath.Join(dir, "b.tsv")}, 2, `unknown extension ".tsv"`},

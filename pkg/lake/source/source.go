@@ -66,8 +66,14 @@ type CatalogOptions struct {
 var ErrUsage = errors.New("usage")
 
 func usagef(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+	return usageError(fmt.Sprintf(format, a...))
 }
+
+// usageError is an ErrUsage with its own message.
+type usageError string
+
+func (e usageError) Error() string      { return string(e) }
+func (usageError) Is(target error) bool { return target == ErrUsage }
 
 // Table is one snapshot of the input, ready to read.
 type Table struct {
