@@ -7,6 +7,7 @@ package clitest
 import (
 	"bytes"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -26,6 +27,8 @@ import (
 //     "(default: 0)": a zero default says what it means ("latest");
 //   - every command has --json, except those in noJSON (command name →
 //     why not);
+//   - a command whose first argument is ROOT/DATASET exits 2 saying a
+//     dataset directory that is not there does not exist;
 //   - an unknown flag, and a missing required flag, exit 2 with one line on
 //     stderr naming it and nothing on stdout (no help dump); a misspelt
 //     flag (two letters swapped) is answered with the flag meant;
@@ -157,6 +160,13 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 			}
 			oneLine(path+" "+typo, errOut)
 		}
+		if args := missingDataset(t, c); args != nil {
+			code, out, errOut := exec(args...)
+			if code != cliutil.ExitUsage || out != "" || !strings.Contains(errOut, args[1]+" does not exist") {
+				t.Errorf("%s of a missing dataset %q: exit %d, stdout %q, stderr %q; want exit 2 saying it does not exist", path, args, code, out, errOut)
+			}
+			oneLine(path+" of a missing dataset", errOut)
+		}
 		if len(req) > 0 {
 			code, out, errOut := exec(c.Name)
 			if code != cliutil.ExitUsage || out != "" || !strings.Contains(errOut, "--"+req[0]) {
@@ -170,6 +180,38 @@ func Check(t *testing.T, newApp func(stdout, stderr io.Writer) *cli.App, run fun
 // zeroDefault is a help line's "(default: 0)" (or 0s): a zero that means
 // "latest", "none" or "never" must say so.
 var zeroDefault = regexp.MustCompile(`\(default: "?0s?"?\)`)
+
+// missingDataset is a command line running c on a dataset directory that
+// does not exist, when c's first argument is ROOT/DATASET (nil
+// otherwise): its other arguments, optional ones too, and its required
+// flags are given placeholder values, paths under a temporary directory.
+func missingDataset(t *testing.T, c *cli.Command) []string {
+	words := strings.Fields(c.ArgsUsage)
+	if len(words) == 0 || words[0] != "ROOT/DATASET" {
+		return nil
+	}
+	tmp := t.TempDir()
+	args := []string{c.Name, filepath.Join(tmp, "MISSING", "DS")}
+	for _, w := range words[1:] {
+		switch {
+		case strings.HasPrefix(w, "OUT"):
+			args = append(args, filepath.Join(tmp, "out.csv"))
+		default:
+			args = append(args, "1")
+		}
+	}
+	for _, f := range c.Flags {
+		if !cliutil.IsRequired(f) {
+			continue
+		}
+		v := "1"
+		if _, ok := f.(*cli.StringFlag); ok {
+			v = filepath.Join(tmp, f.Names()[0])
+		}
+		args = append(args, "--"+f.Names()[0], v)
+	}
+	return args
+}
 
 // flagLine is the line of the help's OPTIONS listing --name, "" if none.
 func flagLine(help, name string) string {
