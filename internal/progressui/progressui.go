@@ -78,7 +78,13 @@ type bars struct {
 func newBars(w io.Writer) (progress.Reporter, func(), error) {
 	// Auto refresh even when w is not a terminal (--progress=bar into a
 	// file or a pipe): mpb otherwise draws nothing there.
-	b := &bars{p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())}
+	// On a terminal the width asked for is the bar's (the line is the
+	// terminal's); elsewhere mpb takes it for the whole line.
+	width := 32
+	if !isTerminal(w) {
+		width = 120
+	}
+	b := &bars{p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(width), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())}
 	return b, b.stop, nil
 }
 
@@ -92,6 +98,7 @@ func (b *bars) stop() {
 	b.mu.Unlock()
 	for _, x := range open {
 		if !x.done.Swap(true) {
+			x.took.Store(max(int64(time.Since(x.start)), 1))
 			x.b.Abort(false)
 		}
 	}
@@ -101,13 +108,21 @@ func (b *bars) stop() {
 // Phase adds a bar counting rows (bytes when the row total is unknown),
 // with the other measure, the elapsed time and an ETA beside it.
 func (b *bars) Phase(name string, rows, bytes int64) progress.Phase {
-	x := &bar{rowsTotal: rows, bytesTotal: bytes, byRows: rows > 0 || bytes <= 0}
+	x := &bar{rowsTotal: rows, bytesTotal: bytes, byRows: rows > 0 || bytes <= 0, start: time.Now()}
 	total := rows
 	if !x.byRows {
 		total = bytes
 	}
 	counts := decor.Any(func(decor.Statistics) string {
 		r, by := x.rows.Load(), x.bytes.Load()
+		if x.done.Load() && r == 0 && by == 0 {
+			// A phase that counts no rows as it goes (scan, sort,
+			// publish): once it ended, its size if it has one.
+			if x.rowsTotal > 0 {
+				return cliutil.Count(x.rowsTotal) + " rows"
+			}
+			return ""
+		}
 		s := cliutil.Count(r) + " rows"
 		if x.rowsTotal > 0 {
 			s += " of " + cliutil.Count(x.rowsTotal)
@@ -122,8 +137,8 @@ func (b *bars) Phase(name string, rows, bytes int64) progress.Phase {
 	})
 	x.b = b.p.AddBar(max(total, 0),
 		mpb.PrependDecorators(margin{decor.Name(fmt.Sprintf("%-20s", name))}, decor.Any(percent, decor.WCSyncSpace)),
-		mpb.AppendDecorators(counts, decor.Name("  "), decor.Elapsed(decor.ET_STYLE_GO),
-			decor.OnComplete(decor.Name(" ETA "), ""), decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), "")),
+		mpb.AppendDecorators(counts, decor.Name("  "), decor.Any(x.elapsed),
+			decor.OnAbort(decor.OnComplete(decor.Name(" ETA "), ""), ""), decor.OnAbort(decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), ""), "")),
 	)
 	b.mu.Lock()
 	b.open = append(b.open, x)
@@ -149,6 +164,19 @@ type bar struct {
 	rowsTotal, bytesTotal int64
 	byRows                bool
 	done                  atomic.Bool
+	start                 time.Time
+	took                  atomic.Int64 // nanoseconds from start to Done; 0 while running
+}
+
+// elapsed is the phase's time so far, in seconds (docs/CLI.md, Numbers
+// for people), frozen when it ends. mpb's own Elapsed shows nothing for a
+// phase that ended before the bars were first drawn.
+func (x *bar) elapsed(decor.Statistics) string {
+	d := time.Duration(x.took.Load())
+	if d == 0 {
+		d = time.Since(x.start)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
 }
 
 func (x *bar) Add(rows, bytes int64) {
@@ -167,6 +195,7 @@ func (x *bar) Done() {
 	if x.done.Swap(true) {
 		return
 	}
+	x.took.Store(max(int64(time.Since(x.start)), 1))
 	x.b.SetTotal(max(x.b.Current(), 1), true)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -65,12 +66,13 @@ func TestBarsFinish(t *testing.T) {
 		add         int64 // rows counted
 		done        bool
 		want        string
+		counts      string // the counts the line ends with, before the time
 	}{
-		{"scan", 0, 0, 0, true, "scan                 done"},
-		{"sort", 300, 0, 0, true, "sort                 done"},
-		{"read", 300, 100, 120, true, "read                 done"},
-		{"write", 300, 0, 300, true, "write                done"},
-		{"write", 300, 0, 150, false, "write                stopped"},
+		{"scan", 0, 0, 0, true, "scan                 done", "]   "},
+		{"sort", 300, 0, 0, true, "sort                 done", "] 300 rows  "},
+		{"read", 300, 100, 120, true, "read                 done", "] 120 rows of 300, 0 B of 100 B  "},
+		{"write", 300, 0, 300, true, "write                done", "] 300 rows of 300  "},
+		{"write", 300, 0, 150, false, "write                stopped", "] 150 rows of 300  "},
 	} {
 		var buf bytes.Buffer
 		r, stop, err := Start(ModeBar, &buf, "build")
@@ -87,6 +89,9 @@ func TestBarsFinish(t *testing.T) {
 		last := lines[len(lines)-1]
 		if !strings.HasPrefix(strings.TrimLeft(last, "\x1b[0123456789AJ"), c.want) {
 			t.Errorf("%s %d/%d done=%v: last line %q, want it to start %q", c.name, c.add, c.rows, c.done, last, c.want)
+		}
+		if !regexp.MustCompile(regexp.QuoteMeta(c.counts) + `\d+\.\d\ds$`).MatchString(last) {
+			t.Errorf("%s %d/%d done=%v: last line %q, want it to end %q and the seconds", c.name, c.add, c.rows, c.done, last, c.counts)
 		}
 		if strings.Contains(last, "0 %") {
 			t.Errorf("%s: last line %q still shows 0 %%", c.name, last)
