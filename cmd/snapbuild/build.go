@@ -221,6 +221,7 @@ Examples:
 				return err
 			}
 			opt.Progress = rep
+			opt.Lock = lockOptionsTo(c, opt.Out, progressui.Writer(rep, c.App.ErrWriter))
 			sum, err := sortwrite.Build(ctx, opt)
 			stop()
 			if errors.Is(err, sortwrite.ErrUnchanged) {

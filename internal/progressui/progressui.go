@@ -58,6 +58,17 @@ func Start(mode string, w io.Writer, task string) (progress.Reporter, func(), er
 	return nil, nil, cliutil.Usagef("--progress %q: want auto, bar, json or none", mode)
 }
 
+// Writer is where a command prints a message while rep may be drawing
+// (a lock it waits for): above the bars when rep draws them, so a repaint
+// neither overwrites the message nor leaves a copy of the bars behind it;
+// w otherwise.
+func Writer(rep progress.Reporter, w io.Writer) io.Writer {
+	if b, ok := rep.(*bars); ok {
+		return b.p
+	}
+	return w
+}
+
 // isTerminal reports whether w is a file that is a character device (a
 // terminal).
 func isTerminal(w io.Writer) bool {

@@ -2,6 +2,7 @@ package progressui
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -96,5 +97,27 @@ func TestBarsFinish(t *testing.T) {
 		if strings.Contains(last, "0 %") {
 			t.Errorf("%s: last line %q still shows 0 %%", c.name, last)
 		}
+	}
+}
+
+// TestWriter: a message written while bars are drawn comes out (above
+// them); without bars it goes to the writer given.
+func TestWriter(t *testing.T) {
+	var buf bytes.Buffer
+	r, stop, err := Start(ModeBar, &buf, "build")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Phase("read", 10, 0)
+	fmt.Fprintln(Writer(r, &buf), "snapbuild: process 7 holds the write lock")
+	p.Add(10, 0)
+	p.Done()
+	stop()
+	if out := buf.String(); !strings.Contains(out, "snapbuild: process 7 holds the write lock\n") || !strings.Contains(out, "read") {
+		t.Errorf("bars and message: %q", out)
+	}
+	var plain bytes.Buffer
+	if w := Writer(progress.Nop, &plain); w != &plain {
+		t.Errorf("Writer(Nop) = %v, want the writer given", w)
 	}
 }
