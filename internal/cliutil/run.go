@@ -53,7 +53,7 @@ var required sync.Map // cli.Flag -> true
 // Conventions) to app and all its commands:
 //
 //   - a usage error (bad flag, bad value) is one line on stderr and exit 2,
-//     without the help text;
+//     without the help text; an unknown flag names the nearest one;
 //   - a missing required flag likewise, for every command alike (urfave/cli
 //     prints the whole help for some commands and not others); help marks
 //     such flags "(required)" and shows no default for them;
