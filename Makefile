@@ -29,6 +29,8 @@ DESTDIR   ?=
 all: build
 
 build:
+	@echo "== compiling snapbuild, snapserve, snapinspect, snapverify (./cmd/...) into $(BIN)/"
+	@echo "   the first build also compiles Arrow, gRPC, iceberg-go and the AWS SDK: a few minutes, silent; later builds take seconds"
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 # Copy the binaries to $(DESTDIR)$(PREFIX)/bin (make install PREFIX=$$HOME/.local needs no root).

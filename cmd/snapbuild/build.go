@@ -88,9 +88,9 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Usage: "the table: a Parquet folder, Delta or Iceberg table `DIR` (or s3://bucket/prefix), or an Iceberg *.metadata.json"},
 			&cli.BoolFlag{Name: "raw-files", Usage: "read a Delta or Iceberg table directory's Parquet files as a plain folder (every file, whatever the log says)"},
-			&cli.Int64Flag{Name: "table-version", Usage: "Delta: build version `N` instead of the latest"},
+			&cli.Int64Flag{Name: "table-version", Usage: "Delta: build version `N` instead of the latest", DefaultText: "latest"},
 			&cli.StringFlag{Name: "as-of", Usage: "Delta or Iceberg: build the latest version committed at or before `TIME` (RFC 3339, or YYYY-MM-DD[THH:MM:SS] in UTC)"},
-			&cli.Int64Flag{Name: "snapshot-id", Usage: "Iceberg: build snapshot `ID` instead of the current one"},
+			&cli.Int64Flag{Name: "snapshot-id", Usage: "Iceberg: build snapshot `ID` instead of the current one", DefaultText: "latest"},
 			&cli.StringFlag{Name: "ref", Usage: "Iceberg: build the head of branch or tag `NAME`"},
 			&cli.StringFlag{Name: "catalog-uri", Usage: "Iceberg REST catalog `URL` (with --table instead of --input)"},
 			&cli.StringFlag{Name: "table", Usage: "Iceberg table `NAMESPACE.NAME` in the REST catalog"},
@@ -115,9 +115,9 @@ Examples:
 			&cli.Int64Flag{Name: "portable-row-group-rows", Value: export.PortableRowGroupRows, Usage: "with --portable: target rows per Parquet row group (cut at the next series boundary)"},
 			&cli.StringFlag{Name: "format", Value: "arrow", Usage: "data file format: `arrow` (mapped, sliced zero-copy) or vortex (every row in cold.vortex, decoded per query)"},
 			&cli.StringFlag{Name: "hot-since", Usage: "tier the snapshot: rows before `YYYY-MM-DD` go to cold.vortex, the rest stay in the mapped data file (with --hot-rows: a row either keeps is hot)"},
-			&cli.Int64Flag{Name: "hot-rows", Usage: "tier the snapshot: the last `N` rows of every series stay in the mapped data file, older ones go to cold.vortex"},
+			&cli.Int64Flag{Name: "hot-rows", Usage: "tier the snapshot: the last `N` rows of every series stay in the mapped data file, older ones go to cold.vortex", DefaultText: "not tiered by rows"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
-			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by --shard-function(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)"},
+			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by --shard-function(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)", DefaultText: "not sharded"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
 			&cli.StringFlag{Name: "shard-function", Value: shard.HashXXH64, Usage: "with --shards/--shard: the series' shard is `F`(series id) mod N, F " + shard.HashXXH64 + " or " + shard.HashIcebergBucket + " (Iceberg's bucket transform, murmur3_x86_32: a lake partitioned by bucket(B, series_id) holds each shard's rows in its own files); recorded in SHARDS.json"},
 			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
@@ -223,6 +223,7 @@ Examples:
 				return err
 			}
 			opt.Progress = rep
+			opt.Lock = lockOptionsTo(c, opt.Out, progressui.Writer(rep, c.App.ErrWriter))
 			sum, err := sortwrite.Build(ctx, opt)
 			stop()
 			if errors.Is(err, sortwrite.ErrUnchanged) {
@@ -237,7 +238,7 @@ Examples:
 				return cli.Exit("", exitUnchanged)
 			}
 			if errors.Is(err, source.ErrUsage) {
-				return cli.Exit(err.Error(), 2)
+				return cliutil.Usagef("%v (see snapbuild build --help)", err)
 			}
 			if err != nil {
 				return err

@@ -41,8 +41,12 @@ Examples:
 			&cli.StringFlag{Name: "reason", Usage: "with --discard: recorded in HISTORY"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return cli.Exit("compact: want one argument, ROOT/DATASET", 2)
+			d, err := datasetArg(c)
+			if err != nil {
+				return err
+			}
+			if err := d.CheckExists(); err != nil {
+				return err // a mistyped path: exit 2, naming it
 			}
 			if c.Bool("discard") {
 				to, err := compact.Discard(c.Args().First(), "servingsnap "+version, c.String("reason"), time.Now())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -39,6 +40,9 @@ Examples:
 			}
 			st, err := convert.ConvertWith(c.Context, c.Args().Get(0), c.Args().Get(1), c.Bool("overwrite"), rep)
 			stop()
+			if errors.Is(err, convert.ErrFormat) {
+				return cliutil.Usagef("%v (see snapbuild convert --help)", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
+	"github.com/energyscope/servingsnap/pkg/convert"
 	"github.com/energyscope/servingsnap/pkg/export"
 )
 
@@ -60,6 +62,9 @@ Examples:
 				NoAttributes: c.Bool("no-attributes"),
 				Overwrite:    c.Bool("overwrite"),
 			})
+			if errors.Is(err, convert.ErrFormat) {
+				return cliutil.Usagef("%v (see snapbuild export --help)", err)
+			}
 			if err != nil {
 				return err
 			}

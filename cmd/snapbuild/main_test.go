@@ -27,6 +27,44 @@ func TestConventions(t *testing.T) {
 	})
 }
 
+// TestInputErrors: each kind of bad input has its exit status
+// (docs/CLI.md, Conventions): an operand that does not exist or a format
+// no command reads is 2, an input that exists but is not what a build
+// reads is 1; the message names the path.
+func TestInputErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file.parquet")
+	os.WriteFile(file, []byte("x"), 0o644)
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	out := filepath.Join(dir, "root", "DS")
+	lake := filepath.Join(dir, "lake")
+	if code, _, stderr := snapbuild("gen", "--out", lake, "--series", "5"); code != 0 {
+		t.Fatal(stderr)
+	}
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"build", "--input", filepath.Join(dir, "nope"), "--out", out}, 2, "input " + filepath.Join(dir, "nope") + " does not exist"},
+		{[]string{"build", "--input", file, "--out", out}, 1, "input " + file + " is not a directory"},
+		{[]string{"build", "--input", empty, "--out", out}, 1, "holds no .parquet files"},
+		{[]string{"build", "--input", lake, "--out", out, "--table-version", "3"}, 2, "is a folder of Parquet files, not a Delta or Iceberg table: it has no versions to select (see snapbuild build --help)"},
+		{[]string{"convert", filepath.Join(dir, "a.xyz"), filepath.Join(dir, "b.parquet")}, 2, `unknown extension ".xyz"`},
+		{[]string{"convert", filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.parquet")}, 2, "CSV is an output format only"},
+		{[]string{"convert", file, filepath.Join(dir, "b.tsv")}, 2, `unknown extension ".tsv"`},
+		{[]string{"convert", filepath.Join(dir, "nope.parquet"), filepath.Join(dir, "b.arrow")}, 2, "nope.parquet"},
+		{[]string{"convert", file, filepath.Join(dir, "b.arrow")}, 1, "file.parquet"},
+	}
+	for _, tc := range cases {
+		code, stdout, stderr := snapbuild(tc.args...)
+		if code != tc.code || stdout != "" || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("snapbuild %q: exit %d, stdout %q, stderr %q; want exit %d and one line with %q", tc.args, code, stdout, stderr, tc.code, tc.want)
+		}
+	}
+}
+
 // TestVintageCommands: gc keeps K besides CURRENT, rollback names a
 // missing vintage, both wait for the lock with a message and give up
 // after --lock-timeout, and none creates the directory of a mistyped path.

@@ -82,7 +82,7 @@ func buildShards(ctx context.Context, c *cli.Context, opt sortwrite.Options) err
 		case errors.Is(err, sortwrite.ErrUnchanged):
 			unchanged++
 		case errors.Is(err, source.ErrUsage):
-			return cli.Exit(err.Error(), 2)
+			return cliutil.Usagef("%v (see snapbuild build --help)", err)
 		case err != nil:
 			return fmt.Errorf("shard %s: %w", s, err)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -44,6 +45,12 @@ func lockTimeoutFlag() cli.Flag {
 // lockOptions says on stderr why a writer is waiting, and bounds the wait
 // by --lock-timeout.
 func lockOptions(c *cli.Context, dir string) dataset.LockOptions {
+	return lockOptionsTo(c, dir, c.App.ErrWriter)
+}
+
+// lockOptionsTo is lockOptions saying it on w (progressui.Writer while
+// bars are drawn).
+func lockOptionsTo(c *cli.Context, dir string, w io.Writer) dataset.LockOptions {
 	return dataset.LockOptions{
 		Timeout: c.Duration("lock-timeout"),
 		Waiting: func(pid int) {
@@ -55,7 +62,7 @@ func lockOptions(c *cli.Context, dir string) dataset.LockOptions {
 			if t := c.Duration("lock-timeout"); t > 0 {
 				bound = "waiting up to " + t.String()
 			}
-			fmt.Fprintf(c.App.ErrWriter, "%s: %s holds the write lock of %s; %s\n", c.App.Name, by, dir, bound)
+			fmt.Fprintf(w, "%s: %s holds the write lock of %s; %s\n", c.App.Name, by, dir, bound)
 		},
 	}
 }

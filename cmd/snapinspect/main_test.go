@@ -345,7 +345,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{nil, 2, "missing ROOT/DATASET"},
 		{[]string{"--json"}, 2, "missing ROOT/DATASET"},
-		{[]string{"ROOT/PRICES", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"ROOT/PRICES", "--bogus"}, 2, "unknown flag --bogus (see snapinspect summary --help)"},
 		{[]string{"ROOT/PRICES", "seris", "NG.HH.D"}, 2, `unknown command "seris"; did you mean "series"?`},
 		{[]string{"ROOT/PRICES", "NG.HH.D"}, 2, "the commands are"},
 		{[]string{"ROOT/PRICES", "--snapshot", "x"}, 2, "--help"},

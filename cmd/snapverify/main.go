@@ -3,7 +3,8 @@
 // (default), every row against the sort order, the index and the statistics
 // (--deep), and the rows of the input lake (--against).
 //
-// Exit status: 0 intact, 1 corruption or mismatch found, 2 usage or I/O
+// Exit status: 0 intact, 1 corruption found or (--against) rows that
+// differ from the input (reported as DIFFERS, not CORRUPT), 2 usage or I/O
 // error (see docs/CLI.md). The logic lives in pkg/verify.
 package main
 
@@ -19,6 +20,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/progressui"
 	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/verify"
+	_ "github.com/energyscope/servingsnap/pkg/verify/tables" // --against over Delta and Iceberg tables
 )
 
 // version is set at link time by make build and make install (-ldflags
@@ -74,13 +76,16 @@ Checks:
                    boundaries and within build.batch_rows, statistics equal;
                    a tiered snapshot's cold rows decoded chunk by chunk against
                    the index, bounds and latest values over both tiers.
-   --against DIR   also re-reads the input Parquet lake with the manifest's
+   --against DIR   also re-reads the input (a Parquet folder, a Delta or an
+                   Iceberg table, as snapbuild build reads it) with the manifest's
                    build options and proves the snapshot holds exactly its rows
                    (row count and a per-series, order-independent hash) and the
                    index's attribute values, naming series missing, extra or
-                   different.
+                   different. A difference is not damage (the lake moved on, or
+                   a compaction folded live writes in): the snapshot is then
+                   reported intact but DIFFERS, with exit status 1.
 
-Exit status: 0 intact, 1 corruption or mismatch found, 2 usage or I/O error
+Exit status: 0 intact, 1 corruption found or DIFFERS from --against, 2 usage or I/O error
 (no such dataset directory, unreadable root, unknown --snapshot, unreadable
 input lake). A missing or dangling CURRENT, or a missing snapshot file, is
 corruption (1); so is any malformed file: snapverify never panics on one. Completion: snapverify completion bash|zsh|fish.
@@ -93,9 +98,9 @@ Examples:
    snapverify snapshots/PET --deep            # a sharded PET: every shard, and that each holds only its own series
    snapverify snapshots/PET --json | jq '.findings[] | .file + ": " + .message'`,
 		Flags: []cli.Flag{
-			&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "verify snapshot `N` instead of the one CURRENT names"},
+			&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}, Usage: "verify snapshot `N` instead of the one CURRENT names", DefaultText: "CURRENT"},
 			&cli.BoolFlag{Name: "deep", Aliases: []string{"d"}, Usage: "also check every row against the sort order, the index and the statistics"},
-			&cli.StringFlag{Name: "against", Aliases: []string{"a"}, Usage: "also compare the rows with the input Parquet lake `INPUT`"},
+			&cli.StringFlag{Name: "against", Aliases: []string{"a"}, Usage: "also compare the rows with the input `INPUT` (a Parquet folder, a Delta or an Iceberg table)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (fields: docs/CLI.md)"},
 			&cli.IntFlag{Name: "max-findings", Value: verify.DefaultMaxFindings, Usage: "stop after `N` findings (0: no limit)"},
 			progressui.Flag(),
@@ -161,10 +166,15 @@ func printReport(w io.Writer, r *verify.Report) {
 	if r.SnapshotID != 0 {
 		fmt.Fprintf(&b, " snapshot %d", r.SnapshotID)
 	}
-	if r.OK {
+	switch r.Status {
+	case verify.StatusIntact:
 		b.WriteString(": intact")
-	} else {
+	case verify.StatusDiffers:
+		fmt.Fprintf(&b, ": intact, DIFFERS from the input: %s difference%s", count(len(r.Findings)), plural(len(r.Findings)))
+	default:
 		fmt.Fprintf(&b, ": CORRUPT: %s finding%s", count(len(r.Findings)), plural(len(r.Findings)))
+	}
+	if !r.OK {
 		if r.Truncated {
 			b.WriteString(" (stopped early)")
 		}

@@ -112,7 +112,7 @@ func TestExitCodes(t *testing.T) {
 		}
 		code, out, _ = snapverify(t, bad, "--json")
 		var r verify.Report
-		if err := json.Unmarshal([]byte(out), &r); err != nil || code != 1 || r.OK || len(r.Findings) != 1 || r.Findings[0].File != df.Path {
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != 1 || r.OK || r.Status != verify.StatusCorrupt || len(r.Findings) != 1 || r.Findings[0].File != df.Path {
 			t.Fatalf("--json on corruption: exit %d err %v: %s", code, err, out)
 		}
 
@@ -128,6 +128,27 @@ func TestExitCodes(t *testing.T) {
 		os.Remove(d.Path(df.Path))
 		if code, out, _ := snapverify(t, bad, "--snapshot", "1"); code != 1 || !strings.Contains(out, "file is missing") {
 			t.Errorf("missing data file: exit %d\n%s", code, out)
+		}
+	})
+
+	t.Run("differs", func(t *testing.T) {
+		// The lake lost a file since the build: the snapshot is intact
+		// and differs from it.
+		moved := filepath.Join(t.TempDir(), "lake")
+		copyDir(t, lake, moved)
+		files, _ := filepath.Glob(filepath.Join(moved, "*", "*.parquet"))
+		if len(files) < 2 {
+			t.Fatalf("lake files %v", files)
+		}
+		os.Remove(files[0])
+		code, out, _ := snapverify(t, ds, "--against", moved)
+		if code != 1 || !strings.Contains(out, "intact, DIFFERS from the input: ") || strings.Contains(out, "CORRUPT") {
+			t.Errorf("against a lake that moved on: exit %d, want 1 and DIFFERS, not CORRUPT:\n%s", code, out)
+		}
+		code, out, _ = snapverify(t, ds, "--against", moved, "--json")
+		var r verify.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != 1 || r.OK || r.Status != verify.StatusDiffers {
+			t.Errorf("--json against a lake that moved on: exit %d, err %v, status %q", code, err, r.Status)
 		}
 	})
 

@@ -48,7 +48,7 @@ func verifyWhole(c *cli.Context, m *shard.Map, dirs []string, opt verify.Options
 			r.Checks++
 			if f := membership(d, m.Spec(i)); f != nil {
 				r.Findings = append(r.Findings, *f)
-				r.OK = false
+				r.OK, r.Status = false, verify.StatusCorrupt
 			}
 		}
 		rep.OK = rep.OK && r.OK

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 
@@ -54,7 +53,7 @@ var required sync.Map // cli.Flag -> true
 // Conventions) to app and all its commands:
 //
 //   - a usage error (bad flag, bad value) is one line on stderr and exit 2,
-//     without the help text;
+//     without the help text; an unknown flag names the nearest one;
 //   - a missing required flag likewise, for every command alike (urfave/cli
 //     prints the whole help for some commands and not others); help marks
 //     such flags "(required)" and shows no default for them;
@@ -97,7 +96,54 @@ func Prepare(app *cli.App) {
 }
 
 func onUsageError(c *cli.Context, err error, _ bool) error {
+	if name, ok := strings.CutPrefix(err.Error(), flagNotDefined); ok {
+		return unknownFlag(c, name)
+	}
 	return Usagef("%v (see %s --help)", err, commandPath(c))
+}
+
+// flagNotDefined begins the error of Go's flag package (which urfave/cli
+// parses with) for a flag the command does not define.
+const flagNotDefined = "flag provided but not defined: -"
+
+// unknownFlag is the usage error for a flag c's command (or app) does not
+// define, with the nearest flag it does when one is close:
+// `unknown flag --inptu; did you mean --input? (see snapbuild build --help)`.
+func unknownFlag(c *cli.Context, name string) error {
+	flags := c.App.Flags
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		flags = append(append([]cli.Flag{}, c.Command.Flags...), c.App.Flags...)
+	}
+	if s := SuggestFlag(flags, name); s != "" {
+		return Usagef("unknown flag %s; did you mean %s? (see %s --help)", dashed(name), dashed(s), commandPath(c))
+	}
+	return Usagef("unknown flag %s (see %s --help)", dashed(name), commandPath(c))
+}
+
+// dashed is a flag name as typed: "-s", "--input".
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// SuggestFlag is the name of the visible flag among flags (or --help)
+// nearest to name, as Suggest finds commands, or "" when none is close.
+func SuggestFlag(flags []cli.Flag, name string) string {
+	var names []string
+	for _, f := range flags {
+		if !isHidden(f) {
+			names = append(names, f.Names()...)
+		}
+	}
+	names = append(names, "help")
+	return nearest(names, func(n string) string { return n }, name)
+}
+
+func isHidden(f cli.Flag) bool {
+	v, ok := f.(cli.VisibleFlag)
+	return ok && !v.IsVisible()
 }
 
 // commandPath is "snapbuild gc" for gc's context, "snapbuild" for the app's.
@@ -255,27 +301,38 @@ func UnknownCommand(app *cli.App, name string) error {
 // Suggest is the visible command of app nearest to name (by edit distance,
 // or of which name is a prefix), or "" when none is close.
 func Suggest(app *cli.App, name string) string {
-	type cand struct {
-		name string
-		d    int
-	}
-	var cs []cand
+	var names []string
+	canonical := map[string]string{}
 	for _, c := range app.VisibleCommands() {
 		for _, n := range c.Names() {
-			d := distance(strings.ToLower(name), n)
-			if strings.HasPrefix(n, strings.ToLower(name)) && len(name) >= 2 {
-				d = min(d, 1)
-			}
-			if d <= max(1, min(2, len(n)/3)) {
-				cs = append(cs, cand{c.Name, d})
-			}
+			names = append(names, n)
+			canonical[n] = c.Name
 		}
 	}
-	if len(cs) == 0 {
-		return ""
+	return nearest(names, func(n string) string { return canonical[n] }, name)
+}
+
+// nearest is the candidate nearest to name by edit distance (a prefix of
+// two or more letters counts as one edit), mapped through canon, or ""
+// when none is within max(1, min(2, len/3)) edits (a one-letter name:
+// only in another case).
+func nearest(cands []string, canon func(string) string, name string) string {
+	best, bestD := "", -1
+	lower := strings.ToLower(name)
+	for _, n := range cands {
+		d := distance(lower, n)
+		if strings.HasPrefix(n, lower) && len(name) >= 2 {
+			d = min(d, 1)
+		}
+		limit := max(1, min(2, len(n)/3))
+		if len(n) == 1 {
+			limit = 0 // "-S" may mean "-s"; "-x" does not mean "-i"
+		}
+		if d <= limit && (bestD < 0 || d < bestD) {
+			best, bestD = canon(n), d
+		}
 	}
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
-	return cs[0].name
+	return best
 }
 
 // distance is the Damerau–Levenshtein (optimal string alignment) distance

@@ -40,6 +40,22 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
+func TestSuggestFlag(t *testing.T) {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "input", Aliases: []string{"i"}},
+		&cli.StringFlag{Name: "out"},
+		&cli.BoolFlag{Name: "json"},
+		&cli.BoolFlag{Name: "secret", Hidden: true},
+		&cli.Uint64Flag{Name: "snapshot", Aliases: []string{"s"}},
+	}
+	for in, want := range map[string]string{"inptu": "input", "inpt": "input", "jsn": "json", "JSON": "json",
+		"snapshto": "snapshot", "snap": "snapshot", "S": "s", "hepl": "help", "secrte": "", "no-such-flag": "", "x": ""} {
+		if got := SuggestFlag(flags, in); got != want {
+			t.Errorf("SuggestFlag(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestNumbers(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 15064982: "15,064,982", -1234567: "-1,234,567"} {
 		if got := Count(n); got != want {

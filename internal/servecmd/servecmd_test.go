@@ -87,3 +87,31 @@ func TestPreparedLimits(t *testing.T) {
 		t.Errorf("defaults %d %d %s, the flags' are 64MiB 16MiB 15m", d.MaxPreparedBytes, d.MaxPreparedBytesPerClient, d.PreparedTTL)
 	}
 }
+
+// TestFlagsDocumented: every flag of serve has a row in the flag table of
+// docs/FLIGHT.md (CLI.md sends readers there for the full list).
+func TestFlagsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "FLIGHT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "| `--") {
+			rows = append(rows, l[:strings.Index(l[1:], "|")+1]) // the first cell: the flag names
+		}
+	}
+	if len(rows) < 10 {
+		t.Fatalf("docs/FLIGHT.md: found %d flag rows, want the table of serve's flags", len(rows))
+	}
+	for _, f := range Command("test").Flags {
+		name := "`--" + f.Names()[0] + "`"
+		found := false
+		for _, r := range rows {
+			found = found || strings.Contains(r, name)
+		}
+		if !found {
+			t.Errorf("docs/FLIGHT.md's flag table has no row for %s", name)
+		}
+	}
+}

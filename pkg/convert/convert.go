@@ -46,7 +46,18 @@ const (
 	CSV     Format = "csv" // written only
 )
 
+// ErrFormat marks a file name whose extension names no format this
+// package reads (or writes): a usage error, not bad data.
+var ErrFormat = errors.New("unsupported file format")
+
+// formatError is an ErrFormat with its own message.
+type formatError string
+
+func (e formatError) Error() string      { return string(e) }
+func (formatError) Is(target error) bool { return target == ErrFormat }
+
 // FormatOf maps a path's extension to a format.
+
 func FormatOf(path string) (Format, error) {
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
 	case ".parquet":
@@ -58,7 +69,7 @@ func FormatOf(path string) (Format, error) {
 	case ".csv":
 		return CSV, nil
 	default:
-		return "", fmt.Errorf("%s: unknown extension %q (want .parquet, .arrow, .vortex or .csv)", path, ext)
+		return "", formatError(fmt.Sprintf("%s: unknown extension %q (want .parquet, .arrow, .vortex or .csv)", path, ext))
 	}
 }
 
@@ -102,7 +113,7 @@ func ConvertWith(ctx context.Context, in, out string, overwrite bool, rep progre
 		return nil, err
 	}
 	if from == CSV {
-		return nil, fmt.Errorf("%s: CSV is an output format only", in)
+		return nil, formatError(in + ": CSV is an output format only")
 	}
 	if _, err := FormatOf(out); err != nil {
 		return nil, err

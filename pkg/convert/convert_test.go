@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,17 +50,23 @@ func TestErrors(t *testing.T) {
 	in := filepath.Join(dir, "in.parquet")
 	os.WriteFile(filepath.Join(dir, "exists.arrow"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(dir, "bad.vortex"), []byte("not vortex at all"), 0o644)
-	cases := []struct{ in, out, want string }{
-		{in, filepath.Join(dir, "out.tsv"), `unknown extension ".tsv"`},
-		{filepath.Join(dir, "in.csv"), filepath.Join(dir, "out.parquet"), "CSV is an output format only"},
-		{in, filepath.Join(dir, "exists.arrow"), "exists"},
-		{filepath.Join(dir, "missing.parquet"), filepath.Join(dir, "o.arrow"), "missing.parquet"},
-		{filepath.Join(dir, "bad.vortex"), filepath.Join(dir, "o2.arrow"), ""},
+	cases := []struct {
+		in, out, want string
+		format        bool // an ErrFormat (a usage error)
+	}{
+		{in, filepath.Join(dir, "out.tsv"), `unknown extension ".tsv"`, true},
+		{filepath.Join(dir, "in.csv"), filepath.Join(dir, "out.parquet"), "CSV is an output format only", true},
+		{in, filepath.Join(dir, "exists.arrow"), "exists", false},
+		{filepath.Join(dir, "missing.parquet"), filepath.Join(dir, "o.arrow"), "missing.parquet", false},
+		{filepath.Join(dir, "bad.vortex"), filepath.Join(dir, "o2.arrow"), "", false},
 	}
 	for _, tc := range cases {
 		_, err := Convert(context.Background(), tc.in, tc.out, false)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Convert(%s, %s) = %v, want an error containing %q", tc.in, tc.out, err, tc.want)
+		}
+		if errors.Is(err, ErrFormat) != tc.format {
+			t.Errorf("Convert(%s, %s) = %v: errors.Is(ErrFormat) = %v, want %v", tc.in, tc.out, err, !tc.format, tc.format)
 		}
 		if _, serr := os.Stat(filepath.Join(dir, "."+filepath.Base(tc.out)+".tmp")); serr == nil {
 			t.Errorf("temporary file left behind for %s", tc.out)

@@ -5,6 +5,7 @@
 package lake
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,6 +13,16 @@ import (
 	"sort"
 	"strings"
 )
+
+// NotExist is the error for an input that is not there: "input X does not
+// exist", matching fs.ErrNotExist (an operand that does not exist, not bad
+// data; docs/CLI.md, exit status 2).
+func NotExist(input string) error { return notExistError(input) }
+
+type notExistError string
+
+func (e notExistError) Error() string      { return "input " + string(e) + " does not exist" }
+func (notExistError) Is(target error) bool { return target == fs.ErrNotExist }
 
 // File is one Parquet file of a lake.
 type File struct {
@@ -27,6 +38,9 @@ type File struct {
 // error: opening one would block or never end.
 func List(dir string) ([]File, error) {
 	dir, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, NotExist(dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("input: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/lake"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/parquetfile"
@@ -102,11 +103,48 @@ func (vb valueBytes) at(i int) ([]byte, bool) {
 	return vb.data[o : o+vb.w], true
 }
 
-// lakeFile is one Parquet file of the input.
+// lakeFile is one data file of the input.
 type lakeFile struct {
 	rel, abs string
 	size     int64
+	table    int // its index in a table's files, read through lakeInput.tbl; -1 in a folder
 }
+
+// lakeInput is what --against names: a folder of Parquet files, or one
+// snapshot of a Delta or Iceberg table (tbl), its files in the builder's
+// order.
+type lakeInput struct {
+	files []lakeFile
+	tbl   TableReader
+}
+
+// TableFile is one data file of a table --against compares with.
+type TableFile struct {
+	Rel  string
+	Size int64
+}
+
+// TableReader reads the data files of one table snapshot: file is an
+// index into the files its opener listed.
+type TableReader interface {
+	EachBatch(ctx context.Context, file int, columns []string, fn func(arrow.RecordBatch) error) error
+	Close() error
+}
+
+// TableOpener opens the Delta or Iceberg table in dir for --against, at
+// the snapshot built names when it is that table and the snapshot is
+// still there, else at its latest; note says which was read.
+type TableOpener func(ctx context.Context, dir string, built manifest.Lineage) (files []TableFile, r TableReader, note string, err error)
+
+// tableOpener reads tables for --against; package verify/tables registers
+// it. It is apart so that what links pkg/verify for the fast and deep
+// checks (a compaction does) does not link the lake readers (iceberg-go):
+// only snapverify imports verify/tables.
+var tableOpener TableOpener
+
+// RegisterTableOpener makes --against read Delta and Iceberg tables with
+// f.
+func RegisterTableOpener(f TableOpener) { tableOpener = f }
 
 // fileRows is what one input file holds, keyed by a file-local series
 // dictionary: per-series digests, or (keep) every row in file order so
@@ -133,10 +171,14 @@ func (v *verifier) against() error {
 	cols := buildColumns{series: or(b.SeriesColumn, "series_id"), period: or(b.PeriodColumn, "period"), value: or(b.ValueColumn, "value")}
 	keep := b.OnDuplicate == "last"
 	attrNames := v.m.Schema.Attributes
-	files, err := discoverLake(v.opt.Against)
+	in, err := v.openInput(context.Background())
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCannotVerify, err)
 	}
+	if in.tbl != nil {
+		defer in.tbl.Close()
+	}
+	files := in.files
 	parallel := v.opt.Parallel
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
@@ -152,7 +194,10 @@ func (v *verifier) against() error {
 	g.SetLimit(parallel)
 	for i, f := range files {
 		g.Go(func() error {
-			r, err := readLakeFile(ctx, f, cols, attrNames, keep, ph)
+			r, err := readLakeFile(ctx, in.tbl, f, cols, attrNames, keep, ph)
+			if err != nil && f.table >= 0 {
+				return fmt.Errorf("%w: input %v", ErrCannotVerify, err) // a table's reader names the file
+			}
 			if err != nil {
 				return fmt.Errorf("%w: input %s: %v", ErrCannotVerify, f.rel, err)
 			}
@@ -166,6 +211,9 @@ func (v *verifier) against() error {
 	}
 	v.r.InputFiles = len(files)
 	v.noteLineage(files, res)
+	if v.m.Lineage.Kind == dataset.LineageCompaction {
+		v.note(fmt.Sprintf("snapshot %d is a compaction (%s): it differs from the input by the live writes it folded in", v.r.SnapshotID, v.m.Lineage.Source))
+	}
 
 	// Value types must agree, or no row can hash alike.
 	vt := v.snap.Schema().Field(datafile.ColumnValue).Type
@@ -283,7 +331,7 @@ func (v *verifier) against() error {
 		}
 	}
 	if badCodes > 0 {
-		v.add(CheckAgainst, df.Path, "", "%d rows have a series_code outside the index and match no input series", badCodes)
+		v.add(CheckSeriesCode, df.Path, "", "%d rows have a series_code outside the index and match no input series", badCodes)
 	}
 	if v.cold != nil {
 		// The cold rows, one window at a time, into the same digests: a
@@ -318,7 +366,7 @@ func (v *verifier) against() error {
 			v.note("comparison with the input skipped: the cold file did not decode")
 			return nil
 		case coldBad > 0:
-			v.add(CheckAgainst, cf.Path, "", "%d cold rows have a series_code outside the index and match no input series", coldBad)
+			v.add(CheckSeriesCode, cf.Path, "", "%d cold rows have a series_code outside the index and match no input series", coldBad)
 		}
 	}
 
@@ -437,29 +485,57 @@ func or(s, def string) string {
 	return s
 }
 
-// discoverLake lists the lake's files in the builder's order (pkg/lake).
-func discoverLake(dir string) ([]lakeFile, error) {
-	if kind := lake.TableKind(dir); kind != "" {
-		return nil, fmt.Errorf("%s is a %s table: --against reads folders of Parquet files the way the builder does; a table's files are chosen by its log, which snapverify does not read", dir, kind)
+// openInput lists the input's files in the builder's order: a folder's
+// Parquet files (pkg/lake), or the data files of a Delta or Iceberg table
+// (pkg/lake/source, as snapbuild build --input resolves it). A table is
+// read at the version the snapshot was built from when it is the table
+// the manifest's lineage names and that version is still there, else at
+// its latest; a note says which.
+func (v *verifier) openInput(ctx context.Context) (*lakeInput, error) {
+	dir := v.opt.Against
+	if lake.TableKind(dir) == "" {
+		files, err := lake.List(dir)
+		if err != nil {
+			return nil, err
+		}
+		in := &lakeInput{files: make([]lakeFile, len(files))}
+		for i, f := range files {
+			in.files[i] = lakeFile{rel: f.Rel, abs: f.Abs, size: f.Size, table: -1}
+		}
+		return in, nil
 	}
-	files, err := lake.List(dir)
+	if tableOpener == nil {
+		return nil, fmt.Errorf("%s is a %s table, and this program does not link the table readers (snapverify does)", dir, lake.TableKind(dir))
+	}
+	files, tbl, note, err := tableOpener(ctx, dir, v.m.Lineage)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]lakeFile, len(files))
+	v.note(note)
+	in := &lakeInput{tbl: tbl, files: make([]lakeFile, len(files))}
 	for i, f := range files {
-		out[i] = lakeFile{rel: f.Rel, abs: f.Abs, size: f.Size}
+		in.files[i] = lakeFile{rel: f.Rel, size: f.Size, table: i}
 	}
-	return out, nil
+	return in, nil
 }
 
-// readLakeFile reads the key columns of one Parquet file.
-func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, attrNames []string, keep bool, ph progress.Phase) (_ *fileRows, err error) {
+// readLakeFile reads the key columns of one input file: a Parquet file of
+// a folder, or a table's data file through tbl.
+func readLakeFile(ctx context.Context, tbl TableReader, f lakeFile, cols buildColumns, attrNames []string, keep bool, ph progress.Phase) (_ *fileRows, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed Parquet file: %v", r)
 		}
 	}()
+	fr := &fileReader{out: &fileRows{}, cols: cols, attrNames: attrNames, keep: keep, local: map[string]int32{}, ph: ph}
+	if f.table >= 0 {
+		names := append([]string{cols.series, cols.period, cols.value}, attrNames...)
+		if err := tbl.EachBatch(ctx, f.table, names, fr.batch); err != nil {
+			return nil, err
+		}
+		fr.out.footer = fr.out.rows
+		return fr.out, nil
+	}
 	pf, err := file.OpenParquetFile(f.abs, false)
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
@@ -468,12 +544,13 @@ func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, attrNames 
 	if err := parquetfile.CheckChunks(pf); err != nil {
 		return nil, err
 	}
-	out := &fileRows{footer: pf.NumRows()}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
+	out := fr.out
+	out.footer = pf.NumRows()
+	pr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := fr.Schema()
+	sc, err := pr.Schema()
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
@@ -503,92 +580,22 @@ func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, attrNames 
 	}
 	if vi >= 0 {
 		want = append(want, vi)
-		if t := sc.Field(vi).Type; t.ID() != arrow.NULL {
-			out.valueType = t
-		}
 	}
 	if pf.NumRows() == 0 || pf.NumRowGroups() == 0 {
+		if vi >= 0 && sc.Field(vi).Type.ID() != arrow.NULL {
+			out.valueType = sc.Field(vi).Type
+		}
 		return out, nil
 	}
-	rr, err := fr.GetRecordReader(ctx, want, nil)
+	rr, err := pr.GetRecordReader(ctx, want, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer rr.Release()
-	local := map[string]int32{}
-	var buf [64]byte
-	var pers []int32
 	for rr.Next() {
-		rec := rr.RecordBatch()
-		rs := rec.Schema()
-		col := func(name string) arrow.Array {
-			if is := rs.FieldIndices(name); len(is) == 1 {
-				return rec.Column(is[0])
-			}
-			return nil
-		}
-		sa, pa, va := col(cols.series), col(cols.period), col(cols.value)
-		if sa == nil || pa == nil {
-			return nil, fmt.Errorf("record batch lacks the series or period column")
-		}
-		ids, err := stringsOf(sa)
-		if err != nil {
-			return nil, fmt.Errorf("series column %q: %w", cols.series, err)
-		}
-		n := int(rec.NumRows())
-		if cap(pers) < n {
-			pers = make([]int32, n)
-		}
-		pers = pers[:n]
-		if err := period.Column(pa, pers); err != nil {
-			var re *period.RowError
-			if errors.As(err, &re) {
-				return nil, fmt.Errorf("row %d: column %q: period %q: %v", out.rows+int64(re.Row), cols.period, re.Value, re.Err)
-			}
-			return nil, fmt.Errorf("column %q: %w", cols.period, err)
-		}
-		attrCols := make([]arrow.Array, len(attrNames)) // nil: not in this file, null
-		for j, a := range attrNames {
-			attrCols[j] = col(a)
-		}
-		ah, err := newAttrHasher(attrCols)
-		if err != nil {
+		if err := fr.batch(rr.RecordBatch()); err != nil {
 			return nil, err
 		}
-		var vb valueBytes
-		if va != nil {
-			if vb, err = newValueBytes(va); err != nil {
-				return nil, err
-			}
-		}
-		for i := 0; i < n; i++ {
-			if sa.IsNull(i) {
-				return nil, fmt.Errorf("row %d: series id is null", out.rows+int64(i))
-			}
-			id := ids(i)
-			k, ok := local[id]
-			if !ok {
-				k = int32(len(out.ids))
-				id = strings.Clone(id)
-				local[id] = k
-				out.ids = append(out.ids, id)
-				out.attrs = append(out.attrs, ah.hash(i))
-				if !keep {
-					out.hashes = append(out.hashes, seriesHash{})
-				}
-			}
-			val, valid := vb.at(i)
-			h := rowHash(&buf, pers[i], val, valid)
-			if keep {
-				out.sid = append(out.sid, k)
-				out.per = append(out.per, pers[i])
-				out.h = append(out.h, h)
-			} else {
-				out.hashes[k].add(h)
-			}
-		}
-		out.rows += int64(n)
-		ph.Add(int64(n), 0)
 	}
 	if err := rr.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err
@@ -597,6 +604,100 @@ func readLakeFile(ctx context.Context, f lakeFile, cols buildColumns, attrNames 
 		return nil, fmt.Errorf("read %d rows, the footer says %d", out.rows, out.footer)
 	}
 	return out, nil
+}
+
+// fileReader hashes the record batches of one input file into its
+// fileRows.
+type fileReader struct {
+	out       *fileRows
+	cols      buildColumns
+	attrNames []string
+	keep      bool
+	local     map[string]int32 // series id -> index into out.ids
+	pers      []int32
+	buf       [64]byte
+	ph        progress.Phase
+}
+
+// batch adds one record batch's rows (columns looked up by name).
+func (fr *fileReader) batch(rec arrow.RecordBatch) error {
+	out, cols := fr.out, fr.cols
+	rs := rec.Schema()
+	col := func(name string) arrow.Array {
+		if is := rs.FieldIndices(name); len(is) == 1 {
+			return rec.Column(is[0])
+		}
+		return nil
+	}
+	sa, pa, va := col(cols.series), col(cols.period), col(cols.value)
+	if sa == nil {
+		return fmt.Errorf("no series column %q", cols.series)
+	}
+	if pa == nil {
+		return fmt.Errorf("no period column %q", cols.period)
+	}
+	if va != nil && va.DataType().ID() != arrow.NULL {
+		out.valueType = va.DataType()
+	}
+	ids, err := stringsOf(sa)
+	if err != nil {
+		return fmt.Errorf("series column %q: %w", cols.series, err)
+	}
+	n := int(rec.NumRows())
+	if cap(fr.pers) < n {
+		fr.pers = make([]int32, n)
+	}
+	pers := fr.pers[:n]
+	if err := period.Column(pa, pers); err != nil {
+		var re *period.RowError
+		if errors.As(err, &re) {
+			return fmt.Errorf("row %d: column %q: period %q: %v", out.rows+int64(re.Row), cols.period, re.Value, re.Err)
+		}
+		return fmt.Errorf("column %q: %w", cols.period, err)
+	}
+	attrCols := make([]arrow.Array, len(fr.attrNames)) // nil: not in this file, null
+	for j, a := range fr.attrNames {
+		attrCols[j] = col(a)
+	}
+	ah, err := newAttrHasher(attrCols)
+	if err != nil {
+		return err
+	}
+	var vb valueBytes
+	if va != nil {
+		if vb, err = newValueBytes(va); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < n; i++ {
+		if sa.IsNull(i) {
+			return fmt.Errorf("row %d: series id is null", out.rows+int64(i))
+		}
+		id := ids(i)
+		k, ok := fr.local[id]
+		if !ok {
+			k = int32(len(out.ids))
+			id = strings.Clone(id)
+			fr.local[id] = k
+			out.ids = append(out.ids, id)
+			out.attrs = append(out.attrs, ah.hash(i))
+			if !fr.keep {
+				out.hashes = append(out.hashes, seriesHash{})
+			}
+		}
+		val, valid := vb.at(i)
+		h := rowHash(&fr.buf, pers[i], val, valid)
+		if fr.keep {
+			out.sid = append(out.sid, k)
+			out.per = append(out.per, pers[i])
+			out.h = append(out.h, h)
+		} else {
+			out.hashes[k].add(h)
+		}
+	}
+	out.rows += int64(n)
+	fr.ph.Add(int64(n), 0)
+	return nil
 }
 
 // stringsOf returns an accessor for a string-like column (plain, large,

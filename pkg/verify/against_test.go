@@ -52,7 +52,7 @@ func TestAgainst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK || rep.InputRows != 6 || rep.InputSeries != 3 || rep.InputFiles != 2 {
+	if !rep.OK || rep.Status != StatusIntact || rep.InputRows != 6 || rep.InputSeries != 3 || rep.InputFiles != 2 {
 		t.Fatalf("pristine: ok=%v input rows %d series %d files %d:%s", rep.OK, rep.InputRows, rep.InputSeries, rep.InputFiles, findings(rep))
 	}
 
@@ -85,6 +85,9 @@ func TestAgainst(t *testing.T) {
 			}
 			if rep.OK {
 				t.Fatal("no finding")
+			}
+			if rep.Status != StatusDiffers {
+				t.Errorf("status %q, want %q: a difference from the input is not damage", rep.Status, StatusDiffers)
 			}
 			all := findings(rep)
 			for _, w := range tc.want {

@@ -21,8 +21,9 @@
 //     and row counts), plus the cheap checks Open does not make.
 //   - deep (Options.Deep): every row of the data file against the sort
 //     order, the index and the manifest statistics.
-//   - against (Options.Against): the input Parquet lake is read again and
-//     compared series by series with an order-independent hash.
+//   - against (Options.Against): the input (a Parquet folder, a Delta or
+//     an Iceberg table) is read again and compared series by series with
+//     an order-independent hash.
 //
 // Verify returns an error only when it could not verify at all (no such
 // dataset directory, an unreadable root, an unknown --snapshot, an
@@ -81,6 +82,17 @@ const (
 	CheckPanic = "panic"
 )
 
+// Report statuses: what the findings say about the snapshot.
+const (
+	StatusIntact = "intact" // no finding
+	// StatusDiffers: the snapshot is intact but its rows differ from the
+	// input Options.Against names (every finding is CheckAgainst). A
+	// difference is not damage: the lake may have moved on, or the
+	// snapshot may fold in live writes (a compaction).
+	StatusDiffers = "differs"
+	StatusCorrupt = "corrupt" // at least one finding of the snapshot itself
+)
+
 // DefaultMaxFindings bounds a report: past it verification stops and says so.
 const DefaultMaxFindings = 100
 
@@ -91,8 +103,10 @@ type Options struct {
 	SnapshotID uint64
 	// Deep adds the O(rows) structural checks.
 	Deep bool
-	// Against is an input lake directory to compare the snapshot's rows
-	// with ("" for none). It is read with the manifest's build options.
+	// Against is an input to compare the snapshot's rows with ("" for
+	// none): a folder of Parquet files, or a Delta or Iceberg table
+	// directory (pkg/lake/source). It is read with the manifest's build
+	// options.
 	Against string
 	// MaxFindings stops verification after that many findings (0:
 	// DefaultMaxFindings, negative: no limit).
@@ -140,6 +154,7 @@ type Report struct {
 	Against    string `json:"against"`     // the input lake compared with; "" for none
 
 	OK        bool      `json:"ok"`        // no findings
+	Status    string    `json:"status"`    // StatusIntact, StatusDiffers or StatusCorrupt
 	Opens     bool      `json:"opens"`     // snapshot.Open with VerifyData accepts it
 	Checks    int       `json:"checks"`    // checks run (one per check and file)
 	Findings  []Finding `json:"findings"`  // every problem found, in the order found
@@ -209,8 +224,22 @@ func Verify(dir string, opt Options) (*Report, error) {
 		return nil, err
 	}
 	v.r.OK = len(v.r.Findings) == 0
+	v.r.Status = statusOf(v.r.Findings)
 	v.r.Seconds = time.Since(start).Seconds()
 	return v.r, nil
+}
+
+// statusOf classes a report's findings: none, only differences from the
+// input, or damage.
+func statusOf(fs []Finding) string {
+	status := StatusIntact
+	for _, f := range fs {
+		if f.Check != CheckAgainst {
+			return StatusCorrupt
+		}
+		status = StatusDiffers
+	}
+	return status
 }
 
 // runGuarded is run with a panic turned into a finding naming the file

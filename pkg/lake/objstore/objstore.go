@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -154,6 +155,10 @@ func (l Local) Walk(_ context.Context, dir string, skip func(string) bool) ([]En
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		if p == root && !d.IsDir() {
+			// A file, or a link to one, where a directory was asked for.
+			return &fs.PathError{Op: "walk", Path: root, Err: syscall.ENOTDIR}
+		}
 		if d.IsDir() {
 			if p != root && skip != nil && skip(rel) {
 				return filepath.SkipDir

@@ -66,8 +66,14 @@ type CatalogOptions struct {
 var ErrUsage = errors.New("usage")
 
 func usagef(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+	return usageError(fmt.Sprintf(format, a...))
 }
+
+// usageError is an ErrUsage with its own message.
+type usageError string
+
+func (e usageError) Error() string      { return string(e) }
+func (usageError) Is(target error) bool { return target == ErrUsage }
 
 // Table is one snapshot of the input, ready to read.
 type Table struct {
@@ -175,6 +181,9 @@ func isNotDir(err error) bool { return strings.Contains(err.Error(), "not a dire
 func openParquet(ctx context.Context, opt Options, st objstore.Store) (*Table, error) {
 	ents, err := st.Walk(ctx, "", func(dir string) bool { return lake.Hidden(path.Base(dir)) })
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
+			return nil, lake.NotExist(st.Location(""))
+		}
 		if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
 			return nil, fmt.Errorf("input %s is not a directory", st.Location(""))
 		}
