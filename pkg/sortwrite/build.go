@@ -188,9 +188,15 @@ type Summary struct {
 	Attributes        []string      `json:"attributes"`
 	DataColumns       []string      `json:"data_columns"`
 	Files             []SummaryFile `json:"files"`
-	IndexDataRatio    float64       `json:"index_data_ratio"`
-	Phases            Phases        `json:"phases"`
-	Seconds           float64       `json:"seconds"`
+	// InputsPruned and InputBytesPruned are the data files a shard build
+	// did not read: an Iceberg table partitioned by bucket(B, series
+	// column), split by --shard-function iceberg-bucket into N shards with
+	// N dividing B, holds the other shards' rows in other files.
+	InputsPruned     int     `json:"inputs_pruned"`
+	InputBytesPruned int64   `json:"input_bytes_pruned"`
+	IndexDataRatio   float64 `json:"index_data_ratio"`
+	Phases           Phases  `json:"phases"`
+	Seconds          float64 `json:"seconds"`
 	// Lineage of the input: its kind, location and lake snapshot.
 	Lineage manifest.Lineage `json:"lineage"`
 	// Unchanged is true when --if-changed skipped the build: the table's
@@ -283,6 +289,10 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	defer tbl.Close()
 	if len(tbl.Files) == 0 {
 		return nil, fmt.Errorf("%s at version %s holds no data files: nothing to build", tbl.Location, tbl.SnapshotID)
+	}
+	sum.InputsPruned, sum.InputBytesPruned = pruneBuckets(tbl, opt)
+	if len(tbl.Files) == 0 {
+		return nil, fmt.Errorf("%s at version %s holds no data file of shard %s: nothing to build", tbl.Location, tbl.SnapshotID, opt.Shard)
 	}
 	lin := lineageOf(tbl, opt)
 	sum.Lineage = lin

@@ -58,6 +58,7 @@ type Table struct {
 	Ref              string
 	Files            []DataFile // ordered by data sequence number, then path
 
+	tbl   *table.Table
 	scan  *table.Scan
 	tasks [][]table.FileScanTask // per file
 }
@@ -68,6 +69,47 @@ type DataFile struct {
 	Size    int64
 	Records int64 // rows in the file, before deletes
 	Deletes int   // delete files and deletion vectors that apply to it
+
+	specID    int32
+	partition map[int]any // partition field id → value
+}
+
+// Bucket says which bucket of column data file i holds, when the file's
+// partition spec has a bucket(B, column) field: the bucket and B. A
+// reader of one shard of bucket(N, column), N dividing B, needs only the
+// files whose bucket mod N is its shard.
+func (t *Table) Bucket(i int, column string) (bucket, buckets int, ok bool) {
+	f := t.Files[i]
+	field, found := t.tbl.Schema().FindFieldByName(column)
+	if !found {
+		return 0, 0, false
+	}
+	spec := t.tbl.Metadata().PartitionSpecByID(int(f.specID))
+	if spec == nil {
+		return 0, 0, false
+	}
+	for _, pf := range spec.Fields() {
+		bt, isBucket := pf.Transform.(iceberggo.BucketTransform)
+		if !isBucket || len(pf.SourceIDs) != 1 || pf.SourceIDs[0] != field.ID {
+			continue
+		}
+		var b int64
+		switch v := f.partition[pf.FieldID].(type) {
+		case int32:
+			b = int64(v)
+		case int64:
+			b = v
+		case int:
+			b = int64(v)
+		default:
+			return 0, 0, false
+		}
+		if b < 0 || b >= int64(bt.NumBuckets) {
+			return 0, 0, false
+		}
+		return int(b), bt.NumBuckets, true
+	}
+	return 0, 0, false
 }
 
 // Open loads the table and plans the scan of the selected snapshot.
@@ -117,7 +159,8 @@ func Open(ctx context.Context, opt Options) (*Table, error) {
 		if !ok {
 			i = len(t.Files)
 			byFile[p] = i
-			t.Files = append(t.Files, DataFile{Path: p, Size: task.File.FileSizeBytes(), Records: task.File.Count()})
+			t.Files = append(t.Files, DataFile{Path: p, Size: task.File.FileSizeBytes(), Records: task.File.Count(),
+				specID: task.File.SpecID(), partition: task.File.Partition()})
 			t.tasks = append(t.tasks, nil)
 			if task.DataSequenceNumber != nil {
 				seqs[p] = *task.DataSequenceNumber
@@ -142,7 +185,7 @@ func Open(ctx context.Context, opt Options) (*Table, error) {
 	for i, o := range order {
 		files[i], ts[i] = t.Files[o], t.tasks[o]
 	}
-	t.Files, t.tasks, t.scan = files, ts, scan
+	t.Files, t.tasks, t.scan, t.tbl = files, ts, scan, tbl
 	return t, nil
 }
 

@@ -141,3 +141,13 @@ func (t *icebergTable) records(ctx context.Context, f *File) ([]arrow.RecordBatc
 }
 
 func (t *icebergTable) close() error { return t.t.Close() }
+
+// Bucket says which bucket of column f holds, when the table partitions
+// it by Iceberg's bucket(B, column): the bucket and B; ok false for any
+// other file (or table kind).
+func (t *Table) Bucket(f *File, column string) (bucket, buckets int, ok bool) {
+	if t.iceberg == nil {
+		return 0, 0, false
+	}
+	return t.iceberg.t.Bucket(f.iceTask, column)
+}
