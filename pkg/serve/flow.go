@@ -154,9 +154,11 @@ func newFlowPool(name string, size int64) *flowPool {
 }
 
 // acquire takes n bytes (at most share) for host, waiting until they fit
-// or ctx ends. hostFull reports whether the host's share, rather than the
-// pool, was what had no room the last time it looked.
-func (p *flowPool) acquire(ctx context.Context, host string, n int64) (waited, hostFull bool, err error) {
+// or ctx ends; it calls waiting once if it has to wait. hostFull reports
+// whether the host's share, rather than the pool, was what had no room
+// the last time it looked.
+func (p *flowPool) acquire(ctx context.Context, host string, n int64, waiting func()) (hostFull bool, err error) {
+	waited := false
 	for {
 		p.mu.Lock()
 		hostFull = p.hosts[host]+n > p.share
@@ -164,14 +166,17 @@ func (p *flowPool) acquire(ctx context.Context, host string, n int64) (waited, h
 			p.used += n
 			p.hosts[host] += n
 			p.mu.Unlock()
-			return waited, false, nil
+			return false, nil
 		}
 		freed := p.freed
 		p.mu.Unlock()
-		waited = true
+		if !waited {
+			waited = true
+			waiting()
+		}
 		select {
 		case <-ctx.Done():
-			return waited, hostFull, ctx.Err()
+			return hostFull, ctx.Err()
 		case <-freed:
 		}
 	}
@@ -321,14 +326,20 @@ func (f *flowControl) reserve(ctx context.Context, st *streamFlow, want int64) e
 		wctx, cancel = context.WithTimeout(ctx, f.timeout)
 	}
 	defer cancel()
+	waiting := func() {
+		if f.m != nil {
+			f.m.waits.Inc()
+		}
+	}
 	var (
-		waited, hostFull bool
-		err              error
-		limit            string
+		hostFull bool
+		err      error
+		limit    string
 	)
 	if f.fifo {
 		want = min(want, f.budget)
-		if waited = !f.sem.TryAcquire(want); waited {
+		if !f.sem.TryAcquire(want) {
+			waiting()
 			err = f.sem.Acquire(wctx, want)
 		}
 		limit = fmt.Sprintf("the in-flight byte budget (%d bytes, --max-inflight-bytes)", f.budget)
@@ -338,15 +349,12 @@ func (f *flowControl) reserve(ctx context.Context, st *streamFlow, want int64) e
 			st.pool = f.small
 		}
 		want = min(want, st.pool.share)
-		waited, hostFull, err = st.pool.acquire(wctx, st.host, want)
+		hostFull, err = st.pool.acquire(wctx, st.host, want, waiting)
 		limit = fmt.Sprintf("the %s answers' share of the in-flight byte budget (%d of --max-inflight-bytes %d)", st.pool.name, st.pool.size, f.budget)
 		if hostFull {
 			limit = fmt.Sprintf("this client's share of the %s answers' in-flight bytes (%d bytes, 1/%d of %d; --max-inflight-bytes %d)",
 				st.pool.name, st.pool.share, hostShare, st.pool.size, f.budget)
 		}
-	}
-	if waited && f.m != nil {
-		f.m.waits.Inc()
 	}
 	if err != nil {
 		if ctx.Err() != nil {
