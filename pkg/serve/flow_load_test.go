@@ -269,3 +269,89 @@ func metricValue(text, name string) float64 {
 	}
 	return v
 }
+
+// BenchmarkDoGetFlow: one-series DoGets from 4 clients, alone
+// ("stalled=0") or while 60 careless clients keep a DoGet of a whole
+// dataset open without reading (each opens another once its stream is
+// cut or refused), under the flow control before fair shares ("fifo": one
+// semaphore, first come first served) and now ("fair"), with a 2 s stream
+// timeout. Reports the one-series latency percentiles, queries/s and the
+// fraction that failed.
+func BenchmarkDoGetFlow(b *testing.B) {
+	root := b.TempDir()
+	testsnap.Sample(b, root, "BIG", 12000, 3, nil)
+	os.RemoveAll(filepath.Join(root, "lake-BIG"))
+	const (
+		clients = 4
+		timeout = 2 * time.Second
+	)
+	for _, bc := range []struct {
+		policy  string
+		stalled int
+	}{{"fifo", 0}, {"fair", 0}, {"fifo", 60}, {"fair", 60}} {
+		policy, stalled := bc.policy, bc.stalled
+		b.Run(fmt.Sprintf("%s/stalled=%d", policy, stalled), func(b *testing.B) {
+			lim := DefaultLimits
+			lim.StreamTimeout = timeout
+			srv := startServer(b, Config{Root: root, Limits: lim})
+			srv.svc.flow.fifo = policy == "fifo"
+			addr := srv.FlightAddr().String()
+			c := dialAddr(b, addr)
+			ctx := context.Background()
+			all, err := get(ctx, c, allOf("BIG"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids := slices.Compact(slices.Clone(all.ids))
+			if stalled > 0 {
+				sctx, disconnect := context.WithCancel(ctx)
+				gone := stallClients(b, sctx, addr, allOf("BIG"), stalled, timeout+timeout/4)
+				defer func() { disconnect(); gone() }()
+				time.Sleep(500 * time.Millisecond) // the stalled streams reach the server
+			}
+
+			work := make(chan string, 1024)
+			var (
+				wg     sync.WaitGroup
+				failed atomic.Int64
+				mu     sync.Mutex
+				lat    []time.Duration
+			)
+			for w := 0; w < clients; w++ {
+				cl := dialAddr(b, addr)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var mine []time.Duration
+					for id := range work {
+						t0 := time.Now()
+						n, err := doGetRows(ctx, cl, ticket(map[string]any{"dataset": "BIG", "series": []string{id}}))
+						mine = append(mine, time.Since(t0))
+						if err != nil || n == 0 {
+							failed.Add(1)
+						}
+					}
+					mu.Lock()
+					lat = append(lat, mine...)
+					mu.Unlock()
+				}()
+			}
+			start := time.Now()
+			n := 0
+			for b.Loop() {
+				work <- ids[rand.IntN(len(ids))]
+				n++
+			}
+			close(work)
+			wg.Wait()
+			el := time.Since(start)
+			slices.Sort(lat)
+			b.ReportMetric(float64(n)/el.Seconds(), "queries/s")
+			b.ReportMetric(float64(quantile(lat, 0.5).Microseconds()), "p50-µs")
+			b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
+			b.ReportMetric(float64(quantile(lat, 0.999).Microseconds()), "p99.9-µs")
+			b.ReportMetric(float64(quantile(lat, 1).Microseconds()), "max-µs")
+			b.ReportMetric(float64(failed.Load())/float64(max(n, 1)), "failed/op")
+		})
+	}
+}
