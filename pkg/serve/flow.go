@@ -207,8 +207,9 @@ type flowControl struct {
 	m *flowMetrics
 
 	// fifo selects the policy before fair shares (one semaphore, first
-	// come first served), kept for the benchmark that compares the two.
-	fifo bool
+	// come first served), kept for the benchmark that compares the two
+	// (atomic: it sets it on a running server).
+	fifo atomic.Bool
 	sem  *semaphore.Weighted
 
 	// high is the most bytes reserved since memory was last given back to
@@ -336,7 +337,7 @@ func (f *flowControl) reserve(ctx context.Context, st *streamFlow, want int64) e
 		err      error
 		limit    string
 	)
-	if f.fifo {
+	if f.fifo.Load() {
 		want = min(want, f.budget)
 		if !f.sem.TryAcquire(want) {
 			waiting()

@@ -294,7 +294,7 @@ func BenchmarkDoGetFlow(b *testing.B) {
 			lim := DefaultLimits
 			lim.StreamTimeout = timeout
 			srv := startServer(b, Config{Root: root, Limits: lim})
-			srv.svc.flow.fifo = policy == "fifo"
+			srv.svc.flow.fifo.Store(policy == "fifo")
 			addr := srv.FlightAddr().String()
 			c := dialAddr(b, addr)
 			ctx := context.Background()
