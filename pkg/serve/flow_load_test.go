@@ -164,9 +164,10 @@ func TestFairFlowUnderStalledClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := slices.Compact(slices.Clone(all.ids))
-	if len(ids) < 100 {
-		t.Fatalf("%d series in the dataset", len(ids))
+	if len(ids) < 100 || all.batches < 5 {
+		t.Fatalf("%d series in the dataset, %d batches in its whole answer: too small to stall", len(ids), all.batches)
 	}
+	t.Logf("the whole dataset: %d rows, %d series, %d batches", len(all.ids), len(ids), all.batches)
 	all = nil
 	// the idle baseline: one-series traffic alone, then settled
 	base, _, err := oneSeries(ctx, p.flight, "BIG", ids, good, nil, 400)
