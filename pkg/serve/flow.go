@@ -59,7 +59,8 @@ package serve
 // 1/freeAbovePart of the budget) to a quarter of it, the watchdog calls
 // debug.FreeOSMemory (a collection that returns free pages to the OS), at
 // most once every freeEvery, and once more freeEvery later for the
-// streams that were still ending. gctune retunes GOGC after that
+// streams that were still ending (with a budget and a watchdog: a stream
+// or lease timeout). gctune retunes GOGC after that
 // collection like after any other.
 //
 // One watchdog goroutine scans the running streams; a stream costs a map
@@ -497,7 +498,7 @@ func newFlowMetrics() flowMetrics {
 			Name: "servingsnap_inflight_bytes", Help: "Bytes of the in-flight budget that running DoGet streams hold now.",
 		}),
 		waits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "servingsnap_inflight_waits_total", Help: "DoGet streams that found the in-flight byte budget spent and waited.",
+			Name: "servingsnap_inflight_waits_total", Help: "DoGet streams that found no room in the in-flight byte budget (the small or large answers' part, or their client's share of it) and waited.",
 		}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "servingsnap_inflight_refused_total", Help: "DoGet streams refused with ResourceExhausted: the budget stayed spent for --stream-timeout.",
