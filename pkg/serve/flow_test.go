@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
@@ -28,42 +30,118 @@ import (
 	"github.com/energyscope/servingsnap/pkg/served"
 )
 
-// TestFlowBudget: a stream that finds the in-flight budget spent waits;
-// freed in time it proceeds, otherwise it is ResourceExhausted.
+// TestFlowBudget: the budget is split into a small answers' pool and a
+// large one, each shared among peer hosts; a stream that finds no room
+// waits, proceeds when bytes are given back in time, and is
+// ResourceExhausted naming the limit otherwise. A full large pool, or a
+// client over its share, holds up no one else.
 func TestFlowBudget(t *testing.T) {
 	m := newFlowMetrics()
-	// The wait for budget is the stream timeout: long enough that the
-	// release 5 ms into the wait below lands inside it even on a loaded
-	// machine under -race (at 50 ms it did not always), so the refusal
-	// case costs a second.
-	f := newFlowControl(Limits{MaxInFlightBytes: 100, StreamTimeout: time.Second}, slog.New(slog.DiscardHandler), &m)
+	// Budget 400, one batch 40: small pool 100 (25 a host), large 300 (75
+	// a host). The wait for budget is the stream timeout: long enough that
+	// the release 5 ms into the wait below lands inside it even on a loaded
+	// machine under -race.
+	f := newFlowControl(Limits{MaxInFlightBytes: 400, BatchBytes: 40, StreamTimeout: time.Second}, slog.New(slog.DiscardHandler), &m)
 	defer f.close()
-	d := &fakeOwner{}
-	v := &served.View{}
-	a, err := f.begin(context.Background(), d, v, 80)
-	if err != nil {
-		t.Fatal(err)
+	d, v := &fakeOwner{}, &served.View{}
+	from := func(host string) context.Context {
+		return peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP(host), Port: 5000}})
 	}
-	// spent: refused after the wait
-	if _, err := f.begin(context.Background(), d, v, 80); status.Code(toStatus(err)) != codes.ResourceExhausted {
-		t.Fatalf("second stream over the budget: %v, want ResourceExhausted", err)
+	held := map[string]*streamFlow{}
+	steps := []struct {
+		name, host string
+		want       int64
+		reserved   int64  // 0: refused
+		refusal    string // in the refusal's message
+	}{
+		{"large, clamped to a host's share", "10.0.0.1", 1000, 75, ""},
+		{"same host over its share", "10.0.0.1", 75, 0, "this client's share of the large answers"},
+		{"same host, small answer: its own pool", "10.0.0.1", 30, 25, ""},
+		{"host 2", "10.0.0.2", 75, 75, ""},
+		{"host 3", "10.0.0.3", 75, 75, ""},
+		{"host 4 fills the large pool", "10.0.0.4", 300, 75, ""},
+		{"host 5, large pool full", "10.0.0.5", 75, 0, "the large answers' share"},
+		{"host 5, small answer not held up", "10.0.0.5", 40, 25, ""},
+	}
+	for _, s := range steps {
+		st, err := f.begin(from(s.host), d, v, s.want)
+		if s.reserved == 0 {
+			if status.Code(toStatus(err)) != codes.ResourceExhausted || !strings.Contains(err.Error(), s.refusal) {
+				t.Fatalf("%s: %v, want ResourceExhausted naming %q", s.name, err, s.refusal)
+			}
+			continue
+		}
+		if err != nil || st.reserved != s.reserved {
+			t.Fatalf("%s: %v, reserved %d, want %d", s.name, err, st.reserved, s.reserved)
+		}
+		held[s.name] = st
 	}
 	// freed during the wait: proceeds
-	go func() { time.Sleep(5 * time.Millisecond); f.end(a) }()
-	b, err := f.begin(context.Background(), d, v, 80)
+	go func() { time.Sleep(5 * time.Millisecond); f.end(held["host 2"]) }()
+	st, err := f.begin(from("10.0.0.5"), d, v, 75)
 	if err != nil {
 		t.Fatalf("stream after the budget was freed: %v", err)
 	}
-	// a reservation above the whole budget is clamped to it, not refused forever
-	f.end(b)
-	c, err := f.begin(context.Background(), d, v, 1000)
-	if err != nil || c.reserved != 100 {
-		t.Fatalf("oversized reservation: %v, reserved %d", err, c.reserved)
+	held["host 5 after"] = st
+	for k, st := range held {
+		if k != "host 2" {
+			f.end(st)
+		}
 	}
-	f.end(c)
 	if n := f.reservedNow.Load(); n != 0 {
 		t.Fatalf("%d bytes still reserved after every stream ended", n)
 	}
+	for _, p := range []*flowPool{f.small, f.large} {
+		if p.used != 0 || len(p.hosts) != 0 {
+			t.Fatalf("%s pool after every stream ended: %d bytes used, hosts %v", p.name, p.used, p.hosts)
+		}
+	}
+}
+
+// TestFlowGiveBack: freed memory goes back to the OS once the bytes
+// reserved fall from a high mark to a quarter of it, then once more
+// freeEvery later, and no more often.
+func TestFlowGiveBack(t *testing.T) {
+	f := newFlowControl(Limits{MaxInFlightBytes: 1600, BatchBytes: 10}, slog.New(slog.DiscardHandler), nil)
+	defer f.close()
+	calls := 0
+	f.freeOS = func() { calls++ }
+	d, v := &fakeOwner{}, &served.View{}
+	ctx := func(i int) context.Context {
+		return peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, byte(i)), Port: 1}})
+	}
+	now := time.Now()
+	var sts []*streamFlow
+	for i := range 4 { // 4 × 100 in the large pool: the high mark 400
+		st, err := f.begin(ctx(i), d, v, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts = append(sts, st)
+	}
+	steps := []struct {
+		name  string
+		end   int           // streams to end first
+		after time.Duration // since the start
+		calls int
+	}{
+		{"streams holding 400: nothing to give back", 0, 0, 0},
+		{"300 of 400 ended", 3, 0, 1},
+		{"again too soon", 0, time.Second, 1},
+		{"once more after freeEvery", 0, freeEvery + time.Second, 2},
+		{"then no more", 0, 3 * freeEvery, 2},
+	}
+	for _, s := range steps {
+		for range s.end {
+			f.end(sts[0])
+			sts = sts[1:]
+		}
+		f.giveBack(now.Add(s.after))
+		if calls != s.calls {
+			t.Fatalf("%s: %d calls, want %d", s.name, calls, s.calls)
+		}
+	}
+	f.end(sts[0])
 }
 
 // TestFlowLease: a stream whose snapshot is replaced is expired after the

@@ -49,8 +49,9 @@ type Limits struct {
 	MaxPutBytes int64
 
 	// Flow control for slow clients (flow.go). MaxInFlightBytes is the
-	// budget of bytes all DoGet streams may hold in the transport at once;
-	// a stream that finds it spent waits up to StreamTimeout, then is
+	// budget of bytes all DoGet streams may hold in the transport at once,
+	// shared between small and large answers and among clients; a stream
+	// that finds no room waits up to StreamTimeout, then is
 	// ResourceExhausted. StreamTimeout ends a stream whose Send made no
 	// progress that long. LeaseTimeout ends a stream still reading a
 	// snapshot replaced that long ago.
