@@ -24,7 +24,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 )
 
@@ -222,21 +221,12 @@ const (
 		tokOther + " scopes=read,write,admin datasets=OTHER,GHOST\n" + tokBare + "\n"
 )
 
-// scopeRoot builds datasets LIVE and OTHER, writable: A (3 monthly
-// rows), B (2), attribute units.
+// scopeRoot builds datasets LIVE and OTHER, writable, from liveRoot's lake:
+// A (3 monthly rows), B (2), attribute units.
 func scopeRoot(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	lake := filepath.Join(dir, "lake")
-	testlake.WriteParquet(t, lake, "part-0.parquet", 0,
-		testlake.Col{Name: "series_id", Vals: testlake.Strs("A", "A", "A", "B", "B")},
-		testlake.Col{Name: "period", Vals: testlake.Strs("2020-01", "2020-02", "2020-03", "2020-01", "2020-02")},
-		testlake.Col{Name: "value", Vals: testlake.Floats(1, 2, 3, 10, 11)},
-		testlake.Col{Name: "units", Vals: testlake.Strs("u", "u", "u", "v", "v")},
-	)
-	root := filepath.Join(dir, "root")
-	testsnap.Build(t, lake, filepath.Join(root, "LIVE"), nil)
-	testsnap.Build(t, lake, filepath.Join(root, "OTHER"), nil)
+	root := liveRoot(t)
+	testsnap.Build(t, filepath.Join(filepath.Dir(root), "lake"), filepath.Join(root, "OTHER"), nil)
 	return root
 }
 
