@@ -72,7 +72,7 @@ var layers = []struct {
 // package of the module but the commands (they build, so they import the
 // build side), and only other test helpers may import them: tests are not
 // checked here, and production code must not depend on test fixtures.
-var testHelpers = []string{"internal/testlake", "internal/testsnap", "internal/testtls", "internal/testiceberg/...", "pkg/inspect/inspecttest", "internal/cliutil/clitest"}
+var testHelpers = []string{"internal/testlake", "internal/testsnap", "internal/testtls", "internal/testiceberg/...", "pkg/inspect/inspecttest", "internal/cliutil/clitest", "internal/datadriven"}
 
 // forbidden lists imports that the layers alone would allow, or that are
 // worth a message of their own. From, To and Except are patterns as in

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/energyscope/servingsnap/internal/datadriven"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -35,19 +36,19 @@ type replicaState struct {
 
 // on splits a directive's on=replica argument off: the client to ask and
 // the directive without it.
-func (s *liveScript) on(d *directive) (flight.Client, *directive) {
-	vals, ok := d.arg("on")
+func (s *liveScript) on(d *datadriven.Directive) (flight.Client, *datadriven.Directive) {
+	vals, ok := d.Arg("on")
 	if !ok {
 		return s.client, d
 	}
 	if len(vals) != 1 || vals[0] != "replica" || s.replica == nil {
-		s.t.Fatalf("%s: on=replica needs a started replica", d.pos)
+		s.t.Fatalf("%s: on=replica needs a started replica", d.Pos)
 	}
 	rest := *d
-	rest.args = nil
-	for _, a := range d.args {
-		if a.key != "on" {
-			rest.args = append(rest.args, a)
+	rest.Args = nil
+	for _, a := range d.Args {
+		if a.Key != "on" {
+			rest.Args = append(rest.Args, a)
 		}
 	}
 	return s.replica.client, &rest
@@ -68,16 +69,16 @@ func (s *liveScript) writer() (*dsdir.Writer, bool, error) {
 }
 
 // flip is "publish N" and "rollback N [expect=M]".
-func (s *liveScript) flip(d *directive) string {
-	if len(d.args) == 0 {
-		s.t.Fatalf("%s: %s N [expect=M]", d.pos, d.cmd)
+func (s *liveScript) flip(d *datadriven.Directive) string {
+	if len(d.Args) == 0 {
+		s.t.Fatalf("%s: %s N [expect=M]", d.Pos, d.Cmd)
 	}
-	id, err := strconv.ParseUint(d.args[0].key, 10, 64)
+	id, err := strconv.ParseUint(d.Args[0].Key, 10, 64)
 	if err != nil {
-		s.t.Fatalf("%s: %s N: %v", d.pos, d.cmd, err)
+		s.t.Fatalf("%s: %s N: %v", d.Pos, d.Cmd, err)
 	}
 	c := dsdir.Change{Tool: "script"}
-	if v, ok := d.arg("expect"); ok {
+	if v, ok := d.Arg("expect"); ok {
 		c.Expect, _ = strconv.ParseUint(v[0], 10, 64)
 	}
 	w, own, err := s.writer()
@@ -88,7 +89,7 @@ func (s *liveScript) flip(d *directive) string {
 		defer w.Close()
 	}
 	var from uint64
-	if d.cmd == "publish" {
+	if d.Cmd == "publish" {
 		from, err = w.PublishInstalled(id, c)
 	} else {
 		from, err = w.Rollback(id, c)
@@ -99,10 +100,10 @@ func (s *liveScript) flip(d *directive) string {
 	return fmt.Sprintf("CURRENT %d -> %d", from, id)
 }
 
-func (s *liveScript) gc(d *directive) string {
-	v, ok := d.arg("keep")
+func (s *liveScript) gc(d *datadriven.Directive) string {
+	v, ok := d.Arg("keep")
 	if !ok {
-		s.t.Fatalf("%s: gc keep=K", d.pos)
+		s.t.Fatalf("%s: gc keep=K", d.Pos)
 	}
 	keep, _ := strconv.Atoi(v[0])
 	w, own, err := s.writer()
@@ -146,10 +147,10 @@ func (s *liveScript) history() string {
 	return strings.Join(out, "\n")
 }
 
-func (s *liveScript) discard(d *directive) string {
+func (s *liveScript) discard(d *datadriven.Directive) string {
 	reason := ""
-	if len(d.args) > 0 {
-		reason = d.args[0].key
+	if len(d.Args) > 0 {
+		reason = d.Args[0].Key
 	}
 	body, err := runAction(context.Background(), s.client, "discard", scriptDataset+"\n"+reason)
 	if err != nil {
@@ -167,11 +168,11 @@ func (s *liveScript) discard(d *directive) string {
 }
 
 // replicaCmd is "replica start|stop|sync".
-func (s *liveScript) replicaCmd(d *directive) string {
-	if len(d.args) != 1 {
-		s.t.Fatalf("%s: replica start|stop|sync", d.pos)
+func (s *liveScript) replicaCmd(d *datadriven.Directive) string {
+	if len(d.Args) != 1 {
+		s.t.Fatalf("%s: replica start|stop|sync", d.Pos)
 	}
-	switch d.args[0].key {
+	switch d.Args[0].Key {
 	case "start":
 		srv, err := New(Config{Root: s.root, Addr: "127.0.0.1:0", Limits: DefaultLimits, ReadOnly: true,
 			FollowInterval: time.Millisecond, ReloadInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
@@ -193,7 +194,7 @@ func (s *liveScript) replicaCmd(d *directive) string {
 	case "sync":
 		return s.syncReplica()
 	}
-	s.t.Fatalf("%s: replica start|stop|sync", d.pos)
+	s.t.Fatalf("%s: replica start|stop|sync", d.Pos)
 	return ""
 }
 

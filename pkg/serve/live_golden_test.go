@@ -77,6 +77,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/energyscope/servingsnap/internal/datadriven"
 	"github.com/energyscope/servingsnap/internal/testlake"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/delta"
@@ -89,17 +90,11 @@ import (
 const scriptDataset = "LIVE"
 
 func TestLiveScripts(t *testing.T) {
-	paths, err := filepath.Glob("testdata/live/*.txt")
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, path := range paths {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			s := newLiveScript(t)
-			defer s.close()
-			runScript(t, path, s.run)
-		})
-	}
+	datadriven.Walk(t, "testdata/live/*.txt", func(t *testing.T, path string) {
+		s := newLiveScript(t)
+		defer s.close()
+		datadriven.RunFile(t, path, s.run)
+	})
 }
 
 // logRecorder is a slog handler keeping every record, so a script can show
@@ -258,8 +253,8 @@ func (s *liveScript) label(pos uint64) string {
 
 func (s *liveScript) dataset() *served.Dataset { return s.srv.svc.datasets[scriptDataset] }
 
-func (s *liveScript) run(d *directive) string {
-	switch d.cmd {
+func (s *liveScript) run(d *datadriven.Directive) string {
+	switch d.Cmd {
 	case "build":
 		return s.build(d)
 	case "publish", "rollback":
@@ -298,7 +293,7 @@ func (s *liveScript) run(d *directive) string {
 			return "error: " + s.clean(err.Error())
 		}
 	}
-	switch d.cmd {
+	switch d.Cmd {
 	case "put":
 		return s.put(d)
 	case "get":
@@ -330,7 +325,7 @@ func (s *liveScript) run(d *directive) string {
 	case "replica":
 		return s.replicaCmd(d)
 	}
-	s.t.Fatalf("%s: unknown command %q", d.pos, d.cmd)
+	s.t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	return ""
 }
 
@@ -353,25 +348,25 @@ type row struct {
 // column).
 var scriptAttrs = []string{"units", "category", "region"}
 
-func parseRows(t *testing.T, d *directive, lines []string) []row {
+func parseRows(t *testing.T, d *datadriven.Directive, lines []string) []row {
 	var rows []row
 	for _, l := range lines {
 		f := strings.Fields(l)
 		if len(f) < 3 {
-			t.Fatalf("%s: row %q: want ID PERIOD VALUE [k=v ...]", d.pos, l)
+			t.Fatalf("%s: row %q: want ID PERIOD VALUE [k=v ...]", d.Pos, l)
 		}
 		r := row{id: f[0], period: f[1], attrs: map[string]string{}}
 		if f[2] != "null" {
 			v, err := strconv.ParseFloat(f[2], 64)
 			if err != nil {
-				t.Fatalf("%s: row %q: %v", d.pos, l, err)
+				t.Fatalf("%s: row %q: %v", d.Pos, l, err)
 			}
 			r.value = &v
 		}
 		for _, kv := range f[3:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || !slices.Contains(scriptAttrs, k) {
-				t.Fatalf("%s: row %q: attribute %q: want units=…, category=… or region=…", d.pos, l, kv)
+				t.Fatalf("%s: row %q: attribute %q: want units=…, category=… or region=…", d.Pos, l, kv)
 			}
 			r.attrs[k] = v
 		}
@@ -381,8 +376,8 @@ func parseRows(t *testing.T, d *directive, lines []string) []row {
 }
 
 // build writes the rows as a lake and builds it into the dataset.
-func (s *liveScript) build(d *directive) string {
-	rows := parseRows(s.t, d, strings.Split(d.input, "\n"))
+func (s *liveScript) build(d *datadriven.Directive) string {
+	rows := parseRows(s.t, d, strings.Split(d.Input, "\n"))
 	s.builds++
 	lake := filepath.Join(s.tmp, fmt.Sprintf("lake-%d", s.builds))
 	var ids, periods, vals []any
@@ -407,7 +402,7 @@ func (s *liveScript) build(d *directive) string {
 		{Name: "period", Vals: periods},
 		{Name: "value", Vals: vals, Typ: arrow.PrimitiveTypes.Float64},
 	}
-	drop, _ := d.arg("drop")
+	drop, _ := d.Arg("drop")
 	for _, a := range scriptAttrs {
 		if slices.Contains(drop, a) {
 			continue
@@ -418,15 +413,15 @@ func (s *liveScript) build(d *directive) string {
 	}
 	testlake.WriteParquet(s.t, lake, "part-0.parquet", 0, cols...)
 	opt := sortwrite.Options{Input: lake, Out: s.dir, Parallel: 1}
-	for _, a := range d.args {
-		switch a.key {
+	for _, a := range d.Args {
+		switch a.Key {
 		case "supersede":
 			opt.SupersedeWrites = true
 		case "no-publish":
 			opt.NoPublish = true
 		case "drop":
 		default:
-			s.t.Fatalf("%s: build [supersede] [no-publish] [drop=COLUMN,…]", d.pos)
+			s.t.Fatalf("%s: build [supersede] [no-publish] [drop=COLUMN,…]", d.Pos)
 		}
 	}
 	sum, err := sortwrite.Build(context.Background(), opt)
@@ -490,7 +485,7 @@ func (s *liveScript) record(rows []row) arrow.RecordBatch {
 	return rec
 }
 
-func (s *liveScript) put(d *directive) string {
+func (s *liveScript) put(d *datadriven.Directive) string {
 	var recs []arrow.RecordBatch
 	var batch []string
 	flush := func() {
@@ -499,7 +494,7 @@ func (s *liveScript) put(d *directive) string {
 		}
 		batch = nil
 	}
-	for _, l := range strings.Split(d.input, "\n") {
+	for _, l := range strings.Split(d.Input, "\n") {
 		switch strings.TrimSpace(l) {
 		case ";":
 			flush()
@@ -528,31 +523,31 @@ func (s *liveScript) put(d *directive) string {
 }
 
 // ticketOf is the ticket a get directive describes.
-func (s *liveScript) ticketOf(d *directive, latest bool) map[string]any {
-	if d.input != "" {
+func (s *liveScript) ticketOf(d *datadriven.Directive, latest bool) map[string]any {
+	if d.Input != "" {
 		var q map[string]any
-		if err := json.Unmarshal([]byte(d.input), &q); err != nil {
-			s.t.Fatalf("%s: ticket: %v", d.pos, err)
+		if err := json.Unmarshal([]byte(d.Input), &q); err != nil {
+			s.t.Fatalf("%s: ticket: %v", d.Pos, err)
 		}
 		return q
 	}
 	q := map[string]any{"dataset": scriptDataset}
-	for _, a := range d.args {
-		switch a.key {
+	for _, a := range d.Args {
+		switch a.Key {
 		case "series", "columns":
-			q[a.key] = a.vals
+			q[a.Key] = a.Vals
 		case "prefix", "category", "start", "end":
-			q[a.key] = strings.Join(a.vals, ",")
+			q[a.Key] = strings.Join(a.Vals, ",")
 		case "latest", "attributes":
-			q[a.key] = true
+			q[a.Key] = true
 		case "limit", "snapshot":
-			n, err := strconv.Atoi(a.vals[0])
+			n, err := strconv.Atoi(a.Vals[0])
 			if err != nil {
-				s.t.Fatalf("%s: %s: %v", d.pos, a.key, err)
+				s.t.Fatalf("%s: %s: %v", d.Pos, a.Key, err)
 			}
-			q[a.key] = n
+			q[a.Key] = n
 		default:
-			s.t.Fatalf("%s: unknown argument %q", d.pos, a.key)
+			s.t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
 		}
 	}
 	_, hasS := q["series"]
@@ -628,7 +623,7 @@ func (s *liveScript) doGetOn(c flight.Client, q map[string]any) (*scriptAnswer, 
 	return a, nil
 }
 
-func (s *liveScript) get(d *directive, latest bool) string {
+func (s *liveScript) get(d *datadriven.Directive, latest bool) string {
 	c, d := s.on(d)
 	a, err := s.doGetOn(c, s.ticketOf(d, latest))
 	if err != nil {
@@ -642,10 +637,10 @@ func (s *liveScript) get(d *directive, latest bool) string {
 
 // info prints the exact counts a client is told, checks them against the
 // rows a DoGet of the same query returns, and shows the delta in memory.
-func (s *liveScript) info(d *directive) string {
+func (s *liveScript) info(d *datadriven.Directive) string {
 	ctx := context.Background()
 	var desc *flight.FlightDescriptor
-	if len(d.args) == 0 && d.input == "" {
+	if len(d.Args) == 0 && d.Input == "" {
 		desc = &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{scriptDataset}}
 	} else {
 		desc = &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: ticket(s.ticketOf(d, false))}
@@ -752,15 +747,15 @@ func (s *liveScript) compactText(body []byte) string {
 	return out
 }
 
-func (s *liveScript) compact(d *directive) string {
+func (s *liveScript) compact(d *datadriven.Directive) string {
 	switch {
-	case len(d.args) == 0:
+	case len(d.Args) == 0:
 		body, err := s.action("compact")
 		if err != nil {
 			return errText(err)
 		}
 		return s.compactText(body)
-	case d.args[0].key == "async":
+	case d.Args[0].Key == "async":
 		ctx, cancel := context.WithCancel(context.Background())
 		bg := &bgCompact{cancel: cancel, done: make(chan struct{})}
 		s.bg = bg
@@ -787,10 +782,10 @@ func (s *liveScript) compact(d *directive) string {
 			time.Sleep(time.Millisecond)
 		}
 		return "compaction did not freeze in 10 s"
-	case d.args[0].key == "wait":
+	case d.Args[0].Key == "wait":
 		return s.compactWait()
 	}
-	s.t.Fatalf("%s: compact [async|wait]", d.pos)
+	s.t.Fatalf("%s: compact [async|wait]", d.Pos)
 	return ""
 }
 
@@ -807,17 +802,17 @@ func (s *liveScript) compactWait() string {
 	return s.compactText(bg.body)
 }
 
-func (s *liveScript) crash(d *directive) string {
+func (s *liveScript) crash(d *datadriven.Directive) string {
 	s.stop(true)
 	out := []string{"crashed"}
 	for _, kind := range []string{"garbage", "zeros"} {
-		v, ok := d.argOne(kind)
+		v, ok := d.ArgOne(kind)
 		if !ok {
 			continue
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			s.t.Fatalf("%s: %s=%q", d.pos, kind, v)
+			s.t.Fatalf("%s: %s=%q", d.Pos, kind, v)
 		}
 		tail := make([]byte, n)
 		if kind == "garbage" {

@@ -24,21 +24,22 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/energyscope/servingsnap/internal/datadriven"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 )
 
 // TestTokenScripts: the token-line format, golden (testdata/tokens.txt).
 func TestTokenScripts(t *testing.T) {
-	runScript(t, filepath.Join("testdata", "tokens.txt"), func(d *directive) string {
-		if d.cmd != "parse" {
-			t.Fatalf("%s: unknown command %q", d.pos, d.cmd)
+	datadriven.RunFile(t, filepath.Join("testdata", "tokens.txt"), func(d *datadriven.Directive) string {
+		if d.Cmd != "parse" {
+			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 		}
-		_, env := d.arg("env")
+		_, env := d.Arg("env")
 		source := "tokens"
 		if env {
 			source = "$TOKENS"
 		}
-		lines, err := ParseTokens(source, []byte(d.input), env)
+		lines, err := ParseTokens(source, []byte(d.Input), env)
 		if err != nil {
 			return "error: " + err.Error()
 		}

@@ -16,91 +16,35 @@ package sqlq
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/energyscope/servingsnap/internal/datadriven"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the golden scripts under testdata/")
-
 func TestGolden(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts under testdata: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runGolden(t, f) })
-	}
+	datadriven.Walk(t, "testdata/*.txt", func(t *testing.T, path string) {
+		datadriven.RunFile(t, path, func(d *datadriven.Directive) string { return runDirective(t, d) })
+	})
 }
 
-func runGolden(t *testing.T, path string) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	var out strings.Builder
-	for i := 0; i < len(lines); {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			out.WriteString(l + "\n")
-			i++
-			continue
-		}
-		pos := fmt.Sprintf("%s:%d", path, i+1)
-		cmd := strings.Fields(l)
-		out.WriteString(l + "\n")
-		i++
-		var input []string
-		for i < len(lines) && lines[i] != "----" {
-			input = append(input, lines[i])
-			out.WriteString(lines[i] + "\n")
-			i++
-		}
-		if i == len(lines) {
-			t.Fatalf("%s: no ---- after the directive", pos)
-		}
-		out.WriteString("----\n")
-		i++
-		var want []string
-		for i < len(lines) && lines[i] != "" {
-			want = append(want, lines[i])
-			i++
-		}
-		got := runDirective(t, pos, cmd, strings.Join(input, "\n"))
-		out.WriteString(got + "\n")
-		if !*rewrite && got != strings.Join(want, "\n") {
-			t.Errorf("%s: %s\n got:\n%s\nwant:\n%s", pos, l, got, strings.Join(want, "\n"))
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func runDirective(t *testing.T, pos string, cmd []string, sql string) string {
+func runDirective(t *testing.T, d *datadriven.Directive) string {
 	var params []string
-	for _, a := range cmd[1:] {
-		k, v, _ := strings.Cut(a, "=")
-		if k != "params" {
-			t.Fatalf("%s: unknown argument %q", pos, a)
+	for _, a := range d.Args {
+		if a.Key != "params" {
+			d.Fatalf(t, "unknown argument %q", a.Key)
 		}
-		params = strings.Split(v, ",")
+		params = a.Vals
 	}
-	st, err := Parse(sql)
+	st, err := Parse(d.Input)
 	if err != nil {
 		return errText(err)
 	}
-	switch cmd[0] {
+	switch d.Cmd {
 	case "parse":
 		roundTrip(t, st, params)
 		return st.String()
@@ -111,7 +55,7 @@ func runDirective(t *testing.T, pos string, cmd []string, sql string) string {
 		}
 		return queryText(q)
 	}
-	t.Fatalf("%s: unknown command %q", pos, cmd[0])
+	d.Fatalf(t, "unknown command")
 	return ""
 }
 
