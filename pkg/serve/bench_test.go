@@ -503,3 +503,49 @@ func timeDoGets(b *testing.B, ctx context.Context, c flight.Client, ids []string
 	}
 	return lat
 }
+
+// discardStream is a DoGet stream that drops every message: a benchmark
+// through it counts only the server's work and allocations.
+type discardStream struct {
+	flight.FlightService_DoGetServer // nil: only Context and Send are called
+	ctx                              context.Context
+	msgs                             int
+}
+
+func (d *discardStream) Context() context.Context      { return d.ctx }
+func (d *discardStream) Send(*flight.FlightData) error { d.msgs++; return nil }
+
+// BenchmarkDoGetServerSide: the Service's DoGet handler for one 150-row
+// series of the 100k-series dataset, the stream discarding its messages:
+// allocs/op and B/op are the server's alone (ticket, plan, batch, IPC
+// encoding), without gRPC or a client.
+func BenchmarkDoGetServerSide(b *testing.B) {
+	svc, err := Open(benchRoot(b, 100_000, 150), Options{Limits: DefaultLimits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer svc.Close()
+	v := acquireView(svc.datasets["B"])
+	ids := benchIDs(b, v)
+	v.Release()
+	tickets := make([]*flight.Ticket, 1024)
+	for i := range tickets {
+		tickets[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + ids[i] + `"]}`)}
+	}
+	st := &discardStream{ctx: context.Background()}
+	for i := range 100 { // warm up pools and caches
+		if err := svc.DoGet(tickets[i%len(tickets)], st); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st.msgs = 0
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := svc.DoGet(tickets[i%len(tickets)], st); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(st.msgs)/float64(i), "msgs/op")
+}

@@ -155,10 +155,12 @@ func newFlowPool(name string, size int64) *flowPool {
 }
 
 // acquire takes n bytes (at most share) for host, waiting until they fit
-// or ctx ends; it calls waiting once if it has to wait. hostFull reports
-// whether the host's share, rather than the pool, was what had no room
-// the last time it looked.
-func (p *flowPool) acquire(ctx context.Context, host string, n int64, waiting func()) (hostFull bool, err error) {
+// or ctx ends or, if timeout > 0, timeout passes; it calls waiting once if
+// it has to wait. hostFull reports whether the host's share, rather than
+// the pool, was what had no room the last time it looked. Bytes that are
+// free are taken without allocating (the timeout's context is made only
+// for a wait).
+func (p *flowPool) acquire(ctx context.Context, timeout time.Duration, host string, n int64, waiting func()) (hostFull bool, err error) {
 	waited := false
 	for {
 		p.mu.Lock()
@@ -174,6 +176,11 @@ func (p *flowPool) acquire(ctx context.Context, host string, n int64, waiting fu
 		if !waited {
 			waited = true
 			waiting()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -276,8 +283,9 @@ func (f *flowControl) close() {
 // at least minReserve, at most flowHold batch budgets.
 func reserveFor(p *query.Plan, batchBytes int64) int64 {
 	w := int64(0)
-	for _, fd := range p.Schema().Fields() {
-		if fw, ok := fd.Type.(arrow.FixedWidthDataType); ok {
+	sc := p.Schema()
+	for i := range sc.NumFields() { // not Fields(): it copies the slice
+		if fw, ok := sc.Field(i).Type.(arrow.FixedWidthDataType); ok {
 			w += int64((fw.BitWidth() + 7) / 8)
 		} else {
 			w += 16
@@ -323,11 +331,6 @@ func (f *flowControl) begin(ctx context.Context, d leaseOwner, v *served.View, w
 // reserve takes want bytes for st from its pool (or, fifo, the one
 // semaphore), waiting up to the stream timeout.
 func (f *flowControl) reserve(ctx context.Context, st *streamFlow, want int64) error {
-	wctx, cancel := ctx, context.CancelFunc(func() {})
-	if f.timeout > 0 {
-		wctx, cancel = context.WithTimeout(ctx, f.timeout)
-	}
-	defer cancel()
 	waiting := func() {
 		if f.m != nil {
 			f.m.waits.Inc()
@@ -336,27 +339,25 @@ func (f *flowControl) reserve(ctx context.Context, st *streamFlow, want int64) e
 	var (
 		hostFull bool
 		err      error
-		limit    string
 	)
 	if f.fifo.Load() {
 		want = min(want, f.budget)
 		if !f.sem.TryAcquire(want) {
 			waiting()
+			wctx, cancel := ctx, context.CancelFunc(func() {})
+			if f.timeout > 0 {
+				wctx, cancel = context.WithTimeout(ctx, f.timeout)
+			}
 			err = f.sem.Acquire(wctx, want)
+			cancel()
 		}
-		limit = fmt.Sprintf("the in-flight byte budget (%d bytes, --max-inflight-bytes)", f.budget)
 	} else {
 		st.pool = f.large
 		if want <= f.smallMax {
 			st.pool = f.small
 		}
 		want = min(want, st.pool.share)
-		hostFull, err = st.pool.acquire(wctx, st.host, want, waiting)
-		limit = fmt.Sprintf("the %s answers' share of the in-flight byte budget (%d of --max-inflight-bytes %d)", st.pool.name, st.pool.size, f.budget)
-		if hostFull {
-			limit = fmt.Sprintf("this client's share of the %s answers' in-flight bytes (%d bytes, 1/%d of %d; --max-inflight-bytes %d)",
-				st.pool.name, st.pool.share, hostShare, st.pool.size, f.budget)
-		}
+		hostFull, err = st.pool.acquire(ctx, f.timeout, st.host, want, waiting)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -365,10 +366,23 @@ func (f *flowControl) reserve(ctx context.Context, st *streamFlow, want int64) e
 		if f.m != nil {
 			f.m.refused.Inc()
 		}
-		return errf(codes.ResourceExhausted, "server busy: %s stayed spent for %s; retry later", limit, f.timeout)
+		return errf(codes.ResourceExhausted, "server busy: %s stayed spent for %s; retry later", f.limitText(st, hostFull), f.timeout)
 	}
 	st.reserved = want
 	return nil
+}
+
+// limitText names the budget a refused reservation found spent.
+func (f *flowControl) limitText(st *streamFlow, hostFull bool) string {
+	switch {
+	case f.fifo.Load():
+		return fmt.Sprintf("the in-flight byte budget (%d bytes, --max-inflight-bytes)", f.budget)
+	case hostFull:
+		return fmt.Sprintf("this client's share of the %s answers' in-flight bytes (%d bytes, 1/%d of %d; --max-inflight-bytes %d)",
+			st.pool.name, st.pool.share, hostShare, st.pool.size, f.budget)
+	default:
+		return fmt.Sprintf("the %s answers' share of the in-flight byte budget (%d of --max-inflight-bytes %d)", st.pool.name, st.pool.size, f.budget)
+	}
 }
 
 // end unregisters a stream and returns its reservation.

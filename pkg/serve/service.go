@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -525,11 +526,56 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 }
 
 // countingStream counts what a DoGet sends, and tells the flow watchdog
-// when a Send is in progress (flow.go).
+// when a Send is in progress (flow.go). It is also the IPC writer's
+// payload writer: each message goes out as one FlightData whose body is
+// assembled in a buffer kept, with the stream, in a pool across requests
+// (gRPC has serialised a message when Send returns).
 type countingStream struct {
 	flight.FlightService_DoGetServer
 	bytes int64
 	flow  *streamFlow
+	fd    flight.FlightData
+	body  bytes.Buffer
+}
+
+var countingStreams = sync.Pool{New: func() any { return new(countingStream) }}
+
+// maxPooledBody is the largest body buffer put back in the pool: a large
+// answer's buffer is left to the GC rather than held by an idle stream.
+const maxPooledBody = 4 << 20
+
+func newCountingStream(stream flight.FlightService_DoGetServer, fl *streamFlow) *countingStream {
+	c := countingStreams.Get().(*countingStream)
+	c.FlightService_DoGetServer, c.flow, c.bytes = stream, fl, 0
+	return c
+}
+
+// free puts c back in the pool; c is not used afterwards.
+func (c *countingStream) free() {
+	c.FlightService_DoGetServer, c.flow = nil, nil
+	c.fd = flight.FlightData{}
+	if c.body.Cap() > maxPooledBody {
+		c.body = bytes.Buffer{}
+	}
+	c.body.Reset()
+	countingStreams.Put(c)
+}
+
+func (c *countingStream) Start() error { return nil }
+func (c *countingStream) Close() error { return nil }
+
+// WritePayload sends one IPC message (ipc.PayloadWriter).
+func (c *countingStream) WritePayload(p ipc.Payload) error {
+	m := p.Meta()
+	defer m.Release()
+	c.body.Reset()
+	if err := p.SerializeBody(&c.body); err != nil {
+		return err
+	}
+	c.fd.DataHeader, c.fd.DataBody = m.Bytes(), c.body.Bytes()
+	err := c.Send(&c.fd)
+	c.fd.DataHeader, c.fd.DataBody = nil, nil
+	return err
 }
 
 func (c *countingStream) Send(d *flight.FlightData) error {
@@ -594,8 +640,9 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 	// deadline passes or its lease expires: the read layer polls all three
 	// through one context.
 	ctx := stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
-	cs := &countingStream{FlightService_DoGetServer: stream, flow: fl}
-	w := flight.NewRecordWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
+	cs := newCountingStream(stream, fl)
+	defer cs.free()
+	w := ipc.NewWriterWithPayloadWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
 	st, err := p.Stream(ctx, s.mem, budget, w.Write)
 	if err != nil && ctx.Err() != nil {
 		err = contextError(ctx)

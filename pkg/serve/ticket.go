@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -141,45 +142,67 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 	if err := checkSurrogates(b); err != nil {
 		return nil, err
 	}
+	q, seen, ok := parseTicketFast(b)
+	if !ok {
+		var err error
+		if q, seen, err = parseTicketJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	return checkTicket(q, seen, maxSeries)
+}
+
+// fieldSet is a set of ticket fields, by their position in ticketFields.
+type fieldSet uint32
+
+func (s fieldSet) has(key string) bool {
+	i := slices.Index(ticketFields, key)
+	return i >= 0 && s&(1<<i) != 0
+}
+
+func (s *fieldSet) add(key string) { *s |= 1 << slices.Index(ticketFields, key) }
+
+// parseTicketJSON decodes a ticket with encoding/json, token by token, so
+// every mistake gets its message.
+func parseTicketJSON(b []byte) (*Query, fieldSet, error) {
+	var seen fieldSet
 	dec := json.NewDecoder(bytes.NewReader(b))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, invalid("not JSON: %s", jsonMsg(err))
+		return nil, 0, invalid("not JSON: %s", jsonMsg(err))
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, invalid("must be a JSON object, not %s", describeToken(tok))
+		return nil, 0, invalid("must be a JSON object, not %s", describeToken(tok))
 	}
 	q := &Query{From: math.MinInt32, To: math.MaxInt32}
-	seen := map[string]bool{}
-	var hasSeries, hasDataset bool
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, invalid("not JSON: %s", jsonMsg(err))
+			return nil, 0, invalid("not JSON: %s", jsonMsg(err))
 		}
 		key, ok := tok.(string)
 		if !ok { // the decoder only yields strings here, but be safe
-			return nil, invalid("object key is not a string")
+			return nil, 0, invalid("object key is not a string")
 		}
-		if seen[key] {
-			return nil, invalid("field %q given twice", key)
+		if seen.has(key) {
+			return nil, 0, invalid("field %q given twice", key)
 		}
-		seen[key] = true
+		if slices.Contains(ticketFields, key) {
+			seen.add(key)
+		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, invalid("field %q: not JSON: %s", key, jsonMsg(err))
+			return nil, 0, invalid("field %q: not JSON: %s", key, jsonMsg(err))
 		}
 		if bytes.Equal(raw, []byte("null")) {
-			return nil, invalid("field %q is null; leave it out instead", key)
+			return nil, 0, invalid("field %q is null; leave it out instead", key)
 		}
 		var ferr *Error
 		switch key {
 		case "dataset":
 			ferr = decodeField(raw, key, "a string", &q.Dataset)
-			hasDataset = true
 		case "series":
 			q.Series, ferr = decodeStrings(raw, key)
-			hasSeries = true
 		case "prefix":
 			ferr = decodeField(raw, key, "a string", &q.Prefix)
 			q.HasPrefix = true
@@ -219,19 +242,25 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 			}
 			q.HasShard = true
 		default:
-			return nil, invalid("unknown field %q (known: %s)", truncate(key, 64), strings.Join(ticketFields, ", "))
+			return nil, 0, invalid("unknown field %q (known: %s)", truncate(key, 64), strings.Join(ticketFields, ", "))
 		}
 		if ferr != nil {
-			return nil, ferr
+			return nil, 0, ferr
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, invalid("not JSON: %s", jsonMsg(err))
+		return nil, 0, invalid("not JSON: %s", jsonMsg(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, invalid("trailing data after the JSON object")
+		return nil, 0, invalid("trailing data after the JSON object")
 	}
 
+	return q, seen, nil
+}
+
+// checkTicket checks a decoded ticket as a whole and resolves its periods.
+func checkTicket(q *Query, seen fieldSet, maxSeries int) (*Query, error) {
+	hasDataset, hasSeries := seen.has("dataset"), seen.has("series")
 	if !hasDataset {
 		return nil, invalid("missing field \"dataset\"")
 	}
@@ -264,14 +293,14 @@ func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 			return nil, errf(codes.ResourceExhausted, "ticket: %d series requested, limit %d per request", len(q.Series), maxSeries)
 		}
 	}
-	if seen["start"] {
+	if seen.has("start") {
 		d, err := period.Parse(q.Start)
 		if err != nil {
 			return nil, invalid("start: %v", err)
 		}
 		q.From = d
 	}
-	if seen["end"] {
+	if seen.has("end") {
 		d, err := period.End(q.End)
 		if err != nil {
 			return nil, invalid("end: %v", err)

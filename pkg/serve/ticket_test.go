@@ -3,6 +3,7 @@ package serve
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -163,6 +164,7 @@ func FuzzParseTicket(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkFastAgrees(t, b)
 		q, err := ParseTicket(b, 4096, 50)
 		if err != nil {
 			var e *Error
@@ -187,4 +189,62 @@ func FuzzParseTicket(f *testing.F) {
 			t.Fatalf("accepted inconsistent ticket %q: %+v", b, q)
 		}
 	})
+}
+
+// checkFastAgrees: where parseTicketFast accepts a ticket, encoding/json
+// accepts it too and decodes the same query and fields.
+func checkFastAgrees(t *testing.T, b []byte) bool {
+	t.Helper()
+	if !utf8.Valid(b) { // ParseTicket refuses it before either decoder
+		return false
+	}
+	fq, fseen, ok := parseTicketFast(b)
+	if !ok {
+		return false
+	}
+	jq, jseen, err := parseTicketJSON(b)
+	if err != nil {
+		t.Fatalf("fast path accepted %q, encoding/json refused it: %v", b, err)
+	}
+	if !reflect.DeepEqual(fq, jq) || fseen != jseen {
+		t.Fatalf("%q: fast path %+v (fields %b), encoding/json %+v (fields %b)", b, fq, fseen, jq, jseen)
+	}
+	return true
+}
+
+// TestParseTicketFast: the tickets the fast path takes decode as
+// encoding/json decodes them, and those it must leave to encoding/json
+// (escapes, mistakes, numbers it does not read) it leaves.
+func TestParseTicketFast(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		fast bool
+	}{
+		{`{"dataset":"PET","series":["A","B"]}`, true},
+		{" {\n\"dataset\" : \"PET\", \"series\" : [\"GAS.Ü€漢字.M\"] }\n", true},
+		{`{"dataset":"PET","prefix":"","start":"2019","end":"2020-Q2","latest":true,"attributes":false}`, true},
+		{`{"dataset":"PET","category":"x","columns":[],"limit":1000,"snapshot":42}`, true},
+		{`{"dataset":"PET","series":["A"],"vintage":7,"shard":0,"columns":["value","note"]}`, true},
+		{`{"dataset":"PET","prefix":"\\u0041"}`, false},            // an escape
+		{`{"dataset":"PET","series":["A"],"series":["B"]}`, false}, // repeated
+		{`{"dataset":"PET","series":["A"],"Limit":5}`, false},      // unknown key
+		{`{"dataset":"PET","series":["A"],"limit":0}`, false},
+		{`{"dataset":"PET","series":["A"],"limit":1e3}`, false},
+		{`{"dataset":"PET","series":["A"],"limit":12.5}`, false},
+		{`{"dataset":"PET","series":["A"],"limit":-1}`, false},
+		{`{"dataset":"PET","series":["A"],"limit":01}`, false},
+		{`{"dataset":"PET","series":["A"],"limit":1234567890123456789}`, false},
+		{`{"dataset":"PET","series":["A"],"latest":truex}`, false},
+		{`{"dataset":"PET","series":[null]}`, false},
+		{`{"dataset":"PET","series":["A",]}`, false},
+		{`{"dataset":"PET","series":["A"]}x`, false},
+		{`{"dataset":"PET","series":["A"],}`, false},
+		{`{"dataset":"PET","prefix":"a\tb"}`, false}, // a control character
+		{`{}`, false},
+		{`[1]`, false},
+	} {
+		if got := checkFastAgrees(t, []byte(tc.in)); got != tc.fast {
+			t.Errorf("%s: fast path %v, want %v", tc.in, got, tc.fast)
+		}
+	}
 }
