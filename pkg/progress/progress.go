@@ -134,3 +134,12 @@ func eta(elapsed float64, rows, rowsTotal, bytes, bytesTotal int64) float64 {
 	}
 	return elapsed * float64(total-done) / float64(done)
 }
+
+// Finish ends ph as done when err is nil. A failed phase is left open, so
+// the display ends it as stopped at the count it reached (a failed build
+// must not draw its phase as done).
+func Finish(ph Phase, err error) {
+	if err == nil {
+		ph.Done()
+	}
+}

@@ -3,6 +3,7 @@ package progress
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,28 @@ func TestOr(t *testing.T) {
 	j := JSON(&buf, "x", 0)
 	if Or(j) != j {
 		t.Error("Or(r) is not r")
+	}
+}
+
+// TestFinish: a phase ends as done only when its work succeeded; a
+// failed one never reports done.
+func TestFinish(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		wantDone bool
+	}{
+		{"ok", nil, true},
+		{"failed", errors.New("disk full"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			p := JSON(&buf, "build", time.Hour).Phase("scan", 0, 0)
+			Finish(p, tc.err)
+			done := strings.Contains(buf.String(), `"done":true`)
+			if done != tc.wantDone {
+				t.Errorf("done reported %v, want %v:\n%s", done, tc.wantDone, buf.String())
+			}
+		})
 	}
 }

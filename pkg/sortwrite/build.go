@@ -258,6 +258,86 @@ type Phases struct {
 // row group, batch or phase once ctx is done (SIGINT, SIGTERM), removes
 // what it staged and returns an error wrapping ctx's.
 func Build(ctx context.Context, opt Options) (*Summary, error) {
+	r, err := startBuild(opt)
+	if err != nil {
+		return nil, err
+	}
+	tbl, err := r.openInput(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tbl.Close()
+	if sum, ok := r.unchanged(); ok {
+		return sum, ErrUnchanged
+	}
+	t, err := r.scanInput(ctx, tbl)
+	if err != nil {
+		return nil, err
+	}
+	defer t.mem.release() // nothing read from the stores outlives Build
+
+	// The staging directory is removed by this one deferred cleanup unless
+	// the publish moved it into place; it runs before the lock is released.
+	defer r.closeWriter()
+	published := false
+	defer func() {
+		if !published && r.staged != "" {
+			os.RemoveAll(r.staged)
+		}
+	}()
+	var b *built
+	if t.external {
+		b, err = r.sortExternal(ctx, t)
+	} else {
+		b, err = r.sortInMemory(ctx, t)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.opt.onPhase("publish")
+	m := r.manifestOf(t, b)
+	files, err := r.runExtra(ctx, m, b.files)
+	if err != nil {
+		return nil, err
+	}
+	r.listFiles(m, files)
+	if err := r.publish(ctx, m); err != nil {
+		return nil, err
+	}
+	published = true
+	var afterErr error
+	if r.opt.Published != nil && !r.opt.NoPublish {
+		afterErr = r.opt.Published(ctx, r.ds, m)
+		r.phase(&r.sum.Phases.Published)
+	}
+	sum := r.summarize(t, b, m)
+	if afterErr != nil {
+		return sum, fmt.Errorf("snapshot %d of %s is published (CURRENT names it), but what follows the flip failed: %w", r.id, r.ds.Name, afterErr)
+	}
+	return sum, nil
+}
+
+// builder is one run of Build: what its steps share, from the options to
+// the staging directory a publish moves into place.
+type builder struct {
+	opt    Options
+	ds     *dataset.Dir
+	sum    *Summary
+	start  time.Time
+	lap    time.Time // end of the last timed phase
+	rep    progress.Reporter
+	lin    manifest.Lineage
+	sums   []string // input checksums, by input
+	w      *dataset.Writer
+	staged string // the snapshot's staging directory; "" until staged
+	id     uint64
+	parent uint64
+	prev   *manifest.Manifest // the current snapshot, nil when none or unreadable
+}
+
+// startBuild checks the options and opens the dataset, noting the log
+// position a build with SupersedeWrites replaces.
+func startBuild(opt Options) (*builder, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
 	}
@@ -265,197 +345,231 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	lap := start
-	phase := func(dst *float64) {
-		now := time.Now()
-		*dst = now.Sub(lap).Seconds()
-		lap = now
-	}
-	sum := &Summary{Dataset: ds.Name}
+	now := time.Now()
+	r := &builder{opt: opt, ds: ds, sum: &Summary{Dataset: ds.Name}, start: now, lap: now, rep: progress.Or(opt.Progress)}
 	if opt.SupersedeWrites {
 		// Every write acknowledged before this moment is in the log by now.
-		if sum.Superseded, err = ds.LiveEnd(); err != nil {
+		if r.sum.Superseded, err = ds.LiveEnd(); err != nil {
 			return nil, err
 		}
 	}
+	return r, nil
+}
 
-	lo := opt.Lake
-	lo.Input = opt.Input
+// phase stores the seconds since the last timed phase in dst.
+func (r *builder) phase(dst *float64) {
+	now := time.Now()
+	*dst = now.Sub(r.lap).Seconds()
+	r.lap = now
+}
+
+// openInput opens the lake table and keeps this shard's files, refusing a
+// table (or shard) with no data file: there would be nothing to build.
+func (r *builder) openInput(ctx context.Context) (*source.Table, error) {
+	lo := r.opt.Lake
+	lo.Input = r.opt.Input
 	tbl, err := source.Open(ctx, lo)
 	if err != nil {
 		return nil, err
 	}
-	defer tbl.Close()
 	if len(tbl.Files) == 0 {
+		tbl.Close()
 		return nil, fmt.Errorf("%s at version %s holds no data files: nothing to build", tbl.Location, tbl.SnapshotID)
 	}
-	sum.InputsPruned, sum.InputBytesPruned = pruneBuckets(tbl, opt)
+	r.sum.InputsPruned, r.sum.InputBytesPruned = pruneBuckets(tbl, r.opt)
 	if len(tbl.Files) == 0 {
-		return nil, fmt.Errorf("%s at version %s holds no data file of shard %s: nothing to build", tbl.Location, tbl.SnapshotID, opt.Shard)
+		tbl.Close()
+		return nil, fmt.Errorf("%s at version %s holds no data file of shard %s: nothing to build", tbl.Location, tbl.SnapshotID, r.opt.Shard)
 	}
-	lin := lineageOf(tbl, opt)
-	sum.Lineage = lin
-	if opt.IfChanged {
-		if cur, ok := unchanged(ds, lin, opt.Tiers); ok {
-			sum.SnapshotID, sum.Unchanged = cur, true
-			sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(dataset.ManifestPath(cur)))
-			sum.Seconds = time.Since(start).Seconds()
-			return sum, ErrUnchanged
-		}
-	}
+	r.lin = lineageOf(tbl, r.opt)
+	r.sum.Lineage = r.lin
+	return tbl, nil
+}
 
-	rep := progress.Or(opt.Progress)
-	opt.onPhase("scan")
-	ph := rep.Phase("scan", 0, 0)
-	t, err := scan(ctx, opt, tbl)
-	ph.Done()
-	if err != nil {
-		return nil, interrupted(ctx, err)
+// unchanged answers IfChanged: the summary of the current snapshot when it
+// was built from the same input with the same tiers, so nothing is built.
+func (r *builder) unchanged() (*Summary, bool) {
+	if !r.opt.IfChanged {
+		return nil, false
 	}
-	defer t.mem.release() // nothing read from the stores outlives Build
+	cur, ok := unchanged(r.ds, r.lin, r.opt.Tiers)
+	if !ok {
+		return nil, false
+	}
+	sum := r.sum
+	sum.SnapshotID, sum.Unchanged = cur, true
+	sum.Manifest = filepath.Join(r.ds.Dir, filepath.FromSlash(dataset.ManifestPath(cur)))
+	sum.Seconds = time.Since(r.start).Seconds()
+	return sum, true
+}
+
+// scanInput reads the inputs' footers and unifies their schemas, choosing
+// between the in-memory and the external sort; it refuses an empty input
+// and a sharded build that would need the external sort.
+func (r *builder) scanInput(ctx context.Context, tbl *source.Table) (*table, error) {
+	opt := r.opt
+	opt.onPhase("scan")
+	ph := r.rep.Phase("scan", 0, 0)
+	t, err := scan(ctx, opt, tbl)
+	if err != nil {
+		return nil, interrupted(ctx, err) // the phase stays open: drawn as stopped
+	}
+	ph.Done()
 	if err := checkEmpty(int64(t.rows), len(t.inputs), tbl.Location, opt); err != nil {
+		t.mem.release()
 		return nil, err
 	}
-	phase(&sum.Phases.Scan)
-	sum.MemoryBudget, sum.External = t.budget, t.external
+	r.phase(&r.sum.Phases.Scan)
+	r.sum.MemoryBudget, r.sum.External = t.budget, t.external
 	if t.external && opt.Shard.Count > 0 {
+		t.mem.release()
 		// The external merge numbers every series of the input; leaving
 		// another shard's series out of it is not built yet.
 		return nil, fmt.Errorf("shard %d/%d: the input needs the external sort (about %d MiB in memory, budget %d MiB), which does not build shards yet; raise --memory or split the input",
 			opt.Shard.Index, opt.Shard.Count, inMemoryNeed(t.unified, int64(t.rows))>>20, t.budget>>20)
 	}
+	r.sums = make([]string, len(t.inputs))
+	return t, nil
+}
 
-	var (
-		b       *built
-		w       *dataset.Writer
-		staged  string
-		id      uint64
-		parent  uint64
-		prev    *manifest.Manifest
-		sums    = make([]string, len(t.inputs))
-		prepare = func() error { // lock, next id, staging directory
-			var err error
-			if w, err = ds.LockForWriteWith(ctx, opt.Lock); err != nil {
-				return interrupted(ctx, err)
-			}
-			if id, err = w.NextID(); err != nil {
-				return err
-			}
-			if cur, err := ds.CurrentID(); err == nil {
-				parent = cur
-				prev, _ = ds.Load(cur) // unreadable: nothing to compare with
-			}
-			staged, err = w.Stage()
-			return err
-		}
-	)
-	defer func() {
-		if w != nil {
-			w.Close()
-		}
-	}()
-	if t.external {
-		// The spill files live in a second staging directory: removed
-		// when the build ends either way, and by the next writer's lock
-		// (which clears the staging area) after a crash.
-		opt.onPhase("read")
-		if err := prepare(); err != nil {
-			return nil, err
-		}
-		spill, err := w.Stage()
-		if err != nil {
-			return nil, err
-		}
-		res, err := t.buildExternal(ctx, opt, t.budget, staged, spill, sums, rep)
-		os.RemoveAll(spill)
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err == nil {
-			err = t.checkSeriesIDs()
-		}
-		if err == nil {
-			err = checkChange(prev, res.rows, res.series, opt)
-		}
-		if err != nil {
-			os.RemoveAll(staged)
-			return nil, interrupted(ctx, err)
-		}
-		var total float64
-		phase(&total)
-		// Runs are read and sorted together; the merge writes.
-		sum.Phases.Read, sum.Phases.Write = res.runSeconds, total-res.runSeconds
-		sum.Runs, sum.SpillBytes = res.runs, res.spilled
-		b = &res.built
-	} else {
-		opt.onPhase("read")
-		if err := t.readAll(ctx, opt.Parallel, sums, rep); err != nil {
-			return nil, interrupted(ctx, err)
-		}
-		if err := t.checkSeriesIDs(); err != nil {
-			return nil, err
-		}
-		t.value.noteNulls()
-		for _, s := range t.others {
-			s.noteNulls()
-		}
-		phase(&sum.Phases.Read)
-
-		opt.onPhase("sort")
-		if err := ctx.Err(); err != nil {
-			return nil, interrupted(ctx, err)
-		}
-		ph = rep.Phase("sort", int64(t.rows), 0)
-		lay, err := t.layout(ctx, opt)
-		ph.Done()
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err != nil {
-			return nil, interrupted(ctx, err)
-		}
-		phase(&sum.Phases.Sort)
-		if err := prepare(); err != nil {
-			if staged != "" {
-				os.RemoveAll(staged)
-			}
-			return nil, err
-		}
-		if err := checkChange(prev, int64(lay.rows()), int64(len(lay.series)), opt); err != nil {
-			os.RemoveAll(staged)
-			return nil, err
-		}
-		opt.onPhase("write")
-		ph = rep.Phase("write", int64(lay.rows()), 0)
-		files, schemas, err := t.write(ctx, staged, lay, opt, ph)
-		ph.Done()
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err != nil {
-			os.RemoveAll(staged)
-			return nil, interrupted(ctx, err)
-		}
-		b = &built{files: files, schemas: schemas, attrs: lay.attrNames(t), rows: int64(lay.rows()),
-			series: int64(len(lay.series)), dropped: lay.dropped, minP: lay.minPeriod, maxP: lay.maxPeriod,
-			otherShards: lay.otherShards}
-		phase(&sum.Phases.Write)
+// stage takes the dataset's write lock, the next snapshot id and a
+// staging directory, and loads the current snapshot to compare with.
+func (r *builder) stage(ctx context.Context) error {
+	var err error
+	if r.w, err = r.ds.LockForWriteWith(ctx, r.opt.Lock); err != nil {
+		return interrupted(ctx, err)
 	}
-	files, schemas := b.files, b.schemas
-	opt.onPhase("publish")
+	if r.id, err = r.w.NextID(); err != nil {
+		return err
+	}
+	if cur, err := r.ds.CurrentID(); err == nil {
+		r.parent = cur
+		r.prev, _ = r.ds.Load(cur) // unreadable: nothing to compare with
+	}
+	r.staged, err = r.w.Stage()
+	return err
+}
 
+// closeWriter releases the write lock, if stage took it.
+func (r *builder) closeWriter() {
+	if r.w != nil {
+		r.w.Close()
+	}
+}
+
+// sortExternal reads, sorts and writes an input over the memory budget in
+// spilled runs merged into the staging directory.
+func (r *builder) sortExternal(ctx context.Context, t *table) (*built, error) {
+	// The spill files live in a second staging directory: removed
+	// when the build ends either way, and by the next writer's lock
+	// (which clears the staging area) after a crash.
+	r.opt.onPhase("read")
+	if err := r.stage(ctx); err != nil {
+		return nil, err
+	}
+	spill, err := r.w.Stage()
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.buildExternal(ctx, r.opt, t.budget, r.staged, spill, r.sums, r.rep)
+	os.RemoveAll(spill)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = t.checkSeriesIDs()
+	}
+	if err == nil {
+		err = checkChange(r.prev, res.rows, res.series, r.opt)
+	}
+	if err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	var total float64
+	r.phase(&total)
+	// Runs are read and sorted together; the merge writes.
+	r.sum.Phases.Read, r.sum.Phases.Write = res.runSeconds, total-res.runSeconds
+	r.sum.Runs, r.sum.SpillBytes = res.runs, res.spilled
+	return &res.built, nil
+}
+
+// sortInMemory reads every input into memory, sorts it there, then stages
+// and writes the data and index files.
+func (r *builder) sortInMemory(ctx context.Context, t *table) (*built, error) {
+	opt := r.opt
+	opt.onPhase("read")
+	if err := t.readAll(ctx, opt.Parallel, r.sums, r.rep); err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	if err := t.checkSeriesIDs(); err != nil {
+		return nil, err
+	}
+	t.value.noteNulls()
+	for _, s := range t.others {
+		s.noteNulls()
+	}
+	r.phase(&r.sum.Phases.Read)
+
+	lay, err := r.sortLayout(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.stage(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkChange(r.prev, int64(lay.rows()), int64(len(lay.series)), opt); err != nil {
+		return nil, err
+	}
+	opt.onPhase("write")
+	ph := r.rep.Phase("write", int64(lay.rows()), 0)
+	files, schemas, err := t.write(ctx, r.staged, lay, opt, ph)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	ph.Done()
+	r.phase(&r.sum.Phases.Write)
+	return &built{files: files, schemas: schemas, attrs: lay.attrNames(t), rows: int64(lay.rows()),
+		series: int64(len(lay.series)), dropped: lay.dropped, minP: lay.minPeriod, maxP: lay.maxPeriod,
+		otherShards: lay.otherShards}, nil
+}
+
+// sortLayout ranks the series and sorts the rows in memory: the order the
+// data file is written in.
+func (r *builder) sortLayout(ctx context.Context, t *table) (*layout, error) {
+	r.opt.onPhase("sort")
+	if err := ctx.Err(); err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	ph := r.rep.Phase("sort", int64(t.rows), 0)
+	lay, err := t.layout(ctx, r.opt)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	ph.Done()
+	r.phase(&r.sum.Phases.Sort)
+	return lay, nil
+}
+
+// manifestOf assembles the new snapshot's manifest, all but its files.
+func (r *builder) manifestOf(t *table, b *built) *manifest.Manifest {
+	opt := r.opt
 	m := &manifest.Manifest{
 		Format:        manifest.Format,
 		FormatVersion: formatVersion(opt.Tiers),
-		SnapshotID:    id,
-		ParentID:      parent,
-		Dataset:       ds.Name,
+		SnapshotID:    r.id,
+		ParentID:      r.parent,
+		Dataset:       r.ds.Name,
 		Created:       opt.Now().UTC().Format(time.RFC3339Nano),
 		Tool:          opt.Tool,
 		Schema: manifest.Schema{
-			Data:       columnsOf(schemas.data),
-			Index:      columnsOf(schemas.index),
+			Data:       columnsOf(b.schemas.data),
+			Index:      columnsOf(b.schemas.index),
 			Attributes: b.attrs,
 		},
 		Stats: manifest.Stats{
@@ -470,7 +584,7 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 			OnDuplicate:  opt.OnDuplicate,
 			BatchRows:    opt.BatchRows,
 		},
-		Lineage: lin,
+		Lineage: r.lin,
 	}
 	m.Build.HotSince, m.Build.HotRows, m.Build.DataFormat = opt.Tiers.Fields()
 	if opt.Shard.Count > 0 {
@@ -482,60 +596,75 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	m.Lineage.Inputs = nil
 	for i, in := range t.inputs {
-		m.Lineage.Inputs = append(m.Lineage.Inputs, manifest.Input{Path: in.Rel, Size: in.Size, Rows: in.Rows, Checksum: sums[i]})
-		sum.InputBytes += in.Size
+		m.Lineage.Inputs = append(m.Lineage.Inputs, manifest.Input{Path: in.Rel, Size: in.Size, Rows: in.Rows, Checksum: r.sums[i]})
+		r.sum.InputBytes += in.Size
 	}
-	if len(opt.Extra) > 0 {
-		for _, step := range opt.Extra {
-			m.Files = files
-			f, err := step(ctx, staged, m)
-			if err != nil {
-				os.RemoveAll(staged)
-				return nil, err
-			}
-			files = append(files, f)
+	return m
+}
+
+// runExtra runs Options.Extra (the portable copy) over the staged
+// snapshot; each step sees the files written so far and adds one.
+func (r *builder) runExtra(ctx context.Context, m *manifest.Manifest, files []manifest.File) ([]manifest.File, error) {
+	if len(r.opt.Extra) == 0 {
+		return files, nil
+	}
+	for _, step := range r.opt.Extra {
+		m.Files = files
+		f, err := step(ctx, r.staged, m)
+		if err != nil {
+			return nil, err
 		}
-		m.Files = nil
-		phase(&sum.Phases.Extra)
+		files = append(files, f)
 	}
-	snapRel := dataset.SnapshotPath(id)
+	m.Files = nil
+	r.phase(&r.sum.Phases.Extra)
+	return files, nil
+}
+
+// listFiles names the files in the manifest by their place in the
+// published snapshot, and in the summary.
+func (r *builder) listFiles(m *manifest.Manifest, files []manifest.File) {
+	snapRel := dataset.SnapshotPath(r.id)
 	for _, f := range files {
 		f.Path = snapRel + "/" + f.Path
 		m.Files = append(m.Files, f)
-		sum.Files = append(sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Tier: f.Tier, Size: f.Size, Rows: f.Rows})
+		r.sum.Files = append(r.sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Tier: f.Tier, Size: f.Size, Rows: f.Rows})
 	}
+}
+
+// publish records the live-write boundary and moves the staged snapshot
+// into place: published (CURRENT names it) or, with NoPublish, installed.
+func (r *builder) publish(ctx context.Context, m *manifest.Manifest) error {
 	if err := ctx.Err(); err != nil {
-		os.RemoveAll(staged)
-		return nil, interrupted(ctx, err)
+		return interrupted(ctx, err)
 	}
-	if err := liveBoundary(w, ds, m, sum.Superseded); err != nil {
-		os.RemoveAll(staged)
-		return nil, err
+	if err := liveBoundary(r.w, r.ds, m, r.sum.Superseded); err != nil {
+		return err
 	}
-	sum.WALPosition = m.WALPosition
+	r.sum.WALPosition = m.WALPosition
 	// From here the publish runs to its end: it takes milliseconds, and
 	// each of its steps leaves the dataset consistent anyway.
-	ph = rep.Phase("publish", 0, 0)
-	if opt.NoPublish {
-		err = w.Install(staged, m)
+	ph := r.rep.Phase("publish", 0, 0)
+	var err error
+	if r.opt.NoPublish {
+		err = r.w.Install(r.staged, m)
 	} else {
-		err = w.Publish(staged, m, dataset.Change{Action: dataset.ActionBuild})
+		err = r.w.Publish(r.staged, m, dataset.Change{Action: dataset.ActionBuild})
+	}
+	if err != nil {
+		return err
 	}
 	ph.Done()
-	if err != nil {
-		os.RemoveAll(staged)
-		return nil, err
-	}
-	sum.Published = !opt.NoPublish
-	phase(&sum.Phases.Publish)
-	var afterErr error
-	if opt.Published != nil && !opt.NoPublish {
-		afterErr = opt.Published(ctx, ds, m)
-		phase(&sum.Phases.Published)
-	}
+	r.sum.Published = !r.opt.NoPublish
+	r.phase(&r.sum.Phases.Publish)
+	return nil
+}
 
-	sum.SnapshotID, sum.ParentID = id, parent
-	sum.Manifest = filepath.Join(ds.Dir, filepath.FromSlash(dataset.ManifestPath(id)))
+// summarize fills the summary of a published snapshot.
+func (r *builder) summarize(t *table, b *built, m *manifest.Manifest) *Summary {
+	sum := r.sum
+	sum.SnapshotID, sum.ParentID = r.id, r.parent
+	sum.Manifest = filepath.Join(r.ds.Dir, filepath.FromSlash(dataset.ManifestPath(r.id)))
 	sum.Rows, sum.Series, sum.DuplicatesDropped = m.Stats.Rows, m.Stats.Series, b.dropped
 	sum.Inputs = len(t.inputs)
 	sum.Attributes = m.Schema.Attributes
@@ -551,12 +680,9 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	if rowBytes := d.Size + c.Size; rowBytes > 0 {
 		sum.IndexDataRatio = float64(x.Size) / float64(rowBytes)
 	}
-	sum.Seconds = time.Since(start).Seconds()
+	sum.Seconds = time.Since(r.start).Seconds()
 	sum.PeakRSS = peakRSS()
-	if afterErr != nil {
-		return sum, fmt.Errorf("snapshot %d of %s is published (CURRENT names it), but what follows the flip failed: %w", id, ds.Name, afterErr)
-	}
-	return sum, nil
+	return sum
 }
 
 // built is what either path (in memory, external) wrote.

@@ -161,37 +161,38 @@ func TestBadInput(t *testing.T) {
 		files func(t *testing.T, dir string)
 		opt   func(*Options)
 		want  []string // substrings of the error
+		open  string   // the phase that failed: left open, so not drawn as done ("" when none began)
 	}{
 		{"type conflict", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
 			testlake.WriteParquet(t, d, "b.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2021")}, testlake.Col{Name: "value", Vals: []any{int64(1)}})
-		}, nil, []string{`column "value"`, "a.parquet", "b.parquet", "float64", "int64"}},
+		}, nil, []string{`column "value"`, "a.parquet", "b.parquet", "float64", "int64"}, "scan"},
 		{"null series id", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 2, testlake.Col{Name: "series_id", Vals: []any{"S", "S", "S", nil}}, testlake.Col{Name: "period", Vals: testlake.Strs("2020", "2021", "2022", "2023")}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2, 3, 4)})
-		}, nil, []string{"a.parquet row group 1 row 1", "series id is null"}},
+		}, nil, []string{"a.parquet row group 1 row 1", "series id is null"}, "read"},
 		{"bad period", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "year=2020/p.parquet", 2, idv("S", "S", "S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020-01", "2020-02", "2020-13")}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2, 3)})
-		}, nil, []string{"year=2020/p.parquet row group 1 row 0", `"2020-13"`, `column "period"`}},
+		}, nil, []string{"year=2020/p.parquet row group 1 row 0", `"2020-13"`, `column "period"`}, "read"},
 		{"null period", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "p.parquet", 0, idv("S", "S"), testlake.Col{Name: "period", Vals: []any{"2020", nil}}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2)})
-		}, nil, []string{"p.parquet row group 0 row 1", "null"}},
+		}, nil, []string{"p.parquet row group 0 row 1", "null"}, "read"},
 		{"duplicate", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "year=2019/a.parquet", 0, idv("X", "S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020", "2020-01")}, testlake.Col{Name: "value", Vals: testlake.Floats(1, 2)})
 			testlake.WriteParquet(t, d, "year=2020/b.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020-01-01")}, testlake.Col{Name: "value", Vals: testlake.Floats(3)})
-		}, nil, []string{`duplicate key (series_id "S", period 2020-01-01)`, "year=2019/a.parquet row group 0 row 1", "year=2020/b.parquet row group 0 row 0", "--on-duplicate=last"}},
+		}, nil, []string{`duplicate key (series_id "S", period 2020-01-01)`, "year=2019/a.parquet row group 0 row 1", "year=2020/b.parquet row group 0 row 0", "--on-duplicate=last"}, "sort"},
 		{"missing series column", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, testlake.Col{Name: "sid", Vals: testlake.Strs("S")}, testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
-		}, nil, []string{`no series column "series_id"`, "sid", "--series-column"}},
+		}, nil, []string{`no series column "series_id"`, "sid", "--series-column"}, "scan"},
 		{"series column missing in one file", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
 			testlake.WriteParquet(t, d, "b.parquet", 0, testlake.Col{Name: "period", Vals: testlake.Strs("2021")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
-		}, nil, []string{"b.parquet", `no series column "series_id"`}},
+		}, nil, []string{"b.parquet", `no series column "series_id"`}, "read"},
 		{"string value column", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Strs("1.5")})
-		}, nil, []string{`value column "value" has type utf8`, "a.parquet"}},
+		}, nil, []string{`value column "value" has type utf8`, "a.parquet"}, "scan"},
 		{"not parquet", func(t *testing.T, d string) {
 			os.WriteFile(filepath.Join(d, "junk.parquet"), []byte("hello"), 0o644)
-		}, nil, []string{"junk.parquet", "not a readable Parquet file"}},
+		}, nil, []string{"junk.parquet", "not a readable Parquet file"}, "scan"},
 		{"chunk outside the file", func(t *testing.T, d string) {
 			var ids, ps, vs []any
 			for i := 0; i < 20000; i++ {
@@ -199,19 +200,32 @@ func TestBadInput(t *testing.T) {
 			}
 			testlake.WriteParquet(t, d, "cut.parquet", 0, testlake.Col{Name: "series_id", Vals: ids}, testlake.Col{Name: "period", Vals: ps}, testlake.Col{Name: "value", Vals: vs})
 			testlake.CutPages(t, filepath.Join(d, "cut.parquet"), 32<<10)
-		}, nil, []string{"cut.parquet", "is outside the file"}},
-		{"no inputs", func(t *testing.T, d string) {}, nil, []string{"holds no .parquet files"}},
+		}, nil, []string{"cut.parquet", "is outside the file"}, "scan"},
+		{"no inputs", func(t *testing.T, d string) {}, nil, []string{"holds no .parquet files"}, ""},
 		{"bad on-duplicate", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), testlake.Col{Name: "period", Vals: testlake.Strs("2020")}, testlake.Col{Name: "value", Vals: testlake.Floats(1)})
-		}, func(o *Options) { o.OnDuplicate = "first" }, []string{`on-duplicate "first"`}},
+		}, func(o *Options) { o.OnDuplicate = "first" }, []string{`on-duplicate "first"`}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in, out := t.TempDir(), filepath.Join(t.TempDir(), "DS")
 			tc.files(t, in)
-			_, err := build(t, in, out, tc.opt)
+			log := &phaseLog{}
+			_, err := build(t, in, out, func(o *Options) {
+				o.Progress = log
+				if tc.opt != nil {
+					tc.opt(o)
+				}
+			})
 			if err == nil {
 				t.Fatal("build succeeded")
+			}
+			var wantOpen []string
+			if tc.open != "" {
+				wantOpen = []string{tc.open}
+			}
+			if got := log.open(); !reflect.DeepEqual(got, wantOpen) {
+				t.Errorf("phases not done: %v, want %v", got, wantOpen)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -221,6 +235,9 @@ func TestBadInput(t *testing.T) {
 			// Nothing was published.
 			if _, err := os.Stat(filepath.Join(out, "CURRENT")); !os.IsNotExist(err) {
 				t.Errorf("a failed build left CURRENT behind")
+			}
+			if left, _ := os.ReadDir(filepath.Join(out, dataset.TmpDir)); len(left) != 0 {
+				t.Errorf("a failed build left %v in the staging area", left)
 			}
 		})
 	}

@@ -194,7 +194,7 @@ func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, st
 }
 
 // spillRuns reads the input run by run, sorting and spilling each.
-func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Reporter) error {
+func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Reporter) (err error) {
 	t := e.t
 	limit := e.runRows()
 	// A row group is read whole: one over the entire budget is refused;
@@ -205,7 +205,7 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 		inBytes += in.Size
 	}
 	ph := rep.Phase("read and sort runs", int64(t.rows), inBytes)
-	defer ph.Done()
+	defer func() { progress.Finish(ph, err) }()
 	var units []unit
 	for fi, in := range t.inputs {
 		r := in.FirstRow
@@ -558,9 +558,9 @@ func (h *runHeap) Pop() any {
 }
 
 // merge merges the runs into data.arrow and index.arrow in staged.
-func (e *external) merge(ctx context.Context, staged string, rep progress.Reporter) (*extResult, error) {
+func (e *external) merge(ctx context.Context, staged string, rep progress.Reporter) (_ *extResult, err error) {
 	ph := rep.Phase("merge and write", int64(e.t.rows), e.bytes)
-	defer ph.Done()
+	defer func() { progress.Finish(ph, err) }()
 	t := e.t
 	ids := t.series.dict.values
 	nSeries := len(ids)

@@ -2,6 +2,7 @@ package sortwrite
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -10,6 +11,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/progress"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
@@ -80,4 +82,46 @@ func readBack(t testing.TB, dsDir string) (*manifest.Manifest, map[string][]seri
 		rec.Release()
 	}
 	return m, out, xrec
+}
+
+// phaseLog is a progress.Reporter that records which phases began and
+// which of them ended as done.
+type phaseLog struct {
+	mu     sync.Mutex
+	phases []*loggedPhase
+}
+
+type loggedPhase struct {
+	log  *phaseLog
+	name string
+	done bool
+}
+
+func (l *phaseLog) Phase(name string, _, _ int64) progress.Phase {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := &loggedPhase{log: l, name: name}
+	l.phases = append(l.phases, p)
+	return p
+}
+
+func (p *loggedPhase) Add(int64, int64) {}
+
+func (p *loggedPhase) Done() {
+	p.log.mu.Lock()
+	p.done = true
+	p.log.mu.Unlock()
+}
+
+// open lists the phases that began but did not end as done.
+func (l *phaseLog) open() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var open []string
+	for _, p := range l.phases {
+		if !p.done {
+			open = append(open, p.name)
+		}
+	}
+	return open
 }

@@ -74,13 +74,13 @@ type unit struct {
 // workers. Each worker writes a disjoint row range of the preallocated
 // stores, so only dictionary interning takes a lock. Input checksums are
 // computed alongside.
-func (t *table) readAll(ctx context.Context, parallel int, sums []string, rep progress.Reporter) error {
+func (t *table) readAll(ctx context.Context, parallel int, sums []string, rep progress.Reporter) (err error) {
 	var inBytes int64
 	for _, in := range t.inputs {
 		inBytes += in.Size
 	}
 	ph := rep.Phase("read", int64(t.rows), inBytes)
-	defer ph.Done()
+	defer func() { progress.Finish(ph, err) }()
 	var units []unit
 	for fi, in := range t.inputs {
 		r := in.FirstRow
@@ -106,7 +106,7 @@ func (t *table) readAll(ctx context.Context, parallel int, sums []string, rep pr
 			return nil
 		})
 	}
-	err := g.Wait()
+	err = g.Wait()
 	for _, in := range t.inputs {
 		in.release()
 	}

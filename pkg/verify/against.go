@@ -164,37 +164,69 @@ type fileRows struct {
 
 // against re-reads the input lake and compares it with the snapshot series
 // by series. Problems reading the input are errors (nothing can be said
-// about the snapshot); differences are findings.
+// about the snapshot); differences are findings. The steps: read the lake,
+// check the value types agree, merge the files' digests in input order,
+// hash the snapshot alike, compare.
 func (v *verifier) against() error {
 	v.ran()
+	lr, err := v.readLake()
+	if err != nil {
+		return err
+	}
+	if lr.in.tbl != nil {
+		defer lr.in.tbl.Close()
+	}
+	if !v.checkValueTypes(lr) {
+		return nil
+	}
+	in := v.mergeInput(lr)
+	snap, ok := v.hashSnapshot()
+	if !ok {
+		return nil
+	}
+	v.compareDigests(lr, in, snap)
+	return nil
+}
+
+// lakeRead is the input as against read it: its files and what each holds.
+type lakeRead struct {
+	in        *lakeInput
+	res       []*fileRows // by file
+	cols      buildColumns
+	keep      bool // --on-duplicate=last: the last row of a key wins
+	attrNames []string
+}
+
+// readLake reads every input file in parallel into per-file digests (or,
+// with keep, rows), showing a "read lake" phase.
+func (v *verifier) readLake() (*lakeRead, error) {
 	b := v.m.Build
-	cols := buildColumns{series: or(b.SeriesColumn, "series_id"), period: or(b.PeriodColumn, "period"), value: or(b.ValueColumn, "value")}
-	keep := b.OnDuplicate == "last"
-	attrNames := v.m.Schema.Attributes
+	lr := &lakeRead{
+		cols:      buildColumns{series: or(b.SeriesColumn, "series_id"), period: or(b.PeriodColumn, "period"), value: or(b.ValueColumn, "value")},
+		keep:      b.OnDuplicate == "last",
+		attrNames: v.m.Schema.Attributes,
+	}
 	in, err := v.openInput(context.Background())
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCannotVerify, err)
+		return nil, fmt.Errorf("%w: %v", ErrCannotVerify, err)
 	}
-	if in.tbl != nil {
-		defer in.tbl.Close()
-	}
+	lr.in = in
 	files := in.files
 	parallel := v.opt.Parallel
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
-	res := make([]*fileRows, len(files))
+	lr.res = make([]*fileRows, len(files))
 	var inBytes int64
 	for _, f := range files {
 		inBytes += f.size
 	}
 	ph := progress.Or(v.opt.Progress).Phase("read lake", 0, inBytes)
-	defer ph.Done()
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(parallel)
 	for i, f := range files {
 		g.Go(func() error {
-			r, err := readLakeFile(ctx, in.tbl, f, cols, attrNames, keep, ph)
+			r, err := readLakeFile(ctx, in.tbl, f, lr.cols, lr.attrNames, lr.keep, ph)
 			if err != nil && f.table >= 0 {
 				return fmt.Errorf("%w: input %v", ErrCannotVerify, err) // a table's reader names the file
 			}
@@ -202,240 +234,302 @@ func (v *verifier) against() error {
 				return fmt.Errorf("%w: input %s: %v", ErrCannotVerify, f.rel, err)
 			}
 			ph.Add(0, f.size)
-			res[i] = r
+			lr.res[i] = r
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	err = g.Wait()
+	progress.Finish(ph, err)
+	if err != nil {
+		if in.tbl != nil {
+			in.tbl.Close()
+		}
+		return nil, err
 	}
 	v.r.InputFiles = len(files)
-	v.noteLineage(files, res)
+	v.noteLineage(files, lr.res)
 	if v.m.Lineage.Kind == dataset.LineageCompaction {
 		v.note(fmt.Sprintf("snapshot %d is a compaction (%s): it differs from the input by the live writes it folded in", v.r.SnapshotID, v.m.Lineage.Source))
 	}
+	return lr, nil
+}
 
-	// Value types must agree, or no row can hash alike.
+// checkValueTypes proves every input file's value column has the
+// snapshot's type: otherwise no row can hash alike. False after a finding.
+func (v *verifier) checkValueTypes(lr *lakeRead) bool {
 	vt := v.snap.Schema().Field(datafile.ColumnValue).Type
-	df, _ := v.m.FileByRole(manifest.RoleData)
-	for i, r := range res {
+	for i, r := range lr.res {
 		if r.valueType != nil && !arrow.TypeEqual(r.valueType, vt) {
-			v.add(CheckAgainst, filepath.ToSlash(filepath.Join(v.opt.Against, files[i].rel)), "column "+cols.value,
+			v.add(CheckAgainst, filepath.ToSlash(filepath.Join(v.opt.Against, lr.in.files[i].rel)), "column "+lr.cols.value,
 				"value column has type %s, the snapshot stores %s", r.valueType, vt)
-			return nil
+			return false
 		}
 	}
+	return true
+}
 
-	// Merge the files in input order.
-	index := map[string]int32{}
-	var ids []string
-	var hashes []seriesHash
-	var attrs []uint64 // per input series: its attributes in the first file that has it
-	intern := func(id string) int32 {
-		k, ok := index[id]
-		if !ok {
-			k = int32(len(ids))
-			index[id] = k
-			ids = append(ids, id)
-			hashes = append(hashes, seriesHash{})
-			attrs = append(attrs, 0)
-		}
-		return k
+// inputDigest is the whole input, series by series.
+type inputDigest struct {
+	index   map[string]int32 // series id → its number below
+	ids     []string
+	hashes  []seriesHash
+	attrs   []uint64 // per series: its attributes in the first file that has it
+	rawRows int64    // rows read, duplicates included
+}
+
+// intern numbers series id, adding it when new.
+func (d *inputDigest) intern(id string) int32 {
+	k, ok := d.index[id]
+	if !ok {
+		k = int32(len(d.ids))
+		d.index[id] = k
+		d.ids = append(d.ids, id)
+		d.hashes = append(d.hashes, seriesHash{})
+		d.attrs = append(d.attrs, 0)
 	}
-	for _, r := range res {
+	return k
+}
+
+// mergeInput merges the files' digests in input order into one per
+// series, resolving duplicates as the builder did.
+func (v *verifier) mergeInput(lr *lakeRead) *inputDigest {
+	d := &inputDigest{index: map[string]int32{}}
+	for _, r := range lr.res {
 		for k, id := range r.ids {
-			if _, seen := index[id]; !seen {
-				attrs[intern(id)] = r.attrs[k]
+			if _, seen := d.index[id]; !seen {
+				d.attrs[d.intern(id)] = r.attrs[k]
 			}
 		}
 	}
-	var rawRows int64
-	if !keep {
-		for _, r := range res {
-			rawRows += r.rows
+	if !lr.keep {
+		for _, r := range lr.res {
+			d.rawRows += r.rows
 			for k, id := range r.ids {
-				hashes[intern(id)].merge(r.hashes[k])
+				d.hashes[d.intern(id)].merge(r.hashes[k])
 			}
 		}
 	} else {
-		var total int
-		for _, r := range res {
-			total += len(r.sid)
-		}
-		sid := make([]int32, 0, total)
-		per := make([]int32, 0, total)
-		hs := make([]uint64, 0, total)
-		for _, r := range res {
-			rawRows += r.rows
-			remap := make([]int32, len(r.ids))
-			for k, id := range r.ids {
-				remap[k] = intern(id)
-			}
-			for j := range r.sid {
-				sid = append(sid, remap[r.sid[j]])
-			}
-			per = append(per, r.per...)
-			hs = append(hs, r.h...)
-			r.sid, r.per, r.h = nil, nil, nil
-		}
-		// Stable by (series, period): among rows of one key, the last in
-		// input order wins, as the builder's --on-duplicate=last does.
-		ord := make([]int32, len(sid))
-		for i := range ord {
-			ord[i] = int32(i)
-		}
-		sort.SliceStable(ord, func(a, b int) bool {
-			x, y := ord[a], ord[b]
-			if sid[x] != sid[y] {
-				return sid[x] < sid[y]
-			}
-			return per[x] < per[y]
-		})
-		for j, o := range ord {
-			if j+1 < len(ord) {
-				if n := ord[j+1]; sid[n] == sid[o] && per[n] == per[o] {
-					v.r.InputDuplicates++
-					continue
-				}
-			}
-			hashes[sid[o]].add(hs[o])
-		}
+		v.mergeKeepLast(lr, d)
 	}
-	v.r.InputRows = rawRows
-	v.r.InputSeries = int64(len(ids))
+	v.r.InputRows = d.rawRows
+	v.r.InputSeries = int64(len(d.ids))
+	return d
+}
 
-	// The snapshot, hashed the same way.
-	s := v.snap
-	x := s.Index()
-	n := x.Len()
-	snap := make([]seriesHash, n)
-	var snapRows, badCodes int64
-	var buf [64]byte
-	for bi := 0; bi < s.NumBatches(); bi++ {
-		rec := s.Batch(bi)
-		codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
-		periods := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
-		vb, err := newValueBytes(rec.Column(datafile.ColumnValue))
-		if err != nil {
-			v.add(CheckAgainst, df.Path, fmt.Sprintf("batch %d", bi), "%v", err)
-			return nil
+// mergeKeepLast hashes the input's rows with --on-duplicate=last: among
+// the rows of one (series, period), only the last in input order counts;
+// the others are counted as InputDuplicates.
+func (v *verifier) mergeKeepLast(lr *lakeRead, d *inputDigest) {
+	var total int
+	for _, r := range lr.res {
+		total += len(r.sid)
+	}
+	sid := make([]int32, 0, total)
+	per := make([]int32, 0, total)
+	hs := make([]uint64, 0, total)
+	for _, r := range lr.res {
+		d.rawRows += r.rows
+		remap := make([]int32, len(r.ids))
+		for k, id := range r.ids {
+			remap[k] = d.intern(id)
 		}
-		for i, c := range codes {
-			snapRows++
-			if int(c) >= n {
-				badCodes++
+		for j := range r.sid {
+			sid = append(sid, remap[r.sid[j]])
+		}
+		per = append(per, r.per...)
+		hs = append(hs, r.h...)
+		r.sid, r.per, r.h = nil, nil, nil
+	}
+	// Stable by (series, period): among rows of one key, the last in
+	// input order wins, as the builder's --on-duplicate=last does.
+	ord := make([]int32, len(sid))
+	for i := range ord {
+		ord[i] = int32(i)
+	}
+	sort.SliceStable(ord, func(a, b int) bool {
+		x, y := ord[a], ord[b]
+		if sid[x] != sid[y] {
+			return sid[x] < sid[y]
+		}
+		return per[x] < per[y]
+	})
+	for j, o := range ord {
+		if j+1 < len(ord) {
+			if n := ord[j+1]; sid[n] == sid[o] && per[n] == per[o] {
+				v.r.InputDuplicates++
 				continue
 			}
-			val, ok := vb.at(i)
-			snap[c].add(rowHash(&buf, int32(periods[i]), val, ok))
 		}
+		d.hashes[sid[o]].add(hs[o])
+	}
+}
+
+// snapDigest is the snapshot hashed as the input is: per index series.
+type snapDigest struct {
+	hashes []seriesHash
+	rows   int64 // rows of both tiers
+	buf    [64]byte
+}
+
+// addBatch hashes one batch's rows into the series' digests, returning
+// the count of rows whose series code is outside the index (n series).
+func (sd *snapDigest) addBatch(rec arrow.RecordBatch, n int) (badCodes int64, err error) {
+	codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
+	periods := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+	vb, err := newValueBytes(rec.Column(datafile.ColumnValue))
+	if err != nil {
+		return 0, err
+	}
+	for i, c := range codes {
+		sd.rows++
+		if int(c) >= n {
+			badCodes++
+			continue
+		}
+		val, ok := vb.at(i)
+		sd.hashes[c].add(rowHash(&sd.buf, int32(periods[i]), val, ok))
+	}
+	return badCodes, nil
+}
+
+// hashSnapshot hashes the hot rows and (tiered) the cold rows, one window
+// at a time, into the same digests: a series' rows are the multiset of
+// both tiers'. False when the snapshot could not be read to the end.
+func (v *verifier) hashSnapshot() (*snapDigest, bool) {
+	df, _ := v.m.FileByRole(manifest.RoleData)
+	s := v.snap
+	n := s.Index().Len()
+	sd := &snapDigest{hashes: make([]seriesHash, n)}
+	var badCodes int64
+	for bi := 0; bi < s.NumBatches(); bi++ {
+		bad, err := sd.addBatch(s.Batch(bi), n)
+		if err != nil {
+			v.add(CheckAgainst, df.Path, fmt.Sprintf("batch %d", bi), "%v", err)
+			return nil, false
+		}
+		badCodes += bad
 	}
 	if badCodes > 0 {
 		v.add(CheckSeriesCode, df.Path, "", "%d rows have a series_code outside the index and match no input series", badCodes)
 	}
-	if v.cold != nil {
-		// The cold rows, one window at a time, into the same digests: a
-		// series' rows are the multiset of both tiers'.
-		cf := v.cold.file
-		var coldBad int64
-		var verr error
-		done := v.eachColdWindow(func(rec arrow.RecordBatch, start int64) bool {
-			codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
-			periods := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
-			vb, err := newValueBytes(rec.Column(datafile.ColumnValue))
-			if err != nil {
-				verr = err
-				return false
-			}
-			for i, c := range codes {
-				snapRows++
-				if int(c) >= n {
-					coldBad++
-					continue
-				}
-				val, ok := vb.at(i)
-				snap[c].add(rowHash(&buf, int32(periods[i]), val, ok))
-			}
-			return true
-		})
-		switch {
-		case verr != nil:
-			v.add(CheckAgainst, cf.Path, "", "%v", verr)
-			return nil
-		case !done:
-			v.note("comparison with the input skipped: the cold file did not decode")
-			return nil
-		case coldBad > 0:
-			v.add(CheckSeriesCode, cf.Path, "", "%d cold rows have a series_code outside the index and match no input series", coldBad)
-		}
+	if v.cold == nil {
+		return sd, true
 	}
+	cf := v.cold.file
+	var coldBad int64
+	var verr error
+	done := v.eachColdWindow(func(rec arrow.RecordBatch, start int64) bool {
+		bad, err := sd.addBatch(rec, n)
+		coldBad += bad
+		verr = err
+		return err == nil
+	})
+	switch {
+	case verr != nil:
+		v.add(CheckAgainst, cf.Path, "", "%v", verr)
+		return nil, false
+	case !done:
+		v.note("comparison with the input skipped: the cold file did not decode")
+		return nil, false
+	case coldBad > 0:
+		v.add(CheckSeriesCode, cf.Path, "", "%d cold rows have a series_code outside the index and match no input series", coldBad)
+	}
+	return sd, true
+}
 
-	// Compare.
-	inRows := rawRows - v.r.InputDuplicates
-	if inRows != snapRows {
-		if !v.add(CheckAgainst, df.Path, "", "the snapshot holds %d rows, the input %d (%d read, %d shadowed by later duplicates)", snapRows, inRows, rawRows, v.r.InputDuplicates) {
-			return nil
+// compareDigests compares the input and the snapshot: the row counts,
+// the duplicates the manifest says were dropped, then series by series.
+func (v *verifier) compareDigests(lr *lakeRead, in *inputDigest, snap *snapDigest) {
+	df, _ := v.m.FileByRole(manifest.RoleData)
+	inRows := in.rawRows - v.r.InputDuplicates
+	if inRows != snap.rows {
+		if !v.add(CheckAgainst, df.Path, "", "the snapshot holds %d rows, the input %d (%d read, %d shadowed by later duplicates)", snap.rows, inRows, in.rawRows, v.r.InputDuplicates) {
+			return
 		}
 	}
-	if keep && v.r.InputDuplicates != v.m.Stats.DuplicatesDropped {
+	if lr.keep && v.r.InputDuplicates != v.m.Stats.DuplicatesDropped {
 		if !v.add(CheckAgainst, v.r.Manifest, "stats.duplicates_dropped", "manifest says %d duplicates were dropped, the input has %d", v.m.Stats.DuplicatesDropped, v.r.InputDuplicates) {
-			return nil
+			return
 		}
 	}
-	// Attributes: each series' values in the index against its input
-	// rows' (constant within a series, or the builder would not have made
-	// them attributes). Hashed alike on both sides (attrHasher).
+	matched, ok := v.compareSeries(lr, in, snap)
+	if !ok {
+		return
+	}
+	v.reportMissing(in, matched)
+}
+
+// compareSeries compares each index series with the input's: present,
+// same attributes, same rows. It returns which input series matched;
+// false when the findings are full.
+func (v *verifier) compareSeries(lr *lakeRead, in *inputDigest, snap *snapDigest) ([]bool, bool) {
+	df, _ := v.m.FileByRole(manifest.RoleData)
 	xf, _ := v.m.FileByRole(manifest.RoleIndex)
-	fields, xcols := x.Attributes()
-	var snapAttr *attrHasher
-	if len(fields) == len(attrNames) {
-		if snapAttr, err = newAttrHasher(xcols); err != nil {
-			v.add(CheckAgainst, xf.Path, "", "attributes: %v", err)
-			snapAttr = nil
-		}
-	}
-	matched := make([]bool, len(ids))
-	for c := 0; c < n; c++ {
-		id := x.SeriesID(c)
-		k, ok := index[id]
-		got := snap[c]
+	x := v.snap.Index()
+	snapAttr, fields := v.attrHasherOf(xf.Path, lr)
+	matched := make([]bool, len(in.ids))
+	for c := 0; c < x.Len(); c++ {
+		k, ok := in.index[x.SeriesID(c)]
+		got := snap.hashes[c]
 		if !ok {
 			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series is in the snapshot (%d rows) but not in the input", got.rows) {
-				return nil
+				return nil, false
 			}
 			continue
 		}
 		matched[k] = true
-		if snapAttr != nil && snapAttr.hash(c) != attrs[k] {
+		if snapAttr != nil && snapAttr.hash(c) != in.attrs[k] {
 			if !v.add(CheckAgainst, xf.Path, v.seriesLoc(c), "series' attributes differ from the input's: the index has %s", snapAttr.describe(fields, c)) {
-				return nil
+				return nil, false
 			}
 		}
-		want := hashes[k]
+		want := in.hashes[k]
 		switch {
 		case got.rows != want.rows:
 			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series has %d rows in the snapshot, %d in the input", got.rows, want.rows) {
-				return nil
+				return nil, false
 			}
 		case got != want:
 			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series has the same %d rows in number but different periods or values than the input", got.rows) {
-				return nil
+				return nil, false
 			}
 		}
 	}
+	return matched, true
+}
+
+// attrHasherOf hashes the index's attributes as the input's are hashed
+// (attrHasher): each series' values in the index against its input rows'
+// (constant within a series, or the builder would not have made them
+// attributes). Nil when the index's attributes are not the manifest's.
+func (v *verifier) attrHasherOf(indexPath string, lr *lakeRead) (*attrHasher, []arrow.Field) {
+	fields, xcols := v.snap.Index().Attributes()
+	if len(fields) != len(lr.attrNames) {
+		return nil, fields
+	}
+	h, err := newAttrHasher(xcols)
+	if err != nil {
+		v.add(CheckAgainst, indexPath, "", "attributes: %v", err)
+		return nil, fields
+	}
+	return h, fields
+}
+
+// reportMissing reports the input series the snapshot lacks, by id.
+func (v *verifier) reportMissing(in *inputDigest, matched []bool) {
+	df, _ := v.m.FileByRole(manifest.RoleData)
 	var missing []int
-	for k := range ids {
+	for k := range in.ids {
 		if !matched[k] {
 			missing = append(missing, k)
 		}
 	}
-	sort.Slice(missing, func(a, b int) bool { return ids[missing[a]] < ids[missing[b]] })
+	sort.Slice(missing, func(a, b int) bool { return in.ids[missing[a]] < in.ids[missing[b]] })
 	for _, k := range missing {
-		if !v.add(CheckAgainst, df.Path, fmt.Sprintf("series %q", ids[k]), "series is in the input (%d rows) but not in the snapshot", hashes[k].rows) {
-			return nil
+		if !v.add(CheckAgainst, df.Path, fmt.Sprintf("series %q", in.ids[k]), "series is in the input (%d rows) but not in the snapshot", in.hashes[k].rows) {
+			return
 		}
 	}
-	return nil
 }
 
 // noteLineage notes where the input differs from the inputs the manifest

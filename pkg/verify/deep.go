@@ -12,6 +12,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
 // seriesSeen is what the data file says about one series.
@@ -29,11 +30,10 @@ type seriesSeen struct {
 // deep reads every row of the data file once and checks it against the
 // sort order, the index and the manifest (docs/FORMAT.md §3–4); in a
 // tiered snapshot, every row of the cold file too (deepCold), and the
-// index's bounds and latest values over both tiers.
+// index's bounds and latest values over both tiers. Its steps run in the
+// order below, each stopping the check when the findings are full or a
+// later step has nothing sound to read.
 func (v *verifier) deep() {
-	s := v.snap
-	x := s.Index()
-	n := x.Len()
 	df, _ := v.m.FileByRole(manifest.RoleData)
 	xf, _ := v.m.FileByRole(manifest.RoleIndex)
 	v.at = df.Path
@@ -42,279 +42,380 @@ func (v *verifier) deep() {
 			v.add(CheckArrow, df.Path, "", "reading the snapshot failed: %v", r)
 		}
 	}()
-
-	// Types.
-	v.ran()
-	if vt, lt := s.Schema().Field(datafile.ColumnValue).Type, x.LatestValues().DataType(); !arrow.TypeEqual(vt, lt) {
-		v.add(CheckTypes, xf.Path, "column "+sidecar.ColLatestValue, "latest_value is %s, the data's value column is %s", lt, vt)
+	x := v.snap.Index()
+	d := &deepPass{v: v, s: v.snap, x: x, n: x.Len(), data: df.Path, index: xf.Path}
+	d.checkTypes()
+	if !d.checkIndexAlone() || v.full() {
+		return
 	}
+	if !d.checkHotRows() || !d.readColdRows() || !d.checkIndexAgainstRows() {
+		return
+	}
+	d.checkStats()
+}
 
-	// The index on its own: ids valid and strictly increasing, row counts
-	// positive, dictionaries sorted.
+// deepPass is what the steps of deep share: the snapshot, and what the
+// rows said about each series and about the whole.
+type deepPass struct {
+	v           *verifier
+	s           *snapshot.Snapshot
+	x           *sidecar.Index
+	n           int    // series in the index
+	data, index string // the data and index files' paths, for findings
+	st          []seriesSeen
+	rows        int64 // rows of both tiers read
+	minP, maxP  int32 // their period bounds, when rows > 0
+	cold        []coldSeen
+	coldDone    bool // every cold row was read (or there is no cold tier)
+}
+
+// checkTypes proves the index's latest_value has the data's value type.
+func (d *deepPass) checkTypes() {
+	d.v.ran()
+	if vt, lt := d.s.Schema().Field(datafile.ColumnValue).Type, d.x.LatestValues().DataType(); !arrow.TypeEqual(vt, lt) {
+		d.v.add(CheckTypes, d.index, "column "+sidecar.ColLatestValue, "latest_value is %s, the data's value column is %s", lt, vt)
+	}
+}
+
+// checkIndexAlone checks the index on its own: ids valid and strictly
+// increasing, row counts positive, dictionaries sorted. It reports false
+// when the ids are unreadable or the findings are full.
+func (d *deepPass) checkIndexAlone() bool {
+	v, x := d.v, d.x
 	v.ran()
 	ids := x.Record().Column(sidecar.ColumnSeriesID).(*array.String)
 	if err := ids.ValidateFull(); err != nil {
-		v.add(CheckIndex, xf.Path, "column "+sidecar.ColSeriesID, "%v", err)
-		return
+		v.add(CheckIndex, d.index, "column "+sidecar.ColSeriesID, "%v", err)
+		return false
 	}
-	for i := 1; i < n; i++ {
+	for i := 1; i < d.n; i++ {
 		if a, b := x.SeriesID(i-1), x.SeriesID(i); a >= b {
-			if !v.add(CheckIndex, xf.Path, v.seriesLoc(i), "series_id %q is not after %q (index row %d): ids must be strictly increasing bytewise", b, a, i-1) {
-				return
+			if !v.add(CheckIndex, d.index, v.seriesLoc(i), "series_id %q is not after %q (index row %d): ids must be strictly increasing bytewise", b, a, i-1) {
+				return false
 			}
 		}
 	}
 	fields, cols := x.Attributes()
 	for k, c := range cols {
-		d, ok := c.(*array.Dictionary)
-		if !ok {
-			continue
+		if dict, ok := c.(*array.Dictionary); ok {
+			d.checkDictionary(fields[k].Name, dict)
 		}
-		vals, ok := d.Dictionary().(*array.String)
-		if !ok {
-			continue // reported by the fast schema check
+	}
+	return true
+}
+
+// checkDictionary proves an attribute's dictionary is sorted without
+// repeats and every index into it is in range.
+func (d *deepPass) checkDictionary(name string, dict *array.Dictionary) {
+	vals, ok := dict.Dictionary().(*array.String)
+	if !ok {
+		return // reported by the fast schema check
+	}
+	for j := 1; j < vals.Len(); j++ {
+		if vals.Value(j-1) >= vals.Value(j) {
+			d.v.add(CheckIndex, d.index, "column "+name, "dictionary entry %d %q is not after entry %d %q: dictionaries are sorted bytewise without repeats", j, vals.Value(j), j-1, vals.Value(j-1))
+			break
 		}
-		for j := 1; j < vals.Len(); j++ {
-			if vals.Value(j-1) >= vals.Value(j) {
-				v.add(CheckIndex, xf.Path, "column "+fields[k].Name, "dictionary entry %d %q is not after entry %d %q: dictionaries are sorted bytewise without repeats", j, vals.Value(j), j-1, vals.Value(j-1))
+	}
+	for i := 0; i < dict.Len(); i++ {
+		if dict.IsValid(i) {
+			if j := dict.GetValueIndex(i); j < 0 || j >= vals.Len() {
+				d.v.add(CheckIndex, d.index, d.v.seriesLoc(i)+" column "+name, "dictionary index %d out of range [0,%d)", j, vals.Len())
 				break
 			}
 		}
-		for i := 0; i < d.Len(); i++ {
-			if d.IsValid(i) {
-				if j := d.GetValueIndex(i); j < 0 || j >= vals.Len() {
-					v.add(CheckIndex, xf.Path, v.seriesLoc(i)+" column "+fields[k].Name, "dictionary index %d out of range [0,%d)", j, vals.Len())
-					break
-				}
-			}
-		}
 	}
-	if v.full() {
+}
+
+// orderRun gathers the out-of-order periods of one series into one
+// finding (the first one's place, and how many there were).
+type orderRun struct {
+	bad int
+	loc string
+	msg string
+}
+
+// note records period p after prevP (series code c, batch b row i) when
+// it is not increasing.
+func (o *orderRun) note(p, prevP int32, c uint32, b, i int, start int64) {
+	if p > prevP {
 		return
 	}
-
-	// The data, row by row.
-	v.ran()
-	st := make([]seriesSeen, n)
-	batchRows := int64(v.m.Build.BatchRows)
-	var (
-		have       bool
-		prev       uint32
-		prevP      int32
-		minP, maxP int32
-		rows       int64
-		bad        int // out-of-order rows in the current run
-		badLoc     string
-		badMsg     string
-	)
-	flush := func() bool {
-		ok := true
-		if bad > 0 {
-			msg := badMsg
-			if bad > 1 {
-				msg += fmt.Sprintf(" (%d rows of this series out of order or repeated)", bad)
-			}
-			ok = v.add(CheckSort, df.Path, badLoc, "%s", msg)
-		}
-		bad = 0
-		return ok
+	o.bad++
+	if o.bad == 1 {
+		o.loc, o.msg = rowLoc(b, i, start), periodOrderMsg(p, prevP, c)
 	}
-	for b := 0; b < s.NumBatches(); b++ {
-		rec := s.Batch(b)
-		codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
-		periods := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
-		vals := rec.Column(datafile.ColumnValue)
-		start := s.BatchStart(b)
-		runs := 0
-		for i, c := range codes {
-			p := int32(periods[i])
-			if rows == 0 {
-				minP, maxP = p, p
+}
+
+// flush reports the run's finding, if any, and starts a new run; false
+// when the findings are full.
+func (o *orderRun) flush(v *verifier, path string) bool {
+	ok := true
+	if o.bad > 0 {
+		msg := o.msg
+		if o.bad > 1 {
+			msg += fmt.Sprintf(" (%d rows of this series out of order or repeated)", o.bad)
+		}
+		ok = v.add(CheckSort, path, o.loc, "%s", msg)
+	}
+	o.bad = 0
+	return ok
+}
+
+// hotCursor is where the row-by-row pass over the data file is: the
+// previous row's series and period.
+type hotCursor struct {
+	have  bool
+	prev  uint32
+	prevP int32
+	order orderRun
+}
+
+// checkHotRows reads the data file row by row: series contiguous and in
+// id order, periods increasing, batches cut at series boundaries and no
+// longer than build.batch_rows, and what each series' rows say for the
+// index check. False when the findings are full.
+func (d *deepPass) checkHotRows() bool {
+	d.v.ran()
+	d.st = make([]seriesSeen, d.n)
+	var cur hotCursor
+	for b := 0; b < d.s.NumBatches(); b++ {
+		if !d.checkBatch(b, &cur) {
+			return false
+		}
+	}
+	return cur.order.flush(d.v, d.data)
+}
+
+// checkBatch is checkHotRows for batch b.
+func (d *deepPass) checkBatch(b int, cur *hotCursor) bool {
+	v := d.v
+	rec := d.s.Batch(b)
+	codes := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32).Uint32Values()
+	periods := rec.Column(datafile.ColumnPeriod).(*array.Date32).Date32Values()
+	vals := rec.Column(datafile.ColumnValue)
+	start := d.s.BatchStart(b)
+	runs := 0
+	for i, c := range codes {
+		p := int32(periods[i])
+		d.notePeriod(p)
+		if !cur.have || c != cur.prev {
+			if !cur.order.flush(v, d.data) {
+				return false
 			}
-			minP, maxP = min(minP, p), max(maxP, p)
-			rows++
-			newRun := !have || c != prev
-			if newRun {
-				if !flush() {
-					return
-				}
+			runs++
+			if !d.startSeries(c, p, b, i, start, cur) {
+				return false
+			}
+		} else {
+			if i == 0 {
 				runs++
-				loc := rowLoc(b, i, start)
-				switch {
-				case int(c) >= n:
-					if !v.add(CheckSeriesCode, df.Path, loc, "series_code %d is out of range: the index has %d series", c, n) {
-						return
-					}
-				case st[c].seen:
-					if !v.add(CheckSeriesCode, df.Path, loc, "series %q (code %d) starts again here; it already has rows from row %d: a series must be one contiguous run", x.SeriesID(int(c)), c, st[c].rowOffset) {
-						return
-					}
-				default:
-					st[c] = seriesSeen{seen: true, rowOffset: start + int64(i), batch: b, batchOffset: i, first: p, latestBatch: -1}
-				}
-				if have && c < prev && int(prev) < n && int(c) < n {
-					if !v.add(CheckSort, df.Path, loc, "series %q (code %d) follows series %q (code %d): rows must be sorted by series_id", x.SeriesID(int(c)), c, x.SeriesID(int(prev)), prev) {
-						return
-					}
-				}
-			} else {
-				if i == 0 {
-					runs++
-					if int(c) < n && !v.add(CheckBatches, df.Path, rowLoc(b, i, start), "series %q (code %d) continues from batch %d into batch %d: batches must be cut at series boundaries", x.SeriesID(int(c)), c, b-1, b) {
-						return
-					}
-				}
-				if p <= prevP {
-					bad++
-					if bad == 1 {
-						badLoc = rowLoc(b, i, start)
-						badMsg = periodOrderMsg(p, prevP, c)
-					}
+				if int(c) < d.n && !v.add(CheckBatches, d.data, rowLoc(b, i, start), "series %q (code %d) continues from batch %d into batch %d: batches must be cut at series boundaries", d.x.SeriesID(int(c)), c, b-1, b) {
+					return false
 				}
 			}
-			if int(c) < n {
-				e := &st[c]
-				e.rowCount++
-				e.last = p
-				if vals.IsValid(i) {
-					e.latestBatch, e.latestRow = b, i
-				}
-			}
-			prev, prevP, have = c, p, true
+			cur.order.note(p, cur.prevP, c, b, i, start)
 		}
-		if batchRows > 0 && rec.NumRows() > batchRows && runs > 1 {
-			if !v.add(CheckBatches, df.Path, fmt.Sprintf("batch %d", b), "%d rows in %d series exceed build.batch_rows %d: only a batch holding one series may be larger", rec.NumRows(), runs, batchRows) {
-				return
+		if int(c) < d.n {
+			e := &d.st[c]
+			e.rowCount++
+			e.last = p
+			if vals.IsValid(i) {
+				e.latestBatch, e.latestRow = b, i
 			}
 		}
+		cur.prev, cur.prevP, cur.have = c, p, true
 	}
-	if !flush() {
-		return
+	if batchRows := int64(v.m.Build.BatchRows); batchRows > 0 && rec.NumRows() > batchRows && runs > 1 {
+		if !v.add(CheckBatches, d.data, fmt.Sprintf("batch %d", b), "%d rows in %d series exceed build.batch_rows %d: only a batch holding one series may be larger", rec.NumRows(), runs, batchRows) {
+			return false
+		}
 	}
+	return true
+}
 
-	// The cold tier, one chunk at a time (a tiered snapshot only).
-	var cold []coldSeen
-	coldDone := v.cold == nil
-	if v.cold != nil && !v.full() {
-		var crows int64
-		var cmin, cmax int32
-		cold, crows, cmin, cmax = v.deepCold(n)
-		coldDone = cold != nil
-		if crows > 0 {
-			if rows == 0 {
-				minP, maxP = cmin, cmax
-			}
-			minP, maxP = min(minP, cmin), max(maxP, cmax)
+// notePeriod counts a row of period p into the rows and their bounds.
+func (d *deepPass) notePeriod(p int32) {
+	if d.rows == 0 {
+		d.minP, d.maxP = p, p
+	}
+	d.minP, d.maxP = min(d.minP, p), max(d.maxP, p)
+	d.rows++
+}
+
+// startSeries checks the first row of a run of series code c (batch b
+// row i): a code the index has, a series not seen before, after the
+// previous one. False when the findings are full.
+func (d *deepPass) startSeries(c uint32, p int32, b, i int, start int64, cur *hotCursor) bool {
+	v, st := d.v, d.st
+	loc := rowLoc(b, i, start)
+	switch {
+	case int(c) >= d.n:
+		if !v.add(CheckSeriesCode, d.data, loc, "series_code %d is out of range: the index has %d series", c, d.n) {
+			return false
 		}
-		rows += crows
+	case st[c].seen:
+		if !v.add(CheckSeriesCode, d.data, loc, "series %q (code %d) starts again here; it already has rows from row %d: a series must be one contiguous run", d.x.SeriesID(int(c)), c, st[c].rowOffset) {
+			return false
+		}
+	default:
+		st[c] = seriesSeen{seen: true, rowOffset: start + int64(i), batch: b, batchOffset: i, first: p, latestBatch: -1}
+	}
+	if prev := cur.prev; cur.have && c < prev && int(prev) < d.n && int(c) < d.n {
+		if !v.add(CheckSort, d.data, loc, "series %q (code %d) follows series %q (code %d): rows must be sorted by series_id", d.x.SeriesID(int(c)), c, d.x.SeriesID(int(prev)), prev) {
+			return false
+		}
+	}
+	return true
+}
+
+// readColdRows reads the cold tier one chunk at a time (a tiered snapshot
+// only), adding its rows and bounds to the hot ones. False when the
+// findings are full.
+func (d *deepPass) readColdRows() bool {
+	v := d.v
+	d.coldDone = v.cold == nil
+	if v.cold != nil && !v.full() {
+		cold, crows, cmin, cmax := v.deepCold(d.n)
+		d.cold, d.coldDone = cold, cold != nil
+		if crows > 0 {
+			if d.rows == 0 {
+				d.minP, d.maxP = cmin, cmax
+			}
+			d.minP, d.maxP = min(d.minP, cmin), max(d.maxP, cmax)
+		}
+		d.rows += crows
 	}
 	if v.full() {
-		return
+		return false
 	}
-	if !coldDone && v.cold != nil {
+	if !d.coldDone && v.cold != nil {
 		v.note("the index was compared with the hot rows only: the cold file did not decode")
 	}
+	return true
+}
 
-	// The index against what the data says (both tiers).
+// checkIndexAgainstRows compares every index entry with what the rows of
+// both tiers said about its series. False when the findings are full.
+func (d *deepPass) checkIndexAgainstRows() bool {
+	v := d.v
 	v.ran()
-	latestVals := x.LatestValues()
-	for c := 0; c < n; c++ {
-		e := x.Entry(c)
-		d := &st[c]
+	for c := 0; c < d.n; c++ {
+		e := d.x.Entry(c)
+		hot := &d.st[c]
 		var cs coldSeen
-		if cold != nil {
-			cs = cold[c]
+		if d.cold != nil {
+			cs = d.cold[c]
 		}
-		hotless := v.cold != nil && e.RowCount == 0 && (cs.seen || !coldDone)
-		if !d.seen && !hotless {
+		hotless := v.cold != nil && e.RowCount == 0 && (cs.seen || !d.coldDone)
+		if !hot.seen && !hotless {
 			where := "the data file"
 			if v.cold != nil {
 				where = "either tier"
 			}
-			if !v.add(CheckIndex, xf.Path, v.seriesLoc(c), "series has no rows in %s (index says %d rows at row %d)", where, e.RowCount, e.RowOffset) {
-				return
+			if !v.add(CheckIndex, d.index, v.seriesLoc(c), "series has no rows in %s (index says %d rows at row %d)", where, e.RowCount, e.RowOffset) {
+				return false
 			}
 			continue
 		}
-		if !d.seen && !coldDone {
+		if !hot.seen && !d.coldDone {
 			continue // nothing to compare it with
 		}
-		var diffs []string
-		diff := func(name string, idx, data any) {
-			if fmt.Sprint(idx) != fmt.Sprint(data) {
-				diffs = append(diffs, fmt.Sprintf("%s %v (data: %v)", name, idx, data))
-			}
-		}
-		first, last := d.first, d.last
-		if !d.seen {
-			// Every row cold: the hot location is the empty one.
-			first, last = cs.first, cs.last
-			d = &seriesSeen{latestBatch: -1}
-		}
-		if cs.seen {
-			first = cs.first
-			if d.seen && cs.last >= d.first {
-				diffs = append(diffs, fmt.Sprintf("cold rows end at %s, not before the first hot period %s", period.Format(cs.last), period.Format(d.first)))
-			}
-		}
-		diff(sidecar.ColRowOffset, e.RowOffset, d.rowOffset)
-		diff(sidecar.ColRowCount, e.RowCount, d.rowCount)
-		diff(sidecar.ColBatch, e.Batch, d.batch)
-		diff(sidecar.ColBatchOffset, e.BatchOffset, d.batchOffset)
-		if coldDone {
-			diff(sidecar.ColFirstPeriod, period.Format(e.FirstPeriod), period.Format(first))
-		}
-		if d.seen || coldDone {
-			diff(sidecar.ColLastPeriod, period.Format(e.LastPeriod), period.Format(last))
-		}
-		lp, lok := x.Latest(c)
-		switch {
-		case d.latestBatch >= 0:
-			lrec := s.Batch(d.latestBatch)
-			dp := int32(lrec.Column(datafile.ColumnPeriod).(*array.Date32).Value(d.latestRow))
-			dv := lrec.Column(datafile.ColumnValue)
-			if !lok || lp != dp {
-				diffs = append(diffs, fmt.Sprintf("latest_period %s (data: %s)", fmtLatestPeriod(lp, lok), period.Format(dp)))
-			}
-			if !latestVals.IsValid(c) || slot(latestVals, c) != slot(dv, d.latestRow) {
-				diffs = append(diffs, fmt.Sprintf("latest_value %s (data: %s)", valueString(latestVals, c), valueString(dv, d.latestRow)))
-			}
-		case !coldDone:
-			// The latest value may be a cold row the pass did not reach.
-		case cs.latestOK:
-			if !lok || lp != cs.latestP {
-				diffs = append(diffs, fmt.Sprintf("latest_period %s (cold data: %s)", fmtLatestPeriod(lp, lok), period.Format(cs.latestP)))
-			}
-			if !latestVals.IsValid(c) || slot(latestVals, c) != cs.latestSlot {
-				diffs = append(diffs, fmt.Sprintf("latest_value %s (cold data: %s)", valueString(latestVals, c), cs.latestText))
-			}
-		default:
-			if lok || latestVals.IsValid(c) {
-				diffs = append(diffs, fmt.Sprintf("latest_period %s latest_value %s (data: every value is null, want both null)", fmtLatestPeriod(lp, lok), valueString(latestVals, c)))
-			}
-		}
-		if len(diffs) > 0 {
-			if !v.add(CheckIndex, xf.Path, v.seriesLoc(c), "index disagrees with the data: %s", strings.Join(diffs, ", ")) {
-				return
+		if diffs := d.entryDiffs(c, e, hot, cs); len(diffs) > 0 {
+			if !v.add(CheckIndex, d.index, v.seriesLoc(c), "index disagrees with the data: %s", strings.Join(diffs, ", ")) {
+				return false
 			}
 		}
 	}
+	return true
+}
 
-	// The manifest's statistics against the data.
+// entryDiffs lists where index entry c differs from its series' hot rows
+// (hot) and cold rows (cs): location, bounds, latest period and value.
+func (d *deepPass) entryDiffs(c int, e sidecar.Entry, hot *seriesSeen, cs coldSeen) []string {
+	var diffs []string
+	diff := func(name string, idx, data any) {
+		if fmt.Sprint(idx) != fmt.Sprint(data) {
+			diffs = append(diffs, fmt.Sprintf("%s %v (data: %v)", name, idx, data))
+		}
+	}
+	first, last := hot.first, hot.last
+	if !hot.seen {
+		// Every row cold: the hot location is the empty one.
+		first, last = cs.first, cs.last
+		hot = &seriesSeen{latestBatch: -1}
+	}
+	if cs.seen {
+		first = cs.first
+		if hot.seen && cs.last >= hot.first {
+			diffs = append(diffs, fmt.Sprintf("cold rows end at %s, not before the first hot period %s", period.Format(cs.last), period.Format(hot.first)))
+		}
+	}
+	diff(sidecar.ColRowOffset, e.RowOffset, hot.rowOffset)
+	diff(sidecar.ColRowCount, e.RowCount, hot.rowCount)
+	diff(sidecar.ColBatch, e.Batch, hot.batch)
+	diff(sidecar.ColBatchOffset, e.BatchOffset, hot.batchOffset)
+	if d.coldDone {
+		diff(sidecar.ColFirstPeriod, period.Format(e.FirstPeriod), period.Format(first))
+	}
+	if hot.seen || d.coldDone {
+		diff(sidecar.ColLastPeriod, period.Format(e.LastPeriod), period.Format(last))
+	}
+	return append(diffs, d.latestDiffs(c, hot, cs)...)
+}
+
+// latestDiffs compares index entry c's latest period and value with the
+// series' last non-null row: hot if it has one, else cold.
+func (d *deepPass) latestDiffs(c int, hot *seriesSeen, cs coldSeen) []string {
+	var diffs []string
+	latestVals := d.x.LatestValues()
+	lp, lok := d.x.Latest(c)
+	switch {
+	case hot.latestBatch >= 0:
+		lrec := d.s.Batch(hot.latestBatch)
+		dp := int32(lrec.Column(datafile.ColumnPeriod).(*array.Date32).Value(hot.latestRow))
+		dv := lrec.Column(datafile.ColumnValue)
+		if !lok || lp != dp {
+			diffs = append(diffs, fmt.Sprintf("latest_period %s (data: %s)", fmtLatestPeriod(lp, lok), period.Format(dp)))
+		}
+		if !latestVals.IsValid(c) || slot(latestVals, c) != slot(dv, hot.latestRow) {
+			diffs = append(diffs, fmt.Sprintf("latest_value %s (data: %s)", valueString(latestVals, c), valueString(dv, hot.latestRow)))
+		}
+	case !d.coldDone:
+		// The latest value may be a cold row the pass did not reach.
+	case cs.latestOK:
+		if !lok || lp != cs.latestP {
+			diffs = append(diffs, fmt.Sprintf("latest_period %s (cold data: %s)", fmtLatestPeriod(lp, lok), period.Format(cs.latestP)))
+		}
+		if !latestVals.IsValid(c) || slot(latestVals, c) != cs.latestSlot {
+			diffs = append(diffs, fmt.Sprintf("latest_value %s (cold data: %s)", valueString(latestVals, c), cs.latestText))
+		}
+	default:
+		if lok || latestVals.IsValid(c) {
+			diffs = append(diffs, fmt.Sprintf("latest_period %s latest_value %s (data: every value is null, want both null)", fmtLatestPeriod(lp, lok), valueString(latestVals, c)))
+		}
+	}
+	return diffs
+}
+
+// checkStats compares the manifest's statistics with the rows of both
+// tiers; skipped when the cold rows were not all read.
+func (d *deepPass) checkStats() {
+	v := d.v
 	v.ran()
 	ms := v.m.Stats
-	if !coldDone {
+	if !d.coldDone {
 		return // the row count and bounds of the cold rows are unknown
 	}
-	if rows != ms.Rows {
-		v.add(CheckStats, v.r.Manifest, "stats.rows", "stats.rows %d, the data holds %d (both tiers)", ms.Rows, rows)
+	if d.rows != ms.Rows {
+		v.add(CheckStats, v.r.Manifest, "stats.rows", "stats.rows %d, the data holds %d (both tiers)", ms.Rows, d.rows)
 	}
-	if int64(n) != ms.Series {
-		v.add(CheckStats, v.r.Manifest, "stats.series", "stats.series %d, the index holds %d", ms.Series, n)
+	if int64(d.n) != ms.Series {
+		v.add(CheckStats, v.r.Manifest, "stats.series", "stats.series %d, the index holds %d", ms.Series, d.n)
 	}
 	var first, last string
-	if rows > 0 {
-		first, last = period.Format(minP), period.Format(maxP)
+	if d.rows > 0 {
+		first, last = period.Format(d.minP), period.Format(d.maxP)
 	}
 	if first != ms.FirstPeriod || last != ms.LastPeriod {
 		v.add(CheckStats, v.r.Manifest, "stats.first_period", "period bounds %q..%q, the data's are %q..%q", ms.FirstPeriod, ms.LastPeriod, first, last)

@@ -58,121 +58,166 @@ type Problem struct {
 // lineage's inputs, and the row arithmetic between inputs, duplicates and
 // rows. It never panics, whatever raw and m hold.
 func Problems(raw []byte, m *manifest.Manifest) []Problem {
-	var ps []Problem
-	bad := func(loc, format string, a ...any) { ps = append(ps, Problem{loc, fmt.Sprintf(format, a...)}) }
-
-	// Exact keys, no nulls.
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		bad("", "manifest is not a JSON object: %v", err)
+	var ps problems
+	if !ps.keyRules(raw) {
 		return ps
 	}
-	obj := func(loc, kind string, fields map[string]json.RawMessage) {
-		for _, k := range manifestKeys[kind] {
-			v, ok := fields[k]
-			switch {
-			case !ok:
-				bad(joinLoc(loc, k), "field %q is missing", k)
-			case bytes.Equal(bytes.TrimSpace(v), []byte("null")):
-				bad(joinLoc(loc, k), "field %q is null", k)
-			}
-		}
-	}
-	sub := func(fields map[string]json.RawMessage, key string) map[string]json.RawMessage {
-		var o map[string]json.RawMessage
-		if v, ok := fields[key]; ok {
-			json.Unmarshal(v, &o)
-		}
-		return o
-	}
-	arr := func(fields map[string]json.RawMessage, key string) []map[string]json.RawMessage {
-		var a []map[string]json.RawMessage
-		if v, ok := fields[key]; ok {
-			json.Unmarshal(v, &a)
-		}
-		return a
-	}
-	obj("", "", top)
-	schema := sub(top, "schema")
-	obj("schema", "schema", schema)
-	for _, part := range []string{"data", "index"} {
-		for i, c := range arr(schema, part) {
-			obj(fmt.Sprintf("schema.%s[%d]", part, i), "column", c)
-		}
-	}
-	for i, f := range arr(top, "files") {
-		obj(fmt.Sprintf("files[%d]", i), "file", f)
-	}
-	obj("stats", "stats", sub(top, "stats"))
-	obj("build", "build", sub(top, "build"))
-	lin := sub(top, "lineage")
-	obj("lineage", "lineage", lin)
-	for i, in := range arr(lin, "inputs") {
-		obj(fmt.Sprintf("lineage.inputs[%d]", i), "lineage.inputs", in)
-	}
+	ps.identityRules(m)
+	ps.fileRules(m)
+	tierRules(m, ps.bad)
+	ps.buildRules(m)
+	ps.statsRules(m)
+	ps.lineageRules(m)
+	ps.inputRules(m)
+	ps.attributeRules(m)
+	return ps
+}
 
-	// Values.
+// problems gathers the rules a manifest breaks, in the order checked.
+type problems []Problem
+
+// bad records a broken rule at loc.
+func (ps *problems) bad(loc, format string, a ...any) {
+	*ps = append(*ps, Problem{loc, fmt.Sprintf(format, a...)})
+}
+
+// keyRules checks exact keys and no nulls in raw: Go's decoder would
+// accept a damaged key silently. False when raw is not a JSON object.
+func (ps *problems) keyRules(raw []byte) bool {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		ps.bad("", "manifest is not a JSON object: %v", err)
+		return false
+	}
+	ps.keys("", "", top)
+	schema := subObject(top, "schema")
+	ps.keys("schema", "schema", schema)
+	for _, part := range []string{"data", "index"} {
+		for i, c := range subArray(schema, part) {
+			ps.keys(fmt.Sprintf("schema.%s[%d]", part, i), "column", c)
+		}
+	}
+	for i, f := range subArray(top, "files") {
+		ps.keys(fmt.Sprintf("files[%d]", i), "file", f)
+	}
+	ps.keys("stats", "stats", subObject(top, "stats"))
+	ps.keys("build", "build", subObject(top, "build"))
+	lin := subObject(top, "lineage")
+	ps.keys("lineage", "lineage", lin)
+	for i, in := range subArray(lin, "inputs") {
+		ps.keys(fmt.Sprintf("lineage.inputs[%d]", i), "lineage.inputs", in)
+	}
+	return true
+}
+
+// keys checks the object at loc holds every key of its kind, none null.
+func (ps *problems) keys(loc, kind string, fields map[string]json.RawMessage) {
+	for _, k := range manifestKeys[kind] {
+		v, ok := fields[k]
+		switch {
+		case !ok:
+			ps.bad(joinLoc(loc, k), "field %q is missing", k)
+		case bytes.Equal(bytes.TrimSpace(v), []byte("null")):
+			ps.bad(joinLoc(loc, k), "field %q is null", k)
+		}
+	}
+}
+
+// subObject is the object under key, nil when absent or not an object.
+func subObject(fields map[string]json.RawMessage, key string) map[string]json.RawMessage {
+	var o map[string]json.RawMessage
+	if v, ok := fields[key]; ok {
+		json.Unmarshal(v, &o)
+	}
+	return o
+}
+
+// subArray is the array of objects under key, nil when absent or not one.
+func subArray(fields map[string]json.RawMessage, key string) []map[string]json.RawMessage {
+	var a []map[string]json.RawMessage
+	if v, ok := fields[key]; ok {
+		json.Unmarshal(v, &a)
+	}
+	return a
+}
+
+// identityRules checks who wrote the manifest, and when (in UTC).
+func (ps *problems) identityRules(m *manifest.Manifest) {
 	if !strings.HasPrefix(m.Tool, "servingsnap ") {
-		bad("tool", "tool %q is not \"servingsnap <version>\"", m.Tool)
+		ps.bad("tool", "tool %q is not \"servingsnap <version>\"", m.Tool)
 	}
 	if !strings.HasSuffix(m.Created, "Z") {
-		bad("created", "created %q is not a UTC time", m.Created)
+		ps.bad("created", "created %q is not a UTC time", m.Created)
 	}
+}
+
+// fileRules checks every file is in this snapshot's directory, with the
+// tier and batch count its role allows.
+func (ps *problems) fileRules(m *manifest.Manifest) {
 	dir := dataset.SnapshotPath(m.SnapshotID) + "/"
 	for i, f := range m.Files {
 		loc := fmt.Sprintf("files[%d]", i)
 		if !strings.HasPrefix(f.Path, dir) || strings.Contains(f.Path[len(dir):], "/") {
-			bad(loc+".path", "path %q is not a file of %s", f.Path, strings.TrimSuffix(dir, "/"))
+			ps.bad(loc+".path", "path %q is not a file of %s", f.Path, strings.TrimSuffix(dir, "/"))
 		}
 		if f.Role == manifest.RoleData && f.Tier != manifest.TierHot {
-			bad(loc+".tier", "data file tier %q, want %q", f.Tier, manifest.TierHot)
+			ps.bad(loc+".tier", "data file tier %q, want %q", f.Tier, manifest.TierHot)
 		}
 		if (f.Role == manifest.RoleIndex || f.Role == manifest.RolePortable) && f.Tier != "" {
-			bad(loc+".tier", "%s file tier %q, want \"\"", f.Role, f.Tier)
+			ps.bad(loc+".tier", "%s file tier %q, want \"\"", f.Role, f.Tier)
 		}
 		if f.Role == manifest.RoleIndex && f.Batches != 1 {
-			bad(loc+".batches", "index file has %d batches, the format says exactly 1", f.Batches)
+			ps.bad(loc+".batches", "index file has %d batches, the format says exactly 1", f.Batches)
 		}
 		if f.Role == manifest.RoleCold {
 			if f.Tier != manifest.TierCold {
-				bad(loc+".tier", "cold file tier %q, want %q", f.Tier, manifest.TierCold)
+				ps.bad(loc+".tier", "cold file tier %q, want %q", f.Tier, manifest.TierCold)
 			}
 			if (f.Rows > 0) != (f.Batches > 0) || int64(f.Batches) > f.Rows {
-				bad(loc+".batches", "cold file has %d chunks for %d rows (chunks are never empty)", f.Batches, f.Rows)
+				ps.bad(loc+".batches", "cold file has %d chunks for %d rows (chunks are never empty)", f.Batches, f.Rows)
 			}
 		}
 	}
-	tierRules(m, bad)
+}
+
+// buildRules checks the build options, and that the data file's batch
+// count fits batch_rows.
+func (ps *problems) buildRules(m *manifest.Manifest) {
 	b := m.Build
 	if b.SeriesColumn == "" || b.PeriodColumn == "" || b.ValueColumn == "" ||
 		b.SeriesColumn == b.PeriodColumn || b.SeriesColumn == b.ValueColumn || b.PeriodColumn == b.ValueColumn {
-		bad("build", "series, period and value columns must be distinct and non-empty (%q, %q, %q)", b.SeriesColumn, b.PeriodColumn, b.ValueColumn)
+		ps.bad("build", "series, period and value columns must be distinct and non-empty (%q, %q, %q)", b.SeriesColumn, b.PeriodColumn, b.ValueColumn)
 	}
 	switch b.OnDuplicate {
 	case "error", "last":
 	default:
-		bad("build.on_duplicate", "on_duplicate %q, want \"error\" or \"last\"", b.OnDuplicate)
+		ps.bad("build.on_duplicate", "on_duplicate %q, want \"error\" or \"last\"", b.OnDuplicate)
 	}
 	if b.BatchRows < 1 {
-		bad("build.batch_rows", "batch_rows %d is not positive", b.BatchRows)
+		ps.bad("build.batch_rows", "batch_rows %d is not positive", b.BatchRows)
 	}
 	if d, ok := m.FileByRole(manifest.RoleData); ok && b.BatchRows >= 1 {
 		// Batches are filled greedily up to batch_rows, and a batch only
 		// exceeds it when it holds one series, so there can be no more
 		// batches than series and no fewer than rows/batch_rows.
 		if int64(d.Batches) > m.Stats.Series || (d.Rows > 0 && d.Batches == 0) {
-			bad("files", "data file has %d batches for %d series", d.Batches, m.Stats.Series)
+			ps.bad("files", "data file has %d batches for %d series", d.Batches, m.Stats.Series)
 		}
 	}
+}
+
+// statsRules checks the statistics agree with each other and with the
+// duplicate policy, and the period bounds are dates in order.
+func (ps *problems) statsRules(m *manifest.Manifest) {
 	s := m.Stats
 	if s.DuplicatesDropped < 0 {
-		bad("stats.duplicates_dropped", "duplicates_dropped %d is negative", s.DuplicatesDropped)
+		ps.bad("stats.duplicates_dropped", "duplicates_dropped %d is negative", s.DuplicatesDropped)
 	}
-	if b.OnDuplicate == "error" && s.DuplicatesDropped != 0 {
-		bad("stats.duplicates_dropped", "%d duplicates dropped although on_duplicate is \"error\"", s.DuplicatesDropped)
+	if m.Build.OnDuplicate == "error" && s.DuplicatesDropped != 0 {
+		ps.bad("stats.duplicates_dropped", "%d duplicates dropped although on_duplicate is \"error\"", s.DuplicatesDropped)
 	}
 	if (s.Rows == 0) != (s.Series == 0) {
-		bad("stats", "%d rows in %d series", s.Rows, s.Series)
+		ps.bad("stats", "%d rows in %d series", s.Rows, s.Series)
 	}
 	var first, last int64
 	for _, p := range []struct {
@@ -181,42 +226,58 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 	}{{"stats.first_period", s.FirstPeriod, &first}, {"stats.last_period", s.LastPeriod, &last}} {
 		switch {
 		case s.Rows == 0 && p.val != "":
-			bad(p.loc, "%q in a snapshot without rows, want \"\"", p.val)
+			ps.bad(p.loc, "%q in a snapshot without rows, want \"\"", p.val)
 		case s.Rows > 0:
 			d, ok := parseDate(p.val)
 			if !ok {
-				bad(p.loc, "%q is not a YYYY-MM-DD date", p.val)
+				ps.bad(p.loc, "%q is not a YYYY-MM-DD date", p.val)
 			}
 			*p.dst = d
 		}
 	}
 	if s.Rows > 0 && first > last {
-		bad("stats", "first_period %s is after last_period %s", s.FirstPeriod, s.LastPeriod)
+		ps.bad("stats", "first_period %s is after last_period %s", s.FirstPeriod, s.LastPeriod)
 	}
+}
+
+// isTable says the lineage is a Delta or Iceberg table's.
+func isTable(l manifest.Lineage) bool {
+	return l.Kind == manifest.KindDelta || l.Kind == manifest.KindIceberg
+}
+
+// lineageRules checks the lineage's kind and what each kind must name.
+func (ps *problems) lineageRules(m *manifest.Manifest) {
 	l := m.Lineage
-	table := l.Kind == manifest.KindDelta || l.Kind == manifest.KindIceberg
+	table := isTable(l)
 	switch {
 	case l.Kind == manifest.KindParquet, table:
 	case l.Kind == "compaction":
 		// the parent snapshot with live writes folded in: no input files,
 		// and a WAL position (what it folded)
 		if len(l.Inputs) > 0 {
-			bad("lineage.inputs", "a compaction lists %d input files, want none", len(l.Inputs))
+			ps.bad("lineage.inputs", "a compaction lists %d input files, want none", len(l.Inputs))
 		}
 		if m.WALPosition == 0 {
-			bad("wal_position", "a compaction folded in no WAL position")
+			ps.bad("wal_position", "a compaction folded in no WAL position")
 		}
 	default:
-		bad("lineage.kind", "kind %q, want \"parquet\", \"delta\", \"iceberg\" or \"compaction\"", l.Kind)
+		ps.bad("lineage.kind", "kind %q, want \"parquet\", \"delta\", \"iceberg\" or \"compaction\"", l.Kind)
 	}
 	if table && (l.LakeSnapshotID == "" || l.Location == "" || l.TableVersion == nil) {
-		bad("lineage", "a %s lineage names its lake_snapshot_id, location and table_version", l.Kind)
+		ps.bad("lineage", "a %s lineage names its lake_snapshot_id, location and table_version", l.Kind)
 	}
 	if l.SnapshotTimestamp != "" {
 		if _, err := time.Parse(time.RFC3339Nano, l.SnapshotTimestamp); err != nil {
-			bad("lineage.snapshot_timestamp", "%q is not RFC 3339", l.SnapshotTimestamp)
+			ps.bad("lineage.snapshot_timestamp", "%q is not RFC 3339", l.SnapshotTimestamp)
 		}
 	}
+}
+
+// inputRules checks each input's path, size and checksum, and that the
+// inputs' rows add up to the rows, duplicates and other shards' rows.
+func (ps *problems) inputRules(m *manifest.Manifest) {
+	l, s := m.Lineage, m.Stats
+	table := isTable(l)
 	var inRows int64
 	for i, in := range l.Inputs {
 		loc := fmt.Sprintf("lineage.inputs[%d]", i)
@@ -226,20 +287,20 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 			// relative to the table root, or absolute locations; they are
 			// listed in the table's order (not by path).
 			if in.Path == "" {
-				bad(loc+".path", "empty path")
+				ps.bad(loc+".path", "empty path")
 			}
 		case in.Path == "" || strings.HasPrefix(in.Path, "/") || path.Clean(in.Path) != in.Path || strings.HasPrefix(in.Path, "../"):
-			bad(loc+".path", "path %q is not a clean relative path", in.Path)
+			ps.bad(loc+".path", "path %q is not a clean relative path", in.Path)
 		case !inputName(in.Path):
-			bad(loc+".path", "path %q is not a file the builder reads (a .parquet file, no component starting with . or _)", in.Path)
+			ps.bad(loc+".path", "path %q is not a file the builder reads (a .parquet file, no component starting with . or _)", in.Path)
 		case i > 0 && !lake.NaturalLess(l.Inputs[i-1].Path, in.Path):
-			bad(loc+".path", "path %q does not follow %q: inputs are listed once each, in the builder's order", in.Path, l.Inputs[i-1].Path)
+			ps.bad(loc+".path", "path %q does not follow %q: inputs are listed once each, in the builder's order", in.Path, l.Inputs[i-1].Path)
 		}
 		if in.Size < 0 || in.Rows < 0 {
-			bad(loc, "negative size or rows")
+			ps.bad(loc, "negative size or rows")
 		}
 		if !fileutil.ValidChecksum(in.Checksum) {
-			bad(loc+".checksum", "checksum %q is not %s<16 hex digits>", in.Checksum, fileutil.ChecksumPrefix)
+			ps.bad(loc+".checksum", "checksum %q is not %s<16 hex digits>", in.Checksum, fileutil.ChecksumPrefix)
 		}
 		inRows += in.Rows
 	}
@@ -248,16 +309,19 @@ func Problems(raw []byte, m *manifest.Manifest) []Problem {
 		other = m.Shard.OtherShardRows
 	}
 	if l.Kind != "compaction" && inRows != s.Rows+s.DuplicatesDropped+other {
-		bad("lineage.inputs", "inputs hold %d rows, but stats say %d rows + %d duplicates dropped + %d of other shards", inRows, s.Rows, s.DuplicatesDropped, other)
+		ps.bad("lineage.inputs", "inputs hold %d rows, but stats say %d rows + %d duplicates dropped + %d of other shards", inRows, s.Rows, s.DuplicatesDropped, other)
 	}
+}
+
+// attributeRules checks no attribute is listed twice.
+func (ps *problems) attributeRules(m *manifest.Manifest) {
 	attrs := map[string]bool{}
 	for i, a := range m.Schema.Attributes {
 		if attrs[a] {
-			bad(fmt.Sprintf("schema.attributes[%d]", i), "attribute %q listed twice", a)
+			ps.bad(fmt.Sprintf("schema.attributes[%d]", i), "attribute %q listed twice", a)
 		}
 		attrs[a] = true
 	}
-	return ps
 }
 
 func joinLoc(a, b string) string {
