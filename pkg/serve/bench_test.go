@@ -155,14 +155,7 @@ func BenchmarkLookupSlice(b *testing.B) {
 // series without the network: parse the ticket, plan, build the record
 // batch (dictionary, slices) — everything DoGet does before gRPC.
 func BenchmarkPlanAndRecord(b *testing.B) {
-	svc, err := Open(benchRoot(b, 100_000, 150), Options{Limits: DefaultLimits})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer svc.Close()
-	v := acquireView(svc.datasets["B"])
-	ids := benchIDs(b, v)
-	v.Release()
+	svc, ids := benchService(b)
 	tickets := make([][]byte, 1024)
 	for i := range tickets {
 		tickets[i] = []byte(`{"dataset":"B","series":["` + ids[i] + `"]}`)
@@ -520,14 +513,7 @@ func (d *discardStream) Send(*flight.FlightData) error { d.msgs++; return nil }
 // allocs/op and B/op are the server's alone (ticket, plan, batch, IPC
 // encoding), without gRPC or a client.
 func BenchmarkDoGetServerSide(b *testing.B) {
-	svc, err := Open(benchRoot(b, 100_000, 150), Options{Limits: DefaultLimits})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer svc.Close()
-	v := acquireView(svc.datasets["B"])
-	ids := benchIDs(b, v)
-	v.Release()
+	svc, ids := benchService(b)
 	tickets := make([]*flight.Ticket, 1024)
 	for i := range tickets {
 		tickets[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + ids[i] + `"]}`)}
@@ -548,4 +534,18 @@ func BenchmarkDoGetServerSide(b *testing.B) {
 		i++
 	}
 	b.ReportMetric(float64(st.msgs)/float64(i), "msgs/op")
+}
+
+// benchService opens the 100k-series benchmark root in process (closed
+// when the benchmark ends) and returns it with dataset B's series ids.
+func benchService(b *testing.B) (*Service, []string) {
+	b.Helper()
+	svc, err := Open(benchRoot(b, 100_000, 150), Options{Limits: DefaultLimits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { svc.Close() })
+	v := acquireView(svc.datasets["B"])
+	defer v.Release()
+	return svc, benchIDs(b, v)
 }
