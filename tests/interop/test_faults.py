@@ -89,12 +89,22 @@ def test_stalled_clients_are_ended(snapbuild, tmp_path):
     snaplib.build(snapbuild, tmp_path / "lakeB", root / "B")
     srv = ServerProcess(snapbuild, root, "--stream-timeout", "1s")
     try:
-        readers = []
+        readers, refused = [], 0
         for _ in range(8):
             c = fl.connect(srv.uri)
-            r = c.do_get(fl.Ticket(json.dumps({"dataset": "BIG", "prefix": ""}).encode()))
-            r.read_chunk()  # one batch, then nothing more
+            try:
+                r = c.do_get(fl.Ticket(json.dumps({"dataset": "BIG", "prefix": ""}).encode()))
+                r.read_chunk()  # one batch, then nothing more
+            except (pa.ArrowInvalid, fl.FlightError) as e:
+                # One client host holds at most a quarter of the large answers'
+                # in-flight budget (about four such streams): the later ones
+                # wait for its own streams, then are refused after the timeout.
+                assert "server busy" in str(e) and "client's share" in str(e), e
+                refused += 1
+                c.close()
+                continue
             readers.append((c, r))
+        assert readers and len(readers) + refused == 8, (len(readers), refused)
         wait_until(lambda: dataset_status(srv.client(), "BIG")["readers"] == 0, timeout=60,
                    what="stalled streams ended")
         code, metrics = srv.get("/metrics")
