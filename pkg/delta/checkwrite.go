@@ -12,12 +12,11 @@ import (
 	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
-// The columns of a normalized write (Schema.Write) that CheckWrite reads
-// by position: the id and the period lead; the attributes and "given"
-// close it.
+// The columns of a normalized write (Schema.Write) read by position: the
+// id and the period lead; the attributes and "given" close it.
 const (
-	writeColSeriesID = 0
-	writeColPeriod   = 1
+	WriteColumnSeriesID = 0
+	WriteColumnPeriod   = 1
 )
 
 // CheckWrite checks a normalized write (rec, of schema s.Write) as
@@ -47,7 +46,7 @@ func CheckWrite(s *Schema, rec arrow.RecordBatch) error {
 	}
 	n := int(rec.NumRows())
 
-	ids, ok := rec.Column(writeColSeriesID).(*array.String)
+	ids, ok := rec.Column(WriteColumnSeriesID).(*array.String)
 	if !ok {
 		return bad(-1, sidecar.ColSeriesID, "not utf8")
 	}
@@ -65,7 +64,7 @@ func CheckWrite(s *Schema, rec arrow.RecordBatch) error {
 		}
 	}
 
-	periods, ok := rec.Column(writeColPeriod).(*array.Date32)
+	periods, ok := rec.Column(WriteColumnPeriod).(*array.Date32)
 	if !ok {
 		return bad(-1, datafile.ColPeriod, "not date32")
 	}

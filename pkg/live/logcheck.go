@@ -137,8 +137,8 @@ func Unvouched(payload []byte, s *delta.Schema) (RecordInfo, bool) {
 // record whose buffers are sound.
 func summarize(ri *RecordInfo, rec arrow.RecordBatch) {
 	ri.Rows = rec.NumRows()
-	ids, _ := rec.Column(writeColumnSeries).(*array.String)
-	days, _ := rec.Column(writeColumnPeriod).(*array.Date32)
+	ids, _ := rec.Column(delta.WriteColumnSeriesID).(*array.String)
+	days, _ := rec.Column(delta.WriteColumnPeriod).(*array.Date32)
 	seen := map[string]bool{}
 	var lo, hi int32
 	for i := 0; i < int(rec.NumRows()); i++ {
@@ -159,9 +159,3 @@ func summarize(ri *RecordInfo, rec arrow.RecordBatch) {
 	}
 	slices.Sort(ri.Series)
 }
-
-// The write schema's leading columns (delta.Schema.Write).
-const (
-	writeColumnSeries = 0
-	writeColumnPeriod = 1
-)

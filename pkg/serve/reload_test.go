@@ -607,7 +607,13 @@ func getAnswer(ctx context.Context, c flight.Client, tk string) (answer, error) 
 
 func statusOf(t testing.TB, c flight.Client) Status {
 	t.Helper()
-	res, err := c.DoAction(context.Background(), &flight.Action{Type: "status"})
+	return statusWith(t, context.Background(), c)
+}
+
+// statusWith is the status action's answer, asked with ctx (a token's).
+func statusWith(t testing.TB, ctx context.Context, c flight.Client) Status {
+	t.Helper()
+	res, err := c.DoAction(ctx, &flight.Action{Type: "status"})
 	if err != nil {
 		t.Fatal(err)
 	}

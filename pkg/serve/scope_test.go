@@ -519,16 +519,7 @@ func TestScopesHideDatasets(t *testing.T) {
 				t.Errorf("GetTables (schemas %v) with %s: %v %v, want %v", schemas, tc.tok, got, err, tc.want)
 			}
 		}
-		s, err := c.DoAction(bctx, &flight.Action{Type: "status"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := s.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st Status
-		json.Unmarshal(r.Body, &st)
+		st := statusWith(t, bctx, c)
 		var got []string
 		var mapped int64
 		for _, d := range st.Datasets {

@@ -155,6 +155,9 @@ func (o *Options) defaults() error {
 	if o.Shard.Count > 0 && (o.Shard.Index < 0 || o.Shard.Index >= o.Shard.Count) {
 		return fmt.Errorf("shard %s: the index must be from 0 to %d", o.Shard, o.Shard.Count-1)
 	}
+	if _, err := shard.Func(o.Shard.Hash); o.Shard.Count > 0 && err != nil {
+		return err
+	}
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
 	}

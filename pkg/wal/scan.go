@@ -62,11 +62,7 @@ func Scan(dir string, after Position, fn func(Position, []byte) error) (ScanInfo
 		}
 		if i > 0 && n == segs[i-1]+1 && si.Linked {
 			if p := &info.Segments[i-1]; p.Problem == "" && p.End != si.Link {
-				if p.End.Compare(si.Link) < 0 {
-					p.Problem = fmt.Sprintf("cut: it ends at %v, the next segment's link says it ended at %v (records from %v to %v lost)", p.End, si.Link, p.End, si.Link)
-				} else {
-					p.Problem = fmt.Sprintf("it ends at %v, past %v where the next segment's link says it ended", p.End, si.Link)
-				}
+				p.Problem = cutMessage(p.End, si.Link)
 			}
 		}
 		info.Segments = append(info.Segments, si)

@@ -427,12 +427,20 @@ func (w *WAL) checkLink(n uint32, linked bool, sr *segmentReader, prevEnd Positi
 // cutError is the corruption of a segment that ends at got where its
 // successor's link says it ended at want.
 func cutError(dir string, got, want Position) error {
-	if got.Compare(want) < 0 {
-		return &CorruptionError{Dir: dir, Segment: got.Segment, Offset: int64(got.Offset),
-			Err: fmt.Errorf("the segment was cut: it ends at %v, the next segment's link says it ended at %v (records from %v to %v lost)", got, want, got, want)}
+	off := got.Offset
+	if got.Compare(want) > 0 {
+		off = want.Offset
 	}
-	return &CorruptionError{Dir: dir, Segment: got.Segment, Offset: int64(want.Offset),
-		Err: fmt.Errorf("the segment ends at %v, past %v where the next segment's link says it ended", got, want)}
+	return &CorruptionError{Dir: dir, Segment: got.Segment, Offset: int64(off), Err: errors.New(cutMessage(got, want))}
+}
+
+// cutMessage says how a segment that ends at got differs from the end
+// want its successor's link names (Open, a replay and Scan say it alike).
+func cutMessage(got, want Position) string {
+	if got.Compare(want) < 0 {
+		return fmt.Sprintf("the segment was cut: it ends at %v, the next segment's link says it ended at %v (records from %v to %v lost)", got, want, got, want)
+	}
+	return fmt.Sprintf("the segment ends at %v, past %v where the next segment's link says it ended", got, want)
 }
 
 // checkSegmentHeader reads the header of segment n. torn means the file
