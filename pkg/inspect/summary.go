@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
@@ -136,34 +135,6 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// distinct counts the distinct non-null values of an attribute column and
-// its nulls. A dictionary column is counted through its indices.
-func distinct(arr arrow.Array) (int64, int64) {
-	nulls := int64(arr.NullN())
-	if d, ok := arr.(*array.Dictionary); ok {
-		used := make([]bool, d.Dictionary().Len())
-		seen := map[string]bool{} // dictionaries may repeat a value
-		for i := 0; i < d.Len(); i++ {
-			if !d.IsNull(i) {
-				used[d.GetValueIndex(i)] = true
-			}
-		}
-		for k, u := range used {
-			if u {
-				seen[CellOf(d.Dictionary(), k).Text] = true
-			}
-		}
-		return int64(len(seen)), nulls
-	}
-	seen := map[string]bool{}
-	for i := 0; i < arr.Len(); i++ {
-		if !arr.IsNull(i) {
-			seen[CellOf(arr, i).Text] = true
-		}
-	}
-	return int64(len(seen)), nulls
 }
 
 // TextOptions tune the text rendering of a summary.
