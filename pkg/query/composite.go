@@ -294,20 +294,61 @@ func mergeSources(srcs []source, dst []Piece) []Piece {
 	}
 }
 
-// LatestRow is the last merged row in rg whose value is not null.
+// LatestRow is the last merged row in rg whose value is not null. The
+// delta's last row in rg decides it against the base's latest, without
+// merging the series' history (see deltaLatest); only when that row's value
+// is null are the generations merged.
 func (c *Composite) LatestRow(code int, rg Range) (Piece, bool, error) {
-	if !c.inDelta(code) {
-		if code < c.nb {
-			return c.base.LatestRow(code, rg)
+	dp, dper, found, decisive := c.deltaLatest(code, rg)
+	if !decisive {
+		ps, err := c.Rows(code, rg, nil)
+		if err != nil {
+			return Piece{}, false, err
 		}
-		return Piece{}, false, nil
+		p, ok := LastValid(ps)
+		return p, ok, nil
 	}
-	ps, err := c.Rows(code, rg, nil)
-	if err != nil {
-		return Piece{}, false, err
+	if code >= c.nb {
+		return dp, found, nil
 	}
-	p, ok := LastValid(ps)
-	return p, ok, nil
+	bp, ok, err := c.base.LatestRow(code, rg)
+	if err != nil || !found {
+		return bp, ok, err
+	}
+	if ok && int32(bp.Rec.Column(datafile.ColumnPeriod).(*array.Date32).Value(int(bp.Lo))) > dper {
+		return bp, true, nil
+	}
+	return dp, true, nil
+}
+
+// deltaLatest is the delta's last row of series code in rg: of each run's
+// last row in the range, the latest period's, the newest run's on a tie.
+// When found and its value is not null it decides the series' latest
+// against the base's own: a base row after it is not shadowed by any delta
+// row (the delta has none later), and a base row at or before it is
+// shadowed or earlier. decisive is false only when that row's value is
+// null: then an earlier row may be the answer and the generations must be
+// merged.
+func (c *Composite) deltaLatest(code int, rg Range) (p Piece, period int32, found, decisive bool) {
+	id := c.SeriesID(code)
+	for _, r := range c.runs { // newest first: a tie keeps the newer
+		i, ok := r.Find(id)
+		if !ok {
+			continue
+		}
+		lo, hi := r.Rows(i)
+		ps := r.Periods()
+		if lo, hi = clip(ps, lo, hi, rg); hi == lo {
+			continue
+		}
+		if last := int32(ps[hi-1]); !found || last > period {
+			p, period, found = Piece{Rec: r.Record(), Lo: int64(hi - 1), Hi: int64(hi)}, last, true
+		}
+	}
+	if found && p.Rec.Column(datafile.ColumnValue).IsNull(int(p.Lo)) {
+		return Piece{}, 0, true, false
+	}
+	return p, period, found, true
 }
 
 // LastValid is the last row of pieces ps (a series' merged rows, as Rows
@@ -340,10 +381,16 @@ func (c *Composite) inDelta(code int) bool {
 }
 
 // Latest is the base index's answer for series the delta does not touch,
-// the merged rows' otherwise.
+// else the delta's last row against it (see LatestRow).
 func (c *Composite) Latest(code int) (int32, bool) {
-	if !c.inDelta(code) {
-		return c.base.Latest(code)
+	_, dper, found, decisive := c.deltaLatest(code, AllPeriods)
+	if decisive {
+		if code < c.nb {
+			if bp, ok := c.base.Latest(code); ok && (!found || bp > dper) {
+				return bp, true
+			}
+		}
+		return dper, found
 	}
 	pc, ok, err := c.LatestRow(code, AllPeriods)
 	if err != nil || !ok {
@@ -352,27 +399,48 @@ func (c *Composite) Latest(code int) (int32, bool) {
 	return int32(pc.Rec.Column(datafile.ColumnPeriod).(*array.Date32).Value(int(pc.Lo))), true
 }
 
-// LatestValues gathers each code's latest value from wherever it lies.
+// LatestValues gathers each code's latest value from wherever it lies: the
+// base index's latest_value column, or the delta's last row when it is
+// later (see LatestRow); a series' history is merged only when the delta's
+// last row is null.
 func (c *Composite) LatestValues(ctx context.Context, codes []int32, mem memory.Allocator) (arrow.Array, error) {
-	b := array.NewBuilder(mem, c.base.x.LatestValues().DataType())
+	idx := c.base.x.LatestValues()
+	b := array.NewBuilder(mem, idx.DataType())
 	defer b.Release()
 	b.Reserve(len(codes))
 	for _, code := range codes {
 		var err error
-		if !c.inDelta(int(code)) {
-			err = appendCell(b, c.base.x.LatestValues(), int(code))
-		} else if pc, ok, lerr := c.LatestRow(int(code), AllPeriods); lerr != nil {
-			err = lerr
-		} else if !ok {
+		dp, dper, found, decisive := c.deltaLatest(int(code), AllPeriods)
+		switch {
+		case !decisive:
+			var pc Piece
+			var ok bool
+			if pc, ok, err = c.LatestRow(int(code), AllPeriods); err == nil && ok {
+				err = appendCell(b, pc.Rec.Column(datafile.ColumnValue), int(pc.Lo))
+			} else if err == nil {
+				b.AppendNull()
+			}
+		case int(code) < c.nb && c.baseLater(int(code), dper, found):
+			err = appendCell(b, idx, int(code))
+		case found:
+			err = appendCell(b, dp.Rec.Column(datafile.ColumnValue), int(dp.Lo))
+		default:
 			b.AppendNull()
-		} else {
-			err = appendCell(b, pc.Rec.Column(datafile.ColumnValue), int(pc.Lo))
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	return b.NewArray(), nil
+}
+
+// baseLater reports whether base series code's latest (from the index) is
+// the answer against the delta's last row at period dper (found says there
+// is one): it is later, or the delta has no row. A series whose base values
+// are all null answers from the index too when the delta has none.
+func (c *Composite) baseLater(code int, dper int32, found bool) bool {
+	bp, ok := c.base.Latest(code)
+	return !found || (ok && bp > dper)
 }
 
 // Dictionaries are the base's when the selection holds base series only;

@@ -3,6 +3,7 @@ package query_test
 import (
 	"context"
 	"errors"
+	"github.com/energyscope/servingsnap/internal/testsnap"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,7 @@ func open(t *testing.T) (prices, nocat *query.SnapshotReader) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testsnap.RemoveUniform()
 	for _, d := range []string{fixRoot, tierDir} {
 		if d != "" {
 			os.RemoveAll(d)

@@ -330,18 +330,15 @@ func TestTieredPlans(t *testing.T) {
 // tierWrites are live writes over the tiered lake: revisions of cold rows
 // (2019–2020), of hot rows (2024), a null over a value, rows after the
 // last period, rows inside a gap, and a series only the delta has.
-func tierWrites(t *testing.T, sc *delta.Schema, r *query.SnapshotReader) []arrow.RecordBatch {
+func tierWrites(t *testing.T, sc *delta.Schema, r *query.SnapshotReader, extra ...[]tierWrite) []arrow.RecordBatch {
 	t.Helper()
-	type w struct {
-		id, per string
-		v       any
-		flag    string
-	}
+	type w = tierWrite
 	batches := [][]w{
 		{{"T000", "2019-01", 1.5, "x"}, {"T000", "2024-12", 2.5, "x"}, {"T001", "2019-06", nil, "x"}, {"T013", "2020-01", 13.0, "x"}},
 		{{"T003", "2021-06", 3.5, "y"}, {"T003", "2021-07", 3.75, "y"}, {"T007", "2019-02", 7.5, "y"}, {"T009", "2025-01", 9.5, "y"}},
 		{{"T000", "2019-01", 1.75, "z"}, {"T005", "2023-01", nil, "z"}, {"T005", "2024-12", nil, "z"}, {"U000", "2020-01", 100.0, "z"}, {"U000", "2024-01", 101.0, "z"}},
 	}
+	batches = append(batches, extra...)
 	mem := memory.NewGoAllocator()
 	var out []arrow.RecordBatch
 	for k, ws := range batches {
@@ -377,6 +374,14 @@ func tierWrites(t *testing.T, sc *delta.Schema, r *query.SnapshotReader) []arrow
 		out = append(out, norm)
 	}
 	return out
+}
+
+// tierWrite is one row of a live write: series, period, value (nil for
+// null) and flag.
+type tierWrite struct {
+	id, per string
+	v       any
+	flag    string
 }
 
 func applyWrites(t *testing.T, r *query.SnapshotReader) *delta.State {
