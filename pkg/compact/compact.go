@@ -212,20 +212,6 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
-	attrPos := make([]int, len(attrFields))
-	for i := range attrPos {
-		attrPos[i] = i
-	}
-	ids, attrVals, err := r.Dictionaries(ctx, sel, attrPos, mem)
-	if err != nil {
-		return nil, schemas{}, st, err
-	}
-	defer func() {
-		ids.Release()
-		for _, a := range attrVals {
-			a.Release()
-		}
-	}()
 	plain := make([]arrow.Field, len(attrFields))
 	for i, f := range attrFields {
 		t := f.Type
@@ -317,11 +303,20 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	dw.SetupIndex(xw)
 	locs := dw.Locations()
 	xw.Reserve(len(locs))
-	idArr := ids.(*array.String)
+	// The ids and attributes are asked of r a chunk of the selection at a
+	// time: a composite with series the base lacks builds them (the base
+	// alone slices its mapped index), and the whole selection's at once
+	// would cost memory that grows with the base, not with the delta.
+	chunk := dictChunk{r: r, sel: sel, attrs: len(plain)}
+	defer chunk.release()
 	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(plain))}
 	st.first, st.last = math.MaxInt32, math.MinInt32
 	for i, loc := range locs {
-		k := written[i]
+		idArr, attrVals, at, err := chunk.at(ctx, mem, written[i])
+		if err != nil {
+			return nil, schemas{}, st, err
+		}
+		k := written[i] - at
 		s.ID = idArr.Value(k)
 		s.Location = loc
 		s.Cold = dw.ColdAt(i)
@@ -355,6 +350,53 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	}
 	return append(files, manifest.File{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
 		Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum}), schemas{dataSchema, xschema}, st, nil
+}
+
+// dictChunkSeries is how many series' ids and attributes a compaction
+// holds at once (dictChunk); a variable for the tests, which cut chunks of
+// one series.
+var dictChunkSeries = 1 << 16
+
+// dictChunk holds the ids and attribute values of one chunk of a
+// selection, fetched from the reader as the index writer reaches it.
+type dictChunk struct {
+	r      query.Reader
+	sel    query.Selection
+	attrs  int
+	lo, hi int // the selection positions held
+	ids    *array.String
+	vals   []arrow.Array
+}
+
+// at returns the chunk holding selection position k (fetching it when k
+// lies past the one held) and the position of its first series.
+func (c *dictChunk) at(ctx context.Context, mem memory.Allocator, k int) (*array.String, []arrow.Array, int, error) {
+	if c.ids != nil && k >= c.lo && k < c.hi {
+		return c.ids, c.vals, c.lo, nil
+	}
+	c.release()
+	c.lo = k
+	c.hi = min(k+dictChunkSeries, c.sel.Len())
+	pos := make([]int, c.attrs)
+	for i := range pos {
+		pos[i] = i
+	}
+	ids, vals, err := c.r.Dictionaries(ctx, c.sel.Sub(c.lo, c.hi), pos, mem)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	c.ids, c.vals = ids.(*array.String), vals
+	return c.ids, c.vals, c.lo, nil
+}
+
+func (c *dictChunk) release() {
+	if c.ids != nil {
+		c.ids.Release()
+	}
+	for _, a := range c.vals {
+		a.Release()
+	}
+	c.ids, c.vals = nil, nil
 }
 
 // assemble builds one data batch from pieces (each with its new series

@@ -45,6 +45,14 @@ func TestScripts(t *testing.T) {
 	})
 }
 
+// TestScriptsOneSeriesChunks runs the scripts again with the ids and
+// attributes fetched one series at a time: every chunk boundary is
+// crossed, and the output must not change.
+func TestScriptsOneSeriesChunks(t *testing.T) {
+	defer compact.SetDictChunk(1)()
+	TestScripts(t)
+}
+
 type compactScript struct {
 	t      *testing.T
 	tmp    string

@@ -97,6 +97,15 @@ func (s Selection) Code(k int) int {
 	return s.lo + k
 }
 
+// Sub is the selection's positions [lo, hi): what a caller that walks a
+// large selection in chunks asks dictionaries of, one chunk at a time.
+func (s Selection) Sub(lo, hi int) Selection {
+	if s.list != nil {
+		return Selection{list: s.list[lo:hi]}
+	}
+	return Selection{lo: s.lo + lo, hi: s.lo + hi}
+}
+
 // Span returns the code range when the selection is one.
 func (s Selection) Span() (lo, hi int, ok bool) { return s.lo, s.hi, s.list == nil }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
@@ -71,6 +72,10 @@ func (d *Dataset) Compact(ctx context.Context) (CompactResult, error) {
 		return res, ErrCompactFailing
 	}
 	w := d.liveWriter()
+	// What the compaction allocated (its batches, the index it wrote) is
+	// garbage once it returns: hand it back to the OS now (after the lock
+	// is released) rather than hold it until the scavenger gets to it.
+	defer debug.FreeOSMemory()
 	d.swapMu.Lock()
 	defer d.swapMu.Unlock()
 	var first uint64
