@@ -1,12 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"hash"
-	"io"
-	"os"
 	"path"
 	"time"
 
@@ -14,28 +9,9 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/export"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
-	"github.com/energyscope/servingsnap/pkg/manifest"
 )
-
-// copySidecar is the JSON written beside a published portable copy
-// (docs/FORMAT.md, "publish-copy"): which snapshot the Parquet file is, so
-// an engine's user can tell which vintage they query and check the bytes.
-type copySidecar struct {
-	Format     string `json:"format"` // copySidecarFormat
-	Dataset    string `json:"dataset"`
-	SnapshotID uint64 `json:"snapshot_id"`
-	Created    string `json:"created"` // the snapshot's creation time
-	Path       string `json:"path"`    // the Parquet object, relative to the sidecar
-	Size       int64  `json:"size"`
-	Rows       int64  `json:"rows"`
-	RowGroups  int    `json:"row_groups"`
-	Checksum   string `json:"checksum"` // xxh64 of the Parquet file, as in the manifest
-	Published  string `json:"published"`
-}
-
-const copySidecarFormat = "servingsnap.portable-copy"
 
 // publishCopyCommand is "snapbuild publish-copy": put a snapshot's
 // portable.parquet where engines read it, a local directory or S3.
@@ -82,20 +58,6 @@ Examples:
 			} else if err := ds.CheckVintage(id); err != nil {
 				return err
 			}
-			// The lease keeps gc from removing the snapshot mid-copy.
-			lease, err := ds.AcquireLease(id)
-			if err != nil {
-				return err
-			}
-			defer lease.Release()
-			m, err := ds.Load(id)
-			if err != nil {
-				return err
-			}
-			pf, ok := m.FileByRole(manifest.RolePortable)
-			if !ok {
-				return fmt.Errorf("snapshot %d of %s has no portable copy: build it with snapbuild build --portable", id, ds.Name)
-			}
 			st, err := objstore.Open(c.Context, c.String("to"), objstore.S3Config{Endpoint: c.String("s3-endpoint"), Region: c.String("s3-region")})
 			if err != nil {
 				return cliutil.Usagef("--to: %v", err)
@@ -104,60 +66,16 @@ Examples:
 			if !ok {
 				return cliutil.Usagef("--to %s: this store cannot be written", c.String("to"))
 			}
-			f, err := os.Open(ds.Path(pf.Path))
+			side, err := export.PublishCopy(c.Context, ds, id, put, time.Now())
 			if err != nil {
-				return err
-			}
-			defer f.Close()
-			rel := path.Join(dataset.FormatID(id), path.Base(pf.Path))
-			cr := &checkedReader{r: f, h: fileutil.NewHash(), want: pf.Checksum, size: pf.Size, name: pf.Path}
-			if err := put.Put(c.Context, path.Join(ds.Name, rel), cr); err != nil {
-				return err
-			}
-			side := copySidecar{Format: copySidecarFormat, Dataset: ds.Name, SnapshotID: id, Created: m.Created,
-				Path: rel, Size: pf.Size, Rows: pf.Rows, RowGroups: pf.Batches, Checksum: pf.Checksum,
-				Published: time.Now().UTC().Format(time.RFC3339)}
-			b, err := json.MarshalIndent(side, "", "  ")
-			if err != nil {
-				return err
-			}
-			b = append(b, '\n')
-			if err := put.Put(c.Context, path.Join(ds.Name, "portable.json"), bytes.NewReader(b)); err != nil {
 				return err
 			}
 			if c.Bool("json") {
 				return printJSON(c, side)
 			}
 			fmt.Fprintf(c.App.Writer, "%s snapshot %d -> %s (%s, %s rows, %s)\n", ds.Name, id,
-				st.Location(path.Join(ds.Name, rel)), humanBytes(pf.Size), count(pf.Rows), pf.Checksum)
+				st.Location(path.Join(ds.Name, side.Path)), humanBytes(side.Size), count(side.Rows), side.Checksum)
 			return nil
 		},
 	}
-}
-
-// checkedReader hashes what it reads and, at the end, fails unless the
-// bytes are the size and checksum the manifest records: a copy of a file
-// damaged since it was written is refused rather than published.
-type checkedReader struct {
-	r    io.Reader
-	h    hash.Hash64
-	n    int64
-	want string
-	size int64
-	name string
-}
-
-func (c *checkedReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.h.Write(p[:n])
-	c.n += int64(n)
-	if err == io.EOF {
-		if c.n != c.size {
-			return n, fmt.Errorf("%s is %d bytes, the manifest says %d: not published", c.name, c.n, c.size)
-		}
-		if got := fileutil.FormatChecksum(c.h); got != c.want {
-			return n, fmt.Errorf("%s has checksum %s, the manifest says %s: damaged, not published", c.name, got, c.want)
-		}
-	}
-	return n, err
 }

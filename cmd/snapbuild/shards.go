@@ -144,7 +144,7 @@ func wholeDataset(c *cli.Context) (*shard.Map, []string, error) {
 
 // wholeHistory is `history` of a sharded dataset: every shard's, in order.
 func wholeHistory(c *cli.Context, m *shard.Map, dirs []string) error {
-	out, err := inspect.LoadWholeHistory(m.Dataset, m.Count, dirs)
+	out, err := inspect.LoadWholeHistory(m, dirs)
 	if err != nil {
 		return err
 	}

@@ -15,11 +15,6 @@ import (
 // for the whole: summary and history run over every shard, series goes to
 // the shard its ids live in, and the rest name the shard directories.
 
-type shardSummary struct {
-	Shard int `json:"shard"`
-	*inspect.Summary
-}
-
 // whole is the shard map of dir, or nil for an ordinary dataset.
 func whole(dir string) (*shard.Map, []string, error) { return shard.Whole(dir) }
 
@@ -27,25 +22,9 @@ func wholeSummary(c *cli.Context, m *shard.Map, dirs []string) error {
 	if err := noSnapshotFlag(c, "each shard of "+m.Dataset+" has its own snapshot ids; give one shard directory"); err != nil {
 		return err
 	}
-	out := struct {
-		Dataset string         `json:"dataset"`
-		Count   int            `json:"count"`
-		Rows    int64          `json:"rows"`
-		Series  int64          `json:"series"`
-		Shards  []shardSummary `json:"shards"`
-	}{Dataset: m.Dataset, Count: m.Count}
-	var failed []string
-	for i, d := range dirs {
-		s, err := inspect.Summarize(d, 0)
-		if err != nil {
-			return fmt.Errorf("shard %d: %w", i, err)
-		}
-		if s.Error != "" {
-			failed = append(failed, fmt.Sprintf("shard %d: %s", i, s.Error))
-		}
-		out.Rows += s.Rows
-		out.Series += s.Series
-		out.Shards = append(out.Shards, shardSummary{Shard: i, Summary: s})
+	out, err := inspect.SummarizeWhole(m, dirs)
+	if err != nil {
+		return err
 	}
 	if wantJSON(c) {
 		if err := cliutil.PrintJSON(c.App.Writer, out); err != nil {
@@ -62,14 +41,14 @@ func wholeSummary(c *cli.Context, m *shard.Map, dirs []string) error {
 			fmt.Fprintln(c.App.Writer)
 		}
 	}
-	if len(failed) > 0 {
+	if failed := out.Failed(); len(failed) > 0 {
 		return fmt.Errorf("%s", strings.Join(failed, "; "))
 	}
 	return nil
 }
 
 func wholeHistory(c *cli.Context, m *shard.Map, dirs []string) error {
-	out, err := inspect.LoadWholeHistory(m.Dataset, m.Count, dirs)
+	out, err := inspect.LoadWholeHistory(m, dirs)
 	if err != nil {
 		return err
 	}

@@ -124,19 +124,21 @@ Examples:
 				HTTPAddr: c.String("http-addr"),
 				TLSCert:  c.String("tls-cert"),
 				TLSKey:   c.String("tls-key"),
-				Limits: serve.Limits{
-					MaxTicketBytes: c.Int("max-ticket-bytes"),
-					MaxSeries:      c.Int("max-series"),
-					MaxRows:        c.Int64("max-rows"),
-					BatchBytes:     c.Int64("batch-bytes"),
+				Options: serve.Options{
+					Limits: serve.Limits{
+						MaxTicketBytes: c.Int("max-ticket-bytes"),
+						MaxSeries:      c.Int("max-series"),
+						MaxRows:        c.Int64("max-rows"),
+						BatchBytes:     c.Int64("batch-bytes"),
+					},
+					VerifyData:     c.Bool("verify"),
+					ReadOnly:       c.Bool("read-only"),
+					ReloadInterval: c.Duration("reload-interval"),
+					FollowInterval: c.Duration("follow-interval"),
+					Logger:         log,
+					Version:        version,
 				},
-				VerifyData:      c.Bool("verify"),
-				ReadOnly:        c.Bool("read-only"),
-				ReloadInterval:  c.Duration("reload-interval"),
-				FollowInterval:  c.Duration("follow-interval"),
 				ShutdownTimeout: c.Duration("shutdown-timeout"),
-				Logger:          log,
-				Version:         version,
 			}
 			if cfg.ReloadInterval < 0 {
 				return cli.Exit("serve: --reload-interval must be ≥ 0", 2)

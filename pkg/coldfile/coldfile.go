@@ -24,8 +24,9 @@
 // filtered scan of the file to the chunks that can match; our reader does
 // not need them (the index locates every series) and skips them.
 //
-// The builder writes the file through Splitter (split.go); the index records
-// each series' Location, and the read layer serves the decoded cold piece
+// Snapshot writers write the file through pkg/snapwrite's Splitter, which
+// sends each series' cold prefix here; the index records each series'
+// Location, and the read layer serves the decoded cold piece
 // (File.Rows) before the hot slice (docs/FORMAT.md §9).
 package coldfile
 

@@ -26,9 +26,9 @@ import (
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/snapwrite"
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
 
@@ -107,24 +107,19 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 	if err != nil {
 		return Result{}, err
 	}
-	version := manifest.Version
-	if policy.Tiered() {
-		version = manifest.VersionTiered
-	}
-	m := &manifest.Manifest{
-		Format:        manifest.Format,
-		FormatVersion: version,
-		SnapshotID:    id,
-		ParentID:      parent.SnapshotID,
-		Dataset:       dir.Name,
-		Created:       opt.Now().UTC().Format(time.RFC3339Nano),
-		Tool:          opt.Tool,
-		Schema: manifest.Schema{
-			Data:       columnsOf(sc.data),
-			Index:      columnsOf(sc.index),
-			Attributes: parent.Schema.Attributes,
-		},
-		Stats: manifest.Stats{Rows: st.rows, Series: st.series},
+	s := snapwrite.Snapshot{
+		ID:         id,
+		ParentID:   parent.SnapshotID,
+		Dataset:    dir.Name,
+		Created:    opt.Now(),
+		Tool:       opt.Tool,
+		Data:       sc.data,
+		Index:      sc.index,
+		Attributes: parent.Schema.Attributes,
+		Stats:      manifest.Stats{Rows: st.rows, Series: st.series},
+		First:      st.first,
+		Last:       st.last,
+		Tiers:      policy,
 		// The build section carries the tier policy (hot_since, hot_rows,
 		// format) on, so the next compaction applies it again.
 		Build: parent.Build,
@@ -135,17 +130,11 @@ func Publish(ctx context.Context, dir *dataset.Dir, r query.Reader, parent *mani
 	}
 	if sh := parent.Shard; sh != nil {
 		// Still the same shard; its inputs are the parent, not the lake.
-		m.Shard = &manifest.Shard{Index: sh.Index, Count: sh.Count, Hash: sh.Hash}
+		s.Shard = &manifest.Shard{Index: sh.Index, Count: sh.Count, Hash: sh.Hash}
 	}
-	m.Build.BatchRows = opt.BatchRows
-	if st.series > 0 {
-		m.Stats.FirstPeriod, m.Stats.LastPeriod = period.Format(st.first), period.Format(st.last)
-	}
-	rel := dataset.SnapshotPath(id)
-	for _, f := range files {
-		f.Path = rel + "/" + f.Path
-		m.Files = append(m.Files, f)
-	}
+	s.Build.BatchRows = opt.BatchRows
+	m := s.Manifest()
+	snapwrite.PlaceFiles(m, files)
 	// The fast verify of the installed snapshot before the flip: a
 	// compaction's rows came from the log as well as the base, and a
 	// snapshot the nightly gate would reject must not become CURRENT.
@@ -203,7 +192,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	mem := memory.DefaultAllocator
 	sh := r.Shape()
 	dataSchema, attrFields := sh.DataSchema(), sh.AttributeFields()
-	dw, err := coldfile.NewSink(dir, dataSchema, policy)
+	dw, err := snapwrite.NewSink(dir, dataSchema, policy)
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
@@ -235,7 +224,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	// The data file is written on a goroutine of its own, one batch behind
 	// the merge (as the external builder's is): encoding, checksumming and
 	// the write syscalls overlap the next batch's merge and assembly.
-	pipe := coldfile.NewPipe(ctx, dw.Write)
+	pipe := snapwrite.NewPipe(ctx, dw.Write)
 	flush := func() error {
 		if pendRows == 0 {
 			return nil
@@ -507,12 +496,4 @@ func concatRanges(mem memory.Allocator, t arrow.DataType, c int, runs []query.Pi
 	d := array.NewData(t, int(n), []*memory.Buffer{valid, vals}, nil, nulls, 0)
 	defer d.Release()
 	return array.MakeFromData(d), nil
-}
-
-func columnsOf(sc *arrow.Schema) []manifest.Column {
-	var cs []manifest.Column
-	for _, f := range sc.Fields() {
-		cs = append(cs, manifest.Column{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
-	}
-	return cs
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
@@ -165,18 +166,17 @@ type WholeHistory struct {
 	Shards  []ShardHistory `json:"shards"`
 }
 
-// LoadWholeHistory reads the history of each shard directory (dirs, in
-// shard order) of dataset, which has count shards.
-func LoadWholeHistory(dataset string, count int, dirs []string) (*WholeHistory, error) {
-	out := &WholeHistory{Dataset: dataset, Count: count}
-	for i, d := range dirs {
-		h, err := LoadHistory(d)
-		if err != nil {
-			return nil, fmt.Errorf("shard %d: %w", i, err)
-		}
-		out.Shards = append(out.Shards, ShardHistory{Shard: i, History: h})
+// LoadWholeHistory reads the history of every shard of the sharded
+// dataset m, whose shard directories are dirs (shard.Whole).
+func LoadWholeHistory(m *shard.Map, dirs []string) (*WholeHistory, error) {
+	shards, err := shard.EachShard(m, dirs, func(sp shard.Spec, dir string) (ShardHistory, error) {
+		h, err := LoadHistory(dir)
+		return ShardHistory{Shard: sp.Index, History: h}, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return &WholeHistory{Dataset: m.Dataset, Count: m.Count, Shards: shards}, nil
 }
 
 // WriteText prints every shard's history under a heading naming the shard.

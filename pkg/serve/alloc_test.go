@@ -26,7 +26,7 @@ func TestDoGetReleasesEverything(t *testing.T) {
 	counted := count.n.Load
 	lim := DefaultLimits
 	lim.BatchBytes = 2048
-	srv := startServer(t, Config{Allocator: mem, Limits: lim})
+	srv := startServer(t, Config{Options: Options{Allocator: mem, Limits: lim}})
 	c := dial(t, srv)
 	ctx := context.Background()
 	v := acquireView(srv.svc.datasets["SYN"])

@@ -427,7 +427,7 @@ func TestFaultBadIndexOffsetAtQuery(t *testing.T) {
 // end the test binary).
 func TestBadIndexOffsetInMemory(t *testing.T) {
 	root := faultRoot(t, 1)
-	srv := startServer(t, Config{Root: root, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	srv := startServer(t, Config{Root: root, Options: Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}})
 	c := dial(t, srv)
 	d := srv.Service().datasets["A"]
 	v := acquireView(d)
@@ -516,7 +516,7 @@ func doAction(ctx context.Context, c flight.Client, typ, body string) error {
 // InvalidArgument naming the column; unchecked, decoding the dictionary
 // in arrow-go's compute goroutine would end the process.
 func TestPutMalformedArrow(t *testing.T) {
-	srv := startServer(t, Config{Root: liveRoot(t), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	srv := startServer(t, Config{Root: liveRoot(t), Options: Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}})
 	c := dial(t, srv)
 	mem := memory.DefaultAllocator
 	sb := array.NewStringBuilder(mem)

@@ -319,7 +319,7 @@ func TestFlightSQLReleasesEverything(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	lim := DefaultLimits
 	lim.BatchBytes = 2048
-	srv := startServer(t, Config{Allocator: mem, Limits: lim})
+	srv := startServer(t, Config{Options: Options{Allocator: mem, Limits: lim}})
 	c := dialSQL(t, srv.FlightAddr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -295,7 +295,7 @@ func BenchmarkDoGetFlow(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/stalled=%d", policy, stalled), func(b *testing.B) {
 			lim := DefaultLimits
 			lim.StreamTimeout = timeout
-			srv := startServer(b, Config{Root: root, Limits: lim})
+			srv := startServer(b, Config{Root: root, Options: Options{Limits: lim}})
 			srv.svc.flow.fifo.Store(policy == "fifo")
 			addr := srv.FlightAddr().String()
 			c := dialAddr(b, addr)

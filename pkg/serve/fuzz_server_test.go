@@ -78,8 +78,8 @@ func FuzzServer(f *testing.F) {
 	)
 	root := filepath.Join(dir, "root")
 	testsnap.Build(f, lake, filepath.Join(root, "LIVE"), nil)
-	srv := startServer(f, Config{Root: root, Limits: Limits{MaxTicketBytes: 1 << 16, MaxSeries: 100, MaxRows: 10000, BatchBytes: 1 << 16,
-		MaxPutRows: 1000, MaxPutBytes: 8 << 20, MaxInFlightBytes: 8 << 20, StreamTimeout: 5 * time.Second, LeaseTimeout: time.Minute}})
+	srv := startServer(f, Config{Root: root, Options: Options{Limits: Limits{MaxTicketBytes: 1 << 16, MaxSeries: 100, MaxRows: 10000, BatchBytes: 1 << 16,
+		MaxPutRows: 1000, MaxPutBytes: 8 << 20, MaxInFlightBytes: 8 << 20, StreamTimeout: 5 * time.Second, LeaseTimeout: time.Minute}}})
 	c := dial(f, srv)
 
 	// a valid put, as seed and to start the dataset's writer before the

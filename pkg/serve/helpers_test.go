@@ -124,7 +124,7 @@ func helperServer(root string) int {
 	if os.Getenv(helperEnv+"_FLOOR") != "" {
 		return floorServe()
 	}
-	cfg := Config{Root: root, Addr: "127.0.0.1:0", Limits: DefaultLimits}
+	cfg := Config{Root: root, Addr: "127.0.0.1:0", Options: Options{Limits: DefaultLimits}}
 	// the fault suite's knobs (fault_test.go): a reload interval, an HTTP
 	// listener (its address is a second line on stdout)
 	if d, err := time.ParseDuration(os.Getenv(helperEnv + "_RELOAD")); err == nil {

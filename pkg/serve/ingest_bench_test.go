@@ -83,7 +83,7 @@ func ingestServer(b *testing.B, trace string) (addr string, serverCPU func() int
 	if *ingestInProcess {
 		tu := gctune.Start(*ingestHeadroom)
 		b.Cleanup(tu.Stop)
-		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0", WindowBytes: *ingestWindow, Compact: CompactPolicy{Rows: *ingestCompact}})
+		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0", WindowBytes: *ingestWindow, Options: Options{Compact: CompactPolicy{Rows: *ingestCompact}}})
 		return srv.FlightAddr().String(), liveCPUTime, srv.HTTPAddr().String()
 	}
 	addr, pid, httpAddr := startHelperHTTP(b, root, trace)

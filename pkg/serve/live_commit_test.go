@@ -174,8 +174,8 @@ func (s *liveScript) replicaCmd(d *datadriven.Directive) string {
 	}
 	switch d.Args[0].Key {
 	case "start":
-		srv, err := New(Config{Root: s.root, Addr: "127.0.0.1:0", Limits: DefaultLimits, ReadOnly: true,
-			FollowInterval: time.Millisecond, ReloadInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		srv, err := New(Config{Root: s.root, Addr: "127.0.0.1:0", Options: Options{Limits: DefaultLimits, ReadOnly: true,
+			FollowInterval: time.Millisecond, ReloadInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
 		if err != nil {
 			return "error: " + s.clean(err.Error())
 		}

@@ -193,7 +193,7 @@ func (s *liveScript) close() {
 
 func (s *liveScript) start() error {
 	s.logs.take()
-	srv, err := New(Config{Root: s.root, Addr: "127.0.0.1:0", Limits: DefaultLimits, Logger: slog.New(recHandler{r: s.logs})})
+	srv, err := New(Config{Root: s.root, Addr: "127.0.0.1:0", Options: Options{Limits: DefaultLimits, Logger: slog.New(recHandler{r: s.logs})}})
 	if err != nil {
 		return err
 	}

@@ -369,7 +369,7 @@ func TestDiscardedDeltaAndWritesAfter(t *testing.T) {
 // by itself once it holds that many rows.
 func TestCompactionByThreshold(t *testing.T) {
 	root := liveRoot(t)
-	srv := startServer(t, Config{Root: root, Compact: CompactPolicy{Rows: 3}})
+	srv := startServer(t, Config{Root: root, Options: Options{Compact: CompactPolicy{Rows: 3}}})
 	c := dial(t, srv)
 	ctx := context.Background()
 	if _, err := doPut(ctx, c, "LIVE", putRows{"series_id": {"A", "A"}, "period": {"2020-04", "2020-05"}, "value": {4.0, 5.0}}.record(t)); err != nil {

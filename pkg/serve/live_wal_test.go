@@ -56,7 +56,7 @@ func writeThrough(t *testing.T, root string) []wal.Position {
 func startLogged(t *testing.T, root string) (*Server, *logRecorder, error) {
 	t.Helper()
 	logs := &logRecorder{}
-	srv, err := New(Config{Root: root, Addr: "127.0.0.1:0", Limits: DefaultLimits, Logger: slog.New(recHandler{r: logs})})
+	srv, err := New(Config{Root: root, Addr: "127.0.0.1:0", Options: Options{Limits: DefaultLimits, Logger: slog.New(recHandler{r: logs})}})
 	if err != nil {
 		return nil, logs, err
 	}

@@ -93,7 +93,7 @@ func TestPreparedStatementsBounded(t *testing.T) {
 	)
 	lim := DefaultLimits
 	lim.MaxPreparedBytes, lim.MaxPreparedBytesPerClient, lim.PreparedTTL = total, perClient, 0
-	srv := startServer(t, Config{Limits: lim})
+	srv := startServer(t, Config{Options: Options{Limits: lim}})
 	st := srv.mux.sqlSrv.prepared
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -203,7 +203,7 @@ func TestPreparedTTL(t *testing.T) {
 	const ttl = time.Second
 	lim := DefaultLimits
 	lim.PreparedTTL = ttl
-	srv := startServer(t, Config{Limits: lim})
+	srv := startServer(t, Config{Options: Options{Limits: lim}})
 	st := srv.mux.sqlSrv.prepared
 	c := dialSQL(t, srv.FlightAddr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -25,7 +25,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 // build_info carries the version, and snapshot_created_timestamp_seconds
 // each dataset's manifest time (to alert on stale data).
 func TestReadyzAndBuildMetrics(t *testing.T) {
-	srv := startServer(t, Config{HTTPAddr: "127.0.0.1:0", Version: "v9.9.9-test"})
+	srv := startServer(t, Config{HTTPAddr: "127.0.0.1:0", Options: Options{Version: "v9.9.9-test"}})
 	base := "http://" + srv.HTTPAddr().String()
 	if code, body := httpGet(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"status":"ready"`) || !strings.Contains(body, `"SYN"`) {
 		t.Errorf("readyz %d %s", code, body)

@@ -259,7 +259,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 func TestReloadUnderLoad(t *testing.T) {
 	const flips = 200
 	f := newFlipFixture(t, "FLIP")
-	srv := startServer(t, Config{Root: f.root, ReloadInterval: 2 * time.Millisecond})
+	srv := startServer(t, Config{Root: f.root, Options: Options{ReloadInterval: 2 * time.Millisecond}})
 	svc := srv.Service()
 	d := svc.datasets["FLIP"]
 	admin := dial(t, srv)
@@ -496,7 +496,7 @@ func counterValue(t testing.TB, m *Metrics, name string, labels ...string) float
 // clears the failure and a good build is picked up by the poller.
 func TestReloadFailureKeepsServing(t *testing.T) {
 	f := newFlipFixture(t, "FLIP") // serves 2
-	srv := startServer(t, Config{Root: f.root, ReloadInterval: 5 * time.Millisecond})
+	srv := startServer(t, Config{Root: f.root, Options: Options{ReloadInterval: 5 * time.Millisecond}})
 	c := dial(t, srv)
 	ctx := context.Background()
 	d := srv.Service().datasets["FLIP"]

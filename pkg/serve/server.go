@@ -15,16 +15,16 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
-
-	"github.com/energyscope/servingsnap/pkg/shard"
 )
 
-// Config is everything `snapbuild serve` sets.
+// Config is everything `snapbuild serve` sets: where the server listens
+// and how it is reached, and the Options of the Service it runs (limits,
+// reloads, live writes, compaction, shards, caches). Options.Metrics may
+// be nil: the server then makes its own.
 type Config struct {
 	Root     string
 	Addr     string // Flight listen address, e.g. 127.0.0.1:8815 (port 0: any free port)
@@ -33,36 +33,7 @@ type Config struct {
 	Tokens          *Tokens // nil: no authentication
 	TLSCert, TLSKey string  // both or neither
 
-	Limits     Limits
-	VerifyData bool // checksum every data file at start-up (reloads always do)
-	// ReloadInterval is how often each dataset's CURRENT is checked for a
-	// new snapshot; 0 disables polling (the reload action still works).
-	ReloadInterval time.Duration
-	// FollowInterval is how often a dataset that follows another server's
-	// write-ahead log (ReadOnly, or a standby) reads it (0: the default).
-	FollowInterval  time.Duration
 	ShutdownTimeout time.Duration // how long in-flight streams may run after a stop signal
-
-	Logger  *slog.Logger
-	Version string
-	// Allocator is what requests allocate answers from (nil: the default).
-	Allocator memory.Allocator
-	// ReadOnly refuses DoPut and never takes a dataset's write-ahead log:
-	// the server follows the writer's log (a replica). Compact is when the
-	// server compacts by itself.
-	ReadOnly bool
-	Compact  CompactPolicy
-	// Shards and Cluster: which shards of the sharded datasets this server
-	// holds (nil: all found) and where the others are (see Options).
-	Shards  []int
-	Cluster *shard.Cluster
-	// ColdCacheBytes is the budget of decoded cold rows (--cold-cache)
-	// shared by every tiered snapshot the server opens; 0: no cache.
-	ColdCacheBytes int64
-	// Vintages is how many vintages besides the live one each dataset
-	// keeps open for tickets that name one (--vintages; 0: the default,
-	// < 0: none).
-	Vintages int
 	// WindowBytes is the gRPC flow-control window of each stream
 	// (--grpc-window): how much a client may send before the server's
 	// WINDOW_UPDATE; a connection's window is 4 times it. 0 leaves gRPC's
@@ -71,6 +42,8 @@ type Config struct {
 	// DoPut latency measurably (docs/OPERATIONS.md, "Measuring ingest"):
 	// it is for links whose round trip is long against a batch's time.
 	WindowBytes int
+
+	Options
 }
 
 // gRPC message limits. Requests are tickets, commands, actions and DoPut
@@ -134,11 +107,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
-	m := NewMetrics()
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	m := cfg.Metrics
 	m.setBuildInfo(cfg.Version)
-	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator,
-		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact, Shards: cfg.Shards, Cluster: cfg.Cluster, ColdCacheBytes: cfg.ColdCacheBytes,
-		FollowInterval: cfg.FollowInterval, Vintages: cfg.Vintages})
+	svc, err := Open(cfg.Root, cfg.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -311,7 +311,7 @@ func TestListFlightsAndInfo(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	lim := Limits{MaxTicketBytes: 4096, MaxSeries: 5, MaxRows: 1000, BatchBytes: 1 << 20}
-	srv := startServer(t, Config{Limits: lim})
+	srv := startServer(t, Config{Options: Options{Limits: lim}})
 	c := dial(t, srv)
 	ctx := context.Background()
 	cases := []struct {
@@ -356,7 +356,7 @@ func TestErrors(t *testing.T) {
 	}
 	// rows limit: MIX has 77 rows; a server allowing 50 refuses a list of
 	// every series but streams the same rows for the whole dataset.
-	srv2 := startServer(t, Config{Limits: Limits{MaxRows: 50}})
+	srv2 := startServer(t, Config{Options: Options{Limits: Limits{MaxRows: 50}}})
 	c2 := dial(t, srv2)
 	all := `{"dataset":"MIX","series":["A.ONE","A.TWO","B.NULLTAIL","B.ALLNULL","C.NOUNITS","C.LONG"]}`
 	_, err := get(ctx, c2, []byte(all))
@@ -386,7 +386,7 @@ func TestErrors(t *testing.T) {
 func TestBatching(t *testing.T) {
 	// A tiny budget: every SYN series (≈150 rows × 16 B) is split, and the
 	// series_id dictionary goes out in several deltas.
-	srv := startServer(t, Config{Limits: Limits{BatchBytes: 700}})
+	srv := startServer(t, Config{Options: Options{Limits: Limits{BatchBytes: 700}}})
 	c := dial(t, srv)
 	ctx := context.Background()
 	syn := filepath.Join(root(t), "SYN")
@@ -530,7 +530,7 @@ func TestMetricsAndHealth(t *testing.T) {
 // TestGracefulShutdown: a stream running when the server is told to stop
 // runs to completion; new calls are refused.
 func TestGracefulShutdown(t *testing.T) {
-	srv, err := New(Config{Root: root(t), Addr: "127.0.0.1:0", Limits: Limits{BatchBytes: 512}, ShutdownTimeout: 10 * time.Second})
+	srv, err := New(Config{Root: root(t), Addr: "127.0.0.1:0", ShutdownTimeout: 10 * time.Second, Options: Options{Limits: Limits{BatchBytes: 512}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +582,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestShutdownDeadline: a stream whose client stops reading is ended when
 // the grace period is over, and Serve returns.
 func TestShutdownDeadline(t *testing.T) {
-	srv, err := New(Config{Root: root(t), Addr: "127.0.0.1:0", Limits: Limits{BatchBytes: 256}, ShutdownTimeout: 200 * time.Millisecond})
+	srv, err := New(Config{Root: root(t), Addr: "127.0.0.1:0", ShutdownTimeout: 200 * time.Millisecond, Options: Options{Limits: Limits{BatchBytes: 256}}})
 	if err != nil {
 		t.Fatal(err)
 	}

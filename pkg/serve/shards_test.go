@@ -54,7 +54,7 @@ func cluster(t *testing.T, extra map[int]string) ([]flight.Client, []string) {
 	locs := make([]string, 3)
 	clients := make([]flight.Client, 3)
 	for _, i := range []int{1, 2} {
-		srv := startServer(t, Config{Root: root, Shards: []int{i}})
+		srv := startServer(t, Config{Root: root, Options: Options{Shards: []int{i}}})
 		clients[i], locs[i] = dial(t, srv), "grpc://"+srv.FlightAddr().String()
 	}
 	cl := &shard.Cluster{Shards: shard.Locations{}}
@@ -64,7 +64,7 @@ func cluster(t *testing.T, extra map[int]string) ([]flight.Client, []string) {
 			cl.Shards[i] = []string{l}
 		}
 	}
-	srv := startServer(t, Config{Root: root, Shards: []int{0}, Cluster: cl})
+	srv := startServer(t, Config{Root: root, Options: Options{Shards: []int{0}, Cluster: cl}})
 	clients[0], locs[0] = dial(t, srv), "grpc://"+srv.FlightAddr().String()
 	cl.Shards[0] = []string{locs[0]} // known once it listens; only shard 0's server reads it
 	return clients, locs

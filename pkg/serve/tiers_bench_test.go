@@ -41,7 +41,7 @@ func BenchmarkTieredDoGet(b *testing.B) {
 		name  string
 		bytes int64
 	}{{"cache", 256 << 20}, {"nocache", 0}} {
-		srv := startServer(b, Config{Root: root, ColdCacheBytes: cache.bytes})
+		srv := startServer(b, Config{Root: root, Options: Options{ColdCacheBytes: cache.bytes}})
 		c := dial(b, srv)
 		ctx := context.Background()
 		for _, ds := range []string{"HOT", "TIER", "VORTEX"} {

@@ -111,7 +111,7 @@ func TestTieredDoGet(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	lim := DefaultLimits
 	lim.BatchBytes = 2048
-	srv := startServer(t, Config{Root: root, Allocator: mem, Limits: lim, ColdCacheBytes: 1 << 20, HTTPAddr: "127.0.0.1:0"})
+	srv := startServer(t, Config{Root: root, HTTPAddr: "127.0.0.1:0", Options: Options{Allocator: mem, Limits: lim, ColdCacheBytes: 1 << 20}})
 	c := dial(t, srv)
 	ctx := context.Background()
 	for _, tc := range cases {
@@ -208,7 +208,7 @@ func tierPuts() []putRows {
 func TestTieredLiveWritesAndCompaction(t *testing.T) {
 	root, cases := tierRoot(t)
 	ctx := context.Background()
-	srv, stop := runServer(t, Config{Root: root, Addr: "127.0.0.1:0", Limits: DefaultLimits, ColdCacheBytes: 1 << 20})
+	srv, stop := runServer(t, Config{Root: root, Addr: "127.0.0.1:0", Options: Options{Limits: DefaultLimits, ColdCacheBytes: 1 << 20}})
 	c := dial(t, srv)
 	names := []string{"HOT"}
 	for _, tc := range cases {
@@ -257,7 +257,7 @@ func TestTieredLiveWritesAndCompaction(t *testing.T) {
 	}
 	// a restart serves the compacted snapshots alone (the WAL folded in)
 	stop()
-	srv2 := startServer(t, Config{Root: root, ColdCacheBytes: 1 << 10})
+	srv2 := startServer(t, Config{Root: root, Options: Options{ColdCacheBytes: 1 << 10}})
 	c2 := dial(t, srv2)
 	for _, tc := range cases {
 		sameAsHot(t, ctx, c2, tc.Name)
@@ -325,7 +325,7 @@ func TestTieredOfflineCompaction(t *testing.T) {
 	ctx := context.Background()
 	names := []string{"HOT", cases[0].Name, cases[3].Name} // SINCE, VORTEX
 	func() {
-		srv, stop := runServer(t, Config{Root: root, Addr: "127.0.0.1:0", Limits: DefaultLimits})
+		srv, stop := runServer(t, Config{Root: root, Addr: "127.0.0.1:0", Options: Options{Limits: DefaultLimits}})
 		defer stop()
 		c := dial(t, srv)
 		for _, name := range names {
@@ -345,7 +345,7 @@ func TestTieredOfflineCompaction(t *testing.T) {
 		}
 		checkTiers(t, dsOpen(t, filepath.Join(root, name)), res.SnapshotID, name != "HOT")
 	}
-	srv := startServer(t, Config{Root: root, ColdCacheBytes: 1 << 20})
+	srv := startServer(t, Config{Root: root, Options: Options{ColdCacheBytes: 1 << 20}})
 	c := dial(t, srv)
 	for _, name := range names[1:] {
 		sameAsHot(t, ctx, c, name)

@@ -36,7 +36,7 @@ func TestVintages(t *testing.T) {
 		}
 		testsnap.Build(t, lake, ds, func(o *sortwrite.Options) { o.MaxChange = 0 })
 	}
-	srv := startServer(t, Config{Root: filepath.Join(dir, "root"), Vintages: 2})
+	srv := startServer(t, Config{Root: filepath.Join(dir, "root"), Options: Options{Vintages: 2}})
 	c := dial(t, srv)
 	ctx := context.Background()
 	count := func(q map[string]any) (int, uint64, error) {

@@ -288,6 +288,34 @@ func TestWhole(t *testing.T) {
 	}
 }
 
+// TestEachShard: every shard in index order with its spec and
+// directory; the first error stops the walk and names its shard.
+func TestEachShard(t *testing.T) {
+	m := &Map{Dataset: "PET", Count: 3, Hash: HashIcebergBucket}
+	dirs := []string{"a", "b", "c"}
+	got, err := EachShard(m, dirs, func(sp Spec, dir string) (string, error) {
+		return fmt.Sprintf("%d/%d %s %s", sp.Index, sp.Count, sp.HashName(), dir), nil
+	})
+	want := []string{"0/3 iceberg-bucket a", "1/3 iceberg-bucket b", "2/3 iceberg-bucket c"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("EachShard = %q, %v; want %q", got, err, want)
+	}
+	var seen []int
+	_, err = EachShard(m, dirs, func(sp Spec, _ string) (int, error) {
+		seen = append(seen, sp.Index)
+		if sp.Index == 1 {
+			return 0, os.ErrNotExist
+		}
+		return sp.Index, nil
+	})
+	if !errors.Is(err, os.ErrNotExist) || err.Error() != "shard 1 of PET: file does not exist" || !reflect.DeepEqual(seen, []int{0, 1}) {
+		t.Errorf("EachShard stopping = %v after %v", err, seen)
+	}
+	if _, err := EachShard(m, dirs[:2], func(Spec, string) (int, error) { return 0, nil }); err == nil {
+		t.Error("EachShard ran with fewer directories than shards")
+	}
+}
+
 func FuzzParseSpec(f *testing.F) {
 	for _, s := range []string{"0/3", "$JOB_COMPLETION_INDEX/4", "9/10", "a/b", "/"} {
 		f.Add(s, "2")

@@ -211,3 +211,23 @@ func Whole(dir string) (*Map, []string, error) {
 	}
 	return m, dirs, nil
 }
+
+// EachShard runs fn over every shard of the whole dataset m, whose
+// directories are dirs (as Whole returns them), in index order, and
+// returns its results in that order. The first error stops it, named by
+// its shard ("shard I of DATASET: ..."). The tools that run over a whole
+// sharded dataset (its history, summary and verification) run through it.
+func EachShard[T any](m *Map, dirs []string, fn func(sp Spec, dir string) (T, error)) ([]T, error) {
+	if len(dirs) != m.Count {
+		return nil, fmt.Errorf("%s: %d shard directories for a map of %d shards", m.Dataset, len(dirs), m.Count)
+	}
+	out := make([]T, 0, len(dirs))
+	for i, d := range dirs {
+		r, err := fn(m.Spec(i), d)
+		if err != nil {
+			return nil, fmt.Errorf("shard %d of %s: %w", i, m.Dataset, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -40,6 +40,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/snapwrite"
 )
 
 // ErrCorrupt marks a snapshot whose files disagree with their manifest or
@@ -270,7 +271,7 @@ func (s *Snapshot) loadData(f manifest.File) error {
 	if err := datafile.CheckSchema(s.data.Reader.Schema()); err != nil {
 		return err
 	}
-	if got, want := columnsOf(s.data.Reader.Schema()), s.Manifest.Schema.Data; !slices.Equal(got, want) {
+	if got, want := snapwrite.ColumnsOf(s.data.Reader.Schema()), s.Manifest.Schema.Data; !slices.Equal(got, want) {
 		return fmt.Errorf("schema %v does not match the manifest's %v", got, want)
 	}
 	n := s.data.Reader.NumRecords()
@@ -310,7 +311,7 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 		return err
 	}
 	s.idxRec = rec
-	if got, want := columnsOf(rec.Schema()), s.Manifest.Schema.Index; !slices.Equal(got, want) {
+	if got, want := snapwrite.ColumnsOf(rec.Schema()), s.Manifest.Schema.Index; !slices.Equal(got, want) {
 		return fmt.Errorf("schema %v does not match the manifest's %v", got, want)
 	}
 	x, err := sidecar.New(rec)
@@ -341,14 +342,6 @@ func indexVersion(m *manifest.Manifest) string {
 		return sidecar.VersionTiered
 	}
 	return sidecar.Version
-}
-
-func columnsOf(sc *arrow.Schema) []manifest.Column {
-	var cs []manifest.Column
-	for _, f := range sc.Fields() {
-		cs = append(cs, manifest.Column{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
-	}
-	return cs
 }
 
 // ID is the snapshot id.

@@ -25,9 +25,9 @@ import (
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/progress"
 	"github.com/energyscope/servingsnap/pkg/shard"
+	"github.com/energyscope/servingsnap/pkg/snapwrite"
 )
 
 // Duplicate policies.
@@ -562,24 +562,19 @@ func (r *builder) sortLayout(ctx context.Context, t *table) (*layout, error) {
 // manifestOf assembles the new snapshot's manifest, all but its files.
 func (r *builder) manifestOf(t *table, b *built) *manifest.Manifest {
 	opt := r.opt
-	m := &manifest.Manifest{
-		Format:        manifest.Format,
-		FormatVersion: formatVersion(opt.Tiers),
-		SnapshotID:    r.id,
-		ParentID:      r.parent,
-		Dataset:       r.ds.Name,
-		Created:       opt.Now().UTC().Format(time.RFC3339Nano),
-		Tool:          opt.Tool,
-		Schema: manifest.Schema{
-			Data:       columnsOf(b.schemas.data),
-			Index:      columnsOf(b.schemas.index),
-			Attributes: b.attrs,
-		},
-		Stats: manifest.Stats{
-			Rows:              b.rows,
-			Series:            b.series,
-			DuplicatesDropped: b.dropped,
-		},
+	s := snapwrite.Snapshot{
+		ID:         r.id,
+		ParentID:   r.parent,
+		Dataset:    r.ds.Name,
+		Created:    opt.Now(),
+		Tool:       opt.Tool,
+		Data:       b.schemas.data,
+		Index:      b.schemas.index,
+		Attributes: b.attrs,
+		Stats:      manifest.Stats{Rows: b.rows, Series: b.series, DuplicatesDropped: b.dropped},
+		First:      b.minP,
+		Last:       b.maxP,
+		Tiers:      opt.Tiers,
 		Build: manifest.Build{
 			SeriesColumn: opt.SeriesColumn,
 			PeriodColumn: opt.PeriodColumn,
@@ -589,20 +584,16 @@ func (r *builder) manifestOf(t *table, b *built) *manifest.Manifest {
 		},
 		Lineage: r.lin,
 	}
-	m.Build.HotSince, m.Build.HotRows, m.Build.DataFormat = opt.Tiers.Fields()
+	s.Build.HotSince, s.Build.HotRows, s.Build.DataFormat = opt.Tiers.Fields()
 	if opt.Shard.Count > 0 {
-		m.Shard = &manifest.Shard{Index: opt.Shard.Index, Count: opt.Shard.Count, Hash: opt.Shard.HashName(), OtherShardRows: b.otherShards}
+		s.Shard = &manifest.Shard{Index: opt.Shard.Index, Count: opt.Shard.Count, Hash: opt.Shard.HashName(), OtherShardRows: b.otherShards}
 	}
-	if b.series > 0 {
-		m.Stats.FirstPeriod = period.Format(b.minP)
-		m.Stats.LastPeriod = period.Format(b.maxP)
-	}
-	m.Lineage.Inputs = nil
+	s.Lineage.Inputs = nil
 	for i, in := range t.inputs {
-		m.Lineage.Inputs = append(m.Lineage.Inputs, manifest.Input{Path: in.Rel, Size: in.Size, Rows: in.Rows, Checksum: r.sums[i]})
+		s.Lineage.Inputs = append(s.Lineage.Inputs, manifest.Input{Path: in.Rel, Size: in.Size, Rows: in.Rows, Checksum: r.sums[i]})
 		r.sum.InputBytes += in.Size
 	}
-	return m
+	return s.Manifest()
 }
 
 // runExtra runs Options.Extra (the portable copy) over the staged
@@ -627,10 +618,8 @@ func (r *builder) runExtra(ctx context.Context, m *manifest.Manifest, files []ma
 // listFiles names the files in the manifest by their place in the
 // published snapshot, and in the summary.
 func (r *builder) listFiles(m *manifest.Manifest, files []manifest.File) {
-	snapRel := dataset.SnapshotPath(r.id)
-	for _, f := range files {
-		f.Path = snapRel + "/" + f.Path
-		m.Files = append(m.Files, f)
+	snapwrite.PlaceFiles(m, files)
+	for _, f := range m.Files {
 		r.sum.Files = append(r.sum.Files, SummaryFile{Path: f.Path, Role: f.Role, Tier: f.Tier, Size: f.Size, Rows: f.Rows})
 	}
 }
@@ -731,14 +720,6 @@ func interrupted(ctx context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (%w): nothing published, staging removed", ErrInterrupted, context.Cause(ctx))
-}
-
-func columnsOf(s *arrow.Schema) []manifest.Column {
-	var cs []manifest.Column
-	for _, f := range s.Fields() {
-		cs = append(cs, manifest.Column{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
-	}
-	return cs
 }
 
 // scan lists the inputs, reads their footers and unifies their schemas.
@@ -910,14 +891,4 @@ func unchanged(ds *dataset.Dir, lin manifest.Lineage, p coldfile.Policy) (uint64
 	hs, hr, f := p.Fields()
 	samePolicy := m.Build.HotSince == hs && m.Build.HotRows == hr && m.Build.DataFormat == f
 	return m.SnapshotID, samePolicy && l.Kind == lin.Kind && l.Location == lin.Location && l.LakeSnapshotID == lin.LakeSnapshotID
-}
-
-// formatVersion is the manifest version a build writes: the tiered one
-// only when there is a cold file, so that other snapshots stay readable by
-// builds that predate tiers.
-func formatVersion(p coldfile.Policy) int {
-	if p.Tiered() {
-		return manifest.VersionTiered
-	}
-	return manifest.Version
 }

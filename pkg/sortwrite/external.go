@@ -19,12 +19,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
-	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/progress"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/snapwrite"
 )
 
 // The external sort: used when the in-memory build would not fit the
@@ -617,7 +617,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	}
 	heap.Init(&h)
 
-	dw, err := coldfile.NewSink(staged, res.schemas.data, e.opt.Tiers)
+	dw, err := snapwrite.NewSink(staged, res.schemas.data, e.opt.Tiers)
 	if err != nil {
 		return nil, err
 	}
@@ -631,7 +631,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	b := &batcher{e: e, size: size, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows}
 	// The data file is written a batch behind the merge, on a goroutine of
 	// its own; a failed write stops the merge at its next batch.
-	b.pipe = coldfile.NewPipe(ctx, dw.Write)
+	b.pipe = snapwrite.NewPipe(ctx, dw.Write)
 	wctx := b.pipe.Context()
 
 	le := binary.LittleEndian
@@ -744,7 +744,7 @@ type batcher struct {
 	extraIdx []int
 	schema   *arrow.Schema
 	limit    int
-	pipe     *coldfile.Pipe // to the data file's writer
+	pipe     *snapwrite.Pipe // to the data file's writer
 
 	buf         []byte // records of the batch being built
 	n           int    // records in buf
@@ -868,7 +868,7 @@ func (b *batcher) flush(ctx context.Context, k int) error {
 
 // writeIndex writes index.arrow: series in rank order, the latest values
 // kept during the merge, attributes from the per-series first values.
-func (e *external) writeIndex(path string, sink *coldfile.Sink, byID []uint32, latest *store, latestP []int32,
+func (e *external) writeIndex(path string, sink *snapwrite.Sink, byID []uint32, latest *store, latestP []int32,
 	attrs []arrow.Field, attrIdx []int, sc *schemas) (arrowfile.Info, error) {
 	t := e.t
 	n := len(byID)

@@ -13,11 +13,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
-	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/progress"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/snapwrite"
 )
 
 // span is one series in output order: output positions [start, end).
@@ -201,7 +201,7 @@ func (t *table) write(ctx context.Context, dir string, l *layout, opt Options, p
 	}
 	var sc schemas
 	sc.data = datafile.Schema(t.value.col.Type, extra)
-	dw, err := coldfile.NewSink(dir, sc.data, opt.Tiers)
+	dw, err := snapwrite.NewSink(dir, sc.data, opt.Tiers)
 	if err != nil {
 		return nil, sc, err
 	}
@@ -287,7 +287,7 @@ func (t *table) indexColumns(l *layout, attrStores []*store) ([]arrow.Array, err
 // as the data writer recorded them (locs), the latest value and the
 // attributes from cols (indexColumns). It sets sc.index to the schema
 // written.
-func (t *table) writeIndex(xw *sidecar.Writer, locs []datafile.Location, l *layout, cols []arrow.Array, sink *coldfile.Sink, sc *schemas) (arrowfile.Info, error) {
+func (t *table) writeIndex(xw *sidecar.Writer, locs []datafile.Location, l *layout, cols []arrow.Array, sink *snapwrite.Sink, sc *schemas) (arrowfile.Info, error) {
 	return addSeries(xw, len(l.series), cols[0], cols[1:], sc, sink, func(i int, s *sidecar.Series) {
 		sp := l.series[i]
 		s.ID, s.Location, s.HasLatest = sp.id, locs[i], sp.latest != noRow
@@ -300,7 +300,7 @@ func (t *table) writeIndex(xw *sidecar.Writer, locs []datafile.Location, l *layo
 // newIndexWriter starts the index of the n series sink wrote (a tiered
 // sink's needs version 3) and returns where each series' hot rows went.
 // Both build paths start their index here.
-func newIndexWriter(path string, valueType arrow.DataType, attrs []arrow.Field, sink *coldfile.Sink, n int) (*sidecar.Writer, []datafile.Location, error) {
+func newIndexWriter(path string, valueType arrow.DataType, attrs []arrow.Field, sink *snapwrite.Sink, n int) (*sidecar.Writer, []datafile.Location, error) {
 	locs := sink.Locations()
 	if len(locs) != n {
 		return nil, nil, fmt.Errorf("the data file has %d series, the index %d", len(locs), n)
@@ -319,7 +319,7 @@ func newIndexWriter(path string, valueType arrow.DataType, attrs []arrow.Field, 
 // of latest and attrCols; at sets its id, location and latest period; the
 // sink says where its cold rows went, if anywhere. Both build paths (in
 // memory, external) end here.
-func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *coldfile.Sink, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
+func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *snapwrite.Sink, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
 	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
 	for i := range n {
 		s.LatestPeriod = 0
@@ -361,7 +361,7 @@ func fromBuffer(dt arrow.DataType, n int, data []byte) arrow.Array {
 // k+1 overlaps with writing batch k: the gather is random access into the
 // input columns, the write is a check and a copy into the page cache, and
 // the two together would otherwise leave a core idle.
-func (t *table) writeData(ctx context.Context, dw *coldfile.Sink, l *layout, schema *arrow.Schema, extra []*store, workers int, recycle bool, ph progress.Phase) error {
+func (t *table) writeData(ctx context.Context, dw *snapwrite.Sink, l *layout, schema *arrow.Schema, extra []*store, workers int, recycle bool, ph progress.Phase) error {
 	// Batches are gathered by up to workers goroutines at once (gathering
 	// is random reads of the input columns, the larger part of this phase)
 	// and written in order as they come. futs carries one result channel

@@ -77,6 +77,12 @@ const (
 	// Lake comparison.
 	CheckAgainst = "against"
 
+	// CheckShardMembership: the one check a whole sharded dataset adds to
+	// its shards' own (VerifyWhole): every series of shard i hashes to i
+	// (docs/FORMAT.md, Shard map), so no series is served by two shards or
+	// looked for in the wrong one.
+	CheckShardMembership = "shard-membership"
+
 	// CheckPanic reports a panic while reading a file: the last line of
 	// defence (the checks above should have caught what caused it).
 	CheckPanic = "panic"

@@ -1,4 +1,4 @@
-package coldfile
+package snapwrite
 
 import (
 	"context"

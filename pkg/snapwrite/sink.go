@@ -1,10 +1,11 @@
-package coldfile
+package snapwrite
 
 import (
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/sidecar"
@@ -18,14 +19,14 @@ import (
 // (SetupIndex, ColdAt), so that every writer of a snapshot agrees.
 type Sink struct {
 	dw     *datafile.Writer
-	cw     *Writer // nil unless tiered
+	cw     *coldfile.Writer // nil unless tiered
 	sp     *Splitter
-	policy Policy
+	policy coldfile.Policy
 }
 
 // NewSink creates data.arrow (and under a tiered policy cold.vortex) in
 // dir for batches of the data schema.
-func NewSink(dir string, schema *arrow.Schema, p Policy) (*Sink, error) {
+func NewSink(dir string, schema *arrow.Schema, p coldfile.Policy) (*Sink, error) {
 	dw, err := datafile.Create(filepath.Join(dir, "data.arrow"), schema)
 	if err != nil {
 		return nil, err
@@ -34,7 +35,7 @@ func NewSink(dir string, schema *arrow.Schema, p Policy) (*Sink, error) {
 	if !p.Tiered() {
 		return k, nil
 	}
-	if k.cw, err = Create(filepath.Join(dir, FileName), schema, Options{}); err != nil {
+	if k.cw, err = coldfile.Create(filepath.Join(dir, coldfile.FileName), schema, coldfile.Options{}); err != nil {
 		dw.Abort()
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func (k *Sink) Close() ([]manifest.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(files, manifest.File{Path: FileName, Role: manifest.RoleCold, Tier: manifest.TierCold, Format: manifest.FormatVortex,
+	return append(files, manifest.File{Path: coldfile.FileName, Role: manifest.RoleCold, Tier: manifest.TierCold, Format: manifest.FormatVortex,
 		Size: cinfo.Size, Rows: cinfo.Rows, Batches: int(cinfo.Chunks), Checksum: cinfo.Checksum}), nil
 }
 

@@ -1,4 +1,4 @@
-package coldfile
+package snapwrite
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 )
 
@@ -23,17 +24,17 @@ import (
 // the cold file and the hot file gets none: it holds the schema only.
 type Splitter struct {
 	hot    *datafile.Writer
-	cold   *Writer
-	policy Policy
-	locs   []Location // per series code, as the cold writer reported them
+	cold   *coldfile.Writer
+	policy coldfile.Policy
+	locs   []coldfile.Location // per series code, as the cold writer reported them
 	mem    memory.Allocator
 }
 
 // NewSplitter routes batches to hot and cold under p, which must be
 // Tiered.
-func NewSplitter(hot *datafile.Writer, cold *Writer, p Policy) (*Splitter, error) {
+func NewSplitter(hot *datafile.Writer, cold *coldfile.Writer, p coldfile.Policy) (*Splitter, error) {
 	if !p.Tiered() {
-		return nil, errors.New("cold file: a splitter needs a tiered policy (hot-since, hot-rows or all cold)")
+		return nil, errors.New("snapshot writer: a splitter needs a tiered policy (hot-since, hot-rows or all cold)")
 	}
 	return &Splitter{hot: hot, cold: cold, policy: p, mem: memory.NewGoAllocator()}, nil
 }
@@ -50,7 +51,7 @@ func (s *Splitter) Write(rec arrow.RecordBatch) error {
 	codes, ok1 := rec.Column(datafile.ColumnSeriesCode).(*array.Uint32)
 	periods, ok2 := rec.Column(datafile.ColumnPeriod).(*array.Date32)
 	if !ok1 || !ok2 {
-		return fmt.Errorf("cold file: batch is not of the data schema (%s)", rec.Schema())
+		return fmt.Errorf("snapshot writer: batch is not of the data schema (%s)", rec.Schema())
 	}
 	cv, pv := codes.Uint32Values(), periods.Date32Values()
 	var hot []int64 // rows of rec that stay hot, when some are cold
@@ -61,7 +62,7 @@ func (s *Splitter) Write(rec arrow.RecordBatch) error {
 			hi++
 		}
 		if want := int64(len(s.locs)); int64(cv[lo]) != want {
-			return fmt.Errorf("cold file: series code %d where %d was due (codes are dense, in order, each in one batch)", cv[lo], want)
+			return fmt.Errorf("snapshot writer: series code %d where %d was due (codes are dense, in order, each in one batch)", cv[lo], want)
 		}
 		c := s.policy.ColdRows(pv[lo:hi])
 		loc, err := s.cold.Add(rec, lo, lo+c)
@@ -91,7 +92,7 @@ func (s *Splitter) Write(rec arrow.RecordBatch) error {
 	}
 	part, err := take(s.mem, rec, hot)
 	if err != nil {
-		return fmt.Errorf("cold file: gathering the hot rows: %w", err)
+		return fmt.Errorf("snapshot writer: gathering the hot rows: %w", err)
 	}
 	defer part.Release()
 	return s.hot.Write(part)
@@ -122,7 +123,7 @@ func take(mem memory.Allocator, rec arrow.RecordBatch, rows []int64) (arrow.Reco
 }
 
 // Locations are, per series code, where its cold rows went.
-func (s *Splitter) Locations() []Location { return s.locs }
+func (s *Splitter) Locations() []coldfile.Location { return s.locs }
 
 // HotLocations are, per series code, where its hot rows went: the hot
 // writer's, or with every row cold, an empty location per series (row
