@@ -120,6 +120,7 @@ Examples:
 			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by --shard-function(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)", DefaultText: "not sharded"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
 			&cli.StringFlag{Name: "shard-function", Value: shard.HashXXH64, Usage: "with --shards/--shard: the series' shard is `F`(series id) mod N, F " + shard.HashXXH64 + " or " + shard.HashIcebergBucket + " (Iceberg's bucket transform, murmur3_x86_32: a lake partitioned by bucket(B, series_id) holds each shard's rows in its own files); recorded in SHARDS.json"},
+			&cli.StringFlag{Name: "shard-by-partition", Usage: "with --shards/--shard on a Delta table or hive-style Parquet folder: partition column `COL:B` holds each row's bucket of B under --shard-function (N dividing B), so a shard build reads only its buckets' files and checks each row is in its file's bucket"},
 			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
 			progressui.Flag(),
 			&cli.BoolFlag{Name: "mixed-period-types", Usage: "accept a period column that is integer in some files and text or a date in others (a type conflict otherwise)"},
@@ -214,6 +215,9 @@ Examples:
 			}
 			if c.IsSet("shards") || c.IsSet("shard") {
 				return buildShards(ctx, c, opt)
+			}
+			if c.IsSet("shard-by-partition") {
+				return cliutil.Usagef("--shard-by-partition goes with --shard I/N or --shards N")
 			}
 			if err := refuseSharded(opt.Out); err != nil {
 				return err
