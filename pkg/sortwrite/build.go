@@ -69,8 +69,10 @@ type Options struct {
 	// the rows are sorted, just before writing).
 	Lock dataset.LockOptions
 	// Shard, when Count > 0, keeps only the series of shard Index of Count
-	// (shard.Of). Every row is still read and attribute columns are chosen
-	// over all series, so all shards of one input share one schema.
+	// (shard.Of). Every row of the files read is read and attribute columns
+	// are chosen over all their series: over the whole input, so all shards
+	// of one input share one schema, unless the build reads only its
+	// buckets' files (an Iceberg bucket partition, ShardPartition).
 	Shard shard.Spec
 	// ShardPartition, with Shard, names the lake's partition column that
 	// holds each row's bucket of its series among Buckets under Shard's

@@ -1,6 +1,7 @@
 package sortwrite
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/energyscope/servingsnap/internal/testiceberg"
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/shard"
@@ -281,5 +283,23 @@ func TestShardByPartitionErrors(t *testing.T) {
 				t.Fatalf("something was published: %v", err)
 			}
 		})
+	}
+}
+
+// TestShardByPartitionIceberg: an Iceberg table's partition values are
+// transforms read through its spec, not a column: --shard-by-partition on
+// one is a usage error pointing at iceberg-bucket.
+func TestShardByPartitionIceberg(t *testing.T) {
+	wh := t.TempDir()
+	tables, err := testiceberg.Write(context.Background(), wh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = build(t, testiceberg.TableDir(wh, tables[0].Name), filepath.Join(t.TempDir(), "PET.shard-0000"), func(o *Options) {
+		o.Shard = shard.Spec{Index: 0, Count: 2, Hash: shard.HashIcebergBucket}
+		o.ShardPartition = shard.Partition{Column: "region", Buckets: 2}
+	})
+	if !errors.Is(err, source.ErrUsage) || !strings.Contains(err.Error(), "is an Iceberg table") || !strings.Contains(err.Error(), "iceberg-bucket") {
+		t.Fatalf("err %v, want a usage error naming the Iceberg table and iceberg-bucket", err)
 	}
 }
