@@ -56,8 +56,12 @@ older ones go to cold.vortex, decoded only by queries that reach them;
 
 --shards N (or --shard I/N for one of them) builds a sharded dataset: shard
 I is the ordinary dataset directory ROOT/DATASET.shard-000I holding the
-series whose xxhash64(series id) mod N is I, and ROOT/DATASET/SHARDS.json
-names the N shards (docs/FORMAT.md, Shard map).
+series whose xxhash64(series id) mod N is I (or Iceberg's bucket with
+--shard-function iceberg-bucket), and ROOT/DATASET/SHARDS.json names the N
+shards (docs/FORMAT.md, Shard map). A shard job reads only its buckets'
+files of an Iceberg table partitioned by bucket(B, series_id), or with
+--shard-by-partition COL:B of a Delta table or hive-style Parquet folder
+partitioned by a column holding that bucket (N dividing B).
 
 Publishing safety: an input of no rows is refused unless --allow-empty;
 a snapshot whose series or rows fall below (1-RATIO) or rise above
@@ -79,6 +83,7 @@ Examples:
    snapbuild build --input lake/ --out snapshots/PET
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
    snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
+   snapbuild build --input delta/prices --out snapshots/PET --shard 1/4 --shard-function iceberg-bucket --shard-by-partition sid_bucket:16
    snapbuild build --input lake/ --out snapshots/PET --no-publish --json
    snapbuild build --input lake/ --out snapshots/PET --supersede-writes
    snapbuild build --input lake/ --out snapshots/PET --hot-since 2024-01-01 --portable
