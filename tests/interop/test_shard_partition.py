@@ -99,6 +99,12 @@ def test_shard_jobs_read_their_partitions(snapbuild, partitioned):
     assert union.num_rows == ref.num_rows == SERIES * PERIODS
     assert union.equals(ref)
 
+    # snapverify recomputes every shard's membership with the recorded function.
+    snapverify = snapbuild.parent / "snapverify"
+    assert snapverify.is_file(), f"{snapverify} missing: `make build` builds it beside snapbuild"
+    v = snaplib.run(snapverify, root / "out" / "PET", "--deep")
+    assert v.returncode == 0, v.stdout + v.stderr
+
 
 def test_a_column_of_another_function_is_refused(snapbuild, partitioned):
     """The lake's buckets are murmur3's; read as xxhash64 buckets, the first
