@@ -56,8 +56,12 @@ older ones go to cold.vortex, decoded only by queries that reach them;
 
 --shards N (or --shard I/N for one of them) builds a sharded dataset: shard
 I is the ordinary dataset directory ROOT/DATASET.shard-000I holding the
-series whose xxhash64(series id) mod N is I, and ROOT/DATASET/SHARDS.json
-names the N shards (docs/FORMAT.md, Shard map).
+series whose xxhash64(series id) mod N is I (or Iceberg's bucket with
+--shard-function iceberg-bucket), and ROOT/DATASET/SHARDS.json names the N
+shards (docs/FORMAT.md, Shard map). A shard job reads only its buckets'
+files of an Iceberg table partitioned by bucket(B, series_id), or with
+--shard-by-partition COL:B of a Delta table or hive-style Parquet folder
+partitioned by a column holding that bucket (N dividing B).
 
 Publishing safety: an input of no rows is refused unless --allow-empty;
 a snapshot whose series or rows fall below (1-RATIO) or rise above
@@ -79,6 +83,7 @@ Examples:
    snapbuild build --input lake/ --out snapshots/PET
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
    snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
+   snapbuild build --input delta/prices --out snapshots/PET --shard 1/4 --shard-function iceberg-bucket --shard-by-partition sid_bucket:16
    snapbuild build --input lake/ --out snapshots/PET --no-publish --json
    snapbuild build --input lake/ --out snapshots/PET --supersede-writes
    snapbuild build --input lake/ --out snapshots/PET --hot-since 2024-01-01 --portable
@@ -120,6 +125,7 @@ Examples:
 			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by --shard-function(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)", DefaultText: "not sharded"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
 			&cli.StringFlag{Name: "shard-function", Value: shard.HashXXH64, Usage: "with --shards/--shard: the series' shard is `F`(series id) mod N, F " + shard.HashXXH64 + " or " + shard.HashIcebergBucket + " (Iceberg's bucket transform, murmur3_x86_32: a lake partitioned by bucket(B, series_id) holds each shard's rows in its own files); recorded in SHARDS.json"},
+			&cli.StringFlag{Name: "shard-by-partition", Usage: "with --shards/--shard on a Delta table or hive-style Parquet folder: partition column `COL:B` holds each row's bucket of B under --shard-function (N dividing B), so a shard build reads only its buckets' files and checks each row is in its file's bucket"},
 			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
 			progressui.Flag(),
 			&cli.BoolFlag{Name: "mixed-period-types", Usage: "accept a period column that is integer in some files and text or a date in others (a type conflict otherwise)"},
@@ -214,6 +220,9 @@ Examples:
 			}
 			if c.IsSet("shards") || c.IsSet("shard") {
 				return buildShards(ctx, c, opt)
+			}
+			if c.IsSet("shard-by-partition") {
+				return cliutil.Usagef("--shard-by-partition goes with --shard I/N or --shards N")
 			}
 			if err := refuseSharded(opt.Out); err != nil {
 				return err

@@ -62,6 +62,16 @@ func buildShards(ctx context.Context, c *cli.Context, opt sortwrite.Options) err
 	for i := range specs {
 		specs[i].Hash = hash
 	}
+	if c.IsSet("shard-by-partition") {
+		p, err := shard.ParsePartition(c.String("shard-by-partition"))
+		if err != nil {
+			return cli.Exit("--"+err.Error(), 2)
+		}
+		if err := p.Fits(specs[0]); err != nil {
+			return cli.Exit("--"+err.Error(), 2)
+		}
+		opt.ShardPartition = p
+	}
 	out := filepath.Clean(opt.Out)
 	if err := refuseUnsharded(out); err != nil {
 		return err

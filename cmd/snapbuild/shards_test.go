@@ -142,3 +142,30 @@ func TestBuildShardsIcebergBucket(t *testing.T) {
 		t.Errorf("an unknown function: exit %d %s", code, errOut)
 	}
 }
+
+// TestBuildShardByPartitionUsage: --shard-by-partition's value and its
+// fit with the shard count are checked before anything is read (exit 2),
+// and a column the input does not partition by fails naming the file.
+func TestBuildShardByPartitionUsage(t *testing.T) {
+	root := t.TempDir()
+	lake, _ := testsnap.Sample(t, root, "ALL", 10, 3, nil)
+	out := filepath.Join(root, "PET")
+	for _, tc := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"--shard-by-partition", "b:16"}, 2, "goes with --shard I/N or --shards N"},
+		{[]string{"--shard", "0/4", "--shard-by-partition", "b"}, 2, "want COLUMN:BUCKETS"},
+		{[]string{"--shard", "0/4", "--shard-by-partition", "b:0"}, 2, "bucket count \"0\""},
+		{[]string{"--shard", "0/3", "--shard-by-partition", "b:16"}, 2, "shard count 3 does not divide the 16 buckets"},
+		{[]string{"--shards", "32", "--shard-by-partition", "b:16"}, 2, "shard count 32 does not divide"},
+		{[]string{"--shard", "0/4", "--shard-by-partition", "b:16"}, 1, "no b=VALUE directory"},
+	} {
+		args := append([]string{"build", "--input", lake, "--out", out}, tc.args...)
+		code, _, errOut := snapbuild(args...)
+		if code != tc.code || !strings.Contains(errOut, tc.err) {
+			t.Errorf("%v: exit %d %q; want exit %d saying %q", tc.args, code, errOut, tc.code, tc.err)
+		}
+	}
+}

@@ -69,9 +69,18 @@ type Options struct {
 	// the rows are sorted, just before writing).
 	Lock dataset.LockOptions
 	// Shard, when Count > 0, keeps only the series of shard Index of Count
-	// (shard.Of). Every row is still read and attribute columns are chosen
-	// over all series, so all shards of one input share one schema.
+	// (shard.Of). Every row of the files read is read and attribute columns
+	// are chosen over all their series: over the whole input, so all shards
+	// of one input share one schema, unless the build reads only its
+	// buckets' files (an Iceberg bucket partition, ShardPartition).
 	Shard shard.Spec
+	// ShardPartition, with Shard, names the lake's partition column that
+	// holds each row's bucket of its series among Buckets under Shard's
+	// function (Shard.Count dividing Buckets): the build reads only the
+	// files of the shard's buckets and checks every row it reads is in its
+	// file's bucket. Delta tables and hive-style Parquet folders; the zero
+	// value reads every file.
+	ShardPartition shard.Partition
 	// Extra write more files into the staged snapshot once its data and
 	// index are written, before it is published: the portable copy
 	// (export.PortableStep, for --portable). Each gets the manifest as
@@ -158,6 +167,11 @@ func (o *Options) defaults() error {
 	if _, err := shard.Func(o.Shard.Hash); o.Shard.Count > 0 && err != nil {
 		return err
 	}
+	if o.ShardPartition.Column != "" {
+		if err := o.ShardPartition.Fits(o.Shard); err != nil {
+			return err
+		}
+	}
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
 	}
@@ -194,7 +208,8 @@ type Summary struct {
 	// InputsPruned and InputBytesPruned are the data files a shard build
 	// did not read: an Iceberg table partitioned by bucket(B, series
 	// column), split by --shard-function iceberg-bucket into N shards with
-	// N dividing B, holds the other shards' rows in other files.
+	// N dividing B, holds the other shards' rows in other files; so does a
+	// table read with ShardPartition.
 	InputsPruned     int     `json:"inputs_pruned"`
 	InputBytesPruned int64   `json:"input_bytes_pruned"`
 	IndexDataRatio   float64 `json:"index_data_ratio"`
@@ -336,6 +351,9 @@ type builder struct {
 	id     uint64
 	parent uint64
 	prev   *manifest.Manifest // the current snapshot, nil when none or unreadable
+	// buckets is each kept data file's bucket, read from the partition
+	// column of Options.ShardPartition; nil without one.
+	buckets map[*source.File]int
 }
 
 // startBuild checks the options and opens the dataset, noting the log
@@ -379,7 +397,15 @@ func (r *builder) openInput(ctx context.Context) (*source.Table, error) {
 		tbl.Close()
 		return nil, fmt.Errorf("%s at version %s holds no data files: nothing to build", tbl.Location, tbl.SnapshotID)
 	}
-	r.sum.InputsPruned, r.sum.InputBytesPruned = pruneBuckets(tbl, r.opt)
+	if r.opt.ShardPartition.Column != "" {
+		r.buckets, r.sum.InputsPruned, r.sum.InputBytesPruned, err = prunePartitions(tbl, r.opt)
+		if err != nil {
+			tbl.Close()
+			return nil, err
+		}
+	} else {
+		r.sum.InputsPruned, r.sum.InputBytesPruned = pruneBuckets(tbl, r.opt)
+	}
 	if len(tbl.Files) == 0 {
 		tbl.Close()
 		return nil, fmt.Errorf("%s at version %s holds no data file of shard %s: nothing to build", tbl.Location, tbl.SnapshotID, r.opt.Shard)
@@ -505,6 +531,9 @@ func (r *builder) sortInMemory(ctx context.Context, t *table) (*built, error) {
 		return nil, interrupted(ctx, err)
 	}
 	if err := t.checkSeriesIDs(); err != nil {
+		return nil, err
+	}
+	if err := t.checkBuckets(r.buckets, opt); err != nil {
 		return nil, err
 	}
 	t.value.noteNulls()
