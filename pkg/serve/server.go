@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/energyscope/servingsnap/pkg/shard"
@@ -56,6 +57,9 @@ type Config struct {
 	// holds (nil: all found) and where the others are (see Options).
 	Shards  []int
 	Cluster *shard.Cluster
+	// LocationCheckInterval and LocationCheckTimeout: the health checks
+	// of the cluster file's locations (Options).
+	LocationCheckInterval, LocationCheckTimeout time.Duration
 	// ColdCacheBytes is the budget of decoded cold rows (--cold-cache)
 	// shared by every tiered snapshot the server opens; 0: no cache.
 	ColdCacheBytes int64
@@ -120,6 +124,7 @@ type Server struct {
 	conns    *connTracker
 	httpLis  net.Listener
 	httpSrv  *http.Server
+	health   *health.Server
 	stopping atomic.Bool
 }
 
@@ -138,7 +143,8 @@ func New(cfg Config) (*Server, error) {
 	m.setBuildInfo(cfg.Version)
 	svc, err := Open(cfg.Root, Options{Limits: cfg.Limits, VerifyData: cfg.VerifyData, Logger: cfg.Logger, Metrics: m, Version: cfg.Version, ReloadInterval: cfg.ReloadInterval, Allocator: cfg.Allocator,
 		ReadOnly: cfg.ReadOnly, Compact: cfg.Compact, Shards: cfg.Shards, Cluster: cfg.Cluster, ColdCacheBytes: cfg.ColdCacheBytes,
-		FollowInterval: cfg.FollowInterval, Vintages: cfg.Vintages})
+		FollowInterval: cfg.FollowInterval, Vintages: cfg.Vintages,
+		LocationCheckInterval: cfg.LocationCheckInterval, LocationCheckTimeout: cfg.LocationCheckTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.flight = flight.NewServerWithMiddleware(mw, opts...)
 	s.flight.RegisterFlightService(s.mux)
+	s.health = newHealth(s.flight, svc.Datasets())
 
 	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Addr, err)
@@ -292,6 +299,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.log.Error("listener failed", "error", serveErr)
 	}
 	s.stopping.Store(true)
+	s.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() { s.flight.Shutdown(); close(stopped) }()
 	select {

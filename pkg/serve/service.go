@@ -153,6 +153,12 @@ type Options struct {
 	// the others are (shards.go).
 	Shards  []int
 	Cluster *shard.Cluster
+	// LocationCheckInterval is how often the cluster file's locations are
+	// health-checked (locations.go); 0: DefaultLocationCheckInterval, < 0:
+	// never (every location is listed). LocationCheckTimeout bounds one
+	// check (0: DefaultLocationCheckTimeout).
+	LocationCheckInterval time.Duration
+	LocationCheckTimeout  time.Duration
 	// Vintages is how many retained vintages besides the live one each
 	// dataset keeps open for tickets and statements that name one
 	// (served.Options.Vintages: 0 the default, < 0 none).
@@ -241,6 +247,7 @@ func Open(root string, opt Options) (*Service, error) {
 		s.Close()
 		return nil, err
 	}
+	s.startLocationChecks(opt)
 	if m := s.metrics; m != nil {
 		m.Registry.MustRegister(liveCollector{s})
 		m.registerColdCache(s.cold)
@@ -290,6 +297,9 @@ func (s *Service) Close() {
 			s.host.Close()
 		}
 		s.closeRemotes()
+		if c := s.shards.checker; c != nil {
+			c.stop()
+		}
 	})
 }
 
@@ -729,6 +739,9 @@ type Status struct {
 	// shares (--cold-cache); absent when disabled.
 	ColdCache *ColdCacheStatus `json:"cold_cache,omitempty"`
 	Datasets  []DatasetStatus  `json:"datasets"`
+	// Locations are the cluster file's shard locations and what their
+	// last health check found (absent without a cluster file).
+	Locations []LocationStatus `json:"locations,omitempty"`
 }
 
 // ColdCacheStatus is the cold cache's state (coldfile.CacheStats).
@@ -760,6 +773,7 @@ func (s *Service) Status() Status {
 		st.Datasets = append(st.Datasets, ds)
 		st.MappedBytes += ds.MappedBytes
 	}
+	st.Locations = s.shards.checker.status()
 	return st
 }
 

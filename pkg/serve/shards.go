@@ -72,6 +72,40 @@ type shardState struct {
 
 	clientsMu sync.Mutex
 	clients   map[string]flight.Client // by location URI
+
+	checker *locationChecker // nil: no cluster file, or checks off
+}
+
+// startLocationChecks starts the health checks of the cluster file's
+// locations (locations.go), when there are any.
+func (s *Service) startLocationChecks(opt Options) {
+	st := &s.shards
+	if st.cluster == nil || len(st.sharded) == 0 || opt.LocationCheckInterval < 0 {
+		return
+	}
+	interval, timeout := opt.LocationCheckInterval, opt.LocationCheckTimeout
+	if interval == 0 {
+		interval = DefaultLocationCheckInterval
+	}
+	if timeout <= 0 {
+		timeout = DefaultLocationCheckTimeout
+	}
+	lc := newLocationChecker(st.sharded, st.cluster, interval, timeout)
+	if len(lc.targets) == 0 {
+		return
+	}
+	lc.log = s.log
+	st.checker = lc
+	if m := s.metrics; m != nil {
+		m.Registry.MustRegister(locationCollector{lc})
+	}
+	lc.start()
+}
+
+// locations are the locations of shard i of sd to offer: the cluster
+// file's, in its order, without those found down (all when every one is).
+func (s *Service) locations(sd *shardedDataset, i int) []string {
+	return s.shards.checker.live(sd.name, i, s.shards.cluster.For(sd.name, i))
 }
 
 // findShardMaps reads the shard map of every directory under root that has
@@ -320,7 +354,7 @@ func (s *Service) shardedInfo(ctx context.Context, q *Query, raw []byte, desc *f
 		if tickets[k], err = shardTicket(raw, part); err != nil {
 			return nil, nil, err
 		}
-		locs := s.shards.cluster.For(sd.name, part.index)
+		locs := s.locations(sd, part.index)
 		if sd.local[part.index] != nil || q.HasShard || len(locs) == 0 {
 			continue
 		}
@@ -336,7 +370,7 @@ func (s *Service) shardedInfo(ctx context.Context, q *Query, raw []byte, desc *f
 	info := &flight.FlightInfo{FlightDescriptor: desc, TotalBytes: -1, Ordered: len(ps) <= 1}
 	for k, part := range ps {
 		ticket := tickets[k]
-		locs := s.shards.cluster.For(sd.name, part.index)
+		locs := s.locations(sd, part.index)
 		meta := endpointMeta{Dataset: sd.name, Shard: part.index, Rows: -1}
 		if d := sd.local[part.index]; d != nil {
 			pq := *q

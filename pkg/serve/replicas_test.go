@@ -1,0 +1,175 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+
+	"github.com/energyscope/servingsnap/pkg/shard"
+)
+
+// stoppableServer starts a server the test may stop before its end.
+func stoppableServer(t *testing.T, cfg Config) (*Server, func()) {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return srv, stop
+}
+
+func deadLocation(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	return "grpc://" + l.Addr().String()
+}
+
+// endpointLocations are the location URIs of each endpoint of an info.
+func endpointLocations(info *flight.FlightInfo) [][]string {
+	out := make([][]string, len(info.Endpoint))
+	for i, ep := range info.Endpoint {
+		for _, l := range ep.Location {
+			out[i] = append(out[i], l.Uri)
+		}
+	}
+	return out
+}
+
+// TestShardReplicaLocations: shard 1 has three locations in the cluster
+// file: a dead one, a server holding it and a read-only replica on the
+// same shard directory. GetFlightInfo lists the live ones in the file's
+// order, drops a replica once it stops, lists every location when all
+// are down, and the rows read from the live locations stay the
+// unsharded dataset's.
+func TestShardReplicaLocations(t *testing.T) {
+	root := shardedRoot(t)
+	dead := deadLocation(t)
+	a, stopA := stoppableServer(t, Config{Root: root, Shards: []int{1}})
+	b, stopB := stoppableServer(t, Config{Root: root, Shards: []int{1}, ReadOnly: true})
+	c := startServer(t, Config{Root: root, Shards: []int{2}})
+	locA, locB, locC := "grpc://"+a.FlightAddr().String(), "grpc://"+b.FlightAddr().String(), "grpc://"+c.FlightAddr().String()
+	// shard 2's second location is server A, which does not hold it: the
+	// check asks for the shard, so a stale cluster file shows as down.
+	cl := &shard.Cluster{Shards: shard.Locations{1: {dead, locA, locB}, 2: {locC, locA}}}
+	s := startServer(t, Config{Root: root, Shards: []int{0}, Cluster: cl,
+		LocationCheckInterval: 20 * time.Millisecond, LocationCheckTimeout: 200 * time.Millisecond})
+	cs := dial(t, s)
+	byLoc := map[string]flight.Client{locA: dial(t, a), locB: dial(t, b), locC: dial(t, c)}
+	ctx := context.Background()
+	ref, err := get(ctx, dial(t, a), ticket(map[string]any{"dataset": "ALL", "prefix": ""}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := keys(ref)
+
+	// waitFor polls GetFlightInfo until the endpoints' locations are
+	// wantLocs (the checks run every 20 ms).
+	waitFor := func(t *testing.T, wantLocs [][]string) *flight.FlightInfo {
+		t.Helper()
+		var info *flight.FlightInfo
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var err error
+			info, err = cs.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"PET"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := endpointLocations(info)
+			if slices.EqualFunc(got[1:], wantLocs, slices.Equal) {
+				return info
+			}
+		}
+		t.Fatalf("endpoint locations %v, want %v for shards 1 and 2", endpointLocations(info), wantLocs)
+		return nil
+	}
+	for _, tc := range []struct {
+		name  string
+		stop  func()
+		locs  [][]string // shards 1 and 2
+		state map[string]string
+		rows  bool // the rows can be read from the first location
+	}{
+		{"dead and stale left out", nil, [][]string{{locA, locB}, {locC}},
+			map[string]string{"1 " + dead: LocationDown, "1 " + locA: LocationUp, "1 " + locB: LocationUp, "2 " + locC: LocationUp, "2 " + locA: LocationDown}, true},
+		{"writer stopped: the replica", stopA, [][]string{{locB}, {locC}},
+			map[string]string{"1 " + locA: LocationDown, "1 " + locB: LocationUp}, true},
+		{"every location down: all listed", stopB, [][]string{{dead, locA, locB}, {locC}},
+			map[string]string{"1 " + locB: LocationDown}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.stop != nil {
+				tc.stop()
+			}
+			info := waitFor(t, tc.locs)
+			st := s.Service().Status()
+			got := map[string]string{}
+			for _, l := range st.Locations {
+				got[shardLabelKey(l.Shard, l.Location)] = l.State
+			}
+			for k, v := range tc.state {
+				if got[k] != v {
+					t.Errorf("status: location %s is %q, want %q (all: %v)", k, got[k], v, got)
+				}
+			}
+			if !tc.rows {
+				return
+			}
+			var rows []rowKey
+			for _, ep := range info.Endpoint {
+				cc := cs
+				if len(ep.Location) > 0 {
+					cc = byLoc[ep.Location[0].Uri]
+				}
+				r, err := get(ctx, cc, ep.Ticket.Ticket)
+				if err != nil {
+					t.Fatalf("DoGet at %v: %v", ep.Location, err)
+				}
+				rows = append(rows, keys(r)...)
+			}
+			slices.SortFunc(rows, func(a, b rowKey) int {
+				if a.id != b.id {
+					if a.id < b.id {
+						return -1
+					}
+					return 1
+				}
+				return int(a.period - b.period)
+			})
+			if !slices.Equal(rows, want) {
+				t.Errorf("rows from the live locations: %d, the unsharded dataset's %d", len(rows), len(want))
+			}
+			var m endpointMeta
+			if err := json.Unmarshal(info.Endpoint[1].AppMetadata, &m); err != nil || m.Rows <= 0 {
+				t.Errorf("shard 1 counted through its live location: %s", info.Endpoint[1].AppMetadata)
+			}
+		})
+	}
+}
+
+func shardLabelKey(i int, loc string) string { return strconv.Itoa(i) + " " + loc }
