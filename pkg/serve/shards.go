@@ -471,9 +471,7 @@ func (s *Service) remoteInfo(ctx context.Context, locs []string, ticket []byte) 
 		if err == nil {
 			return info, nil
 		}
-		switch status.Code(err) {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal,
-			codes.FailedPrecondition: // that server does not hold the shard (a stale cluster file)
+		if tryNextLocation(err) {
 			errs = append(errs, fmt.Errorf("%s: %w", loc, err))
 			continue
 		}
@@ -481,6 +479,18 @@ func (s *Service) remoteInfo(ctx context.Context, locs []string, ticket []byte) 
 		return nil, status.Error(st.Code(), truncate(fmt.Sprintf("%s: %s", loc, st.Message()), 1024))
 	}
 	return nil, fmt.Errorf("%w: %w", errRemoteDown, errors.Join(errs...))
+}
+
+// tryNextLocation reports whether a call to one location of a shard
+// failed in a way the next location may not: in transport, or because
+// that server does not hold the shard (a stale cluster file).
+func tryNextLocation(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal,
+		codes.FailedPrecondition:
+		return true
+	}
+	return false
 }
 
 // remoteClient is the cached Flight client of a location.

@@ -1,0 +1,182 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/energyscope/servingsnap/pkg/shard"
+)
+
+// TestFlightSQLSharded: a statement on the sharded PET answers one
+// endpoint per shard it touches, each at its shard's location with a
+// ticket routed there, and their rows are the same statement's on the
+// unsharded ALL; aggregates keep one endpoint whose row combines every
+// shard's totals.
+func TestFlightSQLSharded(t *testing.T) {
+	clients, locs := cluster(t, nil)
+	byLoc := map[string]flight.Client{}
+	for i := range locs {
+		byLoc[locs[i]] = clients[i]
+	}
+	// server 0 holds shard 0 and knows where 1 and 2 are
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addr := strings.TrimPrefix(locs[0], "grpc://")
+	c := dialSQL(t, addr)
+	whole, err := get(ctx, clients[0], ticket(map[string]any{"dataset": "ALL", "prefix": ""}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := slices.Compact(slices.Clone(whole.ids))
+	prefix, _, _ := strings.Cut(ids[len(ids)/2], ".")
+	picked := []string{ids[0], ids[7], ids[33], ids[90]}
+	in := "('" + strings.Join(picked, "', '") + "')"
+	shardsOf := func(list []string) []int {
+		var out []int
+		for _, id := range list {
+			out = append(out, shard.Of(id, 3))
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	for _, tc := range []struct {
+		name, where string
+		shards      []int
+	}{
+		{"whole", "FROM %s", []int{0, 1, 2}},
+		{"range", "FROM %s WHERE period BETWEEN '2018' AND '2019-06'", []int{0, 1, 2}},
+		{"prefix", "FROM %s WHERE series_id LIKE '" + prefix + ".%'", []int{0, 1, 2}},
+		{"series", "FROM %s WHERE series_id IN " + in, shardsOf(picked)},
+		{"one series", "FROM %s WHERE series_id = '" + ids[5] + "'", shardsOf(ids[5:6])},
+		{"latest", "FROM latest(%s)", []int{0, 1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref, err := c.Execute(ctx, "SELECT * "+strings.Replace(tc.where, "%s", "ALL", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := sqlGet(t, ctx, c, ref)
+			info, err := c.Execute(ctx, "SELECT * "+strings.Replace(tc.where, "%s", "PET", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			var rows []rowKey
+			var sum int64
+			for _, ep := range info.Endpoint {
+				var m endpointMeta
+				if err := json.Unmarshal(ep.AppMetadata, &m); err != nil || m.Rows < 0 || m.Dataset != "PET" {
+					t.Fatalf("endpoint metadata %s: %v", ep.AppMetadata, err)
+				}
+				got = append(got, m.Shard)
+				sum += m.Rows
+				if len(ep.Location) != 1 || ep.Location[0].Uri != locs[m.Shard] {
+					t.Errorf("shard %d's endpoint at %v, want %s", m.Shard, ep.Location, locs[m.Shard])
+				}
+				r, err := get(ctx, byLoc[ep.Location[0].Uri], ep.Ticket.Ticket)
+				if err != nil {
+					t.Fatalf("DoGet of shard %d at its location: %v", m.Shard, err)
+				}
+				if int64(len(r.ids)) != m.Rows {
+					t.Errorf("shard %d: endpoint says %d rows, the stream has %d", m.Shard, m.Rows, len(r.ids))
+				}
+				for _, id := range r.ids {
+					if shard.Of(id, 3) != m.Shard {
+						t.Fatalf("shard %d's endpoint streamed %s of shard %d", m.Shard, id, shard.Of(id, 3))
+					}
+				}
+				rows = append(rows, keys(r)...)
+			}
+			if !slices.Equal(got, tc.shards) {
+				t.Errorf("endpoints of shards %v, want %v", got, tc.shards)
+			}
+			if info.TotalRecords != sum || sum != int64(len(want.ids)) {
+				t.Errorf("total_records %d, endpoints %d, unsharded %d", info.TotalRecords, sum, len(want.ids))
+			}
+			if info.Ordered != (len(tc.shards) == 1) {
+				t.Errorf("ordered %v with %d endpoints", info.Ordered, len(tc.shards))
+			}
+			sortKeys(rows)
+			if !slices.Equal(rows, keys(want)) {
+				t.Errorf("the endpoints gave %d rows, the unsharded dataset %d", len(rows), len(want.ids))
+			}
+		})
+	}
+
+	const aggs = "SELECT count(*), count(DISTINCT series_id) AS n, min(period), max(period) AS last "
+	for _, where := range []string{
+		"FROM %s",
+		"FROM %s WHERE series_id IN " + in + " AND period >= '2019'",
+		"FROM %s WHERE series_id LIKE '" + prefix + ".%'",
+		"FROM latest(%s) WHERE period < '2018-03'",
+		"FROM %s WHERE period > '2090'", // no row: count 0, null periods
+	} {
+		t.Run("aggregate "+where, func(t *testing.T) {
+			var answers []map[string][]any
+			for _, name := range []string{"ALL", "PET"} {
+				info, err := c.Execute(ctx, aggs+strings.Replace(where, "%s", name, 1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(info.Endpoint) != 1 || info.TotalRecords != 1 {
+					t.Fatalf("%s: %d endpoints, %d rows; want one row at one endpoint", name, len(info.Endpoint), info.TotalRecords)
+				}
+				r, err := get(ctx, c.Client, info.Endpoint[0].Ticket.Ticket)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				answers = append(answers, r.cols)
+			}
+			if !reflect.DeepEqual(answers[0], answers[1]) {
+				t.Errorf("PET's totals %v, ALL's %v", answers[1], answers[0])
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name, sql string
+		code      codes.Code
+		msg       string
+	}{
+		{"vintage", "SELECT * FROM PET FOR VERSION AS OF 1", codes.InvalidArgument, "the shards of \"PET\" have their own"},
+		{"unknown series", "SELECT * FROM PET WHERE series_id = 'NO.SUCH'", codes.NotFound, "NO.SUCH"},
+		{"unknown series, aggregate", "SELECT count(*) FROM PET WHERE series_id IN ('NO.SUCH', '" + ids[0] + "')", codes.NotFound, "NO.SUCH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info, err := c.Execute(ctx, tc.sql)
+			if err == nil {
+				_, err = get(ctx, c.Client, info.Endpoint[0].Ticket.Ticket)
+			}
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("%s: %v, want %v %q", tc.sql, err, tc.code, tc.msg)
+			}
+		})
+	}
+	// An endpoint's ticket at a server without its shard says so.
+	info, err := c.Execute(ctx, "SELECT * FROM PET")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = get(ctx, clients[2], info.Endpoint[1].Ticket.Ticket)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "shard 1 is not served here") {
+		t.Errorf("shard 1's ticket on server 2: %v", err)
+	}
+}
+
+func sortKeys(rows []rowKey) {
+	slices.SortFunc(rows, func(a, b rowKey) int {
+		if c := strings.Compare(a.id, b.id); c != 0 {
+			return c
+		}
+		return int(a.period - b.period)
+	})
+}
