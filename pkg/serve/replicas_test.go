@@ -11,6 +11,11 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/shard"
 )
@@ -173,3 +178,40 @@ func TestShardReplicaLocations(t *testing.T) {
 }
 
 func shardLabelKey(i int, loc string) string { return strconv.Itoa(i) + " " + loc }
+
+// TestHealthService: the gRPC health service answers without a token,
+// SERVING for the server and each dataset it serves, NOT_FOUND for a
+// dataset it does not, while Flight calls still need the token.
+func TestHealthService(t *testing.T) {
+	toks, err := NewTokens("health-token-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, Config{Root: shardedRoot(t), Shards: []int{1}, Tokens: toks})
+	conn, err := grpc.NewClient(srv.FlightAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		service string
+		want    healthpb.HealthCheckResponse_ServingStatus
+		code    codes.Code
+	}{
+		{"", healthpb.HealthCheckResponse_SERVING, codes.OK},
+		{"PET.shard-0001", healthpb.HealthCheckResponse_SERVING, codes.OK},
+		{"ALL", healthpb.HealthCheckResponse_SERVING, codes.OK},
+		{"PET.shard-0002", 0, codes.NotFound}, // not held here
+		{"PET", 0, codes.NotFound},            // the whole is no one server's
+	} {
+		res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: tc.service})
+		if status.Code(err) != tc.code || (err == nil && res.GetStatus() != tc.want) {
+			t.Errorf("Check(%q): %v %v, want %v %v", tc.service, res.GetStatus(), err, tc.want, tc.code)
+		}
+	}
+	if _, err := dial(t, srv).GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"ALL"}}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("GetFlightInfo without a token: %v", err)
+	}
+}
