@@ -55,11 +55,12 @@ type shardedDataset struct {
 	local map[int]*served.Dataset // the shards this server holds
 }
 
-// remoteTimeout bounds one GetFlightInfo to another shard server. Calls
-// wait for the connection (WaitForReady) rather than failing at once while
-// gRPC backs off from a refused dial, so a server that starts a moment
-// after this one is counted; the reconnect backoff is capped at a second
-// for the same reason.
+// remoteTimeout bounds one GetFlightInfo to another shard server. A call
+// to a shard's last location waits for the connection (WaitForReady)
+// rather than failing at once while gRPC backs off from a refused dial, so
+// a server that starts a moment after this one is counted; the reconnect
+// backoff is capped at a second for the same reason. A call to any other
+// location fails at once on a refused dial, and the next one is asked.
 const (
 	remoteTimeout    = 5 * time.Second
 	remoteMaxBackoff = time.Second
@@ -459,14 +460,14 @@ func (s *Service) remoteInfo(ctx context.Context, locs []string, ticket []byte) 
 		}
 	}
 	var errs []error
-	for _, loc := range locs {
+	for k, loc := range locs {
 		c, err := s.remoteClient(loc)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, remoteTimeout)
-		info, err := c.GetFlightInfo(cctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: ticket}, grpc.WaitForReady(true))
+		info, err := c.GetFlightInfo(cctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: ticket}, grpc.WaitForReady(k == len(locs)-1))
 		cancel()
 		if err == nil {
 			return info, nil

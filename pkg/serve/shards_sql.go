@@ -301,13 +301,13 @@ func (ss *sqlServer) remoteTotals(ctx context.Context, locs []string, h handle, 
 		}
 	}
 	var errs []error
-	for _, loc := range locs {
+	for k, loc := range locs {
 		c, err := ss.svc.remoteClient(loc)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		vals, err := readTotals(ctx, c, tkt, n)
+		vals, err := readTotals(ctx, c, tkt, n, k == len(locs)-1)
 		if err == nil {
 			return vals, nil
 		}
@@ -322,10 +322,11 @@ func (ss *sqlServer) remoteTotals(ctx context.Context, locs []string, h handle, 
 }
 
 // readTotals is one DoGet of an aggregate's ticket: n values in one row.
-func readTotals(ctx context.Context, c flight.Client, tkt []byte, n int) ([]aggValue, error) {
+// wait: wait for the connection (remoteInfo says when).
+func readTotals(ctx context.Context, c flight.Client, tkt []byte, n int, wait bool) ([]aggValue, error) {
 	cctx, cancel := context.WithTimeout(ctx, remoteTimeout)
 	defer cancel()
-	stream, err := c.DoGet(cctx, &flight.Ticket{Ticket: tkt}, grpc.WaitForReady(true))
+	stream, err := c.DoGet(cctx, &flight.Ticket{Ticket: tkt}, grpc.WaitForReady(wait))
 	if err != nil {
 		return nil, err
 	}
