@@ -250,6 +250,9 @@ type handle struct {
 	SQL    string   `json:"sql"`
 	Params []string `json:"params,omitempty"`
 	Shard  *int     `json:"shard,omitempty"`
+	// Limit, with Shard, is the shard's share of the statement's LIMIT
+	// (shards_sql.go).
+	Limit int64 `json:"limit,omitempty"`
 }
 
 func newSQLServer(s *Service) *sqlServer {
@@ -486,6 +489,7 @@ func decodeHandle(b []byte) (handle, error) {
 		SQL    string            `json:"sql"`
 		Params []json.RawMessage `json:"params"`
 		Shard  *int              `json:"shard"`
+		Limit  int64             `json:"limit"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return handle{}, errf(codes.InvalidArgument, "flight sql ticket: not a statement handle of this server")
@@ -493,7 +497,10 @@ func decodeHandle(b []byte) (handle, error) {
 	if raw.Shard != nil && *raw.Shard < 0 {
 		return handle{}, errf(codes.InvalidArgument, "flight sql ticket: \"shard\" must be a shard index (an integer ≥ 0), got %d", *raw.Shard)
 	}
-	h := handle{SQL: raw.SQL, Shard: raw.Shard}
+	if raw.Limit < 0 || (raw.Limit > 0 && raw.Shard == nil) {
+		return handle{}, errf(codes.InvalidArgument, "flight sql ticket: \"limit\" is a shard's share of the LIMIT: an integer ≥ 1, with \"shard\"")
+	}
+	h := handle{SQL: raw.SQL, Shard: raw.Shard, Limit: raw.Limit}
 	if raw.Params != nil {
 		h.Params = make([]string, len(raw.Params))
 	}

@@ -117,6 +117,9 @@ func (ss *sqlServer) acquireShard(sd *shardedDataset, name string, h handle, q *
 		}
 		i = parts[0]
 	}
+	if h.Limit > 0 && (q.Request.Limit == 0 || h.Limit < q.Request.Limit) {
+		q.Request.Limit = h.Limit
+	}
 	if sel := &q.Request.Select; sel.Kind == query.ByIDs {
 		var ids []string
 		for _, id := range sel.IDs {
@@ -229,7 +232,48 @@ func (ss *sqlServer) shardedInfo(ctx context.Context, sd *shardedDataset, h hand
 		return nil, errf(codes.Unavailable, "dataset %q: no shard the statement touches is served here and none of their servers answered", sd.name)
 	}
 	info.Schema, info.TotalRecords = schema, total
+	if n := q.Request.Limit; n > 0 && total > n {
+		if err := shareLimit(info, h, parts, n); err != nil {
+			return nil, err
+		}
+	}
 	return info, nil
+}
+
+// shareLimit makes the endpoints of a statement with LIMIT n (whose
+// shards are all counted, together more than n rows) return n rows in
+// all: the first rows of the first shards, in shard order. An endpoint
+// left with fewer rows than its shard has gets a ticket with that share;
+// one left with none is dropped.
+func shareLimit(info *flight.FlightInfo, h handle, parts []int, n int64) error {
+	kept := info.Endpoint[:0]
+	left := n
+	for k, ep := range info.Endpoint {
+		var m endpointMeta
+		if err := json.Unmarshal(ep.AppMetadata, &m); err != nil {
+			return status.Errorf(codes.Internal, "shard %d's count: %v", parts[k], err)
+		}
+		take := min(m.Rows, left)
+		if take == 0 {
+			continue
+		}
+		left -= take
+		if take < m.Rows {
+			hk := withShard(h, parts[k])
+			hk.Limit = take
+			tkt, err := statementTicket(hk)
+			if err != nil {
+				return err
+			}
+			m.Rows = take
+			ep.Ticket = &flight.Ticket{Ticket: tkt}
+			ep.AppMetadata, _ = json.Marshal(m)
+		}
+		kept = append(kept, ep)
+	}
+	info.Endpoint, info.TotalRecords = kept, n
+	info.Ordered = len(kept) <= 1
+	return nil
 }
 
 // sendShardedTotals answers an aggregate statement on a sharded dataset:

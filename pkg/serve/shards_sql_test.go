@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -108,6 +109,46 @@ func TestFlightSQLSharded(t *testing.T) {
 			sortKeys(rows)
 			if !slices.Equal(rows, keys(want)) {
 				t.Errorf("the endpoints gave %d rows, the unsharded dataset %d", len(rows), len(want.ids))
+			}
+		})
+	}
+
+	// LIMIT n is n rows in all: the first shards' first rows.
+	all := map[rowKey]bool{}
+	for _, k := range keys(whole) {
+		all[k] = true
+	}
+	for _, tc := range []struct {
+		limit, want int
+		endpoints   int
+	}{
+		{1, 1, 1},
+		{len(whole.ids) / 2, len(whole.ids) / 2, -1},
+		{len(whole.ids) + 5, len(whole.ids), 3},
+	} {
+		t.Run(fmt.Sprintf("limit %d", tc.limit), func(t *testing.T) {
+			info, err := c.Execute(ctx, fmt.Sprintf("SELECT * FROM PET LIMIT %d", tc.limit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.TotalRecords != int64(tc.want) || (tc.endpoints > 0 && len(info.Endpoint) != tc.endpoints) {
+				t.Fatalf("total_records %d at %d endpoints, want %d", info.TotalRecords, len(info.Endpoint), tc.want)
+			}
+			seen := map[rowKey]bool{}
+			for _, ep := range info.Endpoint {
+				r, err := get(ctx, byLoc[ep.Location[0].Uri], ep.Ticket.Ticket)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range keys(r) {
+					if seen[k] || !all[k] {
+						t.Fatalf("row %v twice, or not in the dataset", k)
+					}
+					seen[k] = true
+				}
+			}
+			if len(seen) != tc.want {
+				t.Errorf("%d rows streamed, want %d", len(seen), tc.want)
 			}
 		})
 	}
