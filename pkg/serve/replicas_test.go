@@ -215,3 +215,19 @@ func TestHealthService(t *testing.T) {
 		t.Errorf("GetFlightInfo without a token: %v", err)
 	}
 }
+
+// checkHealth asks the gRPC health service at addr for each service.
+func checkHealth(t *testing.T, addr string, want map[string]healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for svc, w := range want {
+		res, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || res.GetStatus() != w {
+			t.Errorf("health of %q: %v %v, want %v", svc, res.GetStatus(), err, w)
+		}
+	}
+}

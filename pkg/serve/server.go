@@ -190,7 +190,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.flight = flight.NewServerWithMiddleware(mw, opts...)
 	s.flight.RegisterFlightService(s.mux)
-	s.health = newHealth(s.flight, svc.Datasets())
+	s.health = newHealth(s.flight, svc)
 
 	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Addr, err)
