@@ -160,10 +160,11 @@ func (lc *locationChecker) check(ctx context.Context, t locTarget) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, lc.timeout)
 	defer cancel()
-	// WaitForReady: a connection still dialling (or backing off after a
-	// refused dial) is given the timeout to come up, rather than failing
-	// at once while the server may just be starting.
-	res, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: t.service()}, grpc.WaitForReady(true))
+	// Not WaitForReady: a refused dial fails the check at once (the
+	// location is down now, not after the timeout); the connection
+	// redials at most remoteMaxBackoff apart, so a server back up passes
+	// a check within about a second of it.
+	res, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: t.service()})
 	if err != nil {
 		if st, ok := status.FromError(err); ok {
 			return &checkError{msg: st.Code().String() + ": " + st.Message()}
