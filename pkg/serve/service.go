@@ -778,7 +778,7 @@ func (s *Service) Status() Status {
 }
 
 var actions = []*flight.ActionType{
-	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, tiers (cold file bytes and rows) and the cold cache, uptime, reload state"},
+	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, tiers (cold file bytes and rows) and the cold cache, uptime, reload state, and the health of the cluster file's shard locations"},
 	{Type: "compact", Description: "body: a dataset name, or empty for all; fold the live delta into the next snapshot and serve it. JSON: per dataset the result (compacted, nothing, moved; skipped, with the reason, for a dataset another server writes or that is failing when every dataset is asked for), snapshot ids, rows and the WAL position folded in"},
 	{Type: "discard", Description: "body: a dataset name (required), optionally followed by a newline and a reason for HISTORY; set the live writes aside (the log's checkpoint moves past them; recorded in HISTORY). JSON: per dataset the result (discarded, nothing), rows set aside and the WAL position"},
 	{Type: "reload", Description: "body: a dataset name, or empty for all; serve what CURRENT names once it is open and validated. JSON: per dataset the result (reloaded, unchanged) and snapshot ids; FailedPrecondition if a new snapshot failed (the old one stays served)"},
