@@ -21,7 +21,8 @@ package serve
 // parameters), so a DoGet needs no server state; prepared statements keep
 // their text and bound parameters in a store bounded in bytes, per
 // connection and in all, released when closed, when their connection ends
-// or when unused for a while (prepared.go).
+// or when unused for a while (prepared.go). A statement on a sharded
+// dataset answers one endpoint per shard (shards_sql.go).
 
 import (
 	"context"
