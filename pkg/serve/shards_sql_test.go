@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -201,6 +202,28 @@ func TestFlightSQLSharded(t *testing.T) {
 				t.Errorf("%s: %v, want %v %q", tc.sql, err, tc.code, tc.msg)
 			}
 		})
+	}
+	// Statement tickets written by hand: what is wrong is named.
+	for _, tc := range []struct {
+		handle string
+		code   codes.Code
+		msg    string
+	}{
+		{`{"sql": "SELECT * FROM PET", "shard": 7}`, codes.InvalidArgument, `dataset "PET" has 3 shards (0 to 2)`},
+		{`{"sql": "SELECT * FROM PET", "shard": -1}`, codes.InvalidArgument, `"shard" must be a shard index`},
+		{`{"sql": "SELECT * FROM PET", "limit": 5}`, codes.InvalidArgument, `"limit" is a shard's share of the LIMIT`},
+		{`{"sql": "SELECT * FROM ALL", "shard": 0}`, codes.InvalidArgument, `dataset "ALL" is not sharded`},
+		{`{"sql": "SELECT * FROM PET"}`, codes.FailedPrecondition, "touches 3 of them: call GetFlightInfo"},
+		{`{"sql": "SELECT * FROM PET WHERE series_id = '` + ids[0] + `'", "shard": ` + fmt.Sprint((shard.Of(ids[0], 3)+1)%3) + `}`, codes.InvalidArgument, "no series the statement lists lives in shard"},
+	} {
+		tkt, err := flightsql.CreateStatementQueryTicket([]byte(tc.handle))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = get(ctx, clients[0], tkt)
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("DoGet of %s: %v, want %v %q", tc.handle, err, tc.code, tc.msg)
+		}
 	}
 	// An endpoint's ticket at a server without its shard says so.
 	info, err := c.Execute(ctx, "SELECT * FROM PET")
