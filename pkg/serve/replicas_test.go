@@ -231,3 +231,43 @@ func checkHealth(t *testing.T, addr string, want map[string]healthpb.HealthCheck
 		}
 	}
 }
+
+// TestLiveLocations: the locations offered for a shard are the cluster
+// file's in order, less those found down; all of them when every one is.
+func TestLiveLocations(t *testing.T) {
+	locs := []string{"grpc://a:1", "grpc://b:1", "grpc://c:1"}
+	for _, tc := range []struct {
+		name  string
+		state map[string]string // location → state; absent: unknown
+		want  []string
+	}{
+		{"never checked", nil, locs},
+		{"all up", map[string]string{"grpc://a:1": LocationUp, "grpc://b:1": LocationUp, "grpc://c:1": LocationUp}, locs},
+		{"first down", map[string]string{"grpc://a:1": LocationDown, "grpc://b:1": LocationUp}, []string{"grpc://b:1", "grpc://c:1"}},
+		{"middle down", map[string]string{"grpc://b:1": LocationDown}, []string{"grpc://a:1", "grpc://c:1"}},
+		{"one left", map[string]string{"grpc://a:1": LocationDown, "grpc://c:1": LocationDown}, []string{"grpc://b:1"}},
+		{"all down", map[string]string{"grpc://a:1": LocationDown, "grpc://b:1": LocationDown, "grpc://c:1": LocationDown}, locs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lc := &locationChecker{state: map[locTarget]*locState{}}
+			for _, l := range locs {
+				st := &locState{state: LocationUnknown}
+				if s, ok := tc.state[l]; ok {
+					st.state = s
+				}
+				lc.state[locTarget{dataset: "PET", shard: 1, loc: l}] = st
+			}
+			if got := lc.live("PET", 1, locs); !slices.Equal(got, tc.want) {
+				t.Errorf("live %v, want %v", got, tc.want)
+			}
+			// another shard's states do not count
+			if got := lc.live("PET", 2, locs); !slices.Equal(got, locs) {
+				t.Errorf("shard 2: live %v, want every location", got)
+			}
+		})
+	}
+	var none *locationChecker // no cluster file, or checks off
+	if got := none.live("PET", 1, locs); !slices.Equal(got, locs) {
+		t.Errorf("without checks: %v", got)
+	}
+}

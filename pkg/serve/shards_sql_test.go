@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/shard"
+	"github.com/energyscope/servingsnap/pkg/sqlq"
 )
 
 // TestFlightSQLSharded: a statement on the sharded PET answers one
@@ -243,4 +244,29 @@ func sortKeys(rows []rowKey) {
 		}
 		return int(a.period - b.period)
 	})
+}
+
+// TestCombineAggs: counts add up; min and max skip the shards without
+// rows, and are null when no shard has any.
+func TestCombineAggs(t *testing.T) {
+	aggs := []sqlq.Agg{{Func: sqlq.AggCount}, {Func: sqlq.AggCount, Distinct: true}, {Func: sqlq.AggMin}, {Func: sqlq.AggMax}}
+	v := func(n int64) aggValue { return aggValue{n: n} }
+	null := aggValue{null: true}
+	for _, tc := range []struct {
+		name  string
+		parts [][]aggValue
+		want  []aggValue
+	}{
+		{"one shard", [][]aggValue{{v(5), v(2), v(10), v(20)}}, []aggValue{v(5), v(2), v(10), v(20)}},
+		{"three shards", [][]aggValue{{v(5), v(2), v(10), v(20)}, {v(7), v(3), v(-4), v(15)}, {v(1), v(1), v(12), v(30)}},
+			[]aggValue{v(13), v(6), v(-4), v(30)}},
+		{"a shard without rows", [][]aggValue{{v(0), v(0), null, null}, {v(7), v(3), v(4), v(15)}}, []aggValue{v(7), v(3), v(4), v(15)}},
+		{"no rows anywhere", [][]aggValue{{v(0), v(0), null, null}, {v(0), v(0), null, null}}, []aggValue{v(0), v(0), null, null}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := combineAggs(aggs, tc.parts); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("combined %+v, want %+v", got, tc.want)
+			}
+		})
+	}
 }
