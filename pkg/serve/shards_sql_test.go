@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -268,5 +269,59 @@ func TestCombineAggs(t *testing.T) {
 				t.Errorf("combined %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestFlightSQLShardedOneServer: a server holding every shard, without a
+// cluster file, answers endpoints without locations (read them from it).
+func TestFlightSQLShardedOneServer(t *testing.T) {
+	srv := startServer(t, Config{Root: shardedRoot(t)})
+	c := dialSQL(t, srv.FlightAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, where := range []string{"", " WHERE period >= '2019'"} {
+		ref, err := c.Execute(ctx, "SELECT * FROM ALL"+where)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sqlGet(t, ctx, c, ref)
+		info, err := c.Execute(ctx, "SELECT * FROM pet"+where) // a bare name matches in any case
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Endpoint) != 3 || info.TotalRecords != int64(len(want.ids)) {
+			t.Fatalf("%d endpoints, %d rows; want 3, %d", len(info.Endpoint), info.TotalRecords, len(want.ids))
+		}
+		var rows []rowKey
+		for _, ep := range info.Endpoint {
+			if len(ep.Location) != 0 {
+				t.Errorf("endpoint at %v without a cluster file", ep.Location)
+			}
+			r, err := get(ctx, c.Client, ep.Ticket.Ticket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, keys(r)...)
+		}
+		sortKeys(rows)
+		if !slices.Equal(rows, keys(want)) {
+			t.Errorf("%d rows from the endpoints, %d unsharded", len(rows), len(want.ids))
+		}
+	}
+	// the schema of a statement on PET is its shards'
+	sc, err := c.GetExecuteSchema(ctx, "SELECT value FROM PET")
+	if err != nil {
+		t.Fatalf("GetSchema of a statement on PET: %v", err)
+	}
+	schema, err := flight.DeserializeSchema(sc.Schema, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range schema.Fields() {
+		names = append(names, f.Name)
+	}
+	if !slices.Equal(names, []string{"series_id", "period", "value"}) {
+		t.Errorf("schema of SELECT value FROM PET: %v", names)
 	}
 }
