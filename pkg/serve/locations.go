@@ -18,6 +18,7 @@ package serve
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"sort"
@@ -188,7 +189,11 @@ func (lc *locationChecker) conn(loc string) (*grpc.ClientConn, error) {
 	if c, ok := lc.conns[loc]; ok {
 		return c, nil
 	}
-	c, err := dialLocation(loc, lc.timeout)
+	host, opts, err := locationDial(loc, lc.timeout)
+	if err != nil {
+		return nil, err
+	}
+	c, err := grpc.NewClient(host, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -196,14 +201,15 @@ func (lc *locationChecker) conn(loc string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
-// dialLocation connects to a cluster file location (validated by
-// shard.ParseCluster): grpc+tls with the system's roots, the others in
-// clear text, reconnecting at most remoteMaxBackoff apart so that a
-// server back up is seen at the next check.
-func dialLocation(loc string, connectTimeout time.Duration) (*grpc.ClientConn, error) {
+// locationDial is how this server connects to a cluster file location
+// (validated by shard.ParseCluster), to count a shard or check it: its
+// host and port, and the dial options: grpc+tls with the system's roots,
+// the others in clear text, redialling at most remoteMaxBackoff apart so
+// that a server back up is reached within about a second.
+func locationDial(loc string, connectTimeout time.Duration) (string, []grpc.DialOption, error) {
 	u, err := url.Parse(loc)
 	if err != nil {
-		return nil, err
+		return "", nil, fmt.Errorf("%s: %w", loc, err)
 	}
 	creds := insecure.NewCredentials()
 	if u.Scheme == "grpc+tls" {
@@ -211,8 +217,8 @@ func dialLocation(loc string, connectTimeout time.Duration) (*grpc.ClientConn, e
 	}
 	bo := backoff.DefaultConfig
 	bo.MaxDelay = remoteMaxBackoff
-	return grpc.NewClient(u.Host, grpc.WithTransportCredentials(creds),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: connectTimeout}))
+	return u.Host, []grpc.DialOption{grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: connectTimeout})}, nil
 }
 
 // record sets t's state from a check's error (nil: up), logging changes.

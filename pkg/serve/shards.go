@@ -2,12 +2,10 @@ package serve
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,10 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -502,18 +497,11 @@ func (s *Service) remoteClient(loc string) (flight.Client, error) {
 	if c, ok := st.clients[loc]; ok {
 		return c, nil
 	}
-	u, err := url.Parse(loc)
+	host, opts, err := locationDial(loc, remoteTimeout)
 	if err != nil {
 		return nil, err
 	}
-	creds := insecure.NewCredentials()
-	if u.Scheme == "grpc+tls" {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
-	}
-	bo := backoff.DefaultConfig
-	bo.MaxDelay = remoteMaxBackoff
-	c, err := flight.NewClientWithMiddleware(u.Host, nil, nil, grpc.WithTransportCredentials(creds),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: remoteTimeout}))
+	c, err := flight.NewClientWithMiddleware(host, nil, nil, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", loc, err)
 	}
