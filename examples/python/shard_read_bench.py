@@ -10,6 +10,12 @@ shards), and three servers holding one shard of SH each; then, interleaved,
 reads ONE whole from the one server (one stream), SH's three endpoints from
 the one server in parallel, and SH's three endpoints from the three servers
 in parallel. Prints the median and the spread of each, and the ratios.
+
+With --sql (needs adbc_driver_flightsql), also times `SELECT * FROM ONE`
+and `SELECT * FROM SH` through ADBC's Flight SQL driver against the first
+shard server (which reads every shard's endpoint at its location), and the
+aggregate `SELECT count(*), min(period), max(period)` of each (SH's combines
+the shards' totals).
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ def main() -> int:
     ap.add_argument("--one", default="ONE")
     ap.add_argument("--sharded", default="SH")
     ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--sql", action="store_true", help="also time the same reads through ADBC Flight SQL")
     a = ap.parse_args()
     n = json.loads((Path(a.root) / a.sharded / "SHARDS.json").read_text())["count"]
     ports = [free_port() for _ in range(n)]
@@ -79,16 +86,35 @@ def main() -> int:
         f"{a.sharded} {n} endpoints, 1 server": (single, a.sharded),
         f"{a.sharded} {n} endpoints, {n} servers": (f"grpc://127.0.0.1:{ports[0]}", a.sharded),
     }
-    times: dict[str, list[float]] = {k: [] for k in cases}
+    readers = {name: (lambda uri=uri, ds=ds: read_info(uri, flight.FlightDescriptor.for_path(ds)))
+               for name, (uri, ds) in cases.items()}
+    conn = None
+    if a.sql:
+        import adbc_driver_flightsql.dbapi as flight_sql
+
+        conn = flight_sql.connect(f"grpc://127.0.0.1:{ports[0]}", autocommit=True)
+
+        def sql(text: str) -> int:
+            with conn.cursor() as cur:
+                cur.execute(text)
+                return cur.fetch_arrow_table().num_rows
+
+        for ds in (a.one, a.sharded):
+            readers[f"SQL SELECT * FROM {ds}"] = lambda ds=ds: sql(f'SELECT * FROM "{ds}"')
+        for ds in (a.one, a.sharded):
+            readers[f"SQL count/min/max of {ds}"] = lambda ds=ds: sql(f'SELECT count(*), min(period), max(period) FROM "{ds}"')
+    times: dict[str, list[float]] = {k: [] for k in readers}
     rows = {}
     try:
         for r in range(a.runs + 1):  # the first round warms the page cache and connections
-            for name, (uri, ds) in cases.items():
+            for name, read in readers.items():
                 t0 = time.perf_counter()
-                rows[name] = read_info(uri, flight.FlightDescriptor.for_path(ds))
+                rows[name] = read()
                 if r:
                     times[name].append(time.perf_counter() - t0)
     finally:
+        if conn is not None:
+            conn.close()
         for p in procs:
             p.terminate()
             p.wait(timeout=30)

@@ -109,6 +109,8 @@ Examples:
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug (every call), info, warn or error"},
 			&cli.StringFlag{Name: "shards", Usage: "serve only shards `LIST` (e.g. 0,2 or 0-3) of every sharded dataset under --root; default: every shard found"},
 			&cli.StringFlag{Name: "cluster", Usage: "JSON `FILE` of where each shard is served: {\"shards\": {\"0\": [\"grpc://host:port\"], ...}}", TakesFile: true},
+			&cli.DurationFlag{Name: "cluster-check-interval", Value: serve.DefaultLocationCheckInterval, Usage: "how often each --cluster location of each shard is health-checked (gRPC health); one found down is left out of GetFlightInfo's endpoints until a check finds it up (0: never check, list every location)"},
+			&cli.DurationFlag{Name: "cluster-check-timeout", Value: serve.DefaultLocationCheckTimeout, Usage: "how long one health check of a --cluster location may take before the location counts as down"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -193,6 +195,13 @@ Examples:
 				if cfg.Cluster, err = shard.ReadCluster(f); err != nil {
 					return cli.Exit("serve: --cluster: "+err.Error(), 2)
 				}
+			}
+			cfg.LocationCheckInterval, cfg.LocationCheckTimeout = c.Duration("cluster-check-interval"), c.Duration("cluster-check-timeout")
+			if cfg.LocationCheckInterval < 0 || cfg.LocationCheckTimeout <= 0 {
+				return cli.Exit("serve: --cluster-check-interval must be ≥ 0 and --cluster-check-timeout > 0", 2)
+			}
+			if cfg.LocationCheckInterval == 0 {
+				cfg.LocationCheckInterval = -1 // never
 			}
 			if cfg.Tokens, err = readTokens(c.String("token-file"), c.String("token-env")); err != nil {
 				return cli.Exit("serve: "+err.Error(), 2)

@@ -66,6 +66,9 @@ func authMiddleware(t *Tokens, m *Metrics) flight.ServerMiddleware {
 	}
 	return flight.ServerMiddleware{
 		Unary: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if isHealthMethod(info.FullMethod) {
+				return handler(ctx, req) // open, as /healthz (health.go)
+			}
 			_, g, err := check(ctx, info.FullMethod)
 			if err != nil {
 				return nil, err
@@ -73,6 +76,9 @@ func authMiddleware(t *Tokens, m *Metrics) flight.ServerMiddleware {
 			return handler(withGrant(ctx, g), req)
 		},
 		Stream: func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			if isHealthMethod(info.FullMethod) {
+				return handler(srv, ss)
+			}
 			tok, g, err := check(ss.Context(), info.FullMethod)
 			if err != nil {
 				return err

@@ -20,6 +20,9 @@
 // Operations (server.go): optional bearer-token auth (auth.go), TLS, gRPC
 // message limits, flow control for slow clients (flow.go), graceful
 // shutdown, slog logs, and Prometheus metrics (metrics.go) served with
-// /healthz and /readyz on a separate HTTP listener; sharded datasets answer
-// GetFlightInfo with one endpoint per shard (shards.go).
+// /healthz and /readyz on a separate HTTP listener, and the gRPC health
+// service on the Flight port (health.go); sharded datasets answer
+// GetFlightInfo, of tickets and of Flight SQL statements, with one
+// endpoint per shard (shards.go, shards_sql.go) listing the shard's
+// locations that the periodic health checks find live (locations.go).
 package serve

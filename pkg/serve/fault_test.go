@@ -25,6 +25,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
@@ -263,6 +264,8 @@ func TestFaultRewrittenInPlace(t *testing.T) {
 	if _, err := get(ctx, c, allOf("B")); err != nil {
 		t.Fatalf("the other dataset: %v", err)
 	}
+	checkHealth(t, p.flight, map[string]healthpb.HealthCheckResponse_ServingStatus{
+		"": healthpb.HealthCheckResponse_SERVING, "A": healthpb.HealthCheckResponse_NOT_SERVING, "B": healthpb.HealthCheckResponse_SERVING})
 	if !strings.Contains(p.metrics(t), `servingsnap_faults_total{dataset="A",kind="file_changed"} 1`) {
 		t.Error("metrics lack the file_changed fault")
 	}
@@ -279,6 +282,7 @@ func TestFaultRewrittenInPlace(t *testing.T) {
 	if _, err := get(ctx, c, allOf("A")); err != nil {
 		t.Fatalf("A after the restore: %v", err)
 	}
+	checkHealth(t, p.flight, map[string]healthpb.HealthCheckResponse_ServingStatus{"A": healthpb.HealthCheckResponse_SERVING})
 	p.alive(t)
 }
 

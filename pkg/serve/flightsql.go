@@ -21,13 +21,15 @@ package serve
 // parameters), so a DoGet needs no server state; prepared statements keep
 // their text and bound parameters in a store bounded in bytes, per
 // connection and in all, released when closed, when their connection ends
-// or when unused for a while (prepared.go).
+// or when unused for a while (prepared.go). A statement on a sharded
+// dataset answers one endpoint per shard (shards_sql.go).
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -105,6 +107,9 @@ func (m *flightMux) GetFlightInfo(ctx context.Context, desc *flight.FlightDescri
 		return nil, toStatus(err)
 	}
 	if desc.GetType() == flight.DescriptorCMD && isSQLCommand(desc.Cmd) {
+		if h, ok := shardStatementTicket(desc.Cmd); ok {
+			return m.sqlSrv.shardInfo(ctx, h, desc)
+		}
 		return m.sql.GetFlightInfo(ctx, desc)
 	}
 	return m.Service.GetFlightInfo(ctx, desc)
@@ -240,10 +245,15 @@ type sqlServer struct {
 	prepared *preparedStore
 }
 
-// handle is a statement ticket's content: the SQL and its parameters.
+// handle is a statement ticket's content: the SQL and its parameters,
+// and for one endpoint of a sharded dataset the shard it reads.
 type handle struct {
 	SQL    string   `json:"sql"`
 	Params []string `json:"params,omitempty"`
+	Shard  *int     `json:"shard,omitempty"`
+	// Limit, with Shard, is the shard's share of the statement's LIMIT
+	// (shards_sql.go).
+	Limit int64 `json:"limit,omitempty"`
 }
 
 func newSQLServer(s *Service) *sqlServer {
@@ -336,36 +346,49 @@ func resolveColumns(sh *query.Shape, cols []sqlq.Ident, req *query.Request) erro
 	return nil
 }
 
-// openHandle parses and binds a statement, resolves its names and
-// acquires the view it reads, which the caller releases.
-func (ss *sqlServer) openHandle(ctx context.Context, h handle) (*served.View, *sqlq.Query, error) {
+// bindHandle parses and binds a statement and resolves the dataset its
+// table names (which the caller's token must permit).
+func (ss *sqlServer) bindHandle(ctx context.Context, h handle) (string, *sqlq.Query, error) {
 	st, err := ss.parse(h.SQL)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
 	if h.Params == nil && st.Params > 0 {
-		return nil, nil, query.Errorf(query.ErrInvalid, "sql: the statement has %d parameters (?); bind them through a prepared statement", st.Params)
+		return "", nil, query.Errorf(query.ErrInvalid, "sql: the statement has %d parameters (?); bind them through a prepared statement", st.Params)
 	}
 	q, err := st.Bind(h.Params)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
 	name, err := ss.resolveTable(q.Catalog, q.Schema, q.Table)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
 	if err := ss.svc.permitDataset(ctx, name); err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
-	v, err := ss.svc.acquireFor(name, q.Vintage)
+	return name, q, nil
+}
+
+// openBound acquires the view a bound statement reads (for a sharded
+// dataset, the local shard the handle names: shards_sql.go) and resolves
+// its columns; the caller releases the view.
+func (ss *sqlServer) openBound(name string, h handle, q *sqlq.Query) (*served.View, error) {
+	var v *served.View
+	var err error
+	if sd := ss.svc.shards.sharded[name]; sd != nil || h.Shard != nil {
+		v, err = ss.acquireShard(sd, name, h, q)
+	} else {
+		v, err = ss.svc.acquireFor(name, q.Vintage)
+	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := resolveColumns(v.Reader().Shape(), q.Columns, &q.Request); err != nil {
 		v.Release()
-		return nil, nil, err
+		return nil, err
 	}
-	return v, q, nil
+	return v, nil
 }
 
 func (ss *sqlServer) limits() query.Limits {
@@ -375,7 +398,15 @@ func (ss *sqlServer) limits() query.Limits {
 // flightInfo plans h and describes it: schema, exact rows, and a ticket
 // holding h.
 func (ss *sqlServer) flightInfo(ctx context.Context, h handle, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
-	v, q, err := ss.openHandle(ctx, h)
+	name, q, err := ss.bindHandle(ctx, h)
+	if err != nil {
+		return nil, sqlStatus(err)
+	}
+	if sd := ss.svc.shards.sharded[name]; sd != nil && h.Shard == nil {
+		info, err := ss.shardedInfo(ctx, sd, h, q, desc)
+		return info, sqlStatus(err)
+	}
+	v, err := ss.openBound(name, h, q)
 	if err != nil {
 		return nil, sqlStatus(err)
 	}
@@ -394,10 +425,13 @@ func (ss *sqlServer) flightInfo(ctx context.Context, h handle, desc *flight.Flig
 		}
 		sc, rows = p.Schema(), p.Rows()
 	}
-	b, _ := json.Marshal(h)
-	tkt, err := flightsql.CreateStatementQueryTicket(b)
+	tkt, err := statementTicket(h)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
+	}
+	am := appMetadata(v)
+	if h.Shard != nil {
+		am, _ = json.Marshal(endpointMeta{Dataset: name, Shard: *h.Shard, Rows: rows, SnapshotID: v.ID()})
 	}
 	return &flight.FlightInfo{
 		Schema:           flight.SerializeSchema(sc, ss.svc.mem),
@@ -406,8 +440,18 @@ func (ss *sqlServer) flightInfo(ctx context.Context, h handle, desc *flight.Flig
 		TotalRecords:     rows,
 		TotalBytes:       -1,
 		Ordered:          true,
-		AppMetadata:      appMetadata(v),
+		AppMetadata:      am,
 	}, nil
+}
+
+// statementTicket is the Flight SQL ticket holding h.
+func statementTicket(h handle) ([]byte, error) {
+	b, _ := json.Marshal(h)
+	tkt, err := flightsql.CreateStatementQueryTicket(b)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return tkt, nil
 }
 
 // doGetHandle streams the answer of a statement ticket's handle.
@@ -416,7 +460,14 @@ func (ss *sqlServer) doGetHandle(b []byte, stream flight.FlightService_DoGetServ
 	if err != nil {
 		return err
 	}
-	v, q, err := ss.openHandle(stream.Context(), h)
+	name, q, err := ss.bindHandle(stream.Context(), h)
+	if err != nil {
+		return err
+	}
+	if sd := ss.svc.shards.sharded[name]; sd != nil && h.Shard == nil && len(q.Aggs) > 0 {
+		return ss.sendShardedTotals(stream.Context(), sd, h, q, stream)
+	}
+	v, err := ss.openBound(name, h, q)
 	if err != nil {
 		return err
 	}
@@ -438,11 +489,19 @@ func decodeHandle(b []byte) (handle, error) {
 	var raw struct {
 		SQL    string            `json:"sql"`
 		Params []json.RawMessage `json:"params"`
+		Shard  *int              `json:"shard"`
+		Limit  int64             `json:"limit"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return handle{}, errf(codes.InvalidArgument, "flight sql ticket: not a statement handle of this server")
 	}
-	h := handle{SQL: raw.SQL}
+	if raw.Shard != nil && *raw.Shard < 0 {
+		return handle{}, errf(codes.InvalidArgument, "flight sql ticket: \"shard\" must be a shard index (an integer ≥ 0), got %d", *raw.Shard)
+	}
+	if raw.Limit < 0 || (raw.Limit > 0 && raw.Shard == nil) {
+		return handle{}, errf(codes.InvalidArgument, "flight sql ticket: \"limit\" is a shard's share of the LIMIT: an integer ≥ 1, with \"shard\"")
+	}
+	h := handle{SQL: raw.SQL, Shard: raw.Shard, Limit: raw.Limit}
 	if raw.Params != nil {
 		h.Params = make([]string, len(raw.Params))
 	}
@@ -470,6 +529,9 @@ func aggSchema(info query.Info, aggs []sqlq.Agg) *arrow.Schema {
 		}
 	}
 	md := arrow.NewMetadata([]string{query.MetaSnapshotID, query.MetaDataset}, []string{strconv.FormatUint(info.SnapshotID, 10), info.Dataset})
+	if info.SnapshotID == 0 { // a sharded dataset's totals: its shards' snapshots differ
+		md = arrow.NewMetadata([]string{query.MetaDataset}, []string{info.Dataset})
+	}
 	return arrow.NewSchema(fields, &md)
 }
 
@@ -479,31 +541,61 @@ func (ss *sqlServer) sendTotals(v *served.View, q *sqlq.Query, stream flight.Fli
 	if err != nil {
 		return err
 	}
-	sc := aggSchema(v.Reader().Info(), q.Aggs)
-	b := array.NewRecordBuilder(ss.svc.mem, sc)
-	defer b.Release()
-	for i, a := range q.Aggs {
+	err = ss.sendAggRow(aggSchema(v.Reader().Info(), q.Aggs), aggValues(t, q.Aggs), stream)
+	ss.svc.log.Debug("doget sql totals", "dataset", v.Dataset(), "snapshot_id", v.ID(), "rows", t.Rows, "series", t.Series)
+	return err
+}
+
+// aggValue is one aggregate's answer: a count, or a period (null: no
+// row matched).
+type aggValue struct {
+	n    int64
+	null bool
+}
+
+// aggValues are the answers of aggs from the totals t.
+func aggValues(t query.Totals, aggs []sqlq.Agg) []aggValue {
+	out := make([]aggValue, len(aggs))
+	for i, a := range aggs {
 		switch {
 		case a.Func == sqlq.AggCount && a.Distinct:
-			b.Field(i).(*array.Int64Builder).Append(t.Series)
+			out[i].n = t.Series
 		case a.Func == sqlq.AggCount:
-			b.Field(i).(*array.Int64Builder).Append(t.Rows)
+			out[i].n = t.Rows
 		case t.Rows == 0:
-			b.Field(i).AppendNull()
+			out[i].null = true
 		case a.Func == sqlq.AggMin:
-			b.Field(i).(*array.Date32Builder).Append(arrow.Date32(t.First))
+			out[i].n = int64(t.First)
 		default:
-			b.Field(i).(*array.Date32Builder).Append(arrow.Date32(t.Last))
+			out[i].n = int64(t.Last)
+		}
+	}
+	return out
+}
+
+// sendAggRow writes the one row of an aggregate's answer.
+func (ss *sqlServer) sendAggRow(sc *arrow.Schema, vals []aggValue, stream flight.FlightService_DoGetServer) error {
+	b := array.NewRecordBuilder(ss.svc.mem, sc)
+	defer b.Release()
+	for i, v := range vals {
+		switch f := b.Field(i).(type) {
+		case *array.Int64Builder:
+			f.Append(v.n)
+		case *array.Date32Builder:
+			if v.null {
+				f.AppendNull()
+			} else {
+				f.Append(arrow.Date32(v.n))
+			}
 		}
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc), ipc.WithAllocator(ss.svc.mem))
-	err = w.Write(rec)
+	err := w.Write(rec)
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
-	ss.svc.log.Debug("doget sql totals", "dataset", v.Dataset(), "snapshot_id", v.ID(), "rows", t.Rows, "series", t.Series)
 	return err
 }
 
@@ -517,7 +609,16 @@ func (ss *sqlServer) schemaOf(ctx context.Context, st *sqlq.Statement) (*arrow.S
 	if err := ss.svc.permitDataset(ctx, name); err != nil {
 		return nil, err
 	}
-	v, err := ss.svc.acquire(name)
+	sd := ss.svc.shards.sharded[name]
+	if sd != nil && len(st.Aggs) > 0 {
+		return aggSchema(query.Info{Dataset: name}, st.Aggs), nil
+	}
+	var v *served.View
+	if sd != nil {
+		v, err = ss.svc.schemaShard(sd)
+	} else {
+		v, err = ss.svc.acquire(name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -773,13 +874,18 @@ func (ss *sqlServer) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (
 	}
 	var rows [][]any
 	if typeOK && matchCatalog(cmd.GetCatalog()) && likeMatch(cmd.GetDBSchemaFilterPattern(), sqlSchema) {
-		for _, name := range ss.svc.visible(ctx, ss.svc.names) {
+		names := ss.tableNames()
+		sort.Strings(names)
+		for _, name := range ss.svc.visible(ctx, names) {
 			if !likeMatch(cmd.GetTableNameFilterPattern(), name) {
 				continue
 			}
 			row := []any{sqlCatalog, sqlSchema, name, "TABLE"}
 			if cmd.GetIncludeSchema() {
 				tsc, err := ss.schemaOf(ctx, &sqlq.Statement{Table: sqlq.Ident{Name: name, Quoted: true}, Star: true})
+				if err != nil && ss.svc.shards.sharded[name] != nil {
+					continue // a sharded dataset none of whose shards is held here: no schema to give
+				}
 				if err != nil {
 					return nil, nil, sqlStatus(err)
 				}

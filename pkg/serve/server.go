@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -93,6 +94,7 @@ type Server struct {
 	conns    *connTracker
 	httpLis  net.Listener
 	httpSrv  *http.Server
+	health   *health.Server
 	stopping atomic.Bool
 }
 
@@ -158,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.flight = flight.NewServerWithMiddleware(mw, opts...)
 	s.flight.RegisterFlightService(s.mux)
+	s.health = newHealth(s.flight, svc)
 
 	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Addr, err)
@@ -266,6 +269,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.log.Error("listener failed", "error", serveErr)
 	}
 	s.stopping.Store(true)
+	s.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() { s.flight.Shutdown(); close(stopped) }()
 	select {

@@ -153,6 +153,12 @@ type Options struct {
 	// the others are (shards.go).
 	Shards  []int
 	Cluster *shard.Cluster
+	// LocationCheckInterval is how often the cluster file's locations are
+	// health-checked (locations.go); 0: DefaultLocationCheckInterval, < 0:
+	// never (every location is listed). LocationCheckTimeout bounds one
+	// check (0: DefaultLocationCheckTimeout).
+	LocationCheckInterval time.Duration
+	LocationCheckTimeout  time.Duration
 	// Vintages is how many retained vintages besides the live one each
 	// dataset keeps open for tickets and statements that name one
 	// (served.Options.Vintages: 0 the default, < 0 none).
@@ -241,6 +247,7 @@ func Open(root string, opt Options) (*Service, error) {
 		s.Close()
 		return nil, err
 	}
+	s.startLocationChecks(opt)
 	if m := s.metrics; m != nil {
 		m.Registry.MustRegister(liveCollector{s})
 		m.registerColdCache(s.cold)
@@ -290,6 +297,9 @@ func (s *Service) Close() {
 			s.host.Close()
 		}
 		s.closeRemotes()
+		if c := s.shards.checker; c != nil {
+			c.stop()
+		}
 	})
 }
 
@@ -729,6 +739,9 @@ type Status struct {
 	// shares (--cold-cache); absent when disabled.
 	ColdCache *ColdCacheStatus `json:"cold_cache,omitempty"`
 	Datasets  []DatasetStatus  `json:"datasets"`
+	// Locations are the cluster file's shard locations and what their
+	// last health check found (absent without a cluster file).
+	Locations []LocationStatus `json:"locations,omitempty"`
 }
 
 // ColdCacheStatus is the cold cache's state (coldfile.CacheStats).
@@ -760,11 +773,12 @@ func (s *Service) Status() Status {
 		st.Datasets = append(st.Datasets, ds)
 		st.MappedBytes += ds.MappedBytes
 	}
+	st.Locations = s.shards.checker.status()
 	return st
 }
 
 var actions = []*flight.ActionType{
-	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, tiers (cold file bytes and rows) and the cold cache, uptime, reload state"},
+	{Type: "status", Description: "JSON: served datasets, snapshot ids, row and series counts, mapped bytes, tiers (cold file bytes and rows) and the cold cache, uptime, reload state, and the health of the cluster file's shard locations"},
 	{Type: "compact", Description: "body: a dataset name, or empty for all; fold the live delta into the next snapshot and serve it. JSON: per dataset the result (compacted, nothing, moved; skipped, with the reason, for a dataset another server writes or that is failing when every dataset is asked for), snapshot ids, rows and the WAL position folded in"},
 	{Type: "discard", Description: "body: a dataset name (required), optionally followed by a newline and a reason for HISTORY; set the live writes aside (the log's checkpoint moves past them; recorded in HISTORY). JSON: per dataset the result (discarded, nothing), rows set aside and the WAL position"},
 	{Type: "reload", Description: "body: a dataset name, or empty for all; serve what CURRENT names once it is open and validated. JSON: per dataset the result (reloaded, unchanged) and snapshot ids; FailedPrecondition if a new snapshot failed (the old one stays served)"},

@@ -2,12 +2,10 @@ package serve
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,10 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -55,11 +50,12 @@ type shardedDataset struct {
 	local map[int]*served.Dataset // the shards this server holds
 }
 
-// remoteTimeout bounds one GetFlightInfo to another shard server. Calls
-// wait for the connection (WaitForReady) rather than failing at once while
-// gRPC backs off from a refused dial, so a server that starts a moment
-// after this one is counted; the reconnect backoff is capped at a second
-// for the same reason.
+// remoteTimeout bounds one GetFlightInfo to another shard server. A call
+// to a shard's last location waits for the connection (WaitForReady)
+// rather than failing at once while gRPC backs off from a refused dial, so
+// a server that starts a moment after this one is counted; the reconnect
+// backoff is capped at a second for the same reason. A call to any other
+// location fails at once on a refused dial, and the next one is asked.
 const (
 	remoteTimeout    = 5 * time.Second
 	remoteMaxBackoff = time.Second
@@ -72,6 +68,40 @@ type shardState struct {
 
 	clientsMu sync.Mutex
 	clients   map[string]flight.Client // by location URI
+
+	checker *locationChecker // nil: no cluster file, or checks off
+}
+
+// startLocationChecks starts the health checks of the cluster file's
+// locations (locations.go), when there are any.
+func (s *Service) startLocationChecks(opt Options) {
+	st := &s.shards
+	if st.cluster == nil || len(st.sharded) == 0 || opt.LocationCheckInterval < 0 {
+		return
+	}
+	interval, timeout := opt.LocationCheckInterval, opt.LocationCheckTimeout
+	if interval == 0 {
+		interval = DefaultLocationCheckInterval
+	}
+	if timeout <= 0 {
+		timeout = DefaultLocationCheckTimeout
+	}
+	lc := newLocationChecker(st.sharded, st.cluster, interval, timeout)
+	if len(lc.targets) == 0 {
+		return
+	}
+	lc.log = s.log
+	st.checker = lc
+	if m := s.metrics; m != nil {
+		m.Registry.MustRegister(locationCollector{lc})
+	}
+	lc.start()
+}
+
+// locations are the locations of shard i of sd to offer: the cluster
+// file's, in its order, without those found down (all when every one is).
+func (s *Service) locations(sd *shardedDataset, i int) []string {
+	return s.shards.checker.live(sd.name, i, s.shards.cluster.For(sd.name, i))
 }
 
 // findShardMaps reads the shard map of every directory under root that has
@@ -320,7 +350,7 @@ func (s *Service) shardedInfo(ctx context.Context, q *Query, raw []byte, desc *f
 		if tickets[k], err = shardTicket(raw, part); err != nil {
 			return nil, nil, err
 		}
-		locs := s.shards.cluster.For(sd.name, part.index)
+		locs := s.locations(sd, part.index)
 		if sd.local[part.index] != nil || q.HasShard || len(locs) == 0 {
 			continue
 		}
@@ -336,7 +366,7 @@ func (s *Service) shardedInfo(ctx context.Context, q *Query, raw []byte, desc *f
 	info := &flight.FlightInfo{FlightDescriptor: desc, TotalBytes: -1, Ordered: len(ps) <= 1}
 	for k, part := range ps {
 		ticket := tickets[k]
-		locs := s.shards.cluster.For(sd.name, part.index)
+		locs := s.locations(sd, part.index)
 		meta := endpointMeta{Dataset: sd.name, Shard: part.index, Rows: -1}
 		if d := sd.local[part.index]; d != nil {
 			pq := *q
@@ -425,21 +455,19 @@ func (s *Service) remoteInfo(ctx context.Context, locs []string, ticket []byte) 
 		}
 	}
 	var errs []error
-	for _, loc := range locs {
+	for k, loc := range locs {
 		c, err := s.remoteClient(loc)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, remoteTimeout)
-		info, err := c.GetFlightInfo(cctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: ticket}, grpc.WaitForReady(true))
+		info, err := c.GetFlightInfo(cctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: ticket}, grpc.WaitForReady(k == len(locs)-1))
 		cancel()
 		if err == nil {
 			return info, nil
 		}
-		switch status.Code(err) {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal,
-			codes.FailedPrecondition: // that server does not hold the shard (a stale cluster file)
+		if tryNextLocation(err) {
 			errs = append(errs, fmt.Errorf("%s: %w", loc, err))
 			continue
 		}
@@ -447,6 +475,18 @@ func (s *Service) remoteInfo(ctx context.Context, locs []string, ticket []byte) 
 		return nil, status.Error(st.Code(), truncate(fmt.Sprintf("%s: %s", loc, st.Message()), 1024))
 	}
 	return nil, fmt.Errorf("%w: %w", errRemoteDown, errors.Join(errs...))
+}
+
+// tryNextLocation reports whether a call to one location of a shard
+// failed in a way the next location may not: in transport, or because
+// that server does not hold the shard (a stale cluster file).
+func tryNextLocation(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal,
+		codes.FailedPrecondition:
+		return true
+	}
+	return false
 }
 
 // remoteClient is the cached Flight client of a location.
@@ -457,18 +497,11 @@ func (s *Service) remoteClient(loc string) (flight.Client, error) {
 	if c, ok := st.clients[loc]; ok {
 		return c, nil
 	}
-	u, err := url.Parse(loc)
+	host, opts, err := locationDial(loc, remoteTimeout)
 	if err != nil {
 		return nil, err
 	}
-	creds := insecure.NewCredentials()
-	if u.Scheme == "grpc+tls" {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
-	}
-	bo := backoff.DefaultConfig
-	bo.MaxDelay = remoteMaxBackoff
-	c, err := flight.NewClientWithMiddleware(u.Host, nil, nil, grpc.WithTransportCredentials(creds),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: remoteTimeout}))
+	c, err := flight.NewClientWithMiddleware(host, nil, nil, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", loc, err)
 	}
