@@ -233,7 +233,7 @@ type pieceWriter struct {
 }
 
 func newPieceWriter(dir string, p SplitPart, opt Options, size int) (*pieceWriter, error) {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,9 @@ import (
 //	compressed  uint32  bytes that follow
 //	zstd of the block's records, byte-shuffled: byte j of every record,
 //	then byte j+1 of every record, ... (a column of a run changes
-//	slowly, so its bytes side by side compress like a columnar file)
+//	slowly, so its bytes side by side compress like a columnar file),
+//	the header's three words (input row, series code, period) first
+//	replaced by their difference from the record before's (mod 2^32)
 //
 // A run starts at a block boundary; the piece's manifest gives each run's
 // offset and length (splitpiece.go).
@@ -64,6 +66,7 @@ func (b *blockWriter) flush() error {
 	}
 	n := len(b.buf) / b.size
 	b.shuf = resizeSlice(b.shuf, len(b.buf))
+	deltaHeader(b.buf, n, b.size)
 	shuffle(b.shuf, b.buf, n, b.size)
 	b.out = append(b.out[:0], make([]byte, blockHeader)...)
 	b.out = b.enc.EncodeAll(b.shuf, b.out)
@@ -75,6 +78,29 @@ func (b *blockWriter) flush() error {
 	b.n += int64(len(b.out))
 	b.buf = b.buf[:0]
 	return nil
+}
+
+// deltaHeader replaces, from the last record back, each header word by
+// its difference from the record before's.
+func deltaHeader(recs []byte, n, size int) {
+	le := binary.LittleEndian
+	for k := n - 1; k > 0; k-- {
+		cur, prev := recs[k*size:], recs[(k-1)*size:]
+		for o := 8; o < spillHeader; o += 4 {
+			le.PutUint32(cur[o:], le.Uint32(cur[o:])-le.Uint32(prev[o:]))
+		}
+	}
+}
+
+// undeltaHeader undoes deltaHeader.
+func undeltaHeader(recs []byte, n, size int) {
+	le := binary.LittleEndian
+	for k := 1; k < n; k++ {
+		cur, prev := recs[k*size:], recs[(k-1)*size:]
+		for o := 8; o < spillHeader; o += 4 {
+			le.PutUint32(cur[o:], le.Uint32(cur[o:])+le.Uint32(prev[o:]))
+		}
+	}
 }
 
 // shuffle writes byte j of record k of src at dst[j*n+k].
@@ -157,6 +183,7 @@ func (b *blockReader) next() error {
 	}
 	b.out = resizeSlice(b.out, len(raw))
 	unshuffle(b.out, raw, n, b.size)
+	undeltaHeader(b.out, n, b.size)
 	b.at = 0
 	return nil
 }

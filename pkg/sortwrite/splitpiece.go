@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/manifest"
@@ -154,6 +155,8 @@ type partFirst struct {
 	Data, Valid []byte
 }
 
+var metaEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
+
 // writePartMeta writes the part's meta file and returns its entry.
 func writePartMeta(dir string, p SplitPart, e *external) (pieceFile, error) {
 	t := e.t
@@ -176,10 +179,13 @@ func writePartMeta(dir string, p SplitPart, e *external) (pieceFile, error) {
 		f := e.firsts[i]
 		m.Firsts = append(m.Firsts, partFirst{Codes: f.codes, Data: f.data, Valid: f.valid})
 	}
-	var b bytes.Buffer
-	if err := gob.NewEncoder(&b).Encode(&m); err != nil {
+	var raw bytes.Buffer
+	if err := gob.NewEncoder(&raw).Encode(&m); err != nil {
 		return pieceFile{}, fmt.Errorf("split: meta: %w", err)
 	}
+	// Every shard's build reads every part's meta file: compressed, its
+	// dictionaries cost a fraction of their size.
+	b := bytes.NewBuffer(metaEncoder.EncodeAll(raw.Bytes(), nil))
 	pd := filepath.Join(dir, partsDir)
 	if err := os.MkdirAll(pd, 0o755); err != nil {
 		return pieceFile{}, fmt.Errorf("split: %w", err)
@@ -205,8 +211,12 @@ func readPartMeta(path string, want pieceFile) (*partMeta, []arrow.Field, error)
 		return nil, nil, fmt.Errorf("%s: %d bytes, checksum %s; its piece names %d bytes, %s (written by another split?)",
 			path, len(b), fileutil.FormatChecksum(h), want.Size, want.Checksum)
 	}
+	raw, err := splitDecoder.DecodeAll(b, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
 	var m partMeta
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&m); err != nil {
+	if err := gob.NewDecoder(bytes.NewReader(raw)).Decode(&m); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	r, err := ipc.NewReader(bytes.NewReader(m.Schema))
