@@ -57,7 +57,9 @@ older ones go to cold.vortex, decoded only by queries that reach them;
 --shards N (or --shard I/N for one of them) builds a sharded dataset: shard
 I is the ordinary dataset directory ROOT/DATASET.shard-000I holding the
 series whose xxhash64(series id) mod N is I, and ROOT/DATASET/SHARDS.json
-names the N shards (docs/FORMAT.md, Shard map).
+names the N shards (docs/FORMAT.md, Shard map). Each such job reads the
+whole input; with --from-split DIR a shard job reads only its pieces of a
+snapbuild split instead (see snapbuild split --help).
 
 Publishing safety: an input of no rows is refused unless --allow-empty;
 a snapshot whose series or rows fall below (1-RATIO) or rise above
@@ -79,6 +81,7 @@ Examples:
    snapbuild build --input lake/ --out snapshots/PET
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
    snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
+   snapbuild build --from-split /shared/split --out snapshots/PET --shard $JOB_COMPLETION_INDEX/4
    snapbuild build --input lake/ --out snapshots/PET --no-publish --json
    snapbuild build --input lake/ --out snapshots/PET --supersede-writes
    snapbuild build --input lake/ --out snapshots/PET --hot-since 2024-01-01 --portable
@@ -119,6 +122,7 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
 			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by --shard-function(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)", DefaultText: "not sharded"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
+			&cli.StringFlag{Name: "from-split", Usage: "with --shard I/N: build shard I from its pieces in the split directory `DIR` (snapbuild split, every part done) instead of reading --input", TakesFile: true},
 			&cli.StringFlag{Name: "shard-function", Value: shard.HashXXH64, Usage: "with --shards/--shard: the series' shard is `F`(series id) mod N, F " + shard.HashXXH64 + " or " + shard.HashIcebergBucket + " (Iceberg's bucket transform, murmur3_x86_32: a lake partitioned by bucket(B, series_id) holds each shard's rows in its own files); recorded in SHARDS.json"},
 			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
 			progressui.Flag(),
@@ -149,8 +153,8 @@ Examples:
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
-			if c.String("input") == "" && c.String("catalog-uri") == "" {
-				return cli.Exit("an --input (or --catalog-uri with --table) is required", 2)
+			if err := checkFromSplit(c); err != nil {
+				return err
 			}
 			var memory int64
 			if m := c.String("memory"); m != "" {
@@ -194,6 +198,7 @@ Examples:
 				NoPublish:        c.Bool("no-publish"),
 				SupersedeWrites:  c.Bool("supersede-writes"),
 				Tiers:            tiers,
+				FromSplit:        c.String("from-split"),
 			}
 			if c.Bool("iceberg") && !c.Bool("portable") {
 				return cliutil.Usagef("--iceberg publishes the portable copy: add --portable")
@@ -277,7 +282,7 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 		fmt.Fprintf(w, "  NOT published (--no-publish): CURRENT still names %d; check it with snapverify --snapshot %d, then snapbuild publish %s --id %d\n", s.ParentID, s.SnapshotID, filepath.Dir(filepath.Dir(s.Manifest)), s.SnapshotID)
 	}
 	fmt.Fprintf(w, "  rows        %s in %s series (%s duplicates dropped)\n", count(s.Rows), count(s.Series), count(s.DuplicatesDropped))
-	fmt.Fprintf(w, "  inputs      %s files, %s\n", count(s.Inputs), humanBytes(s.InputBytes))
+	fmt.Fprintf(w, "  inputs      %s files, %s (read %s)\n", count(s.Inputs), humanBytes(s.InputBytes), humanBytes(s.BytesRead))
 	fmt.Fprintf(w, "  data cols   %s\n", strings.Join(s.DataColumns, ", "))
 	fmt.Fprintf(w, "  attributes  %s\n", strings.Join(s.Attributes, ", "))
 	tiered := false
