@@ -77,6 +77,9 @@ func TestSplitMatchesShardBuild(t *testing.T) {
 	}
 	attr := filepath.Join(root, "attr")
 	writeAttrLake(t, attr)
+	// Spark's Delta table: deletion vectors, column mapping, partition
+	// values from the log.
+	delta := filepath.Join("..", "..", "testdata", "delta", "spark_dv")
 	for _, tc := range []struct {
 		name          string
 		lake          string
@@ -90,6 +93,7 @@ func TestSplitMatchesShardBuild(t *testing.T) {
 		{name: "gen-2x5-bucket", lake: gen, shards: 2, parts: 5, hash: shard.HashIcebergBucket},
 		{name: "attr-2x3-last", lake: attr, shards: 2, parts: 3, dup: OnDuplicateLast},
 		{name: "attr-3x6-more-parts-than-files", lake: attr, shards: 3, parts: 6, dup: OnDuplicateLast},
+		{name: "delta-2x2", lake: delta, shards: 2, parts: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(root, tc.name)
