@@ -437,7 +437,8 @@ func (r *builder) scanSplit() (*table, *external, error) {
 	r.sum.Lineage = lin
 	r.sum.MemoryBudget, r.sum.External = t.budget, true
 	r.phase(&r.sum.Phases.Scan)
-	if err := checkEmpty(int64(t.rows), len(ins), strings.TrimSuffix(lin.Source, "/"), r.opt); err != nil {
+	// As a shard build of the lake: the table's rows count, not the shard's.
+	if err := checkEmpty(s.heads[0].TableRows, len(ins), strings.TrimSuffix(lin.Source, "/"), r.opt); err != nil {
 		return nil, nil, err
 	}
 	return t, e, nil

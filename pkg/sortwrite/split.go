@@ -117,7 +117,7 @@ func Split(ctx context.Context, opt Options, p SplitPart, dir string) (*SplitSum
 		}
 	}
 	all := t.inputs
-	t.inputs = all[a:b]
+	t.keepInputs(a, b)
 	t.rows = 0
 	for _, in := range t.inputs {
 		t.rows += int(in.Rows)
@@ -180,6 +180,20 @@ func Split(ctx context.Context, opt Options, p SplitPart, dir string) (*SplitSum
 	sum.Seconds = time.Since(start).Seconds()
 	sum.PeakRSS = peakRSS()
 	return sum, nil
+}
+
+// keepInputs narrows t to its inputs [a, b): the files, and each column's
+// field positions per file (Column.In), which the readers index by the
+// file's place in t.inputs.
+func (t *table) keepInputs(a, b int) {
+	t.inputs = t.inputs[a:b]
+	for i := range t.unified.Columns {
+		c := &t.unified.Columns[i]
+		c.In = c.In[a:b]
+	}
+	for _, s := range t.allStores() {
+		s.col.In = s.col.In[a:b]
+	}
 }
 
 // partFiles is the range of inputs part p reads: the inputs in the
