@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/energyscope/servingsnap/internal/testiceberg"
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/lakegen"
@@ -265,5 +266,41 @@ func TestSplitReadsAboutTwiceTheLake(t *testing.T) {
 	}
 	if plain < n*gs.Bytes {
 		t.Errorf("the plain shard builds read %d bytes, less than %d times the lake's %d", plain, n, gs.Bytes)
+	}
+}
+
+// TestSplitRefusesInput: an Iceberg table (read through iceberg-go, no
+// footers), a part out of range and no shard count are refused, naming
+// what is wrong, and write nothing.
+func TestSplitRefusesInput(t *testing.T) {
+	root := t.TempDir()
+	wh := filepath.Join(root, "wh")
+	tables, err := testiceberg.Write(context.Background(), wh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lake := filepath.Join(root, "lake")
+	writeAttrLake(t, lake)
+	for _, tc := range []struct {
+		name  string
+		input string
+		part  SplitPart
+		count int
+		want  string
+	}{
+		{"iceberg", testiceberg.TableDir(wh, tables[0].Name), SplitPart{Index: 0, Count: 2}, 2, "is an Iceberg table"},
+		{"part out of range", lake, SplitPart{Index: 2, Count: 2}, 2, "the part must be from 0 to 1"},
+		{"no shard count", lake, SplitPart{Index: 0, Count: 2}, 0, "give the number of shards"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "split")
+			_, err := Split(context.Background(), Options{Input: tc.input, Shard: shard.Spec{Count: tc.count}}, tc.part, dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the refused split wrote %s (%v)", dir, err)
+			}
+		})
 	}
 }
