@@ -231,7 +231,8 @@ func TestSplitRefusesBadPieces(t *testing.T) {
 
 // TestSplitReadsAboutTwiceTheLake: 4 parts and 4 shards read at most 2.2
 // times the lake's bytes in all, by the builds' own counters, where 4
-// shard builds from the lake read it 4 times.
+// shard builds from the lake read it 4 times; the 4 shards hold the
+// unsharded build's rows, row for row.
 func TestSplitReadsAboutTwiceTheLake(t *testing.T) {
 	root := t.TempDir()
 	lake := filepath.Join(root, "lake")
@@ -246,18 +247,28 @@ func TestSplitReadsAboutTwiceTheLake(t *testing.T) {
 		read += s.BytesRead
 	}
 	var plain int64
+	union := map[string][]seriesRow{}
 	for i := range n {
 		spec := shard.Spec{Index: i, Count: n}
-		ss, err := build(t, "", filepath.Join(root, fmt.Sprint("S", i)), func(o *Options) { o.Shard = spec; o.FromSplit = split })
+		out := filepath.Join(root, fmt.Sprint("S", i))
+		ss, err := build(t, "", out, func(o *Options) { o.Shard = spec; o.FromSplit = split })
 		if err != nil {
 			t.Fatal(err)
 		}
 		read += ss.BytesRead
+		_, rows, _ := readBack(t, out)
+		maps.Copy(union, rows)
 		ls, err := build(t, lake, filepath.Join(root, fmt.Sprint("L", i)), func(o *Options) { o.Shard = spec })
 		if err != nil {
 			t.Fatal(err)
 		}
 		plain += ls.BytesRead
+	}
+	if _, err := build(t, lake, filepath.Join(root, "WHOLE"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, want, _ := readBack(t, filepath.Join(root, "WHOLE")); !reflect.DeepEqual(union, want) {
+		t.Errorf("the 4 shards' rows (%d series) differ from the unsharded build's (%d series)", len(union), len(want))
 	}
 	ratio := float64(read) / float64(gs.Bytes)
 	t.Logf("lake %d bytes; split way %d (%.2fx), plain %d (%.2fx)", gs.Bytes, read, ratio, plain, float64(plain)/float64(gs.Bytes))
