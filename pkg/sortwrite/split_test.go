@@ -315,3 +315,20 @@ func TestSplitRefusesInput(t *testing.T) {
 		})
 	}
 }
+
+// TestSplitDuplicateAcrossParts: a duplicate key whose rows lie in two
+// parts is refused by the shard's build from the split with the error of
+// the same shard built from the lake (both rows named by file and row).
+func TestSplitDuplicateAcrossParts(t *testing.T) {
+	root := t.TempDir()
+	lake := filepath.Join(root, "lake")
+	writeAttrLake(t, lake)
+	split := filepath.Join(root, "split")
+	splitAll(t, lake, split, 2, 2, nil)
+	spec := shard.Spec{Index: shard.Of("A", 2), Count: 2}
+	_, lakeErr := build(t, lake, filepath.Join(root, "LAKE"), func(o *Options) { o.Shard = spec })
+	_, splitErr := build(t, "", filepath.Join(root, "SPLIT"), func(o *Options) { o.Shard = spec; o.FromSplit = split })
+	if lakeErr == nil || splitErr == nil || !strings.Contains(lakeErr.Error(), "part-3.parquet") || lakeErr.Error() != splitErr.Error() {
+		t.Fatalf("from the lake: %v\nfrom the split: %v", lakeErr, splitErr)
+	}
+}
