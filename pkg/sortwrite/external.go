@@ -750,7 +750,10 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	latest.grow(nSeries)
 	latestP := make([]int32, nSeries)
 
-	b := &batcher{e: e, size: size, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows}
+	b := &batcher{e: e, size: size, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows,
+		// A batch's records at once: growing the buffer by appends copied
+		// it about twice over.
+		buf: make([]byte, 0, min(e.opt.BatchRows, e.t.rows+1)*size)}
 	// The data file is written a batch behind the merge, on a goroutine of
 	// its own; a failed write stops the merge at its next batch.
 	b.pipe = coldfile.NewPipe(ctx, dw.Write)
