@@ -123,7 +123,7 @@ func Split(ctx context.Context, opt Options, p SplitPart, dir string) (*SplitSum
 		t.rows += int(in.Rows)
 	}
 	sum.Inputs, sum.Rows = len(t.inputs), int64(t.rows)
-	w, err := newPieceWriter(dir, p, opt, recordSize(t))
+	w, err := newPieceWriter(dir, p, opt, recordSize(t), blockSize(t.budget, opt.Shard.Count))
 	if err != nil {
 		return nil, err
 	}
@@ -246,12 +246,13 @@ type pieceWriter struct {
 	rows  []int64
 }
 
-func newPieceWriter(dir string, p SplitPart, opt Options, size int) (*pieceWriter, error) {
+func newPieceWriter(dir string, p SplitPart, opt Options, size, block int) (*pieceWriter, error) {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
 	if err != nil {
 		return nil, err
 	}
 	w := &pieceWriter{dir: dir, p: p, opt: opt, enc: enc, pruns: make([][]pieceRun, opt.Shard.Count), rows: make([]int64, opt.Shard.Count)}
+	scratch := &blockScratch{}
 	for i := range opt.Shard.Count {
 		sd := filepath.Join(dir, shardDirName(i))
 		if err := os.MkdirAll(sd, 0o755); err != nil {
@@ -266,7 +267,7 @@ func newPieceWriter(dir string, p SplitPart, opt Options, size int) (*pieceWrite
 		}
 		h := newHashWriter(f)
 		w.files, w.tmp, w.hash = append(w.files, f), append(w.tmp, tmp), append(w.hash, h)
-		w.bw = append(w.bw, newBlockWriter(h, size, enc))
+		w.bw = append(w.bw, newBlockWriter(h, size, block, enc, scratch))
 	}
 	return w, nil
 }

@@ -24,8 +24,17 @@ import (
 // offset and length (splitpiece.go).
 const blockHeader = 8
 
-// blockBytes is the records' size a block holds before it is compressed.
+// blockBytes is the most a block's records take before compression; a
+// split of many shards under a small budget cuts smaller blocks (see
+// blockSize).
 const blockBytes = 1 << 20
+
+// blockSize is the block size of a split into shards pieces under budget:
+// the pieces' blocks being filled take at most a 32nd of the budget, and
+// a block at least 64 KiB.
+func blockSize(budget int64, shards int) int {
+	return int(min(blockBytes, max(64<<10, budget/32/int64(max(shards, 1)))))
+}
 
 // blockWriter cuts records into compressed blocks.
 type blockWriter struct {
@@ -33,14 +42,19 @@ type blockWriter struct {
 	size int
 	max  int    // records per block
 	buf  []byte // the block's records
-	shuf []byte
-	out  []byte
+	s    *blockScratch
 	enc  *zstd.Encoder
 	n    int64 // bytes written
 }
 
-func newBlockWriter(w io.Writer, size int, enc *zstd.Encoder) *blockWriter {
-	return &blockWriter{w: w, size: size, max: max(blockBytes/size, 1), enc: enc}
+// blockScratch is what blockWriters on one goroutine share: the shuffled
+// records and the compressed block.
+type blockScratch struct {
+	shuf, out []byte
+}
+
+func newBlockWriter(w io.Writer, size, bytes int, enc *zstd.Encoder, s *blockScratch) *blockWriter {
+	return &blockWriter{w: w, size: size, max: max(bytes/size, 1), enc: enc, s: s}
 }
 
 // write adds whole records.
@@ -65,17 +79,18 @@ func (b *blockWriter) flush() error {
 		return nil
 	}
 	n := len(b.buf) / b.size
-	b.shuf = resizeSlice(b.shuf, len(b.buf))
+	s := b.s
+	s.shuf = resizeSlice(s.shuf, len(b.buf))
 	deltaHeader(b.buf, n, b.size)
-	shuffle(b.shuf, b.buf, n, b.size)
-	b.out = append(b.out[:0], make([]byte, blockHeader)...)
-	b.out = b.enc.EncodeAll(b.shuf, b.out)
-	binary.LittleEndian.PutUint32(b.out[0:], uint32(n))
-	binary.LittleEndian.PutUint32(b.out[4:], uint32(len(b.out)-blockHeader))
-	if _, err := b.w.Write(b.out); err != nil {
+	shuffle(s.shuf, b.buf, n, b.size)
+	s.out = append(s.out[:0], make([]byte, blockHeader)...)
+	s.out = b.enc.EncodeAll(s.shuf, s.out)
+	binary.LittleEndian.PutUint32(s.out[0:], uint32(n))
+	binary.LittleEndian.PutUint32(s.out[4:], uint32(len(s.out)-blockHeader))
+	if _, err := b.w.Write(s.out); err != nil {
 		return err
 	}
-	b.n += int64(len(b.out))
+	b.n += int64(len(s.out))
 	b.buf = b.buf[:0]
 	return nil
 }
