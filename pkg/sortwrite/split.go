@@ -259,14 +259,20 @@ func newPieceWriter(dir string, p SplitPart, opt Options, size, block int) (*pie
 			w.abort()
 			return nil, fmt.Errorf("split: %w", err)
 		}
-		tmp := filepath.Join(sd, "."+pieceName(p)+runExt+".tmp")
-		f, err := os.Create(tmp)
+		// A temporary name of its own: two runs of one part (a retried
+		// pod beside one not yet gone) never write one file.
+		f, err := os.CreateTemp(sd, "."+pieceName(p)+runExt+".*.tmp")
 		if err != nil {
 			w.abort()
 			return nil, fmt.Errorf("split: %w", err)
 		}
+		w.files, w.tmp = append(w.files, f), append(w.tmp, f.Name())
+		if err := f.Chmod(0o644); err != nil { // read by other jobs
+			w.abort()
+			return nil, fmt.Errorf("split: %w", err)
+		}
 		h := newHashWriter(f)
-		w.files, w.tmp, w.hash = append(w.files, f), append(w.tmp, tmp), append(w.hash, h)
+		w.hash = append(w.hash, h)
 		w.bw = append(w.bw, newBlockWriter(h, size, block, enc, scratch))
 	}
 	return w, nil

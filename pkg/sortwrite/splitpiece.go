@@ -98,7 +98,7 @@ func writePieceHead(path string, h *pieceHead) error {
 	if err != nil {
 		return err
 	}
-	if err := fileutil.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
+	if err := writeFileOnce(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("split: %w", err)
 	}
 	return nil
@@ -117,6 +117,39 @@ func readPieceHead(path string) (*pieceHead, int64, error) {
 		return nil, 0, fmt.Errorf("piece %s: format %q version %d, want %q version %d", path, h.Format, h.Version, pieceFormat, pieceVersion)
 	}
 	return &h, int64(len(b)), nil
+}
+
+// writeFileOnce replaces path with data atomically, as
+// fileutil.WriteFileAtomic, through a temporary file of a name of its own,
+// so two writers of one path (a retried part) never mix their bytes.
+func writeFileOnce(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return fileutil.SyncDir(dir)
 }
 
 // hashWriter checksums what it writes.
@@ -191,7 +224,7 @@ func writePartMeta(dir string, p SplitPart, e *external) (pieceFile, error) {
 		return pieceFile{}, fmt.Errorf("split: %w", err)
 	}
 	name := pieceName(p) + metaExt
-	if err := fileutil.WriteFileAtomic(filepath.Join(pd, name), b.Bytes(), 0o644); err != nil {
+	if err := writeFileOnce(filepath.Join(pd, name), b.Bytes()); err != nil {
 		return pieceFile{}, fmt.Errorf("split: %w", err)
 	}
 	h := fileutil.NewHash()
