@@ -20,6 +20,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
@@ -632,12 +633,12 @@ func (r *runReader) next(rank []uint32) (bool, error) {
 	if _, err := io.ReadFull(r.br, r.rec); err != nil {
 		if err == io.EOF {
 			if r.want > 0 && r.read != r.want {
-				return false, fmt.Errorf("%s: ends after %d records, its manifest says %d", r.name, r.read, r.want)
+				return false, corrupt.Errorf("%s: ends after %d records, its manifest says %d", r.name, r.read, r.want)
 			}
 			return false, nil
 		}
 		if err == io.ErrUnexpectedEOF {
-			return false, fmt.Errorf("spill %s: ends inside a record", r.name)
+			return false, corrupt.Errorf("spill %s: ends inside a record", r.name)
 		}
 		return false, fmt.Errorf("spill %s: %w", r.name, err)
 	}

@@ -200,7 +200,7 @@ func TestSplitRefusesBadPieces(t *testing.T) {
 			b, _ := os.ReadFile(p)
 			b[len(b)-2] ^= 0xff
 			os.WriteFile(p, b, 0o644)
-		}, "damaged block"},
+		}, "corrupt: damaged block"},
 		{"meta of another split", func(t *testing.T, dir string) {
 			splitAll(t, lake, filepath.Join(dir, "other"), 2, 3, nil)
 			m := filepath.Join(dir, partsDir, pieceName(SplitPart{Index: 0, Count: 3})+metaExt)

@@ -3,10 +3,11 @@ package sortwrite
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 )
 
 // A split piece's runs are the external sort's spill records (see
@@ -177,24 +178,24 @@ func (b *blockReader) next() error {
 		if err == io.EOF {
 			return io.EOF
 		}
-		return fmt.Errorf("%w: header: %w", errBlock, err)
+		return corrupt.Errorf("%w: header: %w", errBlock, err)
 	}
 	n := int(binary.LittleEndian.Uint32(b.hdr[0:]))
 	c := int(binary.LittleEndian.Uint32(b.hdr[4:]))
 	if n == 0 || n*b.size > 4*blockBytes || c > 8*blockBytes {
-		return fmt.Errorf("%w: %d records in %d bytes", errBlock, n, c)
+		return corrupt.Errorf("%w: %d records in %d bytes", errBlock, n, c)
 	}
 	b.comp = resizeSlice(b.comp, c)
 	if _, err := io.ReadFull(b.r, b.comp); err != nil {
-		return fmt.Errorf("%w: %w", errBlock, err)
+		return corrupt.Errorf("%w: %w", errBlock, err)
 	}
 	raw, err := splitDecoder.DecodeAll(b.comp, b.raw[:0])
 	if err != nil {
-		return fmt.Errorf("%w: %w", errBlock, err)
+		return corrupt.Errorf("%w: %w", errBlock, err)
 	}
 	b.raw = raw
 	if len(raw) != n*b.size {
-		return fmt.Errorf("%w: %d bytes for %d records of %d", errBlock, len(raw), n, b.size)
+		return corrupt.Errorf("%w: %d bytes for %d records of %d", errBlock, len(raw), n, b.size)
 	}
 	b.out = resizeSlice(b.out, len(raw))
 	unshuffle(b.out, raw, n, b.size)
@@ -216,7 +217,7 @@ func (m *codeRemap) apply(rec []byte) error {
 	le := binary.LittleEndian
 	c := le.Uint32(rec[4:])
 	if int(c) >= len(m.series) || m.series[c] == noRow {
-		return fmt.Errorf("series code %d is not one of this shard's series", c)
+		return corrupt.Errorf("series code %d is not one of this shard's series", c)
 	}
 	le.PutUint32(rec[4:], m.series[c])
 	for i, o := range m.offsets {
@@ -225,7 +226,7 @@ func (m *codeRemap) apply(rec []byte) error {
 			continue
 		}
 		if int(v) >= len(m.strings[i]) {
-			return fmt.Errorf("string code %d out of range", v)
+			return corrupt.Errorf("string code %d out of range", v)
 		}
 		le.PutUint32(rec[o:], m.strings[i][v])
 	}
