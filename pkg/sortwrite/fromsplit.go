@@ -30,6 +30,9 @@ func openSplit(opt Options) (*splitSet, error) {
 	if opt.Shard.Count < 1 {
 		return nil, fmt.Errorf("--from-split builds one shard: give --shard I/N")
 	}
+	if err := checkSplitDir(opt.FromSplit); err != nil {
+		return nil, err
+	}
 	sd := filepath.Join(opt.FromSplit, shardDirName(opt.Shard.Index))
 	names, err := filepath.Glob(filepath.Join(sd, "part-*"+headExt))
 	if err != nil {

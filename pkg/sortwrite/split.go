@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -80,8 +81,8 @@ func Split(ctx context.Context, opt Options, p SplitPart, dir string) (*SplitSum
 	if p.Count < 1 || p.Index < 0 || p.Index >= p.Count {
 		return nil, fmt.Errorf("split part %s: the part must be from 0 to %d", p, p.Count-1)
 	}
-	if dir == "" {
-		return nil, fmt.Errorf("split: an output directory is required")
+	if err := checkSplitDir(dir); err != nil {
+		return nil, err
 	}
 	rep := progress.Or(opt.Progress)
 	lo := opt.Lake
@@ -180,6 +181,19 @@ func Split(ctx context.Context, opt Options, p SplitPart, dir string) (*SplitSum
 	sum.Seconds = time.Since(start).Seconds()
 	sum.PeakRSS = peakRSS()
 	return sum, nil
+}
+
+// checkSplitDir refuses a split directory that is not a local path: the
+// pieces live on a file system every job mounts (a shared volume), not in
+// an object store.
+func checkSplitDir(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("split: a split directory is required")
+	}
+	if strings.Contains(dir, "://") {
+		return fmt.Errorf("split directory %s: give a directory of a file system every job mounts (a shared volume), not an object store URL", dir)
+	}
+	return nil
 }
 
 // keepInputs narrows t to its inputs [a, b): the files, and each column's

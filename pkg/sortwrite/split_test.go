@@ -302,10 +302,15 @@ func TestSplitRefusesInput(t *testing.T) {
 		{"iceberg", testiceberg.TableDir(wh, tables[0].Name), SplitPart{Index: 0, Count: 2}, 2, "is an Iceberg table"},
 		{"part out of range", lake, SplitPart{Index: 2, Count: 2}, 2, "the part must be from 0 to 1"},
 		{"no shard count", lake, SplitPart{Index: 0, Count: 2}, 0, "give the number of shards"},
+		{"object store", lake, SplitPart{Index: 0, Count: 2}, 2, "not an object store URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "split")
-			_, err := Split(context.Background(), Options{Input: tc.input, Shard: shard.Spec{Count: tc.count}}, tc.part, dir)
+			out := dir
+			if tc.name == "object store" {
+				out = "s3://bucket/split"
+			}
+			_, err := Split(context.Background(), Options{Input: tc.input, Shard: shard.Spec{Count: tc.count}}, tc.part, out)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
