@@ -180,6 +180,13 @@ bench-copies: build venv-bench
 bench-python: build venv-bench
 	flock /tmp/servingsnap-bench.lock $(VPY) bench/pkgread.py --bin $(BIN)/snapbuild --out bench/results
 
+# Sharded builds of one unbucketed lake (20k series, ~3M rows, generated under $(OUT) once), N = 1, 2, 4:
+# N build --shard jobs against split + build --from-split (bytes read, CPU, critical path).
+# Results: bench/results/DATE-shard-split.{md,json}.
+.PHONY: bench-shard-split
+bench-shard-split: build
+	flock /tmp/servingsnap-bench.lock python3 bench/shard_split.py --bin $(BIN)/snapbuild --lake $(OUT)/shard-split-lake --out bench/results
+
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
 bench-build: build venv-bench
 	$(GO) test -run '^$$' -bench BenchmarkBuild -benchtime 3x ./pkg/sortwrite

@@ -61,7 +61,9 @@ series whose xxhash64(series id) mod N is I (or Iceberg's bucket with
 shards (docs/FORMAT.md, Shard map). A shard job reads only its buckets'
 files of an Iceberg table partitioned by bucket(B, series_id), or with
 --shard-by-partition COL:B of a Delta table or hive-style Parquet folder
-partitioned by a column holding that bucket (N dividing B).
+partitioned by a column holding that bucket (N dividing B). Of another
+lake each job reads the whole input, unless with --from-split DIR it reads
+only its pieces of a snapbuild split (see snapbuild split --help).
 
 Publishing safety: an input of no rows is refused unless --allow-empty;
 a snapshot whose series or rows fall below (1-RATIO) or rise above
@@ -84,6 +86,7 @@ Examples:
    snapbuild build --input lake/ --out snapshots/PET --period-column date --on-duplicate=last --json
    snapbuild build --input lake/ --out snapshots/PET --shard $JOB_COMPLETION_INDEX/3
    snapbuild build --input delta/prices --out snapshots/PET --shard 1/4 --shard-function iceberg-bucket --shard-by-partition sid_bucket:16
+   snapbuild build --from-split /shared/split --out snapshots/PET --shard $JOB_COMPLETION_INDEX/4
    snapbuild build --input lake/ --out snapshots/PET --no-publish --json
    snapbuild build --input lake/ --out snapshots/PET --supersede-writes
    snapbuild build --input lake/ --out snapshots/PET --hot-since 2024-01-01 --portable
@@ -124,6 +127,7 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON"},
 			&cli.IntFlag{Name: "shards", Usage: "split the dataset into `N` shards by --shard-function(series id) mod N and build them all, one after another (docs/OPERATIONS.md, Sharding)", DefaultText: "not sharded"},
 			&cli.StringFlag{Name: "shard", Usage: "build one shard `I/N` only (I may be $JOB_COMPLETION_INDEX), so a scheduler runs the N builds in parallel"},
+			&cli.StringFlag{Name: "from-split", Usage: "with --shard I/N: build shard I from its pieces in the split directory `DIR` (snapbuild split, every part done) instead of reading --input", TakesFile: true},
 			&cli.StringFlag{Name: "shard-function", Value: shard.HashXXH64, Usage: "with --shards/--shard: the series' shard is `F`(series id) mod N, F " + shard.HashXXH64 + " or " + shard.HashIcebergBucket + " (Iceberg's bucket transform, murmur3_x86_32: a lake partitioned by bucket(B, series_id) holds each shard's rows in its own files); recorded in SHARDS.json"},
 			&cli.StringFlag{Name: "shard-by-partition", Usage: "with --shards/--shard on a Delta table or hive-style Parquet folder: partition column `COL:B` holds each row's bucket of B under --shard-function (N dividing B), so a shard build reads only its buckets' files and checks each row is in its file's bucket"},
 			&cli.StringFlag{Name: "memory", Usage: "memory budget `SIZE` (512MiB, 6GiB): over it the build sorts in runs spilled to the staging area and merges them", DefaultText: "90% of available memory"},
@@ -155,8 +159,8 @@ Examples:
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
-			if c.String("input") == "" && c.String("catalog-uri") == "" {
-				return cli.Exit("an --input (or --catalog-uri with --table) is required", 2)
+			if err := checkFromSplit(c); err != nil {
+				return err
 			}
 			var memory int64
 			if m := c.String("memory"); m != "" {
@@ -200,6 +204,7 @@ Examples:
 				NoPublish:        c.Bool("no-publish"),
 				SupersedeWrites:  c.Bool("supersede-writes"),
 				Tiers:            tiers,
+				FromSplit:        c.String("from-split"),
 			}
 			if c.Bool("iceberg") && !c.Bool("portable") {
 				return cliutil.Usagef("--iceberg publishes the portable copy: add --portable")
@@ -286,7 +291,7 @@ func printSummary(w io.Writer, s *sortwrite.Summary) {
 		fmt.Fprintf(w, "  NOT published (--no-publish): CURRENT still names %d; check it with snapverify --snapshot %d, then snapbuild publish %s --id %d\n", s.ParentID, s.SnapshotID, filepath.Dir(filepath.Dir(s.Manifest)), s.SnapshotID)
 	}
 	fmt.Fprintf(w, "  rows        %s in %s series (%s duplicates dropped)\n", count(s.Rows), count(s.Series), count(s.DuplicatesDropped))
-	fmt.Fprintf(w, "  inputs      %s files, %s\n", count(s.Inputs), humanBytes(s.InputBytes))
+	fmt.Fprintf(w, "  inputs      %s files, %s (read %s)\n", count(s.Inputs), humanBytes(s.InputBytes), humanBytes(s.BytesRead))
 	fmt.Fprintf(w, "  data cols   %s\n", strings.Join(s.DataColumns, ", "))
 	fmt.Fprintf(w, "  attributes  %s\n", strings.Join(s.Attributes, ", "))
 	tiered := false

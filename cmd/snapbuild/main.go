@@ -1,6 +1,6 @@
 // Command snapbuild cooks serving snapshots from lake tables (a Parquet
 // folder, a Delta or an Iceberg table) and runs the tools around them: gen
-// (sample lakes), build, publish, serve, history, rollback, gc, export,
+// (sample lakes), build, split, publish, serve, history, rollback, gc, export,
 // publish-copy, convert, compact and iceberg sync.
 //
 // The main function only wires flags to packages; the logic lives in pkg/.
@@ -44,6 +44,7 @@ vintage), 2 usage error or a missing operand. --json prints one JSON document
 		Commands: []*cli.Command{
 			genCommand(),
 			buildCommand(),
+			splitCommand(),
 			publishCommand(),
 			servecmd.Command(version),
 			historyCommand(),

@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
+	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
+	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
 // TestBuildShards: --shards 3 splits the rows of one lake into three
@@ -166,6 +168,69 @@ func TestBuildShardByPartitionUsage(t *testing.T) {
 		code, _, errOut := snapbuild(args...)
 		if code != tc.code || !strings.Contains(errOut, tc.err) {
 			t.Errorf("%v: exit %d %q; want exit %d saying %q", tc.args, code, errOut, tc.code, tc.err)
+		}
+	}
+}
+
+// TestSplitThenBuildShards: snapbuild split of two parts, then build
+// --from-split of each of three shards writes the data and index files a
+// build --shard of the lake writes; the usage errors exit 2.
+func TestSplitThenBuildShards(t *testing.T) {
+	root := t.TempDir()
+	lake, _ := testsnap.Sample(t, root, "ALL", 60, 4, nil)
+	split := filepath.Join(root, "split")
+	var read int64
+	for j := 0; j < 2; j++ {
+		code, stdout, errOut := snapbuild("split", "--input", lake, "--shards", "3", "--part", fmt.Sprintf("%d/2", j), "--out", split, "--json")
+		if code != 0 {
+			t.Fatalf("split --part %d/2: exit %d: %s", j, code, errOut)
+		}
+		var sum sortwrite.SplitSummary
+		if err := json.Unmarshal([]byte(stdout), &sum); err != nil || sum.Part != j || len(sum.Pieces) != 3 || sum.BytesRead <= 0 {
+			t.Fatalf("split --json: %v %s", err, stdout)
+		}
+		read += sum.BytesRead
+	}
+	viaSplit, viaLake := filepath.Join(root, "SPLIT"), filepath.Join(root, "LAKE")
+	for i := 0; i < 3; i++ {
+		if code, _, errOut := snapbuild("build", "--from-split", split, "--out", viaSplit, "--shard", fmt.Sprintf("%d/3", i)); code != 0 {
+			t.Fatalf("build --from-split --shard %d/3: exit %d: %s", i, code, errOut)
+		}
+		if code, _, errOut := snapbuild("build", "--input", lake, "--out", viaLake, "--shard", fmt.Sprintf("%d/3", i)); code != 0 {
+			t.Fatalf("build --shard %d/3: exit %d: %s", i, code, errOut)
+		}
+		a, err := snapshot.Open(shard.ShardDir(viaSplit, i), snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := snapshot.Open(shard.ShardDir(viaLake, i), snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, role := range []string{manifest.RoleData, manifest.RoleIndex} {
+			fa, _ := a.Manifest.FileByRole(role)
+			fb, _ := b.Manifest.FileByRole(role)
+			if fa.Checksum != fb.Checksum || fa.Size != fb.Size {
+				t.Errorf("shard %d: %s from the split %+v, from the lake %+v", i, role, fa, fb)
+			}
+		}
+		a.Close()
+		b.Close()
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"build", "--from-split", split, "--out", viaSplit}, 2, "give --shard I/N"},
+		{[]string{"build", "--from-split", split, "--input", lake, "--out", viaSplit, "--shard", "0/3"}, 2, "drop --input"},
+		{[]string{"build", "--from-split", split, "--out", filepath.Join(root, "FOUR"), "--shard", "0/4"}, 1, "holds shard 0/3, not 0/4"},
+		{[]string{"split", "--input", lake, "--shards", "3", "--part", "2/2", "--out", split}, 2, "from 0 to 1"},
+		{[]string{"split", "--input", lake, "--shards", "0", "--part", "0/2", "--out", split}, 2, "from 1 to"},
+	} {
+		code, _, errOut := snapbuild(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("%v: exit %d %q; want %d with %q", tc.args, code, errOut, tc.code, tc.msg)
 		}
 	}
 }

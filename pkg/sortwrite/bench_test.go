@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/energyscope/servingsnap/pkg/lakegen"
+	"github.com/energyscope/servingsnap/pkg/shard"
 )
 
 // BenchmarkBuild builds a generated lake of SERVINGSNAP_BENCH_SERIES series
@@ -28,7 +29,52 @@ func BenchmarkBuild(b *testing.B) { benchBuild(b, 0) }
 //	go test -run '^$' -bench BenchmarkBuildExternal -benchtime 3x ./pkg/sortwrite
 func BenchmarkBuildExternal(b *testing.B) { benchBuild(b, 512<<20) }
 
-func benchBuild(b *testing.B, memory int64) {
+// BenchmarkSplitBuild is the two-phase sharded build of the same lake:
+// 4 split parts, then 4 shard builds from their pieces (one op is all 8
+// jobs, one after another). Reported beside the time: CPU per op and the
+// bytes the jobs read as a multiple of the lake (bench/shard_split.py
+// sets this against N shard builds of the lake).
+//
+//	go test -run '^$' -bench BenchmarkSplitBuild -benchtime 3x ./pkg/sortwrite
+func BenchmarkSplitBuild(b *testing.B) {
+	const n = 4
+	lake := benchLake(b)
+	var size int64
+	filepath.Walk(lake, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	b.ReportAllocs()
+	var read int64
+	cpu0 := cpuTime()
+	for b.Loop() {
+		dir := b.TempDir()
+		read = 0
+		for j := range n {
+			s, err := Split(context.Background(), Options{Input: lake, Shard: shard.Spec{Count: n}}, SplitPart{Index: j, Count: n}, filepath.Join(dir, "split"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			read += s.BytesRead
+		}
+		for i := range n {
+			sum, err := Build(context.Background(), Options{FromSplit: filepath.Join(dir, "split"), Out: filepath.Join(dir, "DS"), Shard: shard.Spec{Index: i, Count: n}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			read += sum.BytesRead
+		}
+		os.RemoveAll(dir)
+	}
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric(float64(read)/float64(size), "read-x-lake")
+}
+
+// benchLake is the generated lake of SERVINGSNAP_BENCH_SERIES series
+// (default 100,000), cached under the temp dir.
+func benchLake(b *testing.B) string {
 	series := 100000
 	if v := os.Getenv("SERVINGSNAP_BENCH_SERIES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -43,6 +89,11 @@ func benchBuild(b *testing.B, memory int64) {
 			b.Fatal(err)
 		}
 	}
+	return lake
+}
+
+func benchBuild(b *testing.B, memory int64) {
+	lake := benchLake(b)
 	resetPeakRSS()
 	b.ReportAllocs()
 	var sum *Summary

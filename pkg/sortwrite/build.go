@@ -124,6 +124,15 @@ type Options struct {
 	// "One truth for a dataset").
 	SupersedeWrites bool
 
+	// FromSplit builds shard Shard from its pieces in the split directory
+	// a `snapbuild split` of every part wrote (split.go), reading no lake
+	// file: Input and Lake are not used.
+	FromSplit string
+
+	// split is set by Split: no dataset directory, always the external
+	// sort's runs.
+	split bool
+
 	// onPhase, when set (tests), is called as each phase begins: "scan",
 	// "read", "sort", "write", "publish".
 	onPhase func(phase string)
@@ -133,7 +142,7 @@ type Options struct {
 type ExtraFile func(ctx context.Context, staged string, m *manifest.Manifest) (manifest.File, error)
 
 func (o *Options) defaults() error {
-	if (o.Input == "" && o.Lake.Catalog.URI == "") || o.Out == "" {
+	if (o.Input == "" && o.Lake.Catalog.URI == "" && o.FromSplit == "") || (o.Out == "" && !o.split) {
 		return fmt.Errorf("both an input directory and an output dataset directory are required")
 	}
 	if o.SeriesColumn == "" {
@@ -193,18 +202,22 @@ func (o *Options) defaults() error {
 // Summary reports a finished build; its JSON form is what `snapbuild build
 // --json` prints (field names are stable, see docs/CLI.md).
 type Summary struct {
-	SnapshotID        uint64        `json:"snapshot_id"`
-	ParentID          uint64        `json:"parent_id"`
-	Dataset           string        `json:"dataset"`
-	Manifest          string        `json:"manifest"`
-	Rows              int64         `json:"rows"`
-	Series            int64         `json:"series"`
-	DuplicatesDropped int64         `json:"duplicates_dropped"`
-	Inputs            int           `json:"inputs"`
-	InputBytes        int64         `json:"input_bytes"`
-	Attributes        []string      `json:"attributes"`
-	DataColumns       []string      `json:"data_columns"`
-	Files             []SummaryFile `json:"files"`
+	SnapshotID        uint64 `json:"snapshot_id"`
+	ParentID          uint64 `json:"parent_id"`
+	Dataset           string `json:"dataset"`
+	Manifest          string `json:"manifest"`
+	Rows              int64  `json:"rows"`
+	Series            int64  `json:"series"`
+	DuplicatesDropped int64  `json:"duplicates_dropped"`
+	Inputs            int    `json:"inputs"`
+	InputBytes        int64  `json:"input_bytes"`
+	// BytesRead is what the build read: the input files (each counted
+	// once, though it checksums them as well as decodes them), or with
+	// --from-split its pieces, their manifests and the parts' meta files.
+	BytesRead   int64         `json:"bytes_read"`
+	Attributes  []string      `json:"attributes"`
+	DataColumns []string      `json:"data_columns"`
+	Files       []SummaryFile `json:"files"`
 	// InputsPruned and InputBytesPruned are the data files a shard build
 	// did not read: an Iceberg table partitioned by bucket(B, series
 	// column), split by --shard-function iceberg-bucket into N shards with
@@ -280,19 +293,29 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	tbl, err := r.openInput(ctx)
-	if err != nil {
-		return nil, err
+	var t *table
+	var fromSplit *external
+	if r.opt.FromSplit != "" {
+		if t, fromSplit, err = r.scanSplit(); err != nil {
+			return nil, err
+		}
+		if sum, ok := r.unchanged(); ok {
+			return sum, ErrUnchanged
+		}
+	} else {
+		tbl, err := r.openInput(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer tbl.Close()
+		if sum, ok := r.unchanged(); ok {
+			return sum, ErrUnchanged
+		}
+		if t, err = r.scanInput(ctx, tbl); err != nil {
+			return nil, err
+		}
+		defer t.mem.release() // nothing read from the stores outlives Build
 	}
-	defer tbl.Close()
-	if sum, ok := r.unchanged(); ok {
-		return sum, ErrUnchanged
-	}
-	t, err := r.scanInput(ctx, tbl)
-	if err != nil {
-		return nil, err
-	}
-	defer t.mem.release() // nothing read from the stores outlives Build
 
 	// The staging directory is removed by this one deferred cleanup unless
 	// the publish moved it into place; it runs before the lock is released.
@@ -304,9 +327,12 @@ func Build(ctx context.Context, opt Options) (*Summary, error) {
 		}
 	}()
 	var b *built
-	if t.external {
+	switch {
+	case fromSplit != nil:
+		b, err = r.sortFromSplit(ctx, t, fromSplit)
+	case t.external:
 		b, err = r.sortExternal(ctx, t)
-	} else {
+	default:
 		b, err = r.sortInMemory(ctx, t)
 	}
 	if err != nil {
@@ -354,6 +380,7 @@ type builder struct {
 	// buckets is each kept data file's bucket, read from the partition
 	// column of Options.ShardPartition; nil without one.
 	buckets map[*source.File]int
+	split  *splitSet          // the pieces of a build with FromSplit
 }
 
 // startBuild checks the options and opens the dataset, noting the log
@@ -433,8 +460,7 @@ func (r *builder) unchanged() (*Summary, bool) {
 }
 
 // scanInput reads the inputs' footers and unifies their schemas, choosing
-// between the in-memory and the external sort; it refuses an empty input
-// and a sharded build that would need the external sort.
+// between the in-memory and the external sort; it refuses an empty input.
 func (r *builder) scanInput(ctx context.Context, tbl *source.Table) (*table, error) {
 	opt := r.opt
 	opt.onPhase("scan")
@@ -450,13 +476,6 @@ func (r *builder) scanInput(ctx context.Context, tbl *source.Table) (*table, err
 	}
 	r.phase(&r.sum.Phases.Scan)
 	r.sum.MemoryBudget, r.sum.External = t.budget, t.external
-	if t.external && opt.Shard.Count > 0 {
-		t.mem.release()
-		// The external merge numbers every series of the input; leaving
-		// another shard's series out of it is not built yet.
-		return nil, fmt.Errorf("shard %d/%d: the input needs the external sort (about %d MiB in memory, budget %d MiB), which does not build shards yet; raise --memory or split the input",
-			opt.Shard.Index, opt.Shard.Count, inMemoryNeed(t.unified, int64(t.rows))>>20, t.budget>>20)
-	}
 	r.sums = make([]string, len(t.inputs))
 	return t, nil
 }
@@ -688,6 +707,10 @@ func (r *builder) summarize(t *table, b *built, m *manifest.Manifest) *Summary {
 	sum.Manifest = filepath.Join(r.ds.Dir, filepath.FromSlash(dataset.ManifestPath(r.id)))
 	sum.Rows, sum.Series, sum.DuplicatesDropped = m.Stats.Rows, m.Stats.Series, b.dropped
 	sum.Inputs = len(t.inputs)
+	sum.BytesRead = sum.InputBytes
+	if r.split != nil {
+		sum.BytesRead = r.split.bytesRead
+	}
 	sum.Attributes = m.Schema.Attributes
 	sum.Lineage = m.Lineage
 	for _, c := range m.Schema.Data {
@@ -813,6 +836,12 @@ func scan(ctx context.Context, opt Options, tbl *source.Table) (*table, error) {
 	}
 	t := &table{inputs: ins, unified: u, rows: int(rows), periodCol: opt.PeriodColumn}
 	t.budget, t.external = planMemory(u, rows, opt.MemoryLimit)
+	if opt.split {
+		t.external = true
+		if t.budget <= 0 {
+			t.budget = 1 << 30
+		}
+	}
 	n := t.rows
 	if t.external {
 		n = 0 // the external sort sizes its runs itself

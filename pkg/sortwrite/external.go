@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
+	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
@@ -123,8 +124,17 @@ type external struct {
 	dir    string // spill directory
 	budget int64
 
-	runs  []string // spill files, in run order
-	bytes int64    // bytes spilled
+	runs  []runSource // sorted runs, in run order
+	bytes int64       // bytes spilled
+
+	// out, when set, takes each sorted run instead of a spill file of its
+	// own: the split's pieces (split.go).
+	out runOut
+	// shardOf is the shard of each series code under opt.Shard (grown as
+	// codes are interned); nil when the build is not sharded. A sharded
+	// build spills only its shard's rows and counts the others.
+	shardOf     []int
+	otherShards int64
 
 	// Per series code: whether a row was seen, and the first value of each
 	// other column (firsts[i] mirrors t.others[i], indexed by series code).
@@ -190,6 +200,7 @@ func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, st
 	}
 	res.runSeconds = runSeconds
 	res.runs, res.spilled = len(e.runs), e.bytes
+	res.otherShards = e.otherShards
 	return res, nil
 }
 
@@ -420,19 +431,77 @@ func recordSize(t *table) int {
 	return n
 }
 
-// writeRun writes the sorted run rt to the next spill file.
+// runOut takes the records of sorted runs, in order: run begins a run,
+// write takes whole records (size bytes each) of the current run.
+type runOut interface {
+	run() error
+	write(recs []byte, size int) error
+}
+
+// writeRun encodes the sorted run rt and writes it to the next spill file,
+// or to e.out. A sharded build keeps only its shard's records.
 func (e *external) writeRun(rt *table, o *order) (err error) {
+	if e.opt.Shard.Count > 0 {
+		e.noteShards()
+	}
+	if e.out != nil {
+		if err := e.out.run(); err != nil {
+			return err
+		}
+		return e.encodeRun(rt, o, func(buf []byte, size int) error { return e.out.write(buf, size) })
+	}
 	path := filepath.Join(e.dir, fmt.Sprintf("run-%06d.spill", len(e.runs)))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("spill: %w", err)
 	}
-	e.runs = append(e.runs, path)
+	e.runs = append(e.runs, runSource{path: path, name: path})
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("spill %s: %w", path, cerr)
 		}
 	}()
+	return e.encodeRun(rt, o, func(buf []byte, size int) error {
+		if e.shardOf != nil {
+			buf = e.keepShard(buf, size)
+		}
+		if _, err := f.Write(buf); err != nil {
+			return fmt.Errorf("spill %s: %w", path, err)
+		}
+		e.bytes += int64(len(buf))
+		return nil
+	})
+}
+
+// noteShards extends shardOf to every series code interned so far.
+func (e *external) noteShards() {
+	ids := e.t.series.dict.values
+	for c := len(e.shardOf); c < len(ids); c++ {
+		e.shardOf = append(e.shardOf, e.opt.Shard.Of(ids[c]))
+	}
+}
+
+// keepShard compacts recs to the records of the build's shard, counting
+// the others.
+func (e *external) keepShard(recs []byte, size int) []byte {
+	le := binary.LittleEndian
+	w := 0
+	for at := 0; at < len(recs); at += size {
+		if e.shardOf[le.Uint32(recs[at+4:])] != e.opt.Shard.Index {
+			e.otherShards++
+			continue
+		}
+		if w != at {
+			copy(recs[w:w+size], recs[at:at+size])
+		}
+		w += size
+	}
+	return recs[:w]
+}
+
+// encodeRun packs the sorted run rt into records and hands them to emit in
+// order, a chunk at a time.
+func (e *external) encodeRun(rt *table, o *order, emit func(buf []byte, size int) error) error {
 	stores := rt.allStores()[1:]
 	size := recordSize(rt)
 	le := binary.LittleEndian
@@ -500,33 +569,84 @@ func (e *external) writeRun(rt *table, o *order) (err error) {
 		}()
 		encode(bufA, rowsA, lo, midA)
 		<-done
-		if _, err := f.Write(bufA[:(midA-lo)*size]); err != nil {
-			return fmt.Errorf("spill %s: %w", path, err)
+		if err := emit(bufA[:(midA-lo)*size], size); err != nil {
+			return err
 		}
-		if _, err := f.Write(bufB[:(hiB-midA)*size]); err != nil {
-			return fmt.Errorf("spill %s: %w", path, err)
+		if err := emit(bufB[:(hiB-midA)*size], size); err != nil {
+			return err
 		}
 	}
-	e.bytes += int64(n) * int64(size)
 	return nil
+}
+
+// runSource is one sorted run the merge reads: a spill file, or a run
+// inside a split's piece (block-compressed, its codes the piece's part's,
+// mapped to the build's by remap).
+type runSource struct {
+	path   string
+	name   string // in errors
+	off    int64
+	size   int64 // bytes from off; 0: to the end of the file
+	blocks bool  // block-compressed (splitfmt.go)
+	remap  *codeRemap
+	// records, when above 0, is how many records the run must hold.
+	records int64
 }
 
 // runReader reads one spill file's records in order.
 type runReader struct {
-	f    *os.File
-	br   *bufio.Reader
-	rec  []byte
-	key  uint64 // final rank << 32 | period (ordered as unsigned)
-	row  uint32
-	name string
+	f     *os.File
+	br    io.Reader
+	rec   []byte
+	key   uint64 // final rank << 32 | period (ordered as unsigned)
+	row   uint32
+	name  string
+	remap *codeRemap
+	want  int64 // records the run must hold (0: unknown)
+	read  int64
+}
+
+// openRun opens a run for the merge, with a read buffer of buf bytes.
+func openRun(src runSource, size, buf int) (*runReader, error) {
+	f, err := os.Open(src.path)
+	if err != nil {
+		return nil, fmt.Errorf("spill: %w", err)
+	}
+	var rd io.Reader = f
+	if src.size > 0 || src.off > 0 {
+		n := src.size
+		if n == 0 {
+			n = 1<<63 - 1 - src.off
+		}
+		rd = io.NewSectionReader(f, src.off, n)
+	}
+	r := &runReader{f: f, rec: make([]byte, size), name: src.name, remap: src.remap, want: src.records}
+	if src.blocks {
+		r.br = newBlockReader(bufio.NewReaderSize(rd, buf), size, src.name)
+	} else {
+		r.br = bufio.NewReaderSize(rd, buf)
+	}
+	return r, nil
 }
 
 func (r *runReader) next(rank []uint32) (bool, error) {
 	if _, err := io.ReadFull(r.br, r.rec); err != nil {
 		if err == io.EOF {
+			if r.want > 0 && r.read != r.want {
+				return false, corrupt.Errorf("%s: ends after %d records, its manifest says %d", r.name, r.read, r.want)
+			}
 			return false, nil
 		}
+		if err == io.ErrUnexpectedEOF {
+			return false, corrupt.Errorf("spill %s: ends inside a record", r.name)
+		}
 		return false, fmt.Errorf("spill %s: %w", r.name, err)
+	}
+	r.read++
+	if r.remap != nil {
+		if err := r.remap.apply(r.rec); err != nil {
+			return false, fmt.Errorf("%s: %w", r.name, err)
+		}
 	}
 	le := binary.LittleEndian
 	r.row = le.Uint32(r.rec[0:])
@@ -563,13 +683,17 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	defer func() { progress.Finish(ph, err) }()
 	t := e.t
 	ids := t.series.dict.values
-	nSeries := len(ids)
-	byID := make([]uint32, nSeries)
-	for i := range byID {
-		byID[i] = uint32(i)
+	// The series are those with a row (a dictionary may hold a value no
+	// row kept) of the build's shard.
+	byID := make([]uint32, 0, len(ids))
+	for c := range ids {
+		if c < len(e.seen) && e.seen[c] && (e.shardOf == nil || e.shardOf[c] == e.opt.Shard.Index) {
+			byID = append(byID, uint32(c))
+		}
 	}
 	slices.SortFunc(byID, func(a, b uint32) int { return strings.Compare(ids[a], ids[b]) })
-	rank := make([]uint32, nSeries)
+	nSeries := len(byID)
+	rank := make([]uint32, len(ids))
 	for r, c := range byID {
 		rank[c] = uint32(r)
 	}
@@ -598,19 +722,18 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 		}
 	}()
 	size := recordSize(t)
-	for _, p := range e.runs {
-		f, err := os.Open(p)
+	for _, src := range e.runs {
+		r, err := openRun(src, size, e.readBuffer())
 		if err != nil {
-			return nil, fmt.Errorf("spill: %w", err)
+			return nil, err
 		}
-		r := &runReader{f: f, br: bufio.NewReaderSize(f, e.readBuffer()), rec: make([]byte, size), name: p}
 		ok, err := r.next(rank)
 		if err != nil {
-			f.Close()
+			r.f.Close()
 			return nil, err
 		}
 		if !ok {
-			f.Close()
+			r.f.Close()
 			continue
 		}
 		h = append(h, r)
@@ -628,7 +751,10 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	latest.grow(nSeries)
 	latestP := make([]int32, nSeries)
 
-	b := &batcher{e: e, size: size, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows}
+	b := &batcher{e: e, size: size, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows,
+		// A batch's records at once: growing the buffer by appends copied
+		// it about twice over.
+		buf: make([]byte, 0, min(e.opt.BatchRows, e.t.rows+1)*size)}
 	// The data file is written a batch behind the merge, on a goroutine of
 	// its own; a failed write stops the merge at its next batch.
 	b.pipe = snapwrite.NewPipe(ctx, dw.Write)
