@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"math/bits"
 	"runtime"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -91,7 +93,7 @@ func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt Portabl
 	}
 	mem := opt.Allocator
 	if mem == nil {
-		mem = memory.DefaultAllocator
+		mem = &writeBuffers
 	}
 	par := opt.Parallel
 	if par <= 0 {
@@ -492,6 +494,7 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 		parquet.WithDictionaryFor(query.ColPeriod, false),
 		parquet.WithDictionaryFor(datafile.ColValue, false),
 		parquet.WithStats(true),
+		parquet.WithBatchSize(16 << 10),
 		parquet.WithPageIndexEnabled(true),
 		parquet.WithMaxRowGroupLength(PortableMaxRowGroupRows),
 		parquet.WithSortingColumns([]parquet.SortingColumn{{ColumnIdx: 0}, {ColumnIdx: 1}}),
@@ -523,15 +526,29 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 }
 
 // writeGroup writes rec as one row group, its columns encoded by up to
-// par goroutines.
+// par goroutines, the costliest first (the plain columns: their pages are
+// encoded and compressed on their goroutine; a dictionary column's are
+// mostly runs of one index), so no core is left idle at the group's end
+// while one long column finishes.
 func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, par int) error {
 	rgw, err := p.fw.AppendBufferedRowGroupChecked()
 	if err != nil {
 		return err
 	}
+	order := make([]int, 0, rec.NumCols())
+	for i, col := range rec.Columns() {
+		if _, ok := col.(*array.Dictionary); !ok {
+			order = append(order, i)
+		}
+	}
+	for i, col := range rec.Columns() {
+		if _, ok := col.(*array.Dictionary); ok {
+			order = append(order, i)
+		}
+	}
 	var g errgroup.Group
 	g.SetLimit(par)
-	for i := 0; i < int(rec.NumCols()); i++ {
+	for _, i := range order {
 		col := rec.Column(i)
 		g.Go(func() error {
 			cw, err := rgw.Column(i)
@@ -579,21 +596,38 @@ func flushPages(cw file.ColumnChunkWriter) error {
 	return nil
 }
 
-// definitionLevels of a flat optional column: 1 for a value, 0 for a null.
+// definitionLevels of a flat optional column: 1 for a value, 0 for a
+// null. A column without nulls shares one read-only run of ones.
 func definitionLevels(a arrow.Array) []int16 {
-	def := make([]int16, a.Len())
 	if a.NullN() == 0 {
-		for i := range def {
-			def[i] = 1
-		}
-		return def
+		return allDefined(a.Len())
 	}
+	def := make([]int16, a.Len())
 	for i := range def {
 		if a.IsValid(i) {
 			def[i] = 1
 		}
 	}
 	return def
+}
+
+var (
+	onesMu sync.Mutex
+	ones   []int16 // all 1; only ever replaced by a longer slice, never written
+)
+
+// allDefined is n definition levels of 1, shared: callers only read it.
+func allDefined(n int) []int16 {
+	onesMu.Lock()
+	defer onesMu.Unlock()
+	if len(ones) < n {
+		o := make([]int16, max(n, 2*len(ones)))
+		for i := range o {
+			o[i] = 1
+		}
+		ones = o
+	}
+	return ones[:n:n]
 }
 
 // writeDictionary writes a dictionary column chunk the way pqarrow does
@@ -638,3 +672,59 @@ func writeDictionary(cw file.ColumnChunkWriter, d *array.Dictionary, def []int16
 func (p *portableFile) close() error { return p.fw.FlushWithFooter() }
 
 func (p *portableFile) abort() { p.fw.Close() }
+
+// recycler is the portable copy's default memory.Allocator: the Parquet
+// writer allocates its page, level and dictionary-index buffers afresh
+// for every column chunk (several times the file's size in all), and the
+// encoders grow them by reallocation; freed buffers are taken back by the
+// next chunk instead of being zeroed fresh from the collector's heap.
+// Size classes are powers of two; memory is zeroed like Go's allocator's.
+type recycler struct {
+	classes [48]sync.Pool
+}
+
+var writeBuffers recycler
+
+func bufClass(size int) int { return bits.Len(uint(max(size, 4096) - 1)) }
+
+func (r *recycler) Allocate(size int) []byte {
+	buf := r.take(size)
+	clear(buf)
+	return buf
+}
+
+// take is a buffer of size bytes, recycled ones not cleared.
+func (r *recycler) take(size int) []byte {
+	c := bufClass(size)
+	if c < len(r.classes) {
+		if b, ok := r.classes[c].Get().(*[]byte); ok {
+			return (*b)[:size]
+		}
+	}
+	return make([]byte, size, 1<<c)
+}
+
+// Reallocate keeps b's bytes and zeroes the rest, as Go's allocator does;
+// the bytes copied are not cleared first.
+func (r *recycler) Reallocate(size int, b []byte) []byte {
+	n := min(len(b), size)
+	if size <= cap(b) {
+		b = b[:size]
+	} else {
+		nb := r.take(size)
+		copy(nb, b)
+		r.Free(b)
+		b = nb
+	}
+	clear(b[n:])
+	return b
+}
+
+func (r *recycler) Free(b []byte) {
+	c := bufClass(cap(b))
+	if cap(b) != 1<<c || c >= len(r.classes) {
+		return // not one of ours: the collector's
+	}
+	b = b[:0]
+	r.classes[c].Put(&b)
+}
