@@ -494,7 +494,7 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 		parquet.WithDictionaryFor(query.ColPeriod, false),
 		parquet.WithDictionaryFor(datafile.ColValue, false),
 		parquet.WithStats(true),
-		parquet.WithBatchSize(16 << 10),
+		parquet.WithBatchSize(16<<10),
 		parquet.WithPageIndexEnabled(true),
 		parquet.WithMaxRowGroupLength(PortableMaxRowGroupRows),
 		parquet.WithSortingColumns([]parquet.SortingColumn{{ColumnIdx: 0}, {ColumnIdx: 1}}),
