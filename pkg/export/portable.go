@@ -494,7 +494,9 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 		parquet.WithDictionaryFor(query.ColPeriod, false),
 		parquet.WithDictionaryFor(datafile.ColValue, false),
 		parquet.WithStats(true),
-		parquet.WithBatchSize(16<<10),
+		// One batch per column chunk: a dictionary column's indices are
+		// buffered once (writePlain slices the other columns).
+		parquet.WithBatchSize(PortableMaxRowGroupRows),
 		parquet.WithPageIndexEnabled(true),
 		parquet.WithMaxRowGroupLength(PortableMaxRowGroupRows),
 		parquet.WithSortingColumns([]parquet.SortingColumn{{ColumnIdx: 0}, {ColumnIdx: 1}}),
@@ -567,8 +569,7 @@ func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, pa
 					return nil
 				}
 			}
-			wctx := pqarrow.NewArrowWriteContext(ctx, &p.arrow)
-			if err := pqarrow.WriteArrowToColumn(wctx, cw, col, def, nil, p.leafNul[i]); err != nil {
+			if err := writePlain(ctx, cw, col, def, p.leafNul[i], &p.arrow); err != nil {
 				return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
 			}
 			return flushPages(cw)
@@ -579,6 +580,34 @@ func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, pa
 	}
 	return rgw.Close()
 }
+
+// writePlain writes a column that is not dictionary-encoded in slices of
+// portableBatchRows rows: the writer checks the page size after each call,
+// so pages stay near the data page size, while a dictionary column's
+// indices, handed over in one call, are buffered once per chunk (the
+// writer's batch size is a whole row group).
+func writePlain(ctx context.Context, cw file.ColumnChunkWriter, col arrow.Array, def []int16, nullable bool, props *pqarrow.ArrowWriterProperties) error {
+	wctx := pqarrow.NewArrowWriteContext(ctx, props)
+	n := col.Len()
+	for lo := 0; lo < n; lo += portableBatchRows {
+		hi := min(lo+portableBatchRows, n)
+		part := array.NewSlice(col, int64(lo), int64(hi))
+		var d []int16
+		if def != nil {
+			d = def[lo:hi]
+		}
+		err := pqarrow.WriteArrowToColumn(wctx, cw, part, d, nil, nullable)
+		part.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// portableBatchRows is how many rows of a plain column are handed to the
+// Parquet writer at once.
+const portableBatchRows = 16 << 10
 
 // flushPages encodes and compresses a plain column's last page here, on
 // the column's goroutine, rather than in the row group's Close, which
