@@ -566,7 +566,7 @@ func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, pa
 					if err != nil {
 						return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
 					}
-					return nil
+					return flushPages(cw)
 				}
 			}
 			if err := writePlain(ctx, cw, col, def, p.leafNul[i], &p.arrow); err != nil {
@@ -609,14 +609,23 @@ func writePlain(ctx context.Context, cw file.ColumnChunkWriter, col arrow.Array,
 // Parquet writer at once.
 const portableBatchRows = 16 << 10
 
-// flushPages encodes and compresses a plain column's last page here, on
-// the column's goroutine, rather than in the row group's Close, which
-// closes the columns one after another (the value column's compression
-// would otherwise run alone). A dictionary column's pages must follow its
-// dictionary page, which Close writes: they are left to it (they are
-// small: runs of indices).
+// flushPages encodes and compresses a column's last page here, on the
+// column's goroutine, rather than in the row group's Close, which closes
+// the columns one after another (the value column's compression would
+// otherwise run alone). A plain column's pages are written out; a
+// dictionary column's page is kept by the column writer until Close has
+// written the dictionary page before it. A dictionary column with no
+// values since its last page (the page statistics count them) has no page
+// to flush: an empty one would be written.
 func flushPages(cw file.ColumnChunkWriter) error {
 	if e := cw.CurrentEncoder().Encoding(); e == parquet.Encodings.PlainDict || e == parquet.Encodings.RLEDict {
+		st := cw.PageStatistics()
+		if st == nil || st.NumValues()+st.NullCount() == 0 {
+			return nil
+		}
+		if f, ok := cw.(interface{ FlushCurrentPage() error }); ok {
+			return f.FlushCurrentPage()
+		}
 		return nil
 	}
 	if f, ok := cw.(interface{ FlushBufferedDataPages() error }); ok {
