@@ -41,8 +41,10 @@ const (
 
 // PortableOptions shape the portable copy.
 type PortableOptions struct {
-	RowGroupRows int64            // 0: PortableRowGroupRows
-	Allocator    memory.Allocator // nil: the default
+	RowGroupRows int64 // 0: PortableRowGroupRows
+	// Allocator: nil, a pool of buffers that the copy's column chunks
+	// take back from one another (memory zeroed as Go's allocator does).
+	Allocator memory.Allocator
 	// Parallel is how many row groups are assembled, and how many columns
 	// of one row group encoded, at once; 0: GOMAXPROCS.
 	Parallel int
@@ -75,8 +77,11 @@ type PortableResult struct {
 // slices of the Reader's batches, copied only where a group spans two of
 // them); series_id and the attributes are handed to the Parquet encoder as
 // dictionary arrays whose dictionary is the group's distinct values, so no
-// row is hashed; and the columns of one row group are encoded and
-// compressed in parallel.
+// row is hashed, and their indices are buffered once per row group; the
+// columns of one row group are encoded and compressed in parallel, the
+// plain ones (the costliest) first, every page on its column's goroutine;
+// and the writer's buffers are recycled from one column chunk to the next
+// (without an Allocator, the copy's own pool) rather than zeroed afresh.
 func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt PortableOptions) (*PortableResult, error) {
 	req := &query.Request{Range: query.AllPeriods, Attributes: true, Select: query.Selector{Kind: query.ByPrefix}}
 	plan, err := query.NewPlan(r, req, query.Limits{})
