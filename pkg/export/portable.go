@@ -503,6 +503,7 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 		// buffered once (writePlain slices the other columns).
 		parquet.WithBatchSize(PortableMaxRowGroupRows),
 		parquet.WithPageIndexEnabled(true),
+		parquet.WithDataPageSize(portableDataPageSize),
 		parquet.WithMaxRowGroupLength(PortableMaxRowGroupRows),
 		parquet.WithSortingColumns([]parquet.SortingColumn{{ColumnIdx: 0}, {ColumnIdx: 1}}),
 		parquet.WithCreatedBy("servingsnap portable copy"),
@@ -613,6 +614,13 @@ func writePlain(ctx context.Context, cw file.ColumnChunkWriter, col arrow.Array,
 // portableBatchRows is how many rows of a plain column are handed to the
 // Parquet writer at once.
 const portableBatchRows = 16 << 10
+
+// portableDataPageSize is the data page size: the writer closes a page at
+// the first batch that reaches it, so a limit of 1 MiB less one batch of
+// float64 values ends a value page at 1 MiB at most, and the writer's
+// pooled page buffers (powers of two, zeroed whole when released) stay at
+// 1 MiB instead of doubling to 2.
+const portableDataPageSize = 1<<20 - portableBatchRows*8
 
 // flushPages encodes and compresses a column's last page here, on the
 // column's goroutine, rather than in the row group's Close, which closes
