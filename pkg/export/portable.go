@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -276,7 +277,8 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 		pieces []query.Piece
 		buf    []query.Piece
 	)
-	codes := make([]int32, 0, g.rows)
+	counts := make([]int, g.hi-g.lo) // rows of each of the group's series
+	rows := 0
 	for code := g.lo; code < g.hi; code++ {
 		if buf, err = a.r.Rows(code, query.AllPeriods, buf[:0]); err != nil {
 			return nil, err
@@ -290,9 +292,8 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 		}
 		for _, p := range trimPieces(buf, skip, take) {
 			pieces = appendPiece(pieces, p)
-			for range p.Len() {
-				codes = append(codes, int32(code-g.lo))
-			}
+			counts[code-g.lo] += int(p.Len())
+			rows += int(p.Len())
 		}
 	}
 	cols := make([]arrow.Array, 0, a.schema.NumFields())
@@ -301,9 +302,7 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 			c.Release()
 		}
 	}()
-	idx := array.NewInt32Data(array.NewData(arrow.PrimitiveTypes.Int32, len(codes), []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(codes))}, nil, 0, 0))
-	defer idx.Release()
-	idDict, err := dictionaryOf(a.mem, ids, idx)
+	idDict, err := dictionaryOf(a.mem, ids, counts, rows)
 	if err != nil {
 		return nil, fmt.Errorf("column %s: %w", query.ColSeriesID, err)
 	}
@@ -316,13 +315,13 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 		cols = append(cols, c)
 	}
 	for i, v := range vals {
-		d, err := dictionaryOf(a.mem, v, idx)
+		d, err := dictionaryOf(a.mem, v, counts, rows)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", attrs[i].Name, err)
 		}
 		cols = append(cols, d)
 	}
-	return array.NewRecordBatch(a.schema, cols, int64(len(codes))), nil
+	return array.NewRecordBatch(a.schema, cols, int64(rows)), nil
 }
 
 func positions(cols []query.Column) []int {
@@ -389,13 +388,17 @@ func concatColumn(mem memory.Allocator, ps []query.Piece, pos int) (arrow.Array,
 	return array.Concatenate(parts, mem)
 }
 
-// dictionaryOf is a dictionary array over the group's rows: row i holds
-// perSeries[codes[i]]. Its dictionary is the distinct non-null values of
-// perSeries (the Parquet encoder falls back to plain encoding on a
-// dictionary with repeats), and a series whose value is null has null
-// indices.
-func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, codes *array.Int32) (arrow.Array, error) {
+// dictionaryOf is a dictionary array over the group's rows, counts[i]
+// rows (of rows in all) of series i in a row, each holding perSeries[i].
+// Its dictionary is the distinct non-null values of perSeries (the Parquet
+// encoder falls back to plain encoding on a dictionary with repeats), and
+// a series whose value is null has null indices. The indices are filled a
+// series' run at a time, in a buffer from mem.
+func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, counts []int, rows int) (arrow.Array, error) {
 	n := perSeries.Len()
+	if len(counts) != n {
+		return nil, fmt.Errorf("%d values for %d series", n, len(counts))
+	}
 	remap := make([]int32, n) // series position -> dictionary index, -1 null
 	var keep []int
 	// Each value once, keyed by its text (a string attribute's own bytes;
@@ -424,30 +427,37 @@ func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, codes *array.Int3
 		return nil, err
 	}
 	defer dict.Release()
-	cs := codes.Int32Values()
-	idx := make([]int32, len(cs))
-	var valid []byte
-	nulls := 0
-	for i, c := range cs {
-		k := remap[c]
+	ibuf := memory.NewResizableBuffer(mem)
+	defer ibuf.Release()
+	ibuf.Resize(arrow.Int32Traits.BytesRequired(rows))
+	idx := arrow.Int32Traits.CastFromBytes(ibuf.Bytes())
+	var (
+		vbuf  *memory.Buffer
+		valid []byte
+		nulls int
+	)
+	pos := 0
+	for i, c := range counts {
+		run := idx[pos : pos+c]
+		k := remap[i]
 		if k < 0 {
-			if valid == nil {
-				valid = make([]byte, (len(cs)+7)/8)
-				for j := range valid {
-					valid[j] = 0xff
-				}
+			if vbuf == nil {
+				vbuf = memory.NewResizableBuffer(mem)
+				defer vbuf.Release()
+				vbuf.Resize(int(bitutil.BytesForBits(int64(rows))))
+				valid = vbuf.Bytes()
+				bitutil.SetBitsTo(valid, 0, int64(rows), true)
 			}
-			valid[i/8] &^= 1 << (i % 8)
-			nulls++
+			bitutil.SetBitsTo(valid, int64(pos), int64(c), false)
+			nulls += c
 			k = 0
 		}
-		idx[i] = k
+		for j := range run {
+			run[j] = k
+		}
+		pos += c
 	}
-	var vbuf *memory.Buffer
-	if valid != nil {
-		vbuf = memory.NewBufferBytes(valid)
-	}
-	data := array.NewData(arrow.PrimitiveTypes.Int32, len(idx), []*memory.Buffer{vbuf, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(idx))}, nil, nulls, 0)
+	data := array.NewData(arrow.PrimitiveTypes.Int32, rows, []*memory.Buffer{vbuf, ibuf}, nil, nulls, 0)
 	defer data.Release()
 	indices := array.MakeFromData(data)
 	defer indices.Release()
