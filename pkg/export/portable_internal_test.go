@@ -19,8 +19,9 @@ import (
 // batches, the cold file or both), small batches (a row group spans
 // several of them), value nulls, a varying string column and attributes,
 // and row group bounds that split series, the copy read back with pqarrow
-// holds exactly the rows the Reader serves (CheckPortable), whatever the
-// parallelism, and the allocator ends empty.
+// holds exactly the rows the Reader serves (CheckPortable), in the same
+// bytes whatever the parallelism and allocator, and the allocator ends
+// empty.
 func TestPortableGroupsAndTiers(t *testing.T) {
 	root := t.TempDir()
 	lake := filepath.Join(root, "lake")
@@ -40,6 +41,7 @@ func TestPortableGroupsAndTiers(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, shape := range []struct{ target, max int64 }{{1, 1 << 20}, {50, 70}, {200, 1 << 20}, {1000, 30}} {
+			var first []byte // the bytes written with Parallel 1
 			for _, par := range []int{1, 3} {
 				t.Run(fmt.Sprintf("%s/target%d-max%d-par%d", name, shape.target, shape.max, par), func(t *testing.T) {
 					mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
@@ -55,6 +57,20 @@ func TestPortableGroupsAndTiers(t *testing.T) {
 					}
 					if rows != res.Rows || rows != r.Info().Rows {
 						t.Fatalf("checked %d rows, wrote %d, the snapshot has %d", rows, res.Rows, r.Info().Rows)
+					}
+					// The bytes depend neither on the parallelism nor on
+					// the allocator (the default recycles buffers).
+					var again bytes.Buffer
+					if _, err := WritePortable(context.Background(), r, &again, PortableOptions{RowGroupRows: shape.target, Parallel: par, maxRowGroupRows: shape.max}); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(again.Bytes(), buf.Bytes()) {
+						t.Fatalf("the default allocator wrote %d bytes unlike the checked allocator's %d", again.Len(), buf.Len())
+					}
+					if first == nil {
+						first = buf.Bytes()
+					} else if !bytes.Equal(first, buf.Bytes()) {
+						t.Fatalf("Parallel %d wrote %d bytes unlike Parallel 1's %d", par, buf.Len(), len(first))
 					}
 				})
 			}
