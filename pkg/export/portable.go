@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"math/bits"
 	"runtime"
 	"sync"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/energyscope/servingsnap/internal/bufpool"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
@@ -621,6 +621,11 @@ func writePlain(ctx context.Context, cw file.ColumnChunkWriter, col arrow.Array,
 	return nil
 }
 
+// writeBuffers is the portable copy's default allocator: the Parquet
+// writer allocates its page, level and dictionary-index buffers for every
+// column chunk (several times the file's size in all).
+var writeBuffers bufpool.Recycler
+
 // portableBatchRows is how many rows of a plain column are handed to the
 // Parquet writer at once.
 const portableBatchRows = 16 << 10
@@ -733,59 +738,3 @@ func writeDictionary(cw file.ColumnChunkWriter, d *array.Dictionary, def []int16
 func (p *portableFile) close() error { return p.fw.FlushWithFooter() }
 
 func (p *portableFile) abort() { p.fw.Close() }
-
-// recycler is the portable copy's default memory.Allocator: the Parquet
-// writer allocates its page, level and dictionary-index buffers afresh
-// for every column chunk (several times the file's size in all), and the
-// encoders grow them by reallocation; freed buffers are taken back by the
-// next chunk instead of being zeroed fresh from the collector's heap.
-// Size classes are powers of two; memory is zeroed like Go's allocator's.
-type recycler struct {
-	classes [48]sync.Pool
-}
-
-var writeBuffers recycler
-
-func bufClass(size int) int { return bits.Len(uint(max(size, 4096) - 1)) }
-
-func (r *recycler) Allocate(size int) []byte {
-	buf := r.take(size)
-	clear(buf)
-	return buf
-}
-
-// take is a buffer of size bytes, recycled ones not cleared.
-func (r *recycler) take(size int) []byte {
-	c := bufClass(size)
-	if c < len(r.classes) {
-		if b, ok := r.classes[c].Get().(*[]byte); ok {
-			return (*b)[:size]
-		}
-	}
-	return make([]byte, size, 1<<c)
-}
-
-// Reallocate keeps b's bytes and zeroes the rest, as Go's allocator does;
-// the bytes copied are not cleared first.
-func (r *recycler) Reallocate(size int, b []byte) []byte {
-	n := min(len(b), size)
-	if size <= cap(b) {
-		b = b[:size]
-	} else {
-		nb := r.take(size)
-		copy(nb, b)
-		r.Free(b)
-		b = nb
-	}
-	clear(b[n:])
-	return b
-}
-
-func (r *recycler) Free(b []byte) {
-	c := bufClass(cap(b))
-	if cap(b) != 1<<c || c >= len(r.classes) {
-		return // not one of ours: the collector's
-	}
-	b = b[:0]
-	r.classes[c].Put(&b)
-}
