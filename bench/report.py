@@ -274,13 +274,17 @@ def region_copies(runs, here):
         return None
     sys.path.insert(0, str(HERE))
     from snapbench.buildcmp import copy_table
-    B = json.loads(p.read_text())["build"]
+    R = json.loads(p.read_text())
+    B = R["build"]
     rel = os.path.relpath(p.with_suffix(".md"), here.parent)
     lines = copy_table(B)[2:]  # the table, without its lead-in
     b = statistics.median([r["seconds"] for r in B["ours"]])
     d = statistics.median([r["seconds"] for r in B["duckdb"]])
+    load = R.get("meta", {}).get("loadavg_start")
+    on = f"on {R['meta']['machine']['cores']} cores at a load average of {load[0]} (1 min) at the start " if load else ""
     return "\n".join(lines + ["", f"{B['rows']:,} rows, {B['series']:,} series; plain build {b:.2f} s, DuckDB COPY … ORDER BY "
-                              f"{d:.2f} s; {len(B['ours'])} alternating runs, medians (min–max) ([{p.stem}]({rel}), `make bench-copies`)."])
+                              f"{d:.2f} s; {len(B['ours'])} alternating runs, medians (min–max) {on}"
+                              f"([{p.stem}]({rel}), `make bench-copies`)."])
 
 
 def region_python_package(runs, here):

@@ -28,22 +28,22 @@ con.execute(f"COPY (SELECT * FROM read_parquet('{src}/**/*.parquet', hive_partit
 
 
 def build_ours(snapbuild, lake, dataset_dir):
-    """snapbuild build --json; returns (seconds, peak RSS bytes, parsed summary)."""
-    secs, rss, out = procs.run_measured([str(snapbuild), "build", "--input", str(lake), "--out", str(dataset_dir), "--json"])
-    return secs, rss, json.loads(out)
+    """snapbuild build --json; returns (seconds, peak RSS bytes, parsed summary, CPU seconds)."""
+    secs, rss, out, cpu = procs.run_measured_cpu([str(snapbuild), "build", "--input", str(lake), "--out", str(dataset_dir), "--json"])
+    return secs, rss, json.loads(out), cpu
 
 
 def build_portable(snapbuild, lake, dataset_dir):
-    """snapbuild build --portable --json; returns (seconds, peak RSS, the portable copy's seconds)."""
-    secs, rss, out = procs.run_measured([str(snapbuild), "build", "--input", str(lake), "--out", str(dataset_dir),
-                                         "--portable", "--json"])
-    return secs, rss, json.loads(out)["phases"].get("extra", 0.0)
+    """snapbuild build --portable --json; returns (seconds, peak RSS, the portable copy's seconds, CPU seconds)."""
+    secs, rss, out, cpu = procs.run_measured_cpu([str(snapbuild), "build", "--input", str(lake), "--out", str(dataset_dir),
+                                                  "--portable", "--json"])
+    return secs, rss, json.loads(out)["phases"].get("extra", 0.0), cpu
 
 
 def export_whole(snapbuild, dataset_dir, dst):
-    """snapbuild export DS out.parquet (every row); returns (seconds, peak RSS, output bytes)."""
-    secs, rss, _ = procs.run_measured([str(snapbuild), "export", str(dataset_dir), str(dst), "--json"])
-    return secs, rss, os.path.getsize(dst)
+    """snapbuild export DS out.parquet (every row); returns (seconds, peak RSS, output bytes, CPU seconds)."""
+    secs, rss, _, cpu = procs.run_measured_cpu([str(snapbuild), "export", str(dataset_dir), str(dst), "--json"])
+    return secs, rss, os.path.getsize(dst), cpu
 
 
 def duckdb_copy(lake, dst, python=sys.executable):
@@ -57,13 +57,13 @@ def compare(snapbuild, lake, work, runs, log=print):
     ours, peer, portable, export, summary = [], [], [], [], None
     for i in range(runs):
         with tempfile.TemporaryDirectory(dir=work) as tmp:
-            secs, rss, summary = build_ours(snapbuild, lake, f"{tmp}/DS")
-            ours.append({"seconds": secs, "peak_rss": rss})
-            secs, rss, size = export_whole(snapbuild, f"{tmp}/DS", f"{tmp}/export.parquet")
-            export.append({"seconds": secs, "peak_rss": rss, "bytes": size})
+            secs, rss, summary, cpu = build_ours(snapbuild, lake, f"{tmp}/DS")
+            ours.append({"seconds": secs, "peak_rss": rss, "cpu_seconds": cpu})
+            secs, rss, size, cpu = export_whole(snapbuild, f"{tmp}/DS", f"{tmp}/export.parquet")
+            export.append({"seconds": secs, "peak_rss": rss, "bytes": size, "cpu_seconds": cpu})
         with tempfile.TemporaryDirectory(dir=work) as tmp:
-            secs, rss, copy = build_portable(snapbuild, lake, f"{tmp}/DS")
-            portable.append({"seconds": secs, "peak_rss": rss, "copy_seconds": copy})
+            secs, rss, copy, cpu = build_portable(snapbuild, lake, f"{tmp}/DS")
+            portable.append({"seconds": secs, "peak_rss": rss, "copy_seconds": copy, "cpu_seconds": cpu})
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             secs, rss, size = duckdb_copy(lake, f"{tmp}/sorted.parquet")
             peer.append({"seconds": secs, "peak_rss": rss, "bytes": size})
@@ -113,7 +113,7 @@ def copy_table(res):
     def c(xs):
         return f"{med(xs):.2f} ({spread(xs)})" if len(xs) > 1 else f"{xs[0]:.2f}"
 
-    return [
+    lines = [
         "",
         "Parquet copies of the snapshot, same runs (the portable copy: `build --portable`'s extra phase; "
         "export: `snapbuild export DS out.parquet`, a process of its own):",
@@ -124,3 +124,21 @@ def copy_table(res):
         f"| export to Parquet | {c(ex)} | {med(ex) / b:.2f} | {med(ex) / d:.2f} |",
         f"| export output (MiB) | {res['export'][-1]['bytes'] / 2**20:.1f} | | |",
     ]
+    if all("cpu_seconds" in r for k in ("ours", "portable", "export") for r in res[k]):
+        # CPU seconds (user + system) of the same processes: the copy's is the median of
+        # `build --portable` less the median of the plain build.
+        bc = med([r["cpu_seconds"] for r in res["ours"]])
+        pc = med([r["cpu_seconds"] for r in res["portable"]]) - bc
+        ec = [r["cpu_seconds"] for r in res["export"]]
+        lines += [
+            "",
+            "CPU seconds (user + system) of the same processes, which a shared machine's load moves far less "
+            "than the wall time (the portable copy's: the median of `build --portable` less the plain build's):",
+            "",
+            "| | CPU seconds | / build's CPU |",
+            "|---|---|---|",
+            f"| build | {c([r['cpu_seconds'] for r in res['ours']])} | 1 |",
+            f"| portable copy | {pc:.2f} | {pc / bc:.2f} |",
+            f"| export to Parquet | {c(ec)} | {med(ec) / bc:.2f} |",
+        ]
+    return lines

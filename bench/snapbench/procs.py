@@ -97,6 +97,13 @@ def run_measured(cmd, env=None, cwd=None):
 
     stdout and stderr go to temporary files (no pipe can fill up), the child is reaped with
     os.wait4 so its rusage (ru_maxrss: peak RSS of that child alone) is available."""
+    secs, rss, out, _ = run_measured_cpu(cmd, env=env, cwd=cwd)
+    return secs, rss, out
+
+
+def run_measured_cpu(cmd, env=None, cwd=None):
+    """run_measured, and the child's CPU seconds (user + system, from the same rusage): on a
+    shared machine they move far less with the load than the wall time does."""
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env, cwd=cwd, start_new_session=True)
@@ -114,7 +121,7 @@ def run_measured(cmd, env=None, cwd=None):
         out, err = fo.read(), fe.read()
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}: {err.decode(errors='replace')[-3000:]}")
-    return secs, ru.ru_maxrss * 1024, out
+    return secs, ru.ru_maxrss * 1024, out, ru.ru_utime + ru.ru_stime
 
 
 def evict(paths):

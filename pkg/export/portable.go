@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -18,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/energyscope/servingsnap/internal/bufpool"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
@@ -39,8 +42,10 @@ const (
 
 // PortableOptions shape the portable copy.
 type PortableOptions struct {
-	RowGroupRows int64            // 0: PortableRowGroupRows
-	Allocator    memory.Allocator // nil: the default
+	RowGroupRows int64 // 0: PortableRowGroupRows
+	// Allocator: nil, a pool of buffers that the copy's column chunks
+	// take back from one another (memory zeroed as Go's allocator does).
+	Allocator memory.Allocator
 	// Parallel is how many row groups are assembled, and how many columns
 	// of one row group encoded, at once; 0: GOMAXPROCS.
 	Parallel int
@@ -73,8 +78,11 @@ type PortableResult struct {
 // slices of the Reader's batches, copied only where a group spans two of
 // them); series_id and the attributes are handed to the Parquet encoder as
 // dictionary arrays whose dictionary is the group's distinct values, so no
-// row is hashed; and the columns of one row group are encoded and
-// compressed in parallel.
+// row is hashed, and their indices are buffered once per row group; the
+// columns of one row group are encoded and compressed in parallel, the
+// plain ones (the costliest) first, every page on its column's goroutine;
+// and the writer's buffers are recycled from one column chunk to the next
+// (without an Allocator, the copy's own pool) rather than zeroed afresh.
 func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt PortableOptions) (*PortableResult, error) {
 	req := &query.Request{Range: query.AllPeriods, Attributes: true, Select: query.Selector{Kind: query.ByPrefix}}
 	plan, err := query.NewPlan(r, req, query.Limits{})
@@ -91,7 +99,7 @@ func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt Portabl
 	}
 	mem := opt.Allocator
 	if mem == nil {
-		mem = memory.DefaultAllocator
+		mem = &writeBuffers
 	}
 	par := opt.Parallel
 	if par <= 0 {
@@ -269,7 +277,8 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 		pieces []query.Piece
 		buf    []query.Piece
 	)
-	codes := make([]int32, 0, g.rows)
+	counts := make([]int, g.hi-g.lo) // rows of each of the group's series
+	rows := 0
 	for code := g.lo; code < g.hi; code++ {
 		if buf, err = a.r.Rows(code, query.AllPeriods, buf[:0]); err != nil {
 			return nil, err
@@ -283,9 +292,8 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 		}
 		for _, p := range trimPieces(buf, skip, take) {
 			pieces = appendPiece(pieces, p)
-			for range p.Len() {
-				codes = append(codes, int32(code-g.lo))
-			}
+			counts[code-g.lo] += int(p.Len())
+			rows += int(p.Len())
 		}
 	}
 	cols := make([]arrow.Array, 0, a.schema.NumFields())
@@ -294,9 +302,7 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 			c.Release()
 		}
 	}()
-	idx := array.NewInt32Data(array.NewData(arrow.PrimitiveTypes.Int32, len(codes), []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(codes))}, nil, 0, 0))
-	defer idx.Release()
-	idDict, err := dictionaryOf(a.mem, ids, idx)
+	idDict, err := dictionaryOf(a.mem, ids, counts, rows)
 	if err != nil {
 		return nil, fmt.Errorf("column %s: %w", query.ColSeriesID, err)
 	}
@@ -309,13 +315,13 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 		cols = append(cols, c)
 	}
 	for i, v := range vals {
-		d, err := dictionaryOf(a.mem, v, idx)
+		d, err := dictionaryOf(a.mem, v, counts, rows)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", attrs[i].Name, err)
 		}
 		cols = append(cols, d)
 	}
-	return array.NewRecordBatch(a.schema, cols, int64(len(codes))), nil
+	return array.NewRecordBatch(a.schema, cols, int64(rows)), nil
 }
 
 func positions(cols []query.Column) []int {
@@ -382,13 +388,17 @@ func concatColumn(mem memory.Allocator, ps []query.Piece, pos int) (arrow.Array,
 	return array.Concatenate(parts, mem)
 }
 
-// dictionaryOf is a dictionary array over the group's rows: row i holds
-// perSeries[codes[i]]. Its dictionary is the distinct non-null values of
-// perSeries (the Parquet encoder falls back to plain encoding on a
-// dictionary with repeats), and a series whose value is null has null
-// indices.
-func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, codes *array.Int32) (arrow.Array, error) {
+// dictionaryOf is a dictionary array over the group's rows, counts[i]
+// rows (of rows in all) of series i in a row, each holding perSeries[i].
+// Its dictionary is the distinct non-null values of perSeries (the Parquet
+// encoder falls back to plain encoding on a dictionary with repeats), and
+// a series whose value is null has null indices. The indices are filled a
+// series' run at a time, in a buffer from mem.
+func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, counts []int, rows int) (arrow.Array, error) {
 	n := perSeries.Len()
+	if len(counts) != n {
+		return nil, fmt.Errorf("%d values for %d series", n, len(counts))
+	}
 	remap := make([]int32, n) // series position -> dictionary index, -1 null
 	var keep []int
 	// Each value once, keyed by its text (a string attribute's own bytes;
@@ -417,30 +427,37 @@ func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, codes *array.Int3
 		return nil, err
 	}
 	defer dict.Release()
-	cs := codes.Int32Values()
-	idx := make([]int32, len(cs))
-	var valid []byte
-	nulls := 0
-	for i, c := range cs {
-		k := remap[c]
+	ibuf := memory.NewResizableBuffer(mem)
+	defer ibuf.Release()
+	ibuf.Resize(arrow.Int32Traits.BytesRequired(rows))
+	idx := arrow.Int32Traits.CastFromBytes(ibuf.Bytes())
+	var (
+		vbuf  *memory.Buffer
+		valid []byte
+		nulls int
+	)
+	pos := 0
+	for i, c := range counts {
+		run := idx[pos : pos+c]
+		k := remap[i]
 		if k < 0 {
-			if valid == nil {
-				valid = make([]byte, (len(cs)+7)/8)
-				for j := range valid {
-					valid[j] = 0xff
-				}
+			if vbuf == nil {
+				vbuf = memory.NewResizableBuffer(mem)
+				defer vbuf.Release()
+				vbuf.Resize(int(bitutil.BytesForBits(int64(rows))))
+				valid = vbuf.Bytes()
+				bitutil.SetBitsTo(valid, 0, int64(rows), true)
 			}
-			valid[i/8] &^= 1 << (i % 8)
-			nulls++
+			bitutil.SetBitsTo(valid, int64(pos), int64(c), false)
+			nulls += c
 			k = 0
 		}
-		idx[i] = k
+		for j := range run {
+			run[j] = k
+		}
+		pos += c
 	}
-	var vbuf *memory.Buffer
-	if valid != nil {
-		vbuf = memory.NewBufferBytes(valid)
-	}
-	data := array.NewData(arrow.PrimitiveTypes.Int32, len(idx), []*memory.Buffer{vbuf, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(idx))}, nil, nulls, 0)
+	data := array.NewData(arrow.PrimitiveTypes.Int32, rows, []*memory.Buffer{vbuf, ibuf}, nil, nulls, 0)
 	defer data.Release()
 	indices := array.MakeFromData(data)
 	defer indices.Release()
@@ -492,7 +509,11 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 		parquet.WithDictionaryFor(query.ColPeriod, false),
 		parquet.WithDictionaryFor(datafile.ColValue, false),
 		parquet.WithStats(true),
+		// One batch per column chunk: a dictionary column's indices are
+		// buffered once (writePlain slices the other columns).
+		parquet.WithBatchSize(PortableMaxRowGroupRows),
 		parquet.WithPageIndexEnabled(true),
+		parquet.WithDataPageSize(portableDataPageSize),
 		parquet.WithMaxRowGroupLength(PortableMaxRowGroupRows),
 		parquet.WithSortingColumns([]parquet.SortingColumn{{ColumnIdx: 0}, {ColumnIdx: 1}}),
 		parquet.WithCreatedBy("servingsnap portable copy"),
@@ -523,15 +544,29 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 }
 
 // writeGroup writes rec as one row group, its columns encoded by up to
-// par goroutines.
+// par goroutines, the costliest first (the plain columns: their pages are
+// encoded and compressed on their goroutine; a dictionary column's are
+// mostly runs of one index), so no core is left idle at the group's end
+// while one long column finishes.
 func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, par int) error {
 	rgw, err := p.fw.AppendBufferedRowGroupChecked()
 	if err != nil {
 		return err
 	}
+	order := make([]int, 0, rec.NumCols())
+	for i, col := range rec.Columns() {
+		if _, ok := col.(*array.Dictionary); !ok {
+			order = append(order, i)
+		}
+	}
+	for i, col := range rec.Columns() {
+		if _, ok := col.(*array.Dictionary); ok {
+			order = append(order, i)
+		}
+	}
 	var g errgroup.Group
 	g.SetLimit(par)
-	for i := 0; i < int(rec.NumCols()); i++ {
+	for _, i := range order {
 		col := rec.Column(i)
 		g.Go(func() error {
 			cw, err := rgw.Column(i)
@@ -547,11 +582,10 @@ func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, pa
 					if err != nil {
 						return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
 					}
-					return nil
+					return flushPages(cw)
 				}
 			}
-			wctx := pqarrow.NewArrowWriteContext(ctx, &p.arrow)
-			if err := pqarrow.WriteArrowToColumn(wctx, cw, col, def, nil, p.leafNul[i]); err != nil {
+			if err := writePlain(ctx, cw, col, def, p.leafNul[i], &p.arrow); err != nil {
 				return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
 			}
 			return flushPages(cw)
@@ -563,14 +597,63 @@ func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, pa
 	return rgw.Close()
 }
 
-// flushPages encodes and compresses a plain column's last page here, on
-// the column's goroutine, rather than in the row group's Close, which
-// closes the columns one after another (the value column's compression
-// would otherwise run alone). A dictionary column's pages must follow its
-// dictionary page, which Close writes: they are left to it (they are
-// small: runs of indices).
+// writePlain writes a column that is not dictionary-encoded in slices of
+// portableBatchRows rows: the writer checks the page size after each call,
+// so pages stay near the data page size, while a dictionary column's
+// indices, handed over in one call, are buffered once per chunk (the
+// writer's batch size is a whole row group).
+func writePlain(ctx context.Context, cw file.ColumnChunkWriter, col arrow.Array, def []int16, nullable bool, props *pqarrow.ArrowWriterProperties) error {
+	wctx := pqarrow.NewArrowWriteContext(ctx, props)
+	n := col.Len()
+	for lo := 0; lo < n; lo += portableBatchRows {
+		hi := min(lo+portableBatchRows, n)
+		part := array.NewSlice(col, int64(lo), int64(hi))
+		var d []int16
+		if def != nil {
+			d = def[lo:hi]
+		}
+		err := pqarrow.WriteArrowToColumn(wctx, cw, part, d, nil, nullable)
+		part.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeBuffers is the portable copy's default allocator: the Parquet
+// writer allocates its page, level and dictionary-index buffers for every
+// column chunk (several times the file's size in all).
+var writeBuffers bufpool.Recycler
+
+// portableBatchRows is how many rows of a plain column are handed to the
+// Parquet writer at once.
+const portableBatchRows = 16 << 10
+
+// portableDataPageSize is the data page size: the writer closes a page at
+// the first batch that reaches it, so a limit of 1 MiB less one batch of
+// float64 values ends a value page at 1 MiB at most, and the writer's
+// pooled page buffers (powers of two, zeroed whole when released) stay at
+// 1 MiB instead of doubling to 2.
+const portableDataPageSize = 1<<20 - portableBatchRows*8
+
+// flushPages encodes and compresses a column's last page here, on the
+// column's goroutine, rather than in the row group's Close, which closes
+// the columns one after another (the value column's compression would
+// otherwise run alone). A plain column's pages are written out; a
+// dictionary column's page is kept by the column writer until Close has
+// written the dictionary page before it. A dictionary column with no
+// values since its last page (the page statistics count them) has no page
+// to flush: an empty one would be written.
 func flushPages(cw file.ColumnChunkWriter) error {
 	if e := cw.CurrentEncoder().Encoding(); e == parquet.Encodings.PlainDict || e == parquet.Encodings.RLEDict {
+		st := cw.PageStatistics()
+		if st == nil || st.NumValues()+st.NullCount() == 0 {
+			return nil
+		}
+		if f, ok := cw.(interface{ FlushCurrentPage() error }); ok {
+			return f.FlushCurrentPage()
+		}
 		return nil
 	}
 	if f, ok := cw.(interface{ FlushBufferedDataPages() error }); ok {
@@ -579,21 +662,38 @@ func flushPages(cw file.ColumnChunkWriter) error {
 	return nil
 }
 
-// definitionLevels of a flat optional column: 1 for a value, 0 for a null.
+// definitionLevels of a flat optional column: 1 for a value, 0 for a
+// null. A column without nulls shares one read-only run of ones.
 func definitionLevels(a arrow.Array) []int16 {
-	def := make([]int16, a.Len())
 	if a.NullN() == 0 {
-		for i := range def {
-			def[i] = 1
-		}
-		return def
+		return allDefined(a.Len())
 	}
+	def := make([]int16, a.Len())
 	for i := range def {
 		if a.IsValid(i) {
 			def[i] = 1
 		}
 	}
 	return def
+}
+
+var (
+	onesMu sync.Mutex
+	ones   []int16 // all 1; only ever replaced by a longer slice, never written
+)
+
+// allDefined is n definition levels of 1, shared: callers only read it.
+func allDefined(n int) []int16 {
+	onesMu.Lock()
+	defer onesMu.Unlock()
+	if len(ones) < n {
+		o := make([]int16, max(n, 2*len(ones)))
+		for i := range o {
+			o[i] = 1
+		}
+		ones = o
+	}
+	return ones[:n:n]
 }
 
 // writeDictionary writes a dictionary column chunk the way pqarrow does
