@@ -28,6 +28,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/serve/flightenc"
 	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/wal"
@@ -526,16 +527,46 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 }
 
 // countingStream counts what a DoGet sends, and tells the flow watchdog
-// when a Send is in progress (flow.go). It is also the IPC writer's
-// payload writer: each message goes out as one FlightData whose body is
-// assembled in a buffer kept, with the stream, in a pool across requests
-// (gRPC has serialised a message when Send returns).
+// when a Send is in progress (flow.go). It also encodes the answer's IPC
+// messages, each sent as one FlightData: flat schemas (every answer of a
+// snapshot's columns) through its flightenc.Writer, whose builder and body
+// buffer are kept with the stream in a pool across requests; any other
+// schema through arrow-go's ipc.Writer, with the stream as its payload
+// writer and the body assembled in the pooled buffer (gRPC has serialised
+// a message when Send returns).
 type countingStream struct {
 	flight.FlightService_DoGetServer
 	bytes int64
 	flow  *streamFlow
 	fd    flight.FlightData
 	body  bytes.Buffer
+	enc   flightenc.Writer
+}
+
+// recordWriter is what streams an answer's batches: a flightenc.Writer or
+// an ipc.Writer.
+type recordWriter interface {
+	Write(arrow.RecordBatch) error
+	Close() error
+}
+
+// writer returns the stream's IPC writer for schema.
+func (c *countingStream) writer(schema *arrow.Schema, mem memory.Allocator) (recordWriter, error) {
+	if flightenc.Flat(schema) {
+		if err := c.enc.Reset(c, schema); err != nil {
+			return nil, err
+		}
+		return &c.enc, nil
+	}
+	return ipc.NewWriterWithPayloadWriter(c, ipc.WithSchema(schema), ipc.WithAllocator(mem), ipc.WithDictionaryDeltas(true)), nil
+}
+
+// SendMessage sends one encoded IPC message (flightenc.Sink).
+func (c *countingStream) SendMessage(header, body []byte) error {
+	c.fd.DataHeader, c.fd.DataBody = header, body
+	err := c.Send(&c.fd)
+	c.fd.DataHeader, c.fd.DataBody = nil, nil
+	return err
 }
 
 var countingStreams = sync.Pool{New: func() any { return new(countingStream) }}
@@ -642,7 +673,10 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 	ctx := stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
 	cs := newCountingStream(stream, fl)
 	defer cs.free()
-	w := ipc.NewWriterWithPayloadWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
+	w, err := cs.writer(p.Schema(), s.mem)
+	if err != nil {
+		return err
+	}
 	st, err := p.Stream(ctx, s.mem, budget, w.Write)
 	if err != nil && ctx.Err() != nil {
 		err = contextError(ctx)
