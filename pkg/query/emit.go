@@ -72,9 +72,17 @@ type emitter struct {
 
 	rows    int64
 	batches int
+
+	// storage of parts and pending for an answer of one run, and the
+	// columns of the batch being assembled
+	partsOne   [1]piece
+	pendingOne [1]run
+	cols       []arrow.Array
 }
 
-func newEmitter(ctx context.Context, p *Plan, mem memory.Allocator, budget int64, write func(arrow.RecordBatch) error) (*emitter, error) {
+// init readies e (the zero emitter or one that streamed before) to stream
+// p's answer.
+func (e *emitter) init(ctx context.Context, p *Plan, mem memory.Allocator, budget int64, write func(arrow.RecordBatch) error) error {
 	var attrs []int
 	for _, c := range p.cols {
 		if c.Attr {
@@ -83,14 +91,15 @@ func newEmitter(ctx context.Context, p *Plan, mem memory.Allocator, budget int64
 	}
 	ids, vals, err := p.r.Dictionaries(ctx, p.sel, attrs, mem)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	e := &emitter{ctx: ctx, p: p, mem: mem, budget: max(budget, 1), write: write, fullIDs: ids, fullAttrs: vals, left: p.rows}
+	*e = emitter{ctx: ctx, p: p, mem: mem, budget: max(budget, 1), write: write, fullIDs: ids, fullAttrs: vals, left: p.rows, cols: e.cols[:0]}
+	e.parts, e.pending = e.partsOne[:0], e.pendingOne[:0]
 	e.rowBytes = 4 + 4 + 1 // series code, period, validity bits (rounded up)
 	for _, c := range p.cols {
 		e.rowBytes += int64(c.Width)
 	}
-	return e, nil
+	return nil
 }
 
 func (e *emitter) release() {
@@ -248,11 +257,14 @@ func (e *emitter) record(runs []run, n int64) (arrow.RecordBatch, error) {
 	indices := fixedArray(arrow.PrimitiveTypes.Int32, int(n), buf)
 	defer indices.Release()
 
-	cols := make([]arrow.Array, 0, 2+len(e.p.cols))
+	// the batch keeps its own copy of the column list
+	cols := e.cols[:0]
 	defer func() {
-		for _, c := range cols {
+		for i, c := range cols {
 			c.Release()
+			cols[i] = nil
 		}
+		e.cols = cols[:0]
 	}()
 	cols = append(cols, array.NewDictionaryArray(SeriesIDType, indices, e.curIDs))
 	dataCol := func(pos int) (arrow.Array, error) {

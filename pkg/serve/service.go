@@ -541,6 +541,11 @@ type countingStream struct {
 	fd    flight.FlightData
 	body  bytes.Buffer
 	enc   flightenc.Writer
+	w     recordWriter // the stream's writer: &enc or an ipc.Writer
+	// write is w.Write, made once per pooled stream (a method value of
+	// an interface allocates each time it is taken).
+	write func(arrow.RecordBatch) error
+	stop  stopContext // the context the read layer polls, passed by address
 }
 
 // recordWriter is what streams an answer's batches: a flightenc.Writer or
@@ -556,9 +561,11 @@ func (c *countingStream) writer(schema *arrow.Schema, mem memory.Allocator) (rec
 		if err := c.enc.Reset(c, schema); err != nil {
 			return nil, err
 		}
-		return &c.enc, nil
+		c.w = &c.enc
+		return c.w, nil
 	}
-	return ipc.NewWriterWithPayloadWriter(c, ipc.WithSchema(schema), ipc.WithAllocator(mem), ipc.WithDictionaryDeltas(true)), nil
+	c.w = ipc.NewWriterWithPayloadWriter(c, ipc.WithSchema(schema), ipc.WithAllocator(mem), ipc.WithDictionaryDeltas(true))
+	return c.w, nil
 }
 
 // SendMessage sends one encoded IPC message (flightenc.Sink).
@@ -569,7 +576,11 @@ func (c *countingStream) SendMessage(header, body []byte) error {
 	return err
 }
 
-var countingStreams = sync.Pool{New: func() any { return new(countingStream) }}
+var countingStreams = sync.Pool{New: func() any {
+	c := new(countingStream)
+	c.write = func(rec arrow.RecordBatch) error { return c.w.Write(rec) }
+	return c
+}}
 
 // maxPooledBody is the largest body buffer put back in the pool: a large
 // answer's buffer is left to the GC rather than held by an idle stream.
@@ -583,7 +594,7 @@ func newCountingStream(stream flight.FlightService_DoGetServer, fl *streamFlow) 
 
 // free puts c back in the pool; c is not used afterwards.
 func (c *countingStream) free() {
-	c.FlightService_DoGetServer, c.flow = nil, nil
+	c.FlightService_DoGetServer, c.flow, c.w, c.stop = nil, nil, nil, stopContext{}
 	c.fd = flight.FlightData{}
 	if c.body.Cap() > maxPooledBody {
 		c.body = bytes.Buffer{}
@@ -670,16 +681,16 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 	// The stream ends early when the client goes away, the shutdown
 	// deadline passes or its lease expires: the read layer polls all three
 	// through one context.
-	ctx := stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
 	cs := newCountingStream(stream, fl)
 	defer cs.free()
+	cs.stop = stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
 	w, err := cs.writer(p.Schema(), s.mem)
 	if err != nil {
 		return err
 	}
-	st, err := p.Stream(ctx, s.mem, budget, w.Write)
-	if err != nil && ctx.Err() != nil {
-		err = contextError(ctx)
+	st, err := p.Stream(&cs.stop, s.mem, budget, cs.write)
+	if err != nil && cs.stop.Err() != nil {
+		err = contextError(cs.stop)
 	}
 	if cerr := w.Close(); err == nil {
 		err = cerr
@@ -691,8 +702,10 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 		s.noteReadError(v.Dataset(), v.ID(), err)
 		return err
 	}
-	s.log.Debug("doget", "dataset", v.Dataset(), "snapshot_id", v.ID(), "series", p.Series(),
-		"rows", st.Rows, "batches", st.Batches, "bytes", cs.bytes)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) { // its arguments cost allocations
+		s.log.Debug("doget", "dataset", v.Dataset(), "snapshot_id", v.ID(), "series", p.Series(),
+			"rows", st.Rows, "batches", st.Batches, "bytes", cs.bytes)
+	}
 	return nil
 }
 
