@@ -168,6 +168,9 @@ func (w *Writer) write(rec arrow.RecordBatch) error {
 // one sent: a delta of the new entries when d extends it, else the whole
 // of d (a replacement, or the first).
 func (w *Writer) writeDictionary(id int64, d arrow.ArrayData) error {
+	if d == nil {
+		return fmt.Errorf("dictionary %d: a dictionary column without a dictionary", id)
+	}
 	last := w.dicts[id]
 	deltaFrom := 0
 	if last != nil {

@@ -3,7 +3,9 @@ package flightenc
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -409,5 +411,71 @@ func appendValue(b array.Builder, i int) {
 		b.Append(fmt.Sprintf("large note %d", i))
 	default:
 		panic(fmt.Sprintf("no value for %T", b))
+	}
+}
+
+// TestFlat: which schemas Writer encodes; the others are refused by Reset
+// with the field named, for the caller to use arrow-go's writer.
+func TestFlat(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		typ  arrow.DataType
+		flat bool
+	}{
+		{"float64", arrow.PrimitiveTypes.Float64, true},
+		{"utf8", arrow.BinaryTypes.String, true},
+		{"large binary", arrow.BinaryTypes.LargeBinary, true},
+		{"bool", arrow.FixedWidthTypes.Boolean, true},
+		{"dictionary of utf8", idType, true},
+		{"list", arrow.ListOf(arrow.PrimitiveTypes.Int32), false},
+		{"struct", arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32}), false},
+		{"string view", arrow.BinaryTypes.StringView, false},
+		{"null", arrow.Null, false},
+		{"dictionary of a list", &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.ListOf(arrow.PrimitiveTypes.Int32)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := arrow.NewSchema([]arrow.Field{{Name: "period", Type: arrow.FixedWidthTypes.Date32}, {Name: "col", Type: tc.typ}}, nil)
+			if got := Flat(s); got != tc.flat {
+				t.Fatalf("Flat = %v, want %v", got, tc.flat)
+			}
+			var w Writer
+			err := w.Reset(&collector{}, s)
+			if tc.flat != (err == nil) {
+				t.Fatalf("Reset: %v", err)
+			}
+			if err != nil && !strings.Contains(err.Error(), `"col"`) {
+				t.Errorf("Reset's error %q does not name the field", err)
+			}
+		})
+	}
+}
+
+// TestWriteOtherSchema: a batch of another schema is refused, and the
+// writer stays failed.
+func TestWriteOtherSchema(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	a := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := arrow.NewSchema([]arrow.Field{{Name: "y", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	ib := array.NewInt64Builder(mem)
+	defer ib.Release()
+	ib.Append(1)
+	col := ib.NewArray()
+	defer col.Release()
+	rec := array.NewRecordBatch(b, []arrow.Array{col}, 1)
+	defer rec.Release()
+	var w Writer
+	var c collector
+	if err := w.Reset(&c, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); !errors.Is(err, ErrSchema) {
+		t.Fatalf("Write: %v, want ErrSchema", err)
+	}
+	if err := w.Close(); !errors.Is(err, ErrSchema) {
+		t.Fatalf("Close: %v, want ErrSchema", err)
+	}
+	if len(c.kinds) != 0 {
+		t.Errorf("sent %v", c.kinds)
 	}
 }
