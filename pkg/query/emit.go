@@ -78,6 +78,7 @@ type emitter struct {
 	partsOne   [1]piece
 	pendingOne [1]run
 	cols       []arrow.Array
+	colsFew    [8]arrow.Array // cols' storage for answers of up to 8 columns
 }
 
 // init readies e (the zero emitter or one that streamed before) to stream
@@ -93,8 +94,13 @@ func (e *emitter) init(ctx context.Context, p *Plan, mem memory.Allocator, budge
 	if err != nil {
 		return err
 	}
-	*e = emitter{ctx: ctx, p: p, mem: mem, budget: max(budget, 1), write: write, fullIDs: ids, fullAttrs: vals, left: p.rows, cols: e.cols[:0]}
+	*e = emitter{ctx: ctx, p: p, mem: mem, budget: max(budget, 1), write: write, fullIDs: ids, fullAttrs: vals, left: p.rows}
 	e.parts, e.pending = e.partsOne[:0], e.pendingOne[:0]
+	if n := 2 + len(p.cols); n <= len(e.colsFew) {
+		e.cols = e.colsFew[:0]
+	} else {
+		e.cols = make([]arrow.Array, 0, n)
+	}
 	e.rowBytes = 4 + 4 + 1 // series code, period, validity bits (rounded up)
 	for _, c := range p.cols {
 		e.rowBytes += int64(c.Width)
