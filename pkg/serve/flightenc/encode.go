@@ -256,13 +256,17 @@ func (w *Writer) pad() {
 }
 
 // appendBitmap appends length bits of bm from bit offset off.
-func (w *Writer) appendBitmap(bm []byte, off, length int) {
+func (w *Writer) appendBitmap(bm []byte, off, length int) error {
+	if length > 0 && len(bm)*8 < off+length {
+		return fmt.Errorf("bitmap of %d bytes for %d bits from %d", len(bm), length, off)
+	}
 	if off%8 == 0 {
 		w.appendBytes(bm[off/8 : off/8+int(bitutil.BytesForBits(int64(length)))])
-		return
+		return nil
 	}
 	dst := w.grow(int(bitutil.BytesForBits(int64(length))))
 	bitutil.CopyBitmap(bm, off, length, dst, 0)
+	return nil
 }
 
 // appendArray appends one flat array's field node and buffers.
@@ -276,8 +280,8 @@ func (w *Writer) appendArray(d arrow.ArrayData) error {
 			return fmt.Errorf("%d nulls without a validity bitmap", nulls)
 		}
 		w.buffers = append(w.buffers, bufferSpan{int64(len(w.body)), 0})
-	} else {
-		w.appendBitmap(bufs[0].Bytes(), off, n)
+	} else if err := w.appendBitmap(bufs[0].Bytes(), off, n); err != nil {
+		return fmt.Errorf("validity: %w", err)
 	}
 	dt := d.DataType()
 	if dd, ok := dt.(*arrow.DictionaryType); ok {
@@ -288,8 +292,7 @@ func (w *Writer) appendArray(d arrow.ArrayData) error {
 	}
 	switch dt.ID() {
 	case arrow.BOOL:
-		w.appendBitmap(bufferBytes(bufs[1]), off, n)
-		return nil
+		return w.appendBitmap(bufferBytes(bufs[1]), off, n)
 	case arrow.STRING, arrow.BINARY:
 		return appendVarWidth[int32](w, bufs, off, n)
 	case arrow.LARGE_STRING, arrow.LARGE_BINARY:

@@ -479,3 +479,25 @@ func TestWriteOtherSchema(t *testing.T) {
 		t.Errorf("sent %v", c.kinds)
 	}
 }
+
+// TestWriteMalformed: an array whose buffers are shorter than its length
+// says is an error naming the column, not a panic.
+func TestWriteMalformed(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "value", Type: arrow.PrimitiveTypes.Float64, Nullable: true}}, nil)
+	values := memory.NewBufferBytes(make([]byte, 10*8))
+	validity := memory.NewBufferBytes([]byte{0xFE}) // 8 bits for 10 rows
+	d := array.NewData(arrow.PrimitiveTypes.Float64, 10, []*memory.Buffer{validity, values}, nil, 1, 0)
+	col := array.MakeFromData(d)
+	d.Release()
+	defer col.Release()
+	rec := array.NewRecordBatch(schema, []arrow.Array{col}, 10)
+	defer rec.Release()
+	var w Writer
+	if err := w.Reset(&collector{}, schema); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Write(rec)
+	if err == nil || !strings.Contains(err.Error(), `"value"`) || !strings.Contains(err.Error(), "bitmap") {
+		t.Fatalf("Write: %v, want an error naming the column and its bitmap", err)
+	}
+}
