@@ -260,8 +260,7 @@ func (e *emitter) record(runs []run, n int64) (arrow.RecordBatch, error) {
 		}
 	}
 	e.growDictionaries(int(maxK) + 1)
-	indices := fixedArray(arrow.PrimitiveTypes.Int32, int(n), buf)
-	defer indices.Release()
+	defer buf.Release() // each dictionary column holds its own reference
 
 	// the batch keeps its own copy of the column list
 	cols := e.cols[:0]
@@ -272,7 +271,7 @@ func (e *emitter) record(runs []run, n int64) (arrow.RecordBatch, error) {
 		}
 		e.cols = cols[:0]
 	}()
-	cols = append(cols, array.NewDictionaryArray(SeriesIDType, indices, e.curIDs))
+	cols = append(cols, dictColumn(SeriesIDType, n, buf, e.curIDs))
 	dataCol := func(pos int) (arrow.Array, error) {
 		if len(runs) == 1 {
 			r := runs[0]
@@ -296,7 +295,7 @@ func (e *emitter) record(runs []run, n int64) (arrow.RecordBatch, error) {
 	ai := 0
 	for _, c := range e.p.cols {
 		if c.Attr {
-			cols = append(cols, array.NewDictionaryArray(c.Field.Type, indices, e.curAttrs[ai]))
+			cols = append(cols, dictColumn(c.Field.Type, n, buf, e.curAttrs[ai]))
 			ai++
 			continue
 		}
@@ -443,8 +442,9 @@ func (e *emitter) runIndex() error {
 func (e *emitter) indexRecord(codes, ks []int32) (arrow.RecordBatch, error) {
 	n := len(codes)
 	e.growDictionaries(int(ks[n-1]) + 1)
-	indices := int32Array(e.mem, ks)
-	defer indices.Release()
+	kbuf, kcodes := allocFixed[int32](e.mem, n)
+	copy(kcodes, ks)
+	defer kbuf.Release() // each dictionary column holds its own reference
 
 	pbuf, periods := allocFixed[arrow.Date32](e.mem, n)
 	for i, c := range codes {
@@ -459,11 +459,11 @@ func (e *emitter) indexRecord(codes, ks []int32) (arrow.RecordBatch, error) {
 			c.Release()
 		}
 	}()
-	cols = append(cols, array.NewDictionaryArray(SeriesIDType, indices, e.curIDs), pcol)
+	cols = append(cols, dictColumn(SeriesIDType, int64(n), kbuf, e.curIDs), pcol)
 	ai := 0
 	for _, c := range e.p.cols {
 		if c.Attr {
-			cols = append(cols, array.NewDictionaryArray(c.Field.Type, indices, e.curAttrs[ai]))
+			cols = append(cols, dictColumn(c.Field.Type, int64(n), kbuf, e.curAttrs[ai]))
 			ai++
 			continue
 		}
