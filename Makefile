@@ -187,6 +187,13 @@ bench-python: build venv-bench
 bench-shard-split: build
 	flock /tmp/servingsnap-bench.lock python3 bench/shard_split.py --bin $(BIN)/snapbuild --lake $(OUT)/shard-split-lake --out bench/results
 
+# The read floor (bench/README.md, "Caveats"): one-series p50/p99 of snapserve against a server
+# sending the same answers pre-encoded (bench/readfloor), same root and tickets, 100k series.
+# Results: bench/results/DATE-read-floor.txt.
+.PHONY: bench-read-floor
+bench-read-floor: build venv-bench
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/readfloor.py --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
 bench-build: build venv-bench
 	$(GO) test -run '^$$' -bench BenchmarkBuild -benchtime 3x ./pkg/sortwrite

@@ -40,3 +40,12 @@ func int32Array(mem memory.Allocator, vals []int32) arrow.Array {
 	copy(out, vals)
 	return fixedArray(arrow.PrimitiveTypes.Int32, len(vals), buf)
 }
+
+// dictColumn is a dictionary array of type dt over dict whose n codes are
+// buf's (a no-null int32 buffer, retained by the array): the codes are
+// not wrapped in an array of their own first.
+func dictColumn(dt arrow.DataType, n int64, buf *memory.Buffer, dict arrow.Array) arrow.Array {
+	d := array.NewDataWithDictionary(dt, int(n), []*memory.Buffer{nil, buf}, 0, 0, dict.Data().(*array.Data))
+	defer d.Release()
+	return array.MakeFromData(d)
+}

@@ -72,9 +72,18 @@ type emitter struct {
 
 	rows    int64
 	batches int
+
+	// storage of parts and pending for an answer of one run, and the
+	// columns of the batch being assembled
+	partsOne   [1]piece
+	pendingOne [1]run
+	cols       []arrow.Array
+	colsFew    [8]arrow.Array // cols' storage for answers of up to 8 columns
 }
 
-func newEmitter(ctx context.Context, p *Plan, mem memory.Allocator, budget int64, write func(arrow.RecordBatch) error) (*emitter, error) {
+// init readies e (the zero emitter or one that streamed before) to stream
+// p's answer.
+func (e *emitter) init(ctx context.Context, p *Plan, mem memory.Allocator, budget int64, write func(arrow.RecordBatch) error) error {
 	var attrs []int
 	for _, c := range p.cols {
 		if c.Attr {
@@ -83,14 +92,20 @@ func newEmitter(ctx context.Context, p *Plan, mem memory.Allocator, budget int64
 	}
 	ids, vals, err := p.r.Dictionaries(ctx, p.sel, attrs, mem)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	e := &emitter{ctx: ctx, p: p, mem: mem, budget: max(budget, 1), write: write, fullIDs: ids, fullAttrs: vals, left: p.rows}
+	*e = emitter{ctx: ctx, p: p, mem: mem, budget: max(budget, 1), write: write, fullIDs: ids, fullAttrs: vals, left: p.rows}
+	e.parts, e.pending = e.partsOne[:0], e.pendingOne[:0]
+	if n := 2 + len(p.cols); n <= len(e.colsFew) {
+		e.cols = e.colsFew[:0]
+	} else {
+		e.cols = make([]arrow.Array, 0, n)
+	}
 	e.rowBytes = 4 + 4 + 1 // series code, period, validity bits (rounded up)
 	for _, c := range p.cols {
 		e.rowBytes += int64(c.Width)
 	}
-	return e, nil
+	return nil
 }
 
 func (e *emitter) release() {
@@ -245,16 +260,18 @@ func (e *emitter) record(runs []run, n int64) (arrow.RecordBatch, error) {
 		}
 	}
 	e.growDictionaries(int(maxK) + 1)
-	indices := fixedArray(arrow.PrimitiveTypes.Int32, int(n), buf)
-	defer indices.Release()
+	defer buf.Release() // each dictionary column holds its own reference
 
-	cols := make([]arrow.Array, 0, 2+len(e.p.cols))
+	// the batch keeps its own copy of the column list
+	cols := e.cols[:0]
 	defer func() {
-		for _, c := range cols {
+		for i, c := range cols {
 			c.Release()
+			cols[i] = nil
 		}
+		e.cols = cols[:0]
 	}()
-	cols = append(cols, array.NewDictionaryArray(SeriesIDType, indices, e.curIDs))
+	cols = append(cols, dictColumn(SeriesIDType, n, buf, e.curIDs))
 	dataCol := func(pos int) (arrow.Array, error) {
 		if len(runs) == 1 {
 			r := runs[0]
@@ -278,7 +295,7 @@ func (e *emitter) record(runs []run, n int64) (arrow.RecordBatch, error) {
 	ai := 0
 	for _, c := range e.p.cols {
 		if c.Attr {
-			cols = append(cols, array.NewDictionaryArray(c.Field.Type, indices, e.curAttrs[ai]))
+			cols = append(cols, dictColumn(c.Field.Type, n, buf, e.curAttrs[ai]))
 			ai++
 			continue
 		}
@@ -425,8 +442,9 @@ func (e *emitter) runIndex() error {
 func (e *emitter) indexRecord(codes, ks []int32) (arrow.RecordBatch, error) {
 	n := len(codes)
 	e.growDictionaries(int(ks[n-1]) + 1)
-	indices := int32Array(e.mem, ks)
-	defer indices.Release()
+	kbuf, kcodes := allocFixed[int32](e.mem, n)
+	copy(kcodes, ks)
+	defer kbuf.Release() // each dictionary column holds its own reference
 
 	pbuf, periods := allocFixed[arrow.Date32](e.mem, n)
 	for i, c := range codes {
@@ -441,11 +459,11 @@ func (e *emitter) indexRecord(codes, ks []int32) (arrow.RecordBatch, error) {
 			c.Release()
 		}
 	}()
-	cols = append(cols, array.NewDictionaryArray(SeriesIDType, indices, e.curIDs), pcol)
+	cols = append(cols, dictColumn(SeriesIDType, int64(n), kbuf, e.curIDs), pcol)
 	ai := 0
 	for _, c := range e.p.cols {
 		if c.Attr {
-			cols = append(cols, array.NewDictionaryArray(c.Field.Type, indices, e.curAttrs[ai]))
+			cols = append(cols, dictColumn(c.Field.Type, int64(n), kbuf, e.curAttrs[ai]))
 			ai++
 			continue
 		}

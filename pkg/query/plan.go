@@ -36,6 +36,8 @@ type Plan struct {
 	located bool     // pieces holds every piece
 	one     [1]piece // pieces' storage for a single series
 	buf     []Piece  // scratch for Reader.Rows
+	bufOne  [1]Piece // buf's storage while a series has one piece
+	em      emitter  // Stream's, kept here so a stream allocates no emitter
 }
 
 // piece is rows of one series: k is the series' position in the
@@ -56,6 +58,7 @@ func NewPlan(r Reader, req *Request, lim Limits) (*Plan, error) {
 		return nil, Errorf(ErrInvalid, "period range starts after it ends")
 	}
 	p := &Plan{r: r, req: *req}
+	p.buf = p.bufOne[:0]
 	var err error
 	if p.cols, p.schema, err = r.Shape().columns(req); err != nil {
 		return nil, err
@@ -186,7 +189,8 @@ type Stats struct {
 // batches. Every buffer it allocates comes from mem and is released before
 // it returns; a batch passed to write is valid only during the call.
 func (p *Plan) Stream(ctx context.Context, mem memory.Allocator, budget int64, write func(arrow.RecordBatch) error) (Stats, error) {
-	e, err := newEmitter(ctx, p, mem, budget, write)
+	e := &p.em
+	err := e.init(ctx, p, mem, budget, write)
 	if err != nil {
 		return Stats{}, err
 	}

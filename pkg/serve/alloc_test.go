@@ -160,3 +160,42 @@ func TestListFlightsTicketStreamsEveryRow(t *testing.T) {
 		t.Fatalf("%d rows of %d series, want %d of %d", n, distinct, series*rows, series)
 	}
 }
+
+// maxOneSeriesAllocs bounds the heap allocations of the server side of a
+// one-series DoGet (ticket, plan, batch, IPC encoding; issue 41's goal).
+const maxOneSeriesAllocs = 50
+
+// TestDoGetOneSeriesAllocs: a one-series DoGet of a flat answer allocates
+// at most maxOneSeriesAllocs objects, sends its three messages (schema,
+// dictionary, batch), and returns every buffer to the service's checked
+// allocator.
+func TestDoGetOneSeriesAllocs(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	svc, err := Open(testsnap.Uniform(t, 1000, 150), Options{Limits: DefaultLimits, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	v := acquireView(svc.datasets["B"])
+	tickets := make([]*flight.Ticket, 64)
+	for i := range tickets {
+		tickets[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + v.Snapshot().Index().SeriesID(i*7) + `"]}`)}
+	}
+	v.Release()
+	st := &discardStream{ctx: context.Background()}
+	i := 0
+	allocs := testing.AllocsPerRun(500, func() {
+		if err := svc.DoGet(tickets[i%len(tickets)], st); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	t.Logf("%.1f allocations a DoGet", allocs)
+	if allocs > maxOneSeriesAllocs {
+		t.Errorf("one-series DoGet: %.1f allocations, want at most %d", allocs, maxOneSeriesAllocs)
+	}
+	if st.msgs != 3*i {
+		t.Errorf("%d messages for %d DoGets, want 3 each", st.msgs, i)
+	}
+	mem.AssertSize(t, 0)
+}

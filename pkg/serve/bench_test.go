@@ -15,6 +15,7 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -35,6 +36,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
@@ -216,10 +218,12 @@ func percentiles(b *testing.B, lat []time.Duration) {
 // client on loopback, sequentially; reports latency percentiles. The
 // server runs in this process ("in-process") or, as in production, in a
 // process of its own ("subprocess": this test binary re-executed as a
-// server).
+// server). "floor" is the read floor in this process: a bare Flight
+// server sending the same answers, encoded before the benchmark starts,
+// so in-process ÷ floor is what the server's work adds to gRPC's.
 func BenchmarkDoGet150(b *testing.B) {
 	r := benchRoot(b, 100_000, 150)
-	for _, where := range []string{"in-process", "subprocess"} {
+	for _, where := range []string{"in-process", "subprocess", "floor"} {
 		b.Run(where, func(b *testing.B) {
 			c := benchClient(b, r, where)
 			ids := testlake.UniformIDs(100_000)
@@ -233,12 +237,84 @@ func BenchmarkDoGet150(b *testing.B) {
 	}
 }
 
-// benchClient connects to a server on root, in this process or another.
+// benchClient connects to a server on root, in this process or another,
+// or to the read floor of root's dataset B.
 func benchClient(b *testing.B, root, where string) flight.Client {
-	if where == "subprocess" {
+	switch where {
+	case "subprocess":
 		return dialAddr(b, startHelper(b, root))
+	case "floor":
+		return dialAddr(b, startFloor(b, root))
 	}
 	return dial(b, startServer(b, Config{Root: root}))
+}
+
+// startFloor runs, in this process, a Flight server with the Server's gRPC
+// options and no middleware, whose DoGet sends the messages the Service
+// sent for the same one-series ticket of dataset B, recorded before it
+// starts; it returns its address.
+func startFloor(b *testing.B, root string) string {
+	b.Helper()
+	svc, err := Open(root, Options{Limits: DefaultLimits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := acquireView(svc.datasets["B"])
+	ids := benchIDs(b, v)
+	v.Release()
+	answers := make(map[string][]*flight.FlightData, len(ids))
+	for _, id := range ids {
+		tk := `{"dataset":"B","series":["` + id + `"]}`
+		st := &recordStream{ctx: context.Background()}
+		if err := svc.DoGet(&flight.Ticket{Ticket: []byte(tk)}, st); err != nil {
+			b.Fatal(err)
+		}
+		answers[tk] = st.msgs
+	}
+	svc.Close()
+	srv := flight.NewServerWithMiddleware(nil,
+		grpc.MaxSendMsgSize(sendMsgBytes),
+		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
+	)
+	if err := srv.Init("127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	srv.RegisterFlightService(&floorService{answers: answers})
+	go srv.Serve()
+	b.Cleanup(srv.Shutdown)
+	return srv.Addr().String()
+}
+
+// floorService answers from recorded messages.
+type floorService struct {
+	flight.BaseFlightServer
+	answers map[string][]*flight.FlightData
+}
+
+func (f *floorService) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	msgs, ok := f.answers[string(t.GetTicket())]
+	if !ok {
+		return fmt.Errorf("no recorded answer for ticket %q", t.GetTicket())
+	}
+	for _, m := range msgs {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordStream is a DoGet stream keeping copies of what is sent.
+type recordStream struct {
+	flight.FlightService_DoGetServer // nil: only Context and Send are called
+	ctx                              context.Context
+	msgs                             []*flight.FlightData
+}
+
+func (r *recordStream) Context() context.Context { return r.ctx }
+func (r *recordStream) Send(d *flight.FlightData) error {
+	r.msgs = append(r.msgs, &flight.FlightData{DataHeader: bytes.Clone(d.DataHeader), DataBody: bytes.Clone(d.DataBody)})
+	return nil
 }
 
 // BenchmarkDoGetConcurrent: 4 clients (own connections) issuing 150-row

@@ -147,11 +147,11 @@ type flowPool struct {
 	mu    sync.Mutex
 	used  int64
 	hosts map[string]int64 // bytes held, by host; no zero entries
-	freed chan struct{}    // closed (and replaced) when bytes are given back
+	freed chan struct{}    // made by the first waiter; closed (and cleared) when bytes are given back
 }
 
 func newFlowPool(name string, size int64) *flowPool {
-	return &flowPool{name: name, size: size, share: max(size/hostShare, 1), hosts: map[string]int64{}, freed: make(chan struct{})}
+	return &flowPool{name: name, size: size, share: max(size/hostShare, 1), hosts: map[string]int64{}}
 }
 
 // acquire takes n bytes (at most share) for host, waiting until they fit
@@ -170,6 +170,9 @@ func (p *flowPool) acquire(ctx context.Context, timeout time.Duration, host stri
 			p.hosts[host] += n
 			p.mu.Unlock()
 			return false, nil
+		}
+		if p.freed == nil {
+			p.freed = make(chan struct{})
 		}
 		freed := p.freed
 		p.mu.Unlock()
@@ -197,8 +200,10 @@ func (p *flowPool) release(host string, n int64) {
 	if p.hosts[host] -= n; p.hosts[host] <= 0 {
 		delete(p.hosts, host)
 	}
-	close(p.freed)
-	p.freed = make(chan struct{})
+	if p.freed != nil { // someone waits
+		close(p.freed)
+		p.freed = nil
+	}
 	p.mu.Unlock()
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/serve/flightenc"
 	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/wal"
@@ -536,19 +537,60 @@ func (s *Service) describe(ctx context.Context, desc *flight.FlightDescriptor) (
 }
 
 // countingStream counts what a DoGet sends, and tells the flow watchdog
-// when a Send is in progress (flow.go). It is also the IPC writer's
-// payload writer: each message goes out as one FlightData whose body is
-// assembled in a buffer kept, with the stream, in a pool across requests
-// (gRPC has serialised a message when Send returns).
+// when a Send is in progress (flow.go). It also encodes the answer's IPC
+// messages, each sent as one FlightData: flat schemas (every answer of a
+// snapshot's columns) through its flightenc.Writer, whose builder and body
+// buffer are kept with the stream in a pool across requests; any other
+// schema through arrow-go's ipc.Writer, with the stream as its payload
+// writer and the body assembled in the pooled buffer (gRPC has serialised
+// a message when Send returns).
 type countingStream struct {
 	flight.FlightService_DoGetServer
 	bytes int64
 	flow  *streamFlow
 	fd    flight.FlightData
 	body  bytes.Buffer
+	enc   flightenc.Writer
+	w     recordWriter // the stream's writer: &enc or an ipc.Writer
+	// write is w.Write, made once per pooled stream (a method value of
+	// an interface allocates each time it is taken).
+	write func(arrow.RecordBatch) error
+	stop  stopContext // the context the read layer polls, passed by address
 }
 
-var countingStreams = sync.Pool{New: func() any { return new(countingStream) }}
+// recordWriter is what streams an answer's batches: a flightenc.Writer or
+// an ipc.Writer.
+type recordWriter interface {
+	Write(arrow.RecordBatch) error
+	Close() error
+}
+
+// writer returns the stream's IPC writer for schema.
+func (c *countingStream) writer(schema *arrow.Schema, mem memory.Allocator) (recordWriter, error) {
+	if flightenc.Flat(schema) {
+		if err := c.enc.Reset(c, schema); err != nil {
+			return nil, err
+		}
+		c.w = &c.enc
+		return c.w, nil
+	}
+	c.w = ipc.NewWriterWithPayloadWriter(c, ipc.WithSchema(schema), ipc.WithAllocator(mem), ipc.WithDictionaryDeltas(true))
+	return c.w, nil
+}
+
+// SendMessage sends one encoded IPC message (flightenc.Sink).
+func (c *countingStream) SendMessage(header, body []byte) error {
+	c.fd.DataHeader, c.fd.DataBody = header, body
+	err := c.Send(&c.fd)
+	c.fd.DataHeader, c.fd.DataBody = nil, nil
+	return err
+}
+
+var countingStreams = sync.Pool{New: func() any {
+	c := new(countingStream)
+	c.write = func(rec arrow.RecordBatch) error { return c.w.Write(rec) }
+	return c
+}}
 
 // maxPooledBody is the largest body buffer put back in the pool: a large
 // answer's buffer is left to the GC rather than held by an idle stream.
@@ -562,7 +604,7 @@ func newCountingStream(stream flight.FlightService_DoGetServer, fl *streamFlow) 
 
 // free puts c back in the pool; c is not used afterwards.
 func (c *countingStream) free() {
-	c.FlightService_DoGetServer, c.flow = nil, nil
+	c.FlightService_DoGetServer, c.flow, c.w, c.stop = nil, nil, nil, stopContext{}
 	c.fd = flight.FlightData{}
 	if c.body.Cap() > maxPooledBody {
 		c.body = bytes.Buffer{}
@@ -649,13 +691,16 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 	// The stream ends early when the client goes away, the shutdown
 	// deadline passes or its lease expires: the read layer polls all three
 	// through one context.
-	ctx := stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
 	cs := newCountingStream(stream, fl)
 	defer cs.free()
-	w := ipc.NewWriterWithPayloadWriter(cs, ipc.WithSchema(p.Schema()), ipc.WithAllocator(s.mem), ipc.WithDictionaryDeltas(true))
-	st, err := p.Stream(ctx, s.mem, budget, w.Write)
-	if err != nil && ctx.Err() != nil {
-		err = contextError(ctx)
+	cs.stop = stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
+	w, err := cs.writer(p.Schema(), s.mem)
+	if err != nil {
+		return err
+	}
+	st, err := p.Stream(&cs.stop, s.mem, budget, cs.write)
+	if err != nil && cs.stop.Err() != nil {
+		err = contextError(cs.stop)
 	}
 	if cerr := w.Close(); err == nil {
 		err = cerr
@@ -667,8 +712,10 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 		s.noteReadError(v.Dataset(), v.ID(), err)
 		return err
 	}
-	s.log.Debug("doget", "dataset", v.Dataset(), "snapshot_id", v.ID(), "series", p.Series(),
-		"rows", st.Rows, "batches", st.Batches, "bytes", cs.bytes)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) { // its arguments cost allocations
+		s.log.Debug("doget", "dataset", v.Dataset(), "snapshot_id", v.ID(), "series", p.Series(),
+			"rows", st.Rows, "batches", st.Batches, "bytes", cs.bytes)
+	}
 	return nil
 }
 

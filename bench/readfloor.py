@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""The read floor: servingsnap's one-series latency against a server that sends pre-encoded bytes.
+
+bench/readfloor (Go) answers each one-series ticket {"dataset":D,"series":[ID]} of a serving root
+with the messages servingsnap's own DoGet produced for it, encoded before it listens: its latency
+is gRPC, loopback and the client alone, the physical limit of the path. This script starts
+snapserve and the floor on the same root in turn (warm page cache, warm-up queries first), sends
+both the same one-series tickets with the benchmark's client (bench/snapbench/client.py) and
+reports p50 and p99 of each and ours / floor.
+
+    .venv/bin/python bench/readfloor.py [--series 100000] [--runs 3] [--queries 4000]
+        [--bin bin/snapbuild] [--work bench/work] [--out bench/results]
+
+Results: OUT/DATE-read-floor.txt (one line per run and server, then the medians and the ratios).
+"""
+import argparse
+import datetime
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import numpy as np  # noqa: E402
+
+from snapbench import client, lakes, procs  # noqa: E402
+
+DATASET = "bench"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--series", type=int, default=100000, help="series of the generated lake")
+    ap.add_argument("--runs", type=int, default=3, help="repetitions (each: ours, then the floor, order alternating)")
+    ap.add_argument("--queries", type=int, default=4000, help="one-series queries per server and repetition")
+    ap.add_argument("--warmup", type=int, default=200, help="warm-up queries before each measurement")
+    ap.add_argument("--bin", default=str(REPO / "bin" / "snapbuild"), help="the snapbuild binary (snapserve beside it)")
+    ap.add_argument("--work", default=str(HERE / "work"), help="scratch directory; lakes are cached in WORK/lakes")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--go", default=os.environ.get("GO", "go"))
+    ap.add_argument("--timeout", type=float, default=600)
+    a = ap.parse_args()
+    procs.install_signal_handlers()
+    work = pathlib.Path(a.work).resolve()
+    logs = work / "logs-readfloor"
+    logs.mkdir(parents=True, exist_ok=True)
+    floor_bin = work / "bin" / "readfloor"
+    floor_bin.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([a.go, "build", "-o", str(floor_bin), "./bench/readfloor"], cwd=REPO, check=True)
+
+    lake = lakes.cached_lake(a.bin, work, a.series)
+    root = work / f"root-readfloor-s{a.series}"
+    lakes.build_root(a.bin, lake, root, DATASET)
+    files, _ = lakes.snapshot_files(root / DATASET)
+    ids, years, _ = lakes.index_summary(files["index"])
+    snap_files = [str(p) for p in files.values()]
+
+    servers = [
+        client.Server("ours", "servingsnap (snapserve)",
+                      lambda port: client.servingsnap_cmd(a.bin) + ["--root", str(root), "--addr", f"127.0.0.1:{port}"],
+                      snap_files),
+        client.Server("floor", "read floor (pre-encoded bytes)",
+                      lambda port: [str(floor_bin), "--root", str(root), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
+                      snap_files),
+    ]
+    first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
+    lines, res = [], {s.key: {"p50": [], "p99": []} for s in servers}
+    load0 = os.getloadavg()
+    for rep in range(a.runs):
+        tickets = client.make_tickets(DATASET, ids, years, {"one": a.queries, "range": 0, "batch100": 0, "latest1000": 0},
+                                      seed=1000 + rep)["one"]
+        warm = client.make_tickets(DATASET, ids, years, {"one": a.warmup, "range": 0, "batch100": 0, "latest1000": 0},
+                                   seed=2000 + rep)["one"]
+        order = servers if rep % 2 == 0 else servers[::-1]
+        for s in order:
+            procs.warm(s.files)
+            port = procs.free_port()
+            p, secs, _ = client.start(s, port, first, logs / f"{s.key}-rep{rep + 1}.log", a.timeout)
+            try:
+                loc = f"grpc+tcp://127.0.0.1:{port}"
+                client.latencies(loc, warm, 60)
+                lat, rows = client.latencies(loc, tickets, 120)
+            finally:
+                procs.stop(p)
+            p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
+            res[s.key]["p50"].append(p50)
+            res[s.key]["p99"].append(p99)
+            line = f"rep {rep + 1} {s.key:5s}: {len(lat)} queries, {rows} rows, p50 {p50:.1f} µs, p99 {p99:.1f} µs (start-up {secs:.2f} s)"
+            print(line, flush=True)
+            lines.append(line)
+    med = {k: {q: float(np.median(v[q])) for q in ("p50", "p99")} for k, v in res.items()}
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{datetime.date.today().isoformat()}-read-floor.txt"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    with open(path, "w") as f:
+        f.write(f"# bench/readfloor.py: one-series DoGet latency, servingsnap against the read floor\n")
+        f.write(f"# (bench/readfloor: the same answers pre-encoded, sent from a map). {a.series:,} series,\n")
+        f.write(f"# {a.runs} repetitions of {a.queries} queries each after {a.warmup} warm-up queries, warm page cache,\n")
+        f.write(f"# pyarrow.flight client on loopback, commit {commit}, {os.cpu_count()} cores,\n")
+        f.write(f"# load average {' '.join(f'{x:.2f}' for x in load0)} at the start, "
+                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end.\n")
+        for line in lines:
+            f.write(line + "\n")
+        f.write("\nmedians (µs)      p50      p99\n")
+        for k in res:
+            f.write(f"  {k:10s} {med[k]['p50']:8.1f} {med[k]['p99']:8.1f}\n")
+        f.write(f"  ours/floor {med['ours']['p50'] / med['floor']['p50']:8.2f} {med['ours']['p99'] / med['floor']['p99']:8.2f}\n")
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    main()
+    print(f"{time.perf_counter() - t0:.0f} s")
