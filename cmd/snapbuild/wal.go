@@ -14,8 +14,8 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/cliutil"
 	"github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -136,7 +136,7 @@ func dumpAction(c *cli.Context, ds string) error {
 
 // logTarget is what the wal commands read: the dataset's log directory,
 // its write schema (from the snapshot CURRENT names) and checkpoint.
-func logTarget(ds string) (dir string, s *delta.Schema, folded wal.Position, err error) {
+func logTarget(ds string) (dir string, s *livedelta.Schema, folded wal.Position, err error) {
 	d, err := dataset.Open(ds)
 	if err != nil {
 		return "", nil, wal.Position{}, err
@@ -151,7 +151,7 @@ func logTarget(ds string) (dir string, s *delta.Schema, folded wal.Position, err
 	}
 	defer snap.Close()
 	fields, _ := snap.Index().Attributes()
-	if s, err = delta.NewSchema(snap.Schema(), fields); err != nil {
+	if s, err = livedelta.NewSchema(snap.Schema(), fields); err != nil {
 		return "", nil, wal.Position{}, err
 	}
 	cp, err := d.WALCheckpoint()

@@ -16,7 +16,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -31,7 +31,7 @@ func logWrites(t *testing.T, ds string, writes ...[]string) []wal.Position {
 		t.Fatal(err)
 	}
 	fields, _ := snap.Index().Attributes()
-	s, err := delta.NewSchema(snap.Schema(), fields)
+	s, err := livedelta.NewSchema(snap.Schema(), fields)
 	snap.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func logWrites(t *testing.T, ds string, writes ...[]string) []wal.Position {
 					b.Field(i).(*array.StringBuilder).Append(id)
 				case i == 1:
 					b.Field(i).(*array.Date32Builder).Append(arrow.Date32(20000))
-				case f.Name == delta.ColGiven:
+				case f.Name == livedelta.ColGiven:
 					b.Field(i).(*array.BooleanBuilder).Append(false)
 				default:
 					b.Field(i).AppendNull()

@@ -44,7 +44,7 @@ var layers = []struct {
 	{"snapshot writer", []string{"pkg/snapwrite"}},
 	// An open snapshot and the live delta are the two things a view
 	// merges; neither knows the other.
-	{"snapshot and delta", []string{"pkg/snapshot", "pkg/delta"}},
+	{"snapshot and delta", []string{"pkg/snapshot", "pkg/livedelta"}},
 	{"query", []string{"pkg/query/..."}},
 	// sqlq parses Flight SQL's restricted grammar into query.Requests:
 	// above the read layer, below the transport that receives the text.

@@ -21,7 +21,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/compact"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
@@ -92,9 +92,9 @@ func BenchmarkCompactMemory(b *testing.B) {
 
 // memoryDelta is 100k rows over base: 33k revisions, 33k appends and 33k
 // rows of series the base lacks.
-func memoryDelta(b *testing.B, s *snapshot.Snapshot, base *query.SnapshotReader, series int) *delta.State {
+func memoryDelta(b *testing.B, s *snapshot.Snapshot, base *query.SnapshotReader, series int) *livedelta.State {
 	fields, _ := s.Index().Attributes()
-	sc, err := delta.NewSchema(s.Schema(), fields)
+	sc, err := livedelta.NewSchema(s.Schema(), fields)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func memoryDelta(b *testing.B, s *snapshot.Snapshot, base *query.SnapshotReader,
 		fresh[i] = "T." + strconv.Itoa(1_000_000+i)
 	}
 	mem := memory.NewGoAllocator()
-	st := delta.Empty(sc)
+	st := livedelta.Empty(sc)
 	for k, w := range []struct {
 		ids    []string
 		revise bool
@@ -124,7 +124,7 @@ func memoryDelta(b *testing.B, s *snapshot.Snapshot, base *query.SnapshotReader,
 			rec.Release()
 			rec = with
 		}
-		norm, err := delta.Normalize(context.Background(), mem, sc, rec, k, base)
+		norm, err := livedelta.Normalize(context.Background(), mem, sc, rec, k, base)
 		rec.Release()
 		if err != nil {
 			b.Fatal(err)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
@@ -32,8 +32,8 @@ var ErrNothing = errors.New("no live writes to compact")
 // baseOnly is a live.Target for a dataset no server serves.
 type baseOnly struct{ r *query.SnapshotReader }
 
-func (b baseOnly) Base() delta.Base     { return b.r }
-func (b baseOnly) Publish(*delta.State) {}
+func (b baseOnly) Base() livedelta.Base     { return b.r }
+func (b baseOnly) Publish(*livedelta.State) {}
 
 // Offline compacts the dataset in dir while no server runs on it: replay
 // the WAL records after what CURRENT folded in, publish base + delta as the
@@ -51,7 +51,7 @@ func Offline(ctx context.Context, dir string, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	fields, _ := s.Index().Attributes()
-	sc, err := delta.NewSchema(s.Schema(), fields)
+	sc, err := livedelta.NewSchema(s.Schema(), fields)
 	if err != nil {
 		return Result{}, err
 	}

@@ -29,8 +29,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/compact"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
@@ -130,7 +130,7 @@ func (s *compactScript) build(d *datadriven.Directive) string {
 type view struct {
 	snap *snapshot.Snapshot
 	r    *query.SnapshotReader
-	sc   *delta.Schema
+	sc   *livedelta.Schema
 }
 
 func (s *compactScript) open() *view {
@@ -144,7 +144,7 @@ func (s *compactScript) open() *view {
 		s.t.Fatal(err)
 	}
 	fields, _ := snap.Index().Attributes()
-	sc, err := delta.NewSchema(snap.Schema(), fields)
+	sc, err := livedelta.NewSchema(snap.Schema(), fields)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -153,8 +153,8 @@ func (s *compactScript) open() *view {
 
 type baseTarget struct{ r *query.SnapshotReader }
 
-func (b baseTarget) Base() delta.Base     { return b.r }
-func (b baseTarget) Publish(*delta.State) {}
+func (b baseTarget) Base() livedelta.Base     { return b.r }
+func (b baseTarget) Publish(*livedelta.State) {}
 
 // writer opens the dataset's write path as a server does: the log,
 // replayed from its checkpoint.
@@ -188,7 +188,7 @@ func (s *compactScript) write(d *datadriven.Directive) string {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	norm, err := delta.Normalize(context.Background(), memory.DefaultAllocator, v.sc, rec, 0, v.r)
+	norm, err := livedelta.Normalize(context.Background(), memory.DefaultAllocator, v.sc, rec, 0, v.r)
 	if err != nil {
 		return "error: " + err.Error()
 	}

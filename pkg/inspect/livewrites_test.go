@@ -9,18 +9,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/inspect/inspecttest"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
 type baseTarget struct{ r *query.SnapshotReader }
 
-func (b baseTarget) Base() delta.Base     { return b.r }
-func (b baseTarget) Publish(*delta.State) {}
+func (b baseTarget) Base() livedelta.Base     { return b.r }
+func (b baseTarget) Publish(*livedelta.State) {}
 
 // TestSummaryShowsLiveWrites: with a writer holding the WAL, the summary
 // still reads it and counts the writes pending over the snapshot.
@@ -36,7 +36,7 @@ func TestSummaryShowsLiveWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	fields, _ := s.Index().Attributes()
-	sc, err := delta.NewSchema(s.Schema(), fields)
+	sc, err := livedelta.NewSchema(s.Schema(), fields)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestSummaryShowsLiveWrites(t *testing.T) {
 	b.Field(2).(*array.Float64Builder).AppendValues([]float64{3.1, 3.2}, nil)
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	norm, err := delta.Normalize(context.Background(), memory.DefaultAllocator, sc, rec, 0, r)
+	norm, err := livedelta.Normalize(context.Background(), memory.DefaultAllocator, sc, rec, 0, r)
 	if err != nil {
 		t.Fatal(err)
 	}

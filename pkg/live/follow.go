@@ -9,7 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
@@ -27,8 +27,8 @@ type Follower struct {
 
 	mu     sync.Mutex // one poll at a time; held while Target methods run
 	tail   *wal.Tail
-	schema *delta.Schema
-	st     *delta.State
+	schema *livedelta.Schema
+	st     *livedelta.State
 	seq    uint64
 	after  uint64 // the checkpoint the State lies after
 	stats  FollowStats
@@ -47,14 +47,14 @@ type FollowStats struct {
 // OpenFollower follows the log in dir (which may not exist yet) from the
 // checkpoint after: the records after it are read and bulk-loaded over
 // t's base, the result published, and later records applied by Poll.
-func OpenFollower(ctx context.Context, dir string, s *delta.Schema, after uint64, t Target, logger *slog.Logger) (*Follower, ReplayInfo, error) {
+func OpenFollower(ctx context.Context, dir string, s *livedelta.Schema, after uint64, t Target, logger *slog.Logger) (*Follower, ReplayInfo, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	f := &Follower{dir: dir, t: t, mem: memory.DefaultAllocator, log: logger}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	info, err := f.refoldLocked(ctx, after, s, t.Base(), func(st *delta.State) error { t.Publish(st); return nil })
+	info, err := f.refoldLocked(ctx, after, s, t.Base(), func(st *livedelta.State) error { t.Publish(st); return nil })
 	if err != nil {
 		return nil, info, err
 	}
@@ -64,13 +64,13 @@ func OpenFollower(ctx context.Context, dir string, s *delta.Schema, after uint64
 // Refold rebuilds the State from the log: every record after `after` (the
 // checkpoint now), over base, with schema s; install serves it (under the
 // follower's lock; its error leaves the State as it was).
-func (f *Follower) Refold(ctx context.Context, after uint64, s *delta.Schema, base delta.Base, install func(*delta.State) error) (ReplayInfo, error) {
+func (f *Follower) Refold(ctx context.Context, after uint64, s *livedelta.Schema, base livedelta.Base, install func(*livedelta.State) error) (ReplayInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.refoldLocked(ctx, after, s, base, install)
 }
 
-func (f *Follower) refoldLocked(ctx context.Context, after uint64, s *delta.Schema, base delta.Base, install func(*delta.State) error) (ReplayInfo, error) {
+func (f *Follower) refoldLocked(ctx context.Context, after uint64, s *livedelta.Schema, base livedelta.Base, install func(*livedelta.State) error) (ReplayInfo, error) {
 	t0 := time.Now()
 	tail := wal.OpenTail(f.dir, wal.PositionFromUint64(after))
 	var payloads [][]byte
@@ -107,7 +107,7 @@ func (f *Follower) refoldLocked(ctx context.Context, after uint64, s *delta.Sche
 // Poll applies the records the writer appended since the last poll and
 // publishes the new State; it returns how many it applied. Each record is
 // appended as a run of its own, so a write is visible as soon as it is
-// read; then one merge of runs (delta.MergeCandidate) is made off the
+// read; then one merge of runs (livedelta.MergeCandidate) is made off the
 // follower's lock and installed if its runs are still there, so the runs a
 // read merges stay few without a merge ever holding a write back.
 // wal.ErrBehind means the writer deleted records the follower had not read
@@ -182,7 +182,7 @@ func (f *Follower) mergeOnce(ctx context.Context) {
 // Rebase moves the State over another base (a reload of a snapshot the
 // checkpoint and columns of which did not change) and serves it through
 // install, under the follower's lock.
-func (f *Follower) Rebase(base delta.Base, install func(*delta.State) error) error {
+func (f *Follower) Rebase(base livedelta.Base, install func(*livedelta.State) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.st.Rebase(base)
@@ -194,14 +194,14 @@ func (f *Follower) Rebase(base delta.Base, install func(*delta.State) error) err
 }
 
 // State is the follower's current delta.
-func (f *Follower) State() *delta.State {
+func (f *Follower) State() *livedelta.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st
 }
 
 // Schema is the write schema the State holds.
-func (f *Follower) Schema() *delta.Schema {
+func (f *Follower) Schema() *livedelta.Schema {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.schema

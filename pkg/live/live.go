@@ -1,5 +1,5 @@
 // Package live is the write path of a served dataset: a write is checked
-// and normalized (pkg/delta), logged durably (pkg/wal, one fsync for every
+// and normalized (pkg/livedelta), logged durably (pkg/wal, one fsync for every
 // write waiting at that moment: group commit), applied to the dataset's
 // delta State in log order, and only then acknowledged. At open it replays
 // exactly the records after the position the served snapshot folded in.
@@ -26,7 +26,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
@@ -34,9 +34,9 @@ import (
 // with the writer's lock held, in log order.
 type Target interface {
 	// Base is the snapshot the delta lies over.
-	Base() delta.Base
+	Base() livedelta.Base
 	// Publish makes st the State readers merge from now on.
-	Publish(st *delta.State)
+	Publish(st *livedelta.State)
 }
 
 // Options tune a Writer.
@@ -82,13 +82,13 @@ type ReplayInfo struct {
 // Writer is one dataset's write path.
 type Writer struct {
 	log    *wal.WAL
-	schema *delta.Schema
+	schema *livedelta.Schema
 	t      Target
 	opt    Options
 	mem    memory.Allocator
 
 	mu    sync.Mutex // orders applies; held while Target methods run
-	st    *delta.State
+	st    *livedelta.State
 	seq   uint64
 	fsync Stats // under mu
 
@@ -128,8 +128,8 @@ type Stats struct {
 type write struct {
 	payload []byte
 	norm    arrow.RecordBatch
-	prep    *delta.Prepared // nil: sorted by the applier
-	ready   chan struct{}   // nil, or closed once prep is set (PutPrepare)
+	prep    *livedelta.Prepared // nil: sorted by the applier
+	ready   chan struct{}       // nil, or closed once prep is set (PutPrepare)
 	ack     Ack
 	err     error
 	done    chan struct{}
@@ -141,7 +141,7 @@ type write struct {
 // starts the committer. A torn tail of the newest segment is cut and
 // reported in the ReplayInfo; corruption anywhere else is an error naming
 // the segment and offset, and nothing is served from a partial replay.
-func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*Writer, ReplayInfo, error) {
+func Open(dir string, s *livedelta.Schema, folded uint64, t Target, opt Options) (*Writer, ReplayInfo, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -157,7 +157,7 @@ func Open(dir string, s *delta.Schema, folded uint64, t Target, opt Options) (*W
 		}
 		return nil, ReplayInfo{}, err
 	}
-	w := &Writer{log: l, schema: s, t: t, opt: opt, mem: memory.DefaultAllocator, st: delta.Empty(s),
+	w := &Writer{log: l, schema: s, t: t, opt: opt, mem: memory.DefaultAllocator, st: livedelta.Empty(s),
 		queue: make(chan *write, 1024), logged: make(chan loggedGroup, 2), merges: make(chan struct{}, 1),
 		idle: make(chan struct{}, 1), mergeWait: mergeWaitMax, stop: make(chan struct{}), done: make(chan struct{})}
 	info := ReplayInfo{Truncated: l.Truncated()}
@@ -201,7 +201,7 @@ var payloadBufs sync.Pool
 func encode(rec arrow.RecordBatch) ([]byte, error) {
 	// the buffers, padding and the schema and batch messages: one
 	// allocation rather than a doubling series of them
-	need := int(delta.RecordBytes(rec)) + 64*int(rec.NumCols()) + 4096
+	need := int(livedelta.RecordBytes(rec)) + 64*int(rec.NumCols()) + 4096
 	var b []byte
 	if p, ok := payloadBufs.Get().(*[]byte); ok && cap(*p) >= need {
 		b = (*p)[:0]
@@ -235,11 +235,11 @@ func (w *Writer) Put(ctx context.Context, norm arrow.RecordBatch) (Ack, error) {
 }
 
 // PutPrepare is Put of a write whose sorting into a run (prepare, a
-// delta.Prepare) runs on the caller's goroutine while the committer logs
+// livedelta.Prepare) runs on the caller's goroutine while the committer logs
 // it, so the acknowledgement waits for the longer of the two rather than
 // for both; the applier waits for prepare before counting the write in.
 // If prepare fails or returns nil, the applier sorts the write itself.
-func (w *Writer) PutPrepare(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
+func (w *Writer) PutPrepare(ctx context.Context, norm arrow.RecordBatch, prepare func() (*livedelta.Prepared, error)) (Ack, error) {
 	return w.put(ctx, norm, prepare)
 }
 
@@ -263,7 +263,7 @@ func (w *Writer) leave() {
 	}
 }
 
-func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func() (*delta.Prepared, error)) (Ack, error) {
+func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func() (*livedelta.Prepared, error)) (Ack, error) {
 	if norm.NumRows() == 0 {
 		// Nothing to log or apply: a record and an fsync would change
 		// nothing a replay rebuilds. Acknowledged at the log's durable end,
@@ -332,7 +332,7 @@ func (w *Writer) put(ctx context.Context, norm arrow.RecordBatch, prepare func()
 
 // runPrepare runs prepare, a panic in it an error: the applier waits for
 // every queued write's preparation, so it must end, whatever happens.
-func runPrepare(prepare func() (*delta.Prepared, error)) (p *delta.Prepared, err error) {
+func runPrepare(prepare func() (*livedelta.Prepared, error)) (p *livedelta.Prepared, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p, err = nil, fmt.Errorf("panic: %v", r)
@@ -418,7 +418,7 @@ func (w *Writer) apply(applied chan struct{}) {
 				if wr.ready != nil {
 					<-wr.ready // its sorting, overlapping the fsync
 				}
-				var next *delta.State
+				var next *livedelta.State
 				var aerr error
 				if wr.prep != nil {
 					next, aerr = st.AppendPrepared(context.Background(), w.mem, wr.prep, w.seq, lg.pos.Uint64(), w.t.Base())
@@ -473,15 +473,15 @@ func (w *Writer) apply(applied chan struct{}) {
 // throughput.
 const (
 	mergeWaitMax     = 2 * time.Millisecond
-	mergeBacklogRuns = 4 * delta.MergeFanIn
+	mergeBacklogRuns = 4 * livedelta.MergeFanIn
 )
 
 // merge is the merger: woken after writes are applied, it merges the
-// State's candidate runs (delta.MergeFanIn at a time) without the lock, installs
+// State's candidate runs (livedelta.MergeFanIn at a time) without the lock, installs
 // each result if its runs are still there (a compaction may have frozen
 // them, a reload rebased them), and publishes once it has nothing left.
 //
-// A merge pauses about every millisecond of its work (delta.MergePaced):
+// A merge pauses about every millisecond of its work (livedelta.MergePaced):
 // while writes are in flight it waits for them, up to mergeWaitMax, then
 // yields its core. On the 2-core servers we run, a merge of the largest
 // runs otherwise held one core for tens of milliseconds, leaving every
@@ -584,11 +584,11 @@ func (w *Writer) giveWay(timer *time.Timer) {
 // HoldMerges keeps the merger from installing merges until release is
 // called (a merge under way is dropped), so the runs of the State it
 // returns stay the prefix of every State until then: writes only append.
-// A rebase onto a new base (delta.State.Rebase, DropFrozen) is then made
+// A rebase onto a new base (livedelta.State.Rebase, DropFrozen) is then made
 // from that State without the writer's lock and caught up with the
-// appended runs under it (delta.State.CatchUp), instead of made whole
+// appended runs under it (livedelta.State.CatchUp), instead of made whole
 // with every write waiting.
-func (w *Writer) HoldMerges() (st *delta.State, release func()) {
+func (w *Writer) HoldMerges() (st *livedelta.State, release func()) {
 	w.mu.Lock()
 	w.held++
 	st = w.st
@@ -610,7 +610,7 @@ func (w *Writer) HoldMerges() (st *delta.State, release func()) {
 // that what the caller counts in under the lock (done's CatchUp of the
 // State then, in Do) is only the writes of the last moment. release ends
 // the hold; call it after the Do.
-func (w *Writer) PrepareRebase(rebase func(*delta.State) *delta.State) (pre, done *delta.State, release func()) {
+func (w *Writer) PrepareRebase(rebase func(*livedelta.State) *livedelta.State) (pre, done *livedelta.State, release func()) {
 	pre, release = w.HoldMerges()
 	defer func() {
 		if done == nil {
@@ -629,7 +629,7 @@ func (w *Writer) PrepareRebase(rebase func(*delta.State) *delta.State) (pre, don
 }
 
 // State is the current delta.
-func (w *Writer) State() *delta.State {
+func (w *Writer) State() *livedelta.State {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.st
@@ -648,7 +648,7 @@ func (w *Writer) Log() *wal.WAL { return w.log }
 // Do runs fn with the writer's lock held, so no write is applied
 // meanwhile: fn gets the current State and returns the one to keep. fn
 // publishes whatever readers must see (a freeze, a new base).
-func (w *Writer) Do(fn func(st *delta.State) (*delta.State, error)) error {
+func (w *Writer) Do(fn func(st *livedelta.State) (*livedelta.State, error)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st, err := fn(w.st)
@@ -668,7 +668,7 @@ func (w *Writer) Do(fn func(st *delta.State) (*delta.State, error)) error {
 // load; install then serves the new State (it runs under the lock too,
 // and its error leaves the delta as it was). Records logged but not yet
 // applied are applied over the new State afterwards, as usual.
-func (w *Writer) Refold(ctx context.Context, after uint64, s *delta.Schema, base delta.Base, install func(*delta.State) error) (ReplayInfo, error) {
+func (w *Writer) Refold(ctx context.Context, after uint64, s *livedelta.Schema, base livedelta.Base, install func(*livedelta.State) error) (ReplayInfo, error) {
 	t0 := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()

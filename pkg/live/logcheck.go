@@ -7,7 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
@@ -61,7 +61,7 @@ func (r LogReport) OK() bool { return len(r.Problems) == 0 }
 // each record is decoded and checked (decodeRecord, the replay's own
 // checks against the dataset's write schema s) and handed to each (which
 // may be nil) in log order.
-func CheckLog(dir string, s *delta.Schema, folded wal.Position, each func(RecordInfo) error) (LogReport, error) {
+func CheckLog(dir string, s *livedelta.Schema, folded wal.Position, each func(RecordInfo) error) (LogReport, error) {
 	rep := LogReport{Checkpoint: folded.String(), Segments: []SegmentReport{}, Problems: []string{}}
 	rows := map[uint32]int64{}
 	first := map[uint32]string{}
@@ -103,7 +103,7 @@ func CheckLog(dir string, s *delta.Schema, folded wal.Position, each func(Record
 // describe decodes one record as a replay would and says what it holds;
 // a record a replay refuses gets its Problem, and what could still be
 // read of it.
-func describe(pos wal.Position, payload []byte, s *delta.Schema) RecordInfo {
+func describe(pos wal.Position, payload []byte, s *livedelta.Schema) RecordInfo {
 	ri := RecordInfo{Position: pos.String(), Segment: pos.Segment, Offset: pos.Offset, Series: []string{}}
 	rec, err := decodeRecord(payload, s)
 	if err != nil {
@@ -122,7 +122,7 @@ func describe(pos wal.Position, payload []byte, s *delta.Schema) RecordInfo {
 // Unvouched describes a payload whose checksum failed (a salvaged
 // record's, wal.Lost): what it would hold if its bytes were right, or
 // false when it does not even decode. Nothing in it is vouched for.
-func Unvouched(payload []byte, s *delta.Schema) (RecordInfo, bool) {
+func Unvouched(payload []byte, s *livedelta.Schema) (RecordInfo, bool) {
 	rec, err := decodeStructure(payload, s.Write)
 	if err != nil {
 		return RecordInfo{}, false
@@ -137,8 +137,8 @@ func Unvouched(payload []byte, s *delta.Schema) (RecordInfo, bool) {
 // record whose buffers are sound.
 func summarize(ri *RecordInfo, rec arrow.RecordBatch) {
 	ri.Rows = rec.NumRows()
-	ids, _ := rec.Column(delta.WriteColumnSeriesID).(*array.String)
-	days, _ := rec.Column(delta.WriteColumnPeriod).(*array.Date32)
+	ids, _ := rec.Column(livedelta.WriteColumnSeriesID).(*array.String)
+	days, _ := rec.Column(livedelta.WriteColumnPeriod).(*array.Date32)
 	seen := map[string]bool{}
 	var lo, hi int32
 	for i := 0; i < int(rec.NumRows()); i++ {

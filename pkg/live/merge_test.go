@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 )
 
 // TestPauseMerge: the merger's pause, and GiveWay (the same pause for a
@@ -113,7 +113,7 @@ func TestHoldMerges(t *testing.T) {
 	}
 	put(3)
 	pre, release := w.HoldMerges()
-	const writes = 4 * delta.MergeFanIn
+	const writes = 4 * livedelta.MergeFanIn
 	put(writes)
 	time.Sleep(20 * time.Millisecond) // the merger's chance to (wrongly) merge
 	st := w.State()
@@ -139,7 +139,7 @@ func TestPrepareRebasePanic(t *testing.T) {
 	defer w.Close()
 	func() {
 		defer func() { _ = recover() }()
-		w.PrepareRebase(func(*delta.State) *delta.State { panic("rebase") })
+		w.PrepareRebase(func(*livedelta.State) *livedelta.State { panic("rebase") })
 	}()
 	w.mu.Lock()
 	held := w.held

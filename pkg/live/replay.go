@@ -17,20 +17,20 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
 // replayed is what a replay read from the log.
 type replayed struct {
-	st      *delta.State
+	st      *livedelta.State
 	records int
 	rows    int64
 	end     wal.Position // after the last record replayed (zero: none)
 }
 
 // replay reads the records after folded (through through, when not zero)
-// and builds the delta they make over base as one bulk load (delta.Bulk),
+// and builds the delta they make over base as one bulk load (livedelta.Bulk),
 // its run numbered seq (zero: the number of records): at start-up nothing
 // reads the delta and nothing compacts it, so the records need not be
 // applied one write at a time. The log hands out its segments' records from memory;
@@ -39,11 +39,11 @@ type replayed struct {
 // schema, stops the replay naming its position.
 //
 // Records were checked (Normalize) before they were logged; replay checks
-// again what a record holds on its own (delta.CheckWrite), since a valid
+// again what a record holds on its own (livedelta.CheckWrite), since a valid
 // checksum does not prove a sound writer, but not what needed the dataset
 // of that moment (attributes against the base). Bulk gives each key the
 // row of the latest record, as applying them in log order does.
-func replay(ctx context.Context, l *wal.WAL, mem memory.Allocator, s *delta.Schema, folded, through, seq uint64, base delta.Base) (replayed, error) {
+func replay(ctx context.Context, l *wal.WAL, mem memory.Allocator, s *livedelta.Schema, folded, through, seq uint64, base livedelta.Base) (replayed, error) {
 	var out replayed
 	var payloads [][]byte
 	var ends []wal.Position
@@ -66,7 +66,7 @@ var errReplayed = errors.New("replayed through the bound")
 
 // bulkLoad decodes the payloads (records at positions ends) on every core
 // and builds the delta they make over base in one bulk load.
-func bulkLoad(ctx context.Context, mem memory.Allocator, s *delta.Schema, payloads [][]byte, ends []wal.Position, seq uint64, base delta.Base) (replayed, error) {
+func bulkLoad(ctx context.Context, mem memory.Allocator, s *livedelta.Schema, payloads [][]byte, ends []wal.Position, seq uint64, base livedelta.Base) (replayed, error) {
 	var out replayed
 	recs := make([]arrow.RecordBatch, len(payloads))
 	errs := make([]error, len(payloads))
@@ -115,7 +115,7 @@ func bulkLoad(ctx context.Context, mem memory.Allocator, s *delta.Schema, payloa
 		seq = uint64(out.records)
 	}
 	var err error
-	out.st, err = delta.Bulk(ctx, mem, s, recs, seq, out.end.Uint64(), base)
+	out.st, err = livedelta.Bulk(ctx, mem, s, recs, seq, out.end.Uint64(), base)
 	if err != nil {
 		return out, fmt.Errorf("records through %s: %w", out.end, err)
 	}
@@ -125,15 +125,15 @@ func bulkLoad(ctx context.Context, mem memory.Allocator, s *delta.Schema, payloa
 // decodeRecord reads a WAL payload, one Arrow IPC stream of one record
 // batch, whose buffers alias the payload (the bulk load copies the rows it
 // keeps), and checks it holds a write of the dataset's schema with sound
-// buffers and the values DoPut accepts (delta.CheckWrite): a record that
+// buffers and the values DoPut accepts (livedelta.CheckWrite): a record that
 // passed its checksum but does not decode, or holds what no DoPut could
 // have written, must stop the replay, not be served and compacted.
-func decodeRecord(payload []byte, s *delta.Schema) (rec arrow.RecordBatch, err error) {
+func decodeRecord(payload []byte, s *livedelta.Schema) (rec arrow.RecordBatch, err error) {
 	rec, err = decodeStructure(payload, s.Write)
 	if err != nil {
 		return nil, err
 	}
-	if err := delta.CheckWrite(s, rec); err != nil {
+	if err := livedelta.CheckWrite(s, rec); err != nil {
 		rec.Release()
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func project(rec arrow.RecordBatch, want *arrow.Schema) (arrow.RecordBatch, erro
 // checkBuffers checks that a decoded column's buffers hold its rows: the
 // IPC reader takes buffer sizes and offsets from the record as written,
 // and the bulk load indexes them without bounds it could trust. (UTF-8 is
-// delta.CheckWrite's, for the series ids.)
+// livedelta.CheckWrite's, for the series ids.)
 func checkBuffers(col arrow.Array, rows int64) error {
 	d := col.Data()
 	n, off := int64(d.Len()), int64(d.Offset())

@@ -16,14 +16,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
-func testSchema(t testing.TB) *delta.Schema {
+func testSchema(t testing.TB) *livedelta.Schema {
 	t.Helper()
-	s, err := delta.NewSchema(datafile.Schema(arrow.PrimitiveTypes.Float64, nil),
+	s, err := livedelta.NewSchema(datafile.Schema(arrow.PrimitiveTypes.Float64, nil),
 		[]arrow.Field{{Name: "unit", Type: arrow.BinaryTypes.String, Nullable: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func testSchema(t testing.TB) *delta.Schema {
 
 // testWrite is a normalized write of n rows of series "s0".."s9" (unit
 // given), periods 0..19, values from v.
-func testWrite(s *delta.Schema, rng *rand.Rand, n int, v float64) arrow.RecordBatch {
+func testWrite(s *livedelta.Schema, rng *rand.Rand, n int, v float64) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, s.Write)
 	defer b.Release()
 	for i := 0; i < n; i++ {
@@ -47,10 +47,10 @@ func testWrite(s *delta.Schema, rng *rand.Rand, n int, v float64) arrow.RecordBa
 	return b.NewRecordBatch()
 }
 
-type nullTarget struct{ published *delta.State }
+type nullTarget struct{ published *livedelta.State }
 
-func (t *nullTarget) Base() delta.Base        { return nil }
-func (t *nullTarget) Publish(st *delta.State) { t.published = st }
+func (t *nullTarget) Base() livedelta.Base        { return nil }
+func (t *nullTarget) Publish(st *livedelta.State) { t.published = st }
 
 // logRecords appends payloads to a new log in dir, one write each.
 func logRecords(t *testing.T, dir string, payloads ...[]byte) []wal.Position {
@@ -96,7 +96,7 @@ func TestReplayAppliesAfterFolded(t *testing.T) {
 			if folded >= 0 {
 				after = pos[folded].Uint64()
 			}
-			want := delta.Empty(s)
+			want := livedelta.Empty(s)
 			var rows int64
 			for i := folded + 1; i < len(recs); i++ {
 				var err error
@@ -128,7 +128,7 @@ func TestReplayAppliesAfterFolded(t *testing.T) {
 }
 
 // mergedRows renders the newest row per key of a State's runs.
-func mergedRows(st *delta.State) string {
+func mergedRows(st *livedelta.State) string {
 	rows := map[string]string{}
 	for _, r := range st.Runs() {
 		vals := r.Record().Column(datafile.ColumnValue).(*array.Float64).Float64Values()
@@ -238,7 +238,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("decoded a record of schema %v", rec.Schema())
 		}
 		// The bulk load reads every value: it must not fault.
-		if _, err := delta.Bulk(context.Background(), memory.DefaultAllocator, s, []arrow.RecordBatch{rec}, 1, 1, nil); err != nil {
+		if _, err := livedelta.Bulk(context.Background(), memory.DefaultAllocator, s, []arrow.RecordBatch{rec}, 1, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -259,7 +259,7 @@ func dayp(d int32) *int32   { return &d }
 
 // hostileWrite builds a record of the write schema from rows, with no
 // check of what they hold.
-func hostileWrite(s *delta.Schema, rows []hostileRow) arrow.RecordBatch {
+func hostileWrite(s *livedelta.Schema, rows []hostileRow) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, s.Write)
 	defer b.Release()
 	for i, r := range rows {
@@ -338,8 +338,8 @@ func TestReplayRefusesHostile(t *testing.T) {
 					t.Errorf("error %q does not name %q", err, want)
 				}
 			}
-			if !errors.Is(err, delta.ErrInvalid) {
-				t.Errorf("error %v is not delta.ErrInvalid", err)
+			if !errors.Is(err, livedelta.ErrInvalid) {
+				t.Errorf("error %v is not livedelta.ErrInvalid", err)
 			}
 			if tg.published != nil {
 				t.Fatal("a State was published from a failed replay")

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 )
 
 // Composite is the Reader of a base snapshot with live writes over it: the
@@ -21,16 +21,16 @@ import (
 // precedence: base 0, each run by its sequence). Series that exist only in
 // the delta get codes after the base's, in id order. It shares everything
 // with its base and its delta State, the State's list of those series
-// (delta.State.Fresh) included, so building one costs a pass over the
+// (livedelta.State.Fresh) included, so building one costs a pass over the
 // runs, not over the series: the write path builds one at every
 // acknowledged write.
 type Composite struct {
 	base *SnapshotReader
-	st   *delta.State
-	runs []*delta.Run // newest first: the precedence order
-	nb   int          // base series
+	st   *livedelta.State
+	runs []*livedelta.Run // newest first: the precedence order
+	nb   int              // base series
 
-	fresh []*delta.FreshSeries // series only in the delta, by id; code nb+j is fresh[j]
+	fresh []*livedelta.FreshSeries // series only in the delta, by id; code nb+j is fresh[j]
 	info  Info
 }
 
@@ -38,7 +38,7 @@ type Composite struct {
 // lacks are the ones the composite adds after base's, so st must have
 // been counted over base (the write path appends and rebases over the
 // base it serves).
-func NewComposite(base *SnapshotReader, st *delta.State) *Composite {
+func NewComposite(base *SnapshotReader, st *livedelta.State) *Composite {
 	c := &Composite{base: base, st: st, nb: base.x.Len(), fresh: st.Fresh()}
 	rs := st.Runs()
 	for i := len(rs) - 1; i >= 0; i-- {
@@ -53,11 +53,11 @@ func NewComposite(base *SnapshotReader, st *delta.State) *Composite {
 // findFresh is the index in c.fresh of the first series whose id is not
 // below id, and whether it is id.
 func (c *Composite) findFresh(id string) (int, bool) {
-	return slices.BinarySearchFunc(c.fresh, id, func(f *delta.FreshSeries, id string) int { return strings.Compare(f.ID, id) })
+	return slices.BinarySearchFunc(c.fresh, id, func(f *livedelta.FreshSeries, id string) int { return strings.Compare(f.ID, id) })
 }
 
 // State is the delta merged over the base.
-func (c *Composite) State() *delta.State { return c.st }
+func (c *Composite) State() *livedelta.State { return c.st }
 
 // Base is the base snapshot's reader.
 func (c *Composite) Base() *SnapshotReader { return c.base }
@@ -499,7 +499,7 @@ func allBelow(list []int32, n int) bool {
 }
 
 // Attr is where attribute a of series id is held: the base index, or the
-// run that carried it (delta.Known).
+// run that carried it (livedelta.Known).
 func (c *Composite) Attr(id string, a int) (arrow.Array, int, bool) {
 	if arr, row, ok := c.base.Attr(id, a); ok {
 		return arr, row, true

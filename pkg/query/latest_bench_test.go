@@ -9,7 +9,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
@@ -30,19 +30,19 @@ func BenchmarkCompositeLatestValues(b *testing.B) {
 		b.Fatal(err)
 	}
 	fields, _ := s.Index().Attributes()
-	sc, err := delta.NewSchema(s.Schema(), fields)
+	sc, err := livedelta.NewSchema(s.Schema(), fields)
 	if err != nil {
 		b.Fatal(err)
 	}
 	mem := memory.NewGoAllocator()
 	ids := testlake.UniformIDs(100_000)
-	st := delta.Empty(sc)
+	st := livedelta.Empty(sc)
 	for k, w := range []struct {
 		from   int
 		revise bool
 	}{{0, true}, {0, false}, {100_000, false}} {
 		rec := testlake.UniformBatch(ids, w.from, 100_000, w.revise)
-		norm, err := delta.Normalize(context.Background(), mem, sc, rec, k, base)
+		norm, err := livedelta.Normalize(context.Background(), mem, sc, rec, k, base)
 		rec.Release()
 		if err != nil {
 			b.Fatal(err)

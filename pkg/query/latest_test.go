@@ -10,7 +10,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
@@ -87,10 +87,10 @@ func checkLatest(t *testing.T, c *query.Composite, ranges map[string]query.Range
 // write path leaves them until a merge), and two more: a revision of
 // every base series' latest row, then of some again (one period, three
 // runs, newest winning) and one with a null value.
-func appendWrites(t *testing.T, r *query.SnapshotReader) *delta.State {
+func appendWrites(t *testing.T, r *query.SnapshotReader) *livedelta.State {
 	t.Helper()
 	fields, _ := r.Snapshot().Index().Attributes()
-	sc, err := delta.NewSchema(r.Snapshot().Schema(), fields)
+	sc, err := livedelta.NewSchema(r.Snapshot().Schema(), fields)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func appendWrites(t *testing.T, r *query.SnapshotReader) *delta.State {
 			again = append(again, tierWrite{id, per, nil, "a"})
 		}
 	}
-	st := delta.Empty(sc)
+	st := livedelta.Empty(sc)
 	for k, w := range tierWrites(t, sc, r, revise, again) {
 		if st, err = st.Append(context.Background(), memory.NewGoAllocator(), w, uint64(k+1), uint64(k+1), r); err != nil {
 			t.Fatal(err)

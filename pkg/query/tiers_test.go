@@ -16,7 +16,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -330,7 +330,7 @@ func TestTieredPlans(t *testing.T) {
 // tierWrites are live writes over the tiered lake: revisions of cold rows
 // (2019–2020), of hot rows (2024), a null over a value, rows after the
 // last period, rows inside a gap, and a series only the delta has.
-func tierWrites(t *testing.T, sc *delta.Schema, r *query.SnapshotReader, extra ...[]tierWrite) []arrow.RecordBatch {
+func tierWrites(t *testing.T, sc *livedelta.Schema, r *query.SnapshotReader, extra ...[]tierWrite) []arrow.RecordBatch {
 	t.Helper()
 	type w = tierWrite
 	batches := [][]w{
@@ -366,7 +366,7 @@ func tierWrites(t *testing.T, sc *delta.Schema, r *query.SnapshotReader, extra .
 		}
 		rec := b.NewRecordBatch()
 		b.Release()
-		norm, err := delta.Normalize(context.Background(), mem, sc, rec, k, r)
+		norm, err := livedelta.Normalize(context.Background(), mem, sc, rec, k, r)
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)
@@ -384,14 +384,14 @@ type tierWrite struct {
 	flag    string
 }
 
-func applyWrites(t *testing.T, r *query.SnapshotReader) *delta.State {
+func applyWrites(t *testing.T, r *query.SnapshotReader) *livedelta.State {
 	t.Helper()
 	fields, _ := r.Snapshot().Index().Attributes()
-	sc, err := delta.NewSchema(r.Snapshot().Schema(), fields)
+	sc, err := livedelta.NewSchema(r.Snapshot().Schema(), fields)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := delta.Empty(sc)
+	st := livedelta.Empty(sc)
 	for k, w := range tierWrites(t, sc, r) {
 		if st, err = st.Apply(context.Background(), memory.NewGoAllocator(), w, uint64(k+1), uint64(k+1), r); err != nil {
 			t.Fatal(err)

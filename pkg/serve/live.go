@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/served"
 )
 
@@ -93,7 +93,7 @@ func (s *Service) putBatch(ctx context.Context, d *served.Dataset, w *live.Write
 	}
 	// From here the write is in flight: the writer's merger gives way.
 	defer w.Incoming()()
-	size := delta.RecordBytes(rec)
+	size := livedelta.RecordBytes(rec)
 	if err := s.acquirePut(ctx, size, batch); err != nil {
 		return err
 	}

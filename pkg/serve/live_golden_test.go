@@ -80,8 +80,8 @@ import (
 	"github.com/energyscope/servingsnap/internal/datadriven"
 	"github.com/energyscope/servingsnap/internal/testlake"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/served"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 	"github.com/energyscope/servingsnap/pkg/verify"
@@ -874,7 +874,7 @@ func (s *liveScript) startupReport() string {
 // would: the rows held count shadowed rows until a merge drops them, so
 // without the wait a script's output would depend on the merger's timing.
 // A merge that fails leaves its candidate; the wait ends after a while.
-func settled(w *live.Writer) *delta.State {
+func settled(w *live.Writer) *livedelta.State {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st := w.State()

@@ -26,7 +26,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/compact"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -438,7 +438,7 @@ func TestPutBatchOfMaxPutRows(t *testing.T) {
 		a.Release()
 	}
 	defer rec.Release()
-	if sz := delta.RecordBytes(rec); sz <= minRecvMsgBytes {
+	if sz := livedelta.RecordBytes(rec); sz <= minRecvMsgBytes {
 		t.Fatalf("the batch is %d bytes: it must exceed gRPC's 4 MiB default to test anything", sz)
 	}
 	acks, err := doPut(ctx, c, "LIVE", rec)

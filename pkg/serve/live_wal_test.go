@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
@@ -214,10 +214,10 @@ func TestLiveStartupCorruptNewestSegment(t *testing.T) {
 
 // nopTarget is a dataset that serves nothing: the test writes a log
 // through pkg/live alone, with small segments.
-type nopTarget struct{ base delta.Base }
+type nopTarget struct{ base livedelta.Base }
 
-func (t nopTarget) Base() delta.Base   { return t.base }
-func (nopTarget) Publish(*delta.State) {}
+func (t nopTarget) Base() livedelta.Base   { return t.base }
+func (nopTarget) Publish(*livedelta.State) {}
 
 // TestLiveStartupCorruptOlderSegment: damage in a segment before the
 // newest, even in its last record, refuses start-up, naming the segment
@@ -227,11 +227,11 @@ func TestLiveStartupCorruptOlderSegment(t *testing.T) {
 	srv := startServer(t, Config{Root: root})
 	v := acquireView(srv.svc.datasets["LIVE"])
 	fields, _ := v.Snapshot().Index().Attributes()
-	s, err := delta.NewSchema(v.Snapshot().Schema(), fields)
+	s, err := livedelta.NewSchema(v.Snapshot().Schema(), fields)
 	if err != nil {
 		t.Fatal(err)
 	}
-	known, _ := v.Reader().(delta.Known)
+	known, _ := v.Reader().(livedelta.Known)
 	base := v.Base()
 	// The log's segments hold about two records each.
 	w, _, err := live.Open(filepath.Join(root, "LIVE", WALDir), s, 0, nopTarget{base}, live.Options{WAL: wal.Options{SegmentSize: 2000}})
@@ -241,7 +241,7 @@ func TestLiveStartupCorruptOlderSegment(t *testing.T) {
 	var pos []wal.Position
 	for i := 0; i < 6; i++ {
 		rec := putRows{"series_id": {"A"}, "period": {fmt.Sprintf("2021-%02d", i+1)}, "value": {float64(i)}}.record(t)
-		norm, err := delta.Normalize(context.Background(), memory.DefaultAllocator, s, rec, 0, known)
+		norm, err := livedelta.Normalize(context.Background(), memory.DefaultAllocator, s, rec, 0, known)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"google.golang.org/grpc/codes"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 )
 
 // validatePut checks a DoPut batch's Arrow structure in full before
@@ -78,5 +78,5 @@ func validateFull(col arrow.Array) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	return delta.ValidUTF8(b.ValueOffsets(), b.ValueBytes())
+	return livedelta.ValidUTF8(b.ValueOffsets(), b.ValueBytes())
 }

@@ -24,8 +24,8 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/serve/flightenc"
@@ -969,7 +969,7 @@ func toStatus(err error) error {
 		code = codes.ResourceExhausted
 	case errors.Is(err, query.ErrStale):
 		code = codes.FailedPrecondition
-	case errors.Is(err, delta.ErrInvalid):
+	case errors.Is(err, livedelta.ErrInvalid):
 		code = codes.InvalidArgument
 	case errors.Is(err, live.ErrClosed), errors.Is(err, served.ErrClosed), errors.Is(err, served.ErrFailing):
 		code = codes.Unavailable

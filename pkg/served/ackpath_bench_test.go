@@ -19,7 +19,7 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/query"
 )
 
@@ -28,7 +28,7 @@ import (
 type ackBench struct {
 	d      *Dataset
 	v      *View
-	schema *delta.Schema
+	schema *livedelta.Schema
 	thrash []byte
 }
 
@@ -66,7 +66,7 @@ func (a *ackBench) batches(b *testing.B, n int, revise func(k int) bool) []normB
 	for k := 0; k < n; k++ {
 		rec := testlake.UniformBatch(ids, k*10_000, 10_000, revise(k))
 		kn := newPutKnown(a.d, a.v)
-		norm, codes, err := delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
+		norm, codes, err := livedelta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
 		rec.Release()
 		if err != nil {
 			b.Fatal(err)
@@ -77,9 +77,9 @@ func (a *ackBench) batches(b *testing.B, n int, revise func(k int) bool) []normB
 	return out
 }
 
-// prepare is delta.Prepare of bt over the base.
-func (a *ackBench) prepare(b *testing.B, bt normBatch) *delta.Prepared {
-	p, err := delta.Prepare(context.Background(), memory.DefaultAllocator, a.schema, bt.norm, a.v.base, bt.codes)
+// prepare is livedelta.Prepare of bt over the base.
+func (a *ackBench) prepare(b *testing.B, bt normBatch) *livedelta.Prepared {
+	p, err := livedelta.Prepare(context.Background(), memory.DefaultAllocator, a.schema, bt.norm, a.v.base, bt.codes)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func (a *ackBench) prepare(b *testing.B, bt normBatch) *delta.Prepared {
 }
 
 // appendPrepared is st.AppendPrepared(p) as write seq, over the bench's base.
-func (a *ackBench) appendPrepared(b *testing.B, st *delta.State, p *delta.Prepared, seq uint64) *delta.State {
+func (a *ackBench) appendPrepared(b *testing.B, st *livedelta.State, p *livedelta.Prepared, seq uint64) *livedelta.State {
 	next, err := st.AppendPrepared(context.Background(), memory.DefaultAllocator, p, seq, seq, a.v.base)
 	if err != nil {
 		b.Fatal(err)
@@ -97,7 +97,7 @@ func (a *ackBench) appendPrepared(b *testing.B, st *delta.State, p *delta.Prepar
 
 // appended is st with batches prepared and appended in turn, as writes
 // seq+1, seq+2, ….
-func (a *ackBench) appended(b *testing.B, st *delta.State, seq uint64, batches ...normBatch) *delta.State {
+func (a *ackBench) appended(b *testing.B, st *livedelta.State, seq uint64, batches ...normBatch) *livedelta.State {
 	for _, bt := range batches {
 		p := a.prepare(b, bt)
 		seq++
@@ -112,7 +112,7 @@ func reportPerRow(b *testing.B) {
 }
 
 // BenchmarkNormalize: a DoPut batch's check against the base
-// (delta.NormalizeCodes through the warm code cache): the check stage.
+// (livedelta.NormalizeCodes through the warm code cache): the check stage.
 // Its look-ups in the code cache are ~93% of it.
 func BenchmarkNormalize(b *testing.B) {
 	a := newAckBench(b)
@@ -128,7 +128,7 @@ func BenchmarkNormalize(b *testing.B) {
 		return func() {
 				kn := newPutKnown(a.d, a.v)
 				var err error
-				if norm, _, err = delta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, recs[k%len(recs)], 0, kn, kn); err != nil {
+				if norm, _, err = livedelta.NormalizeCodes(context.Background(), memory.DefaultAllocator, a.schema, recs[k%len(recs)], 0, kn, kn); err != nil {
 					b.Fatal(err)
 				}
 			}, func() {
@@ -137,7 +137,7 @@ func BenchmarkNormalize(b *testing.B) {
 	})
 }
 
-// BenchmarkPrepare: delta.Prepare of a batch (revisions, whose periods lie
+// BenchmarkPrepare: livedelta.Prepare of a batch (revisions, whose periods lie
 // inside the base's, and appends, after them): the sorting into a run and
 // the look-up of which rows the base holds (markInBase), beside the fsync.
 func BenchmarkPrepare(b *testing.B) {
@@ -146,7 +146,7 @@ func BenchmarkPrepare(b *testing.B) {
 		b.Run(fmt.Sprintf("revise=%v", revise), func(b *testing.B) {
 			batches := a.batches(b, 8, func(int) bool { return revise })
 			a.timeCold(b, func(k int) (run, cleanup func()) {
-				var p *delta.Prepared
+				var p *livedelta.Prepared
 				return func() { p = a.prepare(b, batches[k%len(batches)]) }, func() { p.Release() }
 			})
 		})
@@ -154,7 +154,7 @@ func BenchmarkPrepare(b *testing.B) {
 }
 
 // BenchmarkAppendPrepared: the applier's share of a batch
-// (delta.State.AppendPrepared: the key index's bookkeeping, under the
+// (livedelta.State.AppendPrepared: the key index's bookkeeping, under the
 // writer's lock, after the fsync). known: over a delta that already holds
 // every series of the base (the steady state). first: each batch's series
 // are new to the key index, as the first writes of each series after a
@@ -163,14 +163,14 @@ func BenchmarkAppendPrepared(b *testing.B) {
 	a := newAckBench(b)
 	batches := a.batches(b, 16, func(k int) bool { return k%2 == 0 })
 	b.Run("known", func(b *testing.B) {
-		var st *delta.State
+		var st *livedelta.State
 		seq := uint64(0)
 		fill := func() { // every series in the key index
-			st = a.appended(b, delta.Empty(a.schema), seq, batches...)
+			st = a.appended(b, livedelta.Empty(a.schema), seq, batches...)
 			seq += uint64(len(batches))
 		}
 		fill()
-		appendEach(b, a, batches, func(p *delta.Prepared) {
+		appendEach(b, a, batches, func(p *livedelta.Prepared) {
 			seq++
 			st = a.appendPrepared(b, st, p, seq)
 			if len(st.Runs()) > 64 { // a server's merger keeps the runs few; here they just go
@@ -181,13 +181,13 @@ func BenchmarkAppendPrepared(b *testing.B) {
 		})
 	})
 	b.Run("first", func(b *testing.B) {
-		appendEach(b, a, batches, func(p *delta.Prepared) { a.appendPrepared(b, delta.Empty(a.schema), p, 1) })
+		appendEach(b, a, batches, func(p *livedelta.Prepared) { a.appendPrepared(b, livedelta.Empty(a.schema), p, 1) })
 	})
 }
 
 // appendEach times apply of each iteration's batch (the batches in turn),
 // prepared with the timer stopped (timeCold).
-func appendEach(b *testing.B, a *ackBench, batches []normBatch, apply func(*delta.Prepared)) {
+func appendEach(b *testing.B, a *ackBench, batches []normBatch, apply func(*livedelta.Prepared)) {
 	a.timeCold(b, func(k int) (run, cleanup func()) {
 		p := a.prepare(b, batches[k%len(batches)])
 		return func() { apply(p) }, p.Release
@@ -218,7 +218,7 @@ func (a *ackBench) timeCold(b *testing.B, op func(k int) (run, cleanup func())) 
 // batch of 10k series the base lacks (AppendPrepared, then
 // query.NewComposite to publish, both under the writer's lock) when the
 // delta already holds n such series. Until the delta kept its list of
-// them (delta.State.Fresh, extended write by write), every publish
+// them (livedelta.State.Fresh, extended write by write), every publish
 // collected and sorted all n anew: 5 ms at n = 10k, 81 ms at 100k.
 func BenchmarkPublishNewSeries(b *testing.B) {
 	a := newAckBench(b)
@@ -227,7 +227,7 @@ func BenchmarkPublishNewSeries(b *testing.B) {
 		rec := newSeriesBatch(k*10_000, 10_000)
 		defer rec.Release()
 		kn := newPutKnown(a.d, a.v)
-		norm, codes, err := delta.NormalizeCodes(ctx, memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
+		norm, codes, err := livedelta.NormalizeCodes(ctx, memory.DefaultAllocator, a.schema, rec, 0, kn, kn)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func BenchmarkPublishNewSeries(b *testing.B) {
 	}
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("new=%d", n), func(b *testing.B) {
-			st := delta.Empty(a.schema)
+			st := livedelta.Empty(a.schema)
 			k := 0
 			for ; k < n/10_000; k++ {
 				st = a.appended(b, st, uint64(k), normalized(k))
@@ -287,12 +287,12 @@ func newSeriesBatch(k, n int) arrow.RecordBatch {
 // (160k rows over all 100k series of the base), every write waiting.
 // whole: the rebase made under the lock, as it was. catchup: the rebase
 // made beforehand from the State of a moment earlier, one batch written
-// since (delta.State.CatchUp after live.Writer.HoldMerges): what the lock
+// since (livedelta.State.CatchUp after live.Writer.HoldMerges): what the lock
 // holds now.
 func BenchmarkRebase(b *testing.B) {
 	a := newAckBench(b)
 	batches := a.batches(b, 17, func(k int) bool { return k%2 == 0 })
-	pre := a.appended(b, delta.Empty(a.schema), 0, batches[:16]...)
+	pre := a.appended(b, livedelta.Empty(a.schema), 0, batches[:16]...)
 	st := a.appended(b, pre, 16, batches[16])
 	b.Run("whole", func(b *testing.B) {
 		for b.Loop() {

@@ -12,8 +12,8 @@ import (
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -93,8 +93,8 @@ func BenchmarkReplay(b *testing.B) {
 
 type benchTarget struct{ v *View }
 
-func (t benchTarget) Base() delta.Base     { return t.v.base }
-func (t benchTarget) Publish(*delta.State) {}
+func (t benchTarget) Base() livedelta.Base     { return t.v.base }
+func (t benchTarget) Publish(*livedelta.State) {}
 
 // liveCPUTime is the process's user and system CPU time in nanoseconds.
 func liveCPUTime() int64 {

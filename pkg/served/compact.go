@@ -10,8 +10,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/compact"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/wal"
@@ -120,8 +120,8 @@ func (d *Dataset) compactLocked(ctx context.Context, w *live.Writer) (CompactRes
 		v.Release()
 		return res, nil
 	}
-	var frozen *delta.State
-	w.Do(func(st *delta.State) (*delta.State, error) {
+	var frozen *livedelta.State
+	w.Do(func(st *livedelta.State) (*livedelta.State, error) {
 		frozen = st.Freeze()
 		return frozen, nil
 	})
@@ -165,9 +165,9 @@ func (d *Dataset) compactLocked(ctx context.Context, w *live.Writer) (CompactRes
 	// writer's lock (PrepareRebase) and caught up under it with the last
 	// ones: made whole under it, the swap held every write ~90 ms with
 	// 160k rows of 100k series in the delta (BenchmarkRebase).
-	pre, done, release := w.PrepareRebase(func(st *delta.State) *delta.State { return st.DropFrozen(nv.base) })
+	pre, done, release := w.PrepareRebase(func(st *livedelta.State) *livedelta.State { return st.DropFrozen(nv.base) })
 	defer release() // (also released below, once the swap is done)
-	err = w.Do(func(st *delta.State) (*delta.State, error) {
+	err = w.Do(func(st *livedelta.State) (*livedelta.State, error) {
 		st2, ok := st.CatchUp(pre, done)
 		if !ok {
 			st2 = st.DropFrozen(nv.base)
@@ -210,7 +210,7 @@ func (d *Dataset) compactLocked(ctx context.Context, w *live.Writer) (CompactRes
 // thaw gives a compaction's frozen runs back to the live delta when it
 // published nothing.
 func (d *Dataset) thaw(w *live.Writer) {
-	w.Do(func(st *delta.State) (*delta.State, error) {
+	w.Do(func(st *livedelta.State) (*livedelta.State, error) {
 		t := st.Thaw()
 		liveTarget{d}.Publish(t)
 		return t, nil
@@ -254,13 +254,13 @@ func (d *Dataset) Discard(ctx context.Context, tool, reason string) (DiscardResu
 		return res, fmt.Errorf("discard %s: %w", d.name, err)
 	}
 	defer lock.Close()
-	err = w.Do(func(st *delta.State) (*delta.State, error) {
+	err = w.Do(func(st *livedelta.State) (*livedelta.State, error) {
 		pos := w.AppliedLocked()
 		rows := st.Rows()
 		if err := lock.Discard(pos, dsdir.Change{Tool: tool, Reason: reason, Rows: rows}); err != nil {
 			return nil, err
 		}
-		empty := delta.Empty(st.Schema())
+		empty := livedelta.Empty(st.Schema())
 		nv, ok := v.withState(empty)
 		if !ok {
 			return nil, fmt.Errorf("dataset %s: %w", d.name, ErrClosed)

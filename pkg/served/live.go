@@ -14,9 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/delta"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
 	"github.com/energyscope/servingsnap/pkg/live"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/wal"
 )
 
@@ -65,11 +65,11 @@ const standbyRetry = 250 * time.Millisecond
 // liveTarget is the dataset as its write path sees it (live.Target).
 type liveTarget struct{ d *Dataset }
 
-func (t liveTarget) Base() delta.Base { return t.d.cur.Load().base }
+func (t liveTarget) Base() livedelta.Base { return t.d.cur.Load().base }
 
 // Publish swaps in a view of the same snapshot with st merged on read.
 // Called with the writer's (or follower's) lock held, in log order.
-func (t liveTarget) Publish(st *delta.State) {
+func (t liveTarget) Publish(st *livedelta.State) {
 	d := t.d
 	cur := d.cur.Load()
 	if cur == nil {
@@ -85,9 +85,9 @@ func (t liveTarget) Publish(st *delta.State) {
 }
 
 // schemaOf is the delta schema a snapshot's rows imply.
-func schemaOf(v *View) (*delta.Schema, error) {
+func schemaOf(v *View) (*livedelta.Schema, error) {
 	fields, _ := v.snap.Index().Attributes()
-	return delta.NewSchema(v.snap.Schema(), fields)
+	return livedelta.NewSchema(v.snap.Schema(), fields)
 }
 
 func (d *Dataset) walDir() string { return filepath.Join(d.dir, dsdir.WALDir) }
@@ -336,7 +336,7 @@ func (d *Dataset) installBase(v *View) error {
 		return d.refoldLocked(v, false)
 	}
 	if f != nil {
-		return f.Rebase(v.base, func(st *delta.State) error {
+		return f.Rebase(v.base, func(st *livedelta.State) error {
 			d.codes(v)
 			v.setState(st)
 			_, err := d.install(v)
@@ -345,9 +345,9 @@ func (d *Dataset) installBase(v *View) error {
 	}
 	// The delta is counted over the new base off the writer's lock
 	// (PrepareRebase), and caught up under it with the last writes.
-	pre, done, release := w.PrepareRebase(func(st *delta.State) *delta.State { return st.Rebase(v.base) })
+	pre, done, release := w.PrepareRebase(func(st *livedelta.State) *livedelta.State { return st.Rebase(v.base) })
 	defer release()
-	return w.Do(func(st *delta.State) (*delta.State, error) {
+	return w.Do(func(st *livedelta.State) (*livedelta.State, error) {
 		// writes go on over the new base: its code cache warms now,
 		// before the next batch asks for it
 		d.codes(v)
@@ -378,7 +378,7 @@ func (d *Dataset) needsRefold(v *View) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var cur *delta.Schema
+	var cur *livedelta.Schema
 	if w := d.liveWriter(); w != nil {
 		cur = w.State().Schema()
 	} else if f := d.follower(); f != nil {
@@ -404,7 +404,7 @@ func (d *Dataset) refoldLocked(v *View, current bool) error {
 		return err
 	}
 	target := v
-	install := func(st *delta.State) error {
+	install := func(st *livedelta.State) error {
 		if current {
 			// the same snapshot, a new delta: a new view of it
 			nv, ok := v.withState(st)
@@ -457,7 +457,7 @@ func (d *Dataset) Put(ctx context.Context, w *live.Writer, mem memory.Allocator,
 	}
 	k := newPutKnown(d, v)
 	schema := w.State().Schema()
-	norm, seriesCodes, err := delta.NormalizeCodes(ctx, mem, schema, rec, batch, k, k)
+	norm, seriesCodes, err := livedelta.NormalizeCodes(ctx, mem, schema, rec, batch, k, k)
 	if err != nil {
 		v.Release()
 		return live.Ack{}, err
@@ -471,9 +471,9 @@ func (d *Dataset) Put(ctx context.Context, w *live.Writer, mem memory.Allocator,
 	// the files under it.
 	base := v.base
 	release := sync.OnceFunc(v.Release)
-	ack, err := w.PutPrepare(ctx, norm, func() (*delta.Prepared, error) {
+	ack, err := w.PutPrepare(ctx, norm, func() (*livedelta.Prepared, error) {
 		defer release()
-		return delta.Prepare(ctx, mem, schema, norm, base, seriesCodes)
+		return livedelta.Prepare(ctx, mem, schema, norm, base, seriesCodes)
 	})
 	release() // PutPrepare may refuse the write before it prepares
 	norm.Release()
@@ -501,21 +501,21 @@ func (d *Dataset) Put(ctx context.Context, w *live.Writer, mem memory.Allocator,
 type putKnown struct {
 	codes codeReader
 	cols  []arrow.Array
-	rest  delta.Known // nil: no series beyond the base
+	rest  livedelta.Known // nil: no series beyond the base
 }
 
 func newPutKnown(d *Dataset, v *View) putKnown {
 	x := v.snap.Index()
 	k := putKnown{codes: d.codes(v).reader()}
 	_, k.cols = x.Attributes()
-	k.rest, _ = v.r.(delta.Known)
+	k.rest, _ = v.r.(livedelta.Known)
 	return k
 }
 
-// BaseCode is the series' row in the base index (delta.BaseCoder).
+// BaseCode is the series' row in the base index (livedelta.BaseCoder).
 func (k putKnown) BaseCode(id string) (int, bool) { return k.codes.lookup(id) }
 
-// BaseCodes is BaseCode of every id (delta.BatchCoder).
+// BaseCodes is BaseCode of every id (livedelta.BatchCoder).
 func (k putKnown) BaseCodes(ids *array.String, codes []int32) { k.codes.lookupAll(ids, codes) }
 
 func (k putKnown) Attr(id string, a int) (arrow.Array, int, bool) {

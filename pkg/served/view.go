@@ -6,7 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/energyscope/servingsnap/pkg/delta"
+	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
@@ -23,8 +23,8 @@ import (
 type View struct {
 	snap    *snapshot.Snapshot
 	base    *query.SnapshotReader
-	r       query.Reader // base, or base and st merged on read
-	st      *delta.State // nil or empty: no live writes
+	r       query.Reader     // base, or base and st merged on read
+	st      *livedelta.State // nil or empty: no live writes
 	dataset string
 	opened  time.Time
 
@@ -43,7 +43,7 @@ func newView(name string, s *snapshot.Snapshot) (*View, error) {
 // withState is a view of the same snapshot with st merged on read. It
 // takes a reference of its own on the snapshot; false if the snapshot is
 // already gone.
-func (v *View) withState(st *delta.State) (*View, bool) {
+func (v *View) withState(st *livedelta.State) (*View, bool) {
 	if !v.snap.Acquire() {
 		return nil, false
 	}
@@ -55,7 +55,7 @@ func (v *View) withState(st *delta.State) (*View, bool) {
 }
 
 // setState makes a view not yet published read st over its base.
-func (v *View) setState(st *delta.State) {
+func (v *View) setState(st *livedelta.State) {
 	v.st, v.r = st, v.base
 	if st != nil && len(st.Runs()) > 0 {
 		v.r = query.NewComposite(v.base, st)
@@ -82,7 +82,7 @@ func (v *View) Reader() query.Reader { return v.r }
 func (v *View) Base() *query.SnapshotReader { return v.base }
 
 // Delta is the live writes merged over the base (nil: none).
-func (v *View) Delta() *delta.State { return v.st }
+func (v *View) Delta() *livedelta.State { return v.st }
 
 // Opened is when the view's snapshot was opened.
 func (v *View) Opened() time.Time { return v.opened }

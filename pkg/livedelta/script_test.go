@@ -1,4 +1,4 @@
-package delta
+package livedelta
 
 // Golden scripts of the live-write delta (testdata/*.txt, run by
 // internal/datadriven; go test -run TestScripts -rewrite records new

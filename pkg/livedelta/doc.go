@@ -1,4 +1,5 @@
-// Package delta holds a dataset's live writes between two snapshots: the
+// Package livedelta holds a dataset's live writes between two snapshots (the
+// design's "delta"; named apart from Delta Lake, which pkg/lake/deltalog reads): the
 // rows DoPut accepted after the snapshot being served was built, in memory,
 // sorted, ready to be merged on read and folded into the next snapshot.
 //
@@ -15,4 +16,4 @@
 //
 // Freezing marks the runs a compaction folds into the next snapshot; new
 // writes go after them and are never merged into them.
-package delta
+package livedelta
