@@ -82,8 +82,8 @@ def _watch(pid, limit, floor, stop, st):
             avail = mem_available()
             if rss > limit or (avail and avail < floor):
                 st["killed"] = True
-                st["reason"] = (f"RSS {rss / 2**30:.1f} GiB over the limit {limit / 2**30:.1f} GiB" if rss > limit else
-                                f"MemAvailable {avail / 2**30:.1f} GiB under {floor / 2**30:.1f} GiB")
+                st["reason"] = (f"RSS {rss / 2**20:,.0f} MiB over the limit {limit / 2**20:,.0f} MiB" if rss > limit else
+                                f"MemAvailable {avail / 2**20:,.0f} MiB under {floor / 2**20:,.0f} MiB")
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -403,7 +403,7 @@ def markdown(R):
     for k, S in shapes:
         g, b = S["gen"], S["build"]
         reused = f" (built {b['built_at']}, commit {b['commit']}, by an earlier run)" if m.get("reuse_build") else ""
-        lines += [f"- **{k}**: {S['descr']}; `snapbuild gen --series {S['series_target']} --seed 1 {' '.join(S['gen_args'])}`"
+        lines += [f"- **{k}**: {S['descr']}; `" + " ".join(["snapbuild gen --series", str(S["series_target"]), "--seed 1", *S["gen_args"]]) + "`"
                   f" {g['wall_s']:.1f} s at peak RSS {seedtable.mib(g['peak_rss'])}; build `--memory {S['budget'] / 2**30:.2f}GiB`"
                   f"{reused}: external {b['external']}, {b['runs']} runs, {seedtable.mib(b['spill_bytes'])} spilled, phases "
                   + ", ".join(f"{x} {v:.1f}s" for x, v in b["phases"].items())

@@ -47,9 +47,9 @@ def peer_note(name, gp):
     if gp.get("served"):
         return None
     if gp.get("killed"):
-        return (f"{name}: the Go rebuild was stopped at {mib(gp['limit'])} of RSS after {gp['elapsed_s']:,.0f} s"
-                f" without answering (peak RSS {mib(gp['peak_rss'])}, its start-up estimated at"
-                f" {mib(gp.get('estimated_peak'))}): it does not fit this machine.")
+        return (f"{name}: the Go rebuild was stopped after {gp['elapsed_s']:,.1f} s without answering: {gp.get('reason')}"
+                f" (its peak RSS {mib(gp['peak_rss'])}; its start-up estimated at {mib(gp.get('estimated_peak'))},"
+                f" about 100 bytes a row): it does not fit under that limit on this machine.")
     return f"{name}: the Go rebuild did not serve: {gp.get('error', 'not run')}."
 
 
