@@ -290,7 +290,9 @@ def _lake(snapbuild, work, series, gen_args, log):
     lake = pathlib.Path(work) / "lakes" / f"s{series}-seed1{suffix}"
     meta = lake / ".gen.json"
     if (lake / ".complete").exists() and meta.exists():
-        return lake, json.loads(meta.read_text())
+        g = json.loads(meta.read_text())
+        g["out"] = lake.name  # the lake's name, not where this machine keeps it
+        return lake, g
     tmp = lake.with_name(lake.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(lake, ignore_errors=True)
@@ -299,7 +301,7 @@ def _lake(snapbuild, work, series, gen_args, log):
     cmd = [str(snapbuild), "gen", "--out", str(tmp), "--series", str(series), "--seed", "1", *gen_args, "--json"]
     secs, rss, out = procs.run_measured(cmd)
     g = json.loads(out)
-    g.update({"wall_s": secs, "peak_rss": rss})
+    g.update({"wall_s": secs, "peak_rss": rss, "out": lake.name})
     tmp.rename(lake)
     (lake / ".complete").write_text(" ".join(cmd[1:-1]) + "\n")
     meta.write_text(json.dumps(g) + "\n")
