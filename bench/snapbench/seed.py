@@ -217,9 +217,10 @@ def _live(snapbuild, root, ids, years, work, name, timeout, put_rows, log, settl
         day0 = (datetime.date(y1 - 1, 1, 1) - datetime.date(1970, 1, 1)).days
         batch = 100_000
         batches = []
+        id_arr = pa.array(ids, pa.string())
         for i in range(0, put_rows, batch):
             n = min(batch, put_rows - i)
-            sid = pa.array(np.asarray(ids, dtype=object)[rng.integers(0, len(ids), n)], pa.string())
+            sid = id_arr.take(pa.array(rng.integers(0, len(ids), n)))
             per = pa.array((day0 + rng.integers(0, 730, n)).astype(np.int32), pa.date32())
             batches.append(pa.record_batch([sid, per, pa.array(rng.normal(50, 10, n))], names=["series_id", "period", "value"]))
         c = fl.FlightClient(loc)
