@@ -155,6 +155,14 @@ bench-report:
 bench-report-check:
 	$(PYTHON) bench/report.py --profile default --check
 
+# The seed profile (bench/README.md, "The seed profile"): two 2.82M-series lakes built under
+# --memory 6GiB, served cold and warm, written to (DoPut of 1M rows) and compacted, against the
+# Go rebuild under a memory limit. Hours and ~40 GiB of disk at full size; FRACTION=0.01 runs it
+# at a hundredth (results named DATE-seed-fF). Results: bench/results/DATE-seed[-fF].{md,json}.
+.PHONY: bench-seed
+bench-seed: build venv-bench
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/harness.py --profile seed --bin $(BIN)/snapbuild --go $(GO) --out bench/results $(if $(FRACTION),--fraction $(FRACTION))
+
 # CI smoke test of the harness: every section on a 2k-series lake; results in out/bench.
 bench-quick: build venv-bench
 	$(VPY) bench/harness.py --profile quick --bin $(BIN)/snapbuild --go $(GO) --out $(OUT)/bench

@@ -64,7 +64,8 @@ PROFILES = {
     "copies": dict(series=100000, runs=3, build_runs=3, scaling=[], warmup=0, queries={}, time_cap=30,
                    descr="100k series (~15M rows): build, portable copy and export against DuckDB, three repetitions"),
     # Its own runner (bench/snapbench/seed.py); --fraction scales it down.
-    "seed": dict(descr="2.82M series (~420M rows) built with --memory 6GiB, then served (bench/snapbench/seed.py)"),
+    "seed": dict(descr="2.82M series (~420M rows, and a short-history lake) built with --memory 6GiB, served cold and warm, "
+                       "written to and compacted, against the Go rebuild (bench/snapbench/seed.py)"),
 }
 SECTIONS = ["serve", "build", "sizes", "scaling"]
 
@@ -91,6 +92,9 @@ def parse_args():
     ap.add_argument("--timeout", type=float, default=900, help="seconds a server may take to answer its first query")
     ap.add_argument("--tag", help="result file name suffix (default: the profile)")
     ap.add_argument("--fraction", type=float, default=1.0, help="seed profile only: run at this fraction of its size")
+    ap.add_argument("--seed-shapes", default="seed,short", help="seed profile only: the lake shapes to run (seed, short)")
+    ap.add_argument("--peer-limit", type=float, help="seed profile only: kill the Go rebuild past this RSS in GiB "
+                    "(default: 22 GiB or 80%% of MemAvailable, the smaller)")
     ap.add_argument("--reuse-build", action="store_true",
                     help="seed profile only: serve the snapshot an earlier run built (its build figures are that run's)")
     a = ap.parse_args()
@@ -427,8 +431,14 @@ def seed_profile(a):
     procs.install_signal_handlers()
     work = pathlib.Path(a.work).resolve()
     try:
+        shapes = [x.strip() for x in a.seed_shapes.split(",") if x.strip()]
+        bad = set(shapes) - set(seed.SHAPES)
+        if bad or not shapes:
+            sys.exit(f"harness: unknown --seed-shapes {sorted(bad)}; known: {sorted(seed.SHAPES)}")
         seed.run(pathlib.Path(a.bin).resolve(), work, pathlib.Path(a.out).resolve(),
-                 a.fraction, machine(a.go), loadavg, log, timeout=a.timeout, gobaseline=build_gobaseline(a, work), reuse_build=a.reuse_build)
+                 a.fraction, machine(a.go), loadavg, log, timeout=a.timeout, gobaseline=build_gobaseline(a, work),
+                 reuse_build=a.reuse_build, shapes=shapes,
+                 peer_limit=int(a.peer_limit * 2**30) if a.peer_limit else None)
     finally:
         procs.kill_all()
     return 0

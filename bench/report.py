@@ -22,6 +22,9 @@ can drift from its run: each table row links the run(s) it comes from. NAME is o
            one-series latency, median (min–max) over the newest *-replica-go-bench.txt
   live     the live-write figures (build against compaction, WAL replay, DoGet over a delta,
            paced ingest) from the newest *-live-go-bench.txt
+  seed     the seed profile (bench/snapbench/seed.py): both lake shapes against the Go rebuild,
+           live writes and a compaction, from the newest *-seed*.json that has them (a full-size
+           run before a --fraction run of the same date; a fraction run says so)
 
 --check exits 1 (rewriting nothing) when a file is not what the runs generate.
 Standard library only.
@@ -381,9 +384,41 @@ def region_live(runs, here):
     return "\n".join(L)
 
 
+def region_seed(runs, here):
+    """The seed profile's table (snapbench/seedtable.py) from the newest run with both its
+    shapes' figures; a run at a fraction of the seed says so first."""
+    found = []
+    for p in pathlib.Path(RESULTS).glob("*-seed*.json"):
+        try:
+            R = json.loads(p.read_text())
+        except ValueError:
+            continue
+        if R.get("meta", {}).get("profile") == "seed" and R.get("shapes") and p.with_suffix(".md").exists():
+            found.append((R["meta"]["date"], R["meta"].get("fraction", 1), p, R))
+    if not found:
+        return None
+    found.sort(key=lambda x: (x[0], x[1]))
+    _, frac, p, R = found[-1]
+    sys.path.insert(0, str(HERE))
+    from snapbench import seedtable
+    rel = os.path.relpath(p.with_suffix(".md"), here.parent)
+    m = R["meta"]
+    shapes = list(R["shapes"].items())
+    if frac == 1:
+        lead = "At full size"
+    else:
+        lead = (f"**A run at fraction {frac:g} of the seed** (series, build budget and DoPut rows scaled; it shows the "
+                "profile works end to end, not the seed's figures)")
+    load = " ".join(m.get("loadavg_start") or [])
+    L = [f"{lead}: " + "; ".join(f"`{k}` {S['build']['series']:,} series, {S['build']['rows']:,} rows" for k, S in shapes)
+         + f"; {m['machine'].get('cores')} cores, load average {load} at the start ([{p.stem}]({rel}), `make bench-seed`).",
+         ""]
+    return "\n".join(L + seedtable.table(shapes))
+
+
 REGIONS = {"serve": region_serve, "ratios": region_ratios, "build": region_build, "sizes": region_sizes,
            "runs": region_runs, "replica": region_replica, "live": region_live, "copies": region_copies,
-           "python_package": region_python_package}
+           "python_package": region_python_package, "seed": region_seed}
 
 
 def rewrite(path, runs):

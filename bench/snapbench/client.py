@@ -66,13 +66,16 @@ def ticket(obj):
     return fl.Ticket(json.dumps(obj, separators=(",", ":")).encode())
 
 
-def start(server, port, first, log_path, timeout):
+def start(server, port, first, log_path, timeout, on_spawn=None):
     """Start server on port; return (proc, seconds from process start to the first answered
     series, that answer). Polls the port every 2 ms, then asks for the first series with a
-    fresh client per attempt (so no gRPC reconnect back-off hides in the number)."""
+    fresh client per attempt (so no gRPC reconnect back-off hides in the number). on_spawn(proc)
+    is called once the process exists (e.g. to watch its memory while it starts)."""
     open(log_path, "wb").close()
     t0 = time.perf_counter()
     p = procs.spawn(server.argv(port), log_path)
+    if on_spawn is not None:
+        on_spawn(p)
     deadline = t0 + timeout
     try:
         while not procs.port_open(port):
