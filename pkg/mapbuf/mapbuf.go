@@ -103,6 +103,12 @@ func (b *Buf) Append(p ...byte) {
 	b.data = append(b.data, p...)
 }
 
+// AppendString appends the bytes of v.
+func (b *Buf) AppendString(v string) {
+	b.Reserve(len(v))
+	b.data = append(b.data, v...)
+}
+
 // AppendZeros appends n zero bytes and returns them.
 func (b *Buf) AppendZeros(n int) []byte {
 	b.Reserve(n)
