@@ -274,7 +274,9 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		b := &indexedBatch{RecordBatch: rec, series: series, holds: holds, n: batches}
 		batches++
 		pending, pendCodes, pendRows = pending[:0], pendCodes[:0], 0
-		series, holds = nil, nil // the batch owns them now
+		// The batch owns them now; the next batch's series likely number
+		// about as many.
+		series, holds = make([]pendingSeries, 0, cap(series)), nil
 		if yield != nil {
 			yield()
 		}
