@@ -289,13 +289,20 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 			h.release()
 		}
 	}()
+	// The series come in id order: a composite's delta runs are walked
+	// with cursors rather than searched once per series (a fifth of a
+	// compaction's CPU at 2.82M series).
+	rows := r.Rows
+	if c, ok := r.(*query.Composite); ok {
+		rows = c.Walk().Rows
+	}
 	var buf []query.Piece
 	for k := 0; k < sel.Len(); k++ {
 		if err := pipe.Context().Err(); err != nil {
 			return nil, schemas{}, stats{}, pipe.Close(err)
 		}
 		c := sel.Code(k)
-		if buf, err = r.Rows(c, query.AllPeriods, buf[:0]); err != nil {
+		if buf, err = rows(c, query.AllPeriods, buf[:0]); err != nil {
 			return nil, schemas{}, stats{}, pipe.Close(err)
 		}
 		var n int64
