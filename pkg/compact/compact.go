@@ -197,6 +197,10 @@ type stats struct {
 func write(ctx context.Context, dir string, r query.Reader, batchRows int, policy coldfile.Policy, yield func()) ([]manifest.File, schemas, stats, error) {
 	var st stats
 	mem := memory.DefaultAllocator
+	var batchMem memory.Allocator = &batchBuffers{} // see batchBuffers
+	if policy.Tiered() {
+		batchMem = mem
+	}
 	sh := r.Shape()
 	dataSchema, attrFields := sh.DataSchema(), sh.AttributeFields()
 	sel, err := r.Select(query.Selector{Kind: query.ByPrefix})
@@ -267,7 +271,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		if pendRows == 0 {
 			return nil
 		}
-		rec, err := assemble(mem, dataSchema, pending, pendCodes, pendRows)
+		rec, err := assemble(batchMem, dataSchema, pending, pendCodes, pendRows)
 		if err != nil {
 			return err
 		}
