@@ -29,7 +29,7 @@ var layers = []struct {
 	name string
 	pkgs []string
 }{
-	{"base utilities", []string{"pkg/corrupt", "pkg/fileutil", "pkg/period", "pkg/progress", "internal/bufpool", "internal/cliutil", "internal/gctune"}},
+	{"base utilities", []string{"pkg/corrupt", "pkg/fileutil", "pkg/mapbuf", "pkg/period", "pkg/progress", "internal/bufpool", "internal/cliutil", "internal/gctune"}},
 	// pkg/lake/... are the lake inputs: where files live (objstore), the
 	// table formats read over it (roaring < deltalog, iceberg), and source,
 	// which resolves an input into one table snapshot for the builder.

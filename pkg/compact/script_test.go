@@ -6,7 +6,7 @@ package compact_test
 //
 //	build         build the rows (a Parquet lake) into the dataset: the next snapshot
 //	write         log the rows as one live write, as a server's DoPut does
-//	compact       compact.Offline
+//	compact [batch-rows=N]  compact.Offline (N: data batches of at most N rows)
 //	rows [live]   the rows CURRENT's snapshot holds; live: with the logged writes after the checkpoint merged over it
 //	checkpoint    the log's checkpoint, and how many logged records lie after it
 
@@ -70,7 +70,15 @@ func (s *compactScript) run(d *datadriven.Directive) string {
 	case "write":
 		return s.write(d)
 	case "compact":
-		res, err := compact.Offline(context.Background(), s.dir, compact.Options{Tool: "servingsnap v0.0.0-script", Now: scriptNow})
+		opt := compact.Options{Tool: "servingsnap v0.0.0-script", Now: scriptNow}
+		if v, ok := d.ArgOne("batch-rows"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				d.Fatalf(s.t, "batch-rows=%s: %v", v, err)
+			}
+			opt.BatchRows = n
+		}
+		res, err := compact.Offline(context.Background(), s.dir, opt)
 		if err != nil {
 			return "error: " + strings.ReplaceAll(err.Error(), s.tmp, "TMP")
 		}

@@ -37,7 +37,8 @@ type Writer struct {
 	path    string
 	schema  *arrow.Schema
 	f       *arrowfile.Writer
-	locs    []Location
+	locs    []Location // of the series since the last TakeLocations
+	taken   int        // series whose locations TakeLocations handed out
 	rows    int64
 	batches int
 	err     error // the first failure; the file is never published after one
@@ -134,7 +135,7 @@ func (w *Writer) check(rec arrow.RecordBatch) error {
 	codes := codeCol.(*array.Uint32).Uint32Values()
 	periods := periodCol.(*array.Date32).Date32Values()
 
-	next := uint32(len(w.locs))
+	next := uint32(w.taken + len(w.locs))
 	if c := codes[0]; c != next {
 		if next > 0 && c == next-1 {
 			return fmt.Errorf("batch %d row 0: series_code %d continues from batch %d; a series never straddles two batches", b, c, b-1)
@@ -191,8 +192,20 @@ func noNulls(b int, a arrow.Array, name string) error {
 
 // Locations returns, per series code (index row), where the series' rows
 // are, for the series written so far. The slice is the writer's: do not
-// modify it; it stays valid after Close.
+// modify it; it stays valid after Close. After TakeLocations it holds only
+// the series written since (element 0 is then the first series not taken).
 func (w *Writer) Locations() []Location { return w.locs }
+
+// TakeLocations appends to dst the locations of the series written since
+// the last call (all of them at the first) and forgets them, so that a
+// writer that indexes each batch's series as it is written holds no
+// location per series of the file.
+func (w *Writer) TakeLocations(dst []Location) []Location {
+	dst = append(dst, w.locs...)
+	w.taken += len(w.locs)
+	w.locs = w.locs[:0]
+	return dst
+}
 
 // Close writes the footer, fsyncs the file and returns its size, row and
 // batch counts and checksum. After a failed Write it removes the file and

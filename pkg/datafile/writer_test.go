@@ -1,6 +1,7 @@
 package datafile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,5 +209,53 @@ func TestWriterRefusesSchemas(t *testing.T) {
 	defer rec.Release()
 	if err := w.Write(rec); err == nil || !strings.Contains(err.Error(), "batch 0: schema") {
 		t.Errorf("error %v, want one about batch 0's schema", err)
+	}
+}
+
+// TestWriterTakeLocations: taking the locations after each batch hands
+// each series out once, as Locations would have listed them, and the code
+// checks go on across takes.
+func TestWriterTakeLocations(t *testing.T) {
+	batches := []batch{
+		{codes: []uint32{0, 0, 1}, periods: []int32{10, 20, 5}},
+		{codes: []uint32{2, 2, 2, 3}, periods: []int32{-3, 0, 7, 7}},
+		{codes: []uint32{4}, periods: []int32{1}},
+	}
+	ref, err := writeAll(t, filepath.Join(t.TempDir(), "data.arrow"), batches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Abort()
+	want := ref.Locations()
+
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	w, err := Create(filepath.Join(t.TempDir(), "data.arrow"), testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	var got []Location
+	for i, b := range append(batches, batch{codes: []uint32{4}, periods: []int32{9}}) {
+		rec := b.record(t, mem)
+		err := w.Write(rec)
+		rec.Release()
+		if i == len(batches) {
+			if err == nil || !strings.Contains(err.Error(), "series_code 4 continues from batch 2") {
+				t.Errorf("a batch repeating a taken series: %v, want the straddling series named", err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(got)
+		got = w.TakeLocations(got)
+		if len(got) == n || len(w.Locations()) != 0 {
+			t.Fatalf("batch %d: took %d locations, %d left", i, len(got)-n, len(w.Locations()))
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("taken %+v, want %+v", got, want)
 	}
 }

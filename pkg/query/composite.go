@@ -169,11 +169,18 @@ type source struct {
 }
 
 // sources are a series' rows in rg per generation, newest first; the base
-// last. ok is false when no delta run holds the series.
-func (c *Composite) sources(code int, rg Range, dst []source) ([]source, bool, error) {
+// last. ok is false when no delta run holds the series. A walk (nil: none)
+// finds the series in each run from where its last series was.
+func (c *Composite) sources(code int, rg Range, dst []source, w *Walk) ([]source, bool, error) {
 	id := c.SeriesID(code)
-	for _, r := range c.runs {
-		i, ok := r.Find(id)
+	for k, r := range c.runs {
+		var i int
+		var ok bool
+		if w != nil {
+			i, ok = w.find(k, r, id)
+		} else {
+			i, ok = r.Find(id)
+		}
 		if !ok {
 			continue
 		}
@@ -222,8 +229,12 @@ func clip(ps []arrow.Date32, lo, hi int, rg Range) (int, int) {
 // generation holding it wins, and runs of consecutive winning rows from one
 // generation become one piece.
 func (c *Composite) Rows(code int, rg Range, dst []Piece) ([]Piece, error) {
+	return c.rows(code, rg, dst, nil)
+}
+
+func (c *Composite) rows(code int, rg Range, dst []Piece, w *Walk) ([]Piece, error) {
 	var buf [4]source
-	srcs, hasDelta, err := c.sources(code, rg, buf[:0])
+	srcs, hasDelta, err := c.sources(code, rg, buf[:0], w)
 	if err != nil {
 		return dst, err
 	}
@@ -234,6 +245,42 @@ func (c *Composite) Rows(code int, rg Range, dst []Piece) ([]Piece, error) {
 		return dst, nil
 	}
 	return mergeSources(srcs, dst), nil
+}
+
+// Walk reads the series of a Composite in id order, as a compaction
+// does: each delta run is walked with a cursor instead of searched once
+// per series, so finding every series in every run costs a step per run
+// series rather than a binary search per run and base series. Its Rows
+// are the Composite's Rows; a series before the last one asked for
+// (not in id order) restarts the cursors. Not safe for concurrent use.
+type Walk struct {
+	c    *Composite
+	pos  []int // per run: its first series not before the last id
+	last string
+}
+
+// Walk starts a walk over c's series.
+func (c *Composite) Walk() *Walk { return &Walk{c: c, pos: make([]int, len(c.runs))} }
+
+// Rows is Composite.Rows, for series asked for in id order.
+func (w *Walk) Rows(code int, rg Range, dst []Piece) ([]Piece, error) {
+	return w.c.rows(code, rg, dst, w)
+}
+
+// find is run k's series number of id, stepping its cursor forward.
+func (w *Walk) find(k int, r *livedelta.Run, id string) (int, bool) {
+	if k == 0 {
+		if id < w.last {
+			clear(w.pos) // out of order: start again
+		}
+		w.last = id
+	}
+	i, n := w.pos[k], r.NumSeries()
+	for i < n && r.SeriesID(i) < id {
+		i++
+	}
+	w.pos[k] = i
+	return i, i < n && r.SeriesID(i) == id
 }
 
 // mergeSources merges one series' rows from srcs (newest first; each

@@ -1,14 +1,16 @@
 package sidecar
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/energyscope/servingsnap/pkg/mapbuf"
 )
 
 // Cell is one value of an Arrow array: row Row of Array. A nil Array is a
@@ -46,7 +48,11 @@ func layoutOf(dt arrow.DataType) (layout, int, error) {
 
 // column accumulates one index column in Arrow's layout, so that Close
 // wraps its buffers without a copy. Null slots hold zero bytes, so the
-// same values always give the same file.
+// same values always give the same file. The buffers are the writer's
+// arena's: past a small size, mapped temporary files (pkg/mapbuf).
+//
+// A buffer never shrinks, so its spare room is zero: appending a zero byte
+// and then setting bits in it is how the bitmaps grow.
 //
 // It remembers the last source array and what it derived from it (type
 // check, buffers), so that a run of cells from one array costs a pointer
@@ -57,9 +63,9 @@ type column struct {
 	width   int
 	n       int
 	nulls   int
-	valid   []byte  // validity bitmap, a bit per row
-	data    []byte  // fixed: width bytes per row; bool: a bit per row; bytes: the values
-	offsets []int32 // bytes: n+1 offsets into data
+	valid   *mapbuf.Buf // validity bitmap, a bit per row
+	data    *mapbuf.Buf // fixed: width bytes per row; bool: a bit per row; bytes: the values
+	offsets *mapbuf.Buf // bytes: n+1 int32 offsets into data
 
 	src     arrow.Array // the last source array, type-checked
 	srcLen  int
@@ -71,14 +77,15 @@ type column struct {
 	bools   *array.Boolean
 }
 
-func newColumn(dt arrow.DataType) (*column, error) {
+func newColumn(a *mapbuf.Arena, dt arrow.DataType) (*column, error) {
 	l, w, err := layoutOf(dt)
 	if err != nil {
 		return nil, err
 	}
-	c := &column{typ: dt, layout: l, width: w}
+	c := &column{typ: dt, layout: l, width: w, valid: a.New(), data: a.New()}
 	if l == layoutBytes {
-		c.offsets = []int32{0}
+		c.offsets = a.New()
+		appendInt32(c.offsets, 0)
 	}
 	return c, nil
 }
@@ -86,14 +93,14 @@ func newColumn(dt arrow.DataType) (*column, error) {
 // reserve makes room for n more rows (the values of a bytes column
 // excepted: their size is not known).
 func (c *column) reserve(n int) {
-	c.valid = slices.Grow(c.valid, (c.n+n+7)/8-len(c.valid))
+	c.valid.Reserve((c.n+n+7)/8 - c.valid.Len())
 	switch c.layout {
 	case layoutFixed:
-		c.data = slices.Grow(c.data, n*c.width)
+		c.data.Reserve(n * c.width)
 	case layoutBool:
-		c.data = slices.Grow(c.data, (c.n+n+7)/8-len(c.data))
+		c.data.Reserve((c.n+n+7)/8 - c.data.Len())
 	case layoutBytes:
-		c.offsets = slices.Grow(c.offsets, n)
+		c.offsets.Reserve(4 * n)
 	}
 }
 
@@ -163,65 +170,67 @@ func (c *column) add(v Cell) (null bool, err error) {
 	}
 	switch c.layout {
 	case layoutFixed:
-		c.data = append(c.data, c.raw[r*c.width:(r+1)*c.width]...)
+		c.data.Append(c.raw[r*c.width : (r+1)*c.width]...)
 	case layoutBytes:
-		c.data = append(c.data, c.raw[c.rawOffs[r]:c.rawOffs[r+1]]...)
-		if len(c.data) > math.MaxInt32 {
+		v := c.raw[c.rawOffs[r]:c.rawOffs[r+1]]
+		if c.data.Len()+len(v) > math.MaxInt32 {
 			return false, fmt.Errorf("more than 2 GiB of values in one utf8 column")
 		}
-		c.offsets = append(c.offsets, int32(len(c.data)))
+		c.data.Append(v...)
+		appendInt32(c.offsets, int32(c.data.Len()))
 	case layoutBool:
 		if c.n&7 == 0 {
-			c.data = append(c.data, 0)
+			c.data.Append(0)
 		}
 		if c.bools.Value(r) {
-			c.data[c.n>>3] |= 1 << (c.n & 7)
+			c.data.Bytes()[c.n>>3] |= 1 << (c.n & 7)
 		}
 	}
-	if c.n&7 == 0 {
-		c.valid = append(c.valid, 0)
-	}
-	c.valid[c.n>>3] |= 1 << (c.n & 7)
-	c.n++
+	c.setValid()
 	return false, nil
+}
+
+// setValid appends a valid row.
+func (c *column) setValid() {
+	if c.n&7 == 0 {
+		c.valid.Append(0)
+	}
+	c.valid.Bytes()[c.n>>3] |= 1 << (c.n & 7)
+	c.n++
 }
 
 // addDate32 appends a non-null value to a date32 column.
 func (c *column) addDate32(v arrow.Date32) {
-	c.data = append(c.data, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
-	if c.n&7 == 0 {
-		c.valid = append(c.valid, 0)
-	}
-	c.valid[c.n>>3] |= 1 << (c.n & 7)
-	c.n++
+	c.data.Append(byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+	c.setValid()
 }
 
 func (c *column) appendNull() {
 	switch c.layout {
 	case layoutFixed:
-		c.data = append(c.data, make([]byte, c.width)...)
+		c.data.AppendZeros(c.width)
 	case layoutBytes:
-		c.offsets = append(c.offsets, int32(len(c.data)))
+		appendInt32(c.offsets, int32(c.data.Len()))
 	case layoutBool:
 		if c.n&7 == 0 {
-			c.data = append(c.data, 0)
+			c.data.Append(0)
 		}
 	}
 	if c.n&7 == 0 {
-		c.valid = append(c.valid, 0)
+		c.valid.Append(0)
 	}
 	c.n++
 	c.nulls++
 }
 
-func (c *column) isNull(i int) bool { return c.nulls > 0 && c.valid[i>>3]&(1<<(i&7)) == 0 }
+func (c *column) isNull(i int) bool { return c.nulls > 0 && c.valid.Bytes()[i>>3]&(1<<(i&7)) == 0 }
 
 // validity is the validity buffer, nil when nothing is null.
 func (c *column) validity() *memory.Buffer {
 	if c.nulls == 0 {
 		return nil
 	}
-	return memory.NewBufferBytes(c.valid)
+	return memory.NewBufferBytes(c.valid.Bytes())
 }
 
 // array wraps the accumulated values as an Arrow array, without a copy.
@@ -232,9 +241,9 @@ func (c *column) array() arrow.Array {
 	case layoutNull:
 		return array.NewNull(c.n)
 	case layoutBytes:
-		bufs = []*memory.Buffer{c.validity(), int32Buffer(c.offsets), memory.NewBufferBytes(c.data)}
+		bufs = []*memory.Buffer{c.validity(), memory.NewBufferBytes(c.offsets.Bytes()), memory.NewBufferBytes(c.data.Bytes())}
 	default:
-		bufs = []*memory.Buffer{c.validity(), memory.NewBufferBytes(c.data)}
+		bufs = []*memory.Buffer{c.validity(), memory.NewBufferBytes(c.data.Bytes())}
 	}
 	return makeArray(c.typ, c.n, bufs, c.nulls)
 }
@@ -244,7 +253,7 @@ func (c *column) array() arrow.Array {
 // to its capacity, and keeping that keeps the bytes of an index stable
 // across writer changes (the goldens of testdata/v2 pin them).
 func (c *column) date32Array() arrow.Array {
-	vals := arrow.Date32Traits.CastFromBytes(c.data)
+	vals := arrow.Date32Traits.CastFromBytes(c.data.Bytes())
 	b := array.NewDate32Builder(memory.DefaultAllocator)
 	defer b.Release()
 	b.Reserve(c.n)
@@ -255,7 +264,6 @@ func (c *column) date32Array() arrow.Array {
 			b.UnsafeAppend(v)
 		}
 	}
-	c.data, c.valid = nil, nil
 	return b.NewArray()
 }
 
@@ -265,9 +273,11 @@ func makeArray(dt arrow.DataType, n int, bufs []*memory.Buffer, nulls int) arrow
 	return array.MakeFromData(d)
 }
 
-func int32Buffer(v []int32) *memory.Buffer {
-	return memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(v))
-}
+// appendInt32 and the others append one value in Arrow's (the
+// machine's) byte order.
+func appendInt32(b *mapbuf.Buf, v int32)   { binary.NativeEndian.PutUint32(b.AppendZeros(4), uint32(v)) }
+func appendUint32(b *mapbuf.Buf, v uint32) { binary.NativeEndian.PutUint32(b.AppendZeros(4), v) }
+func appendInt64(b *mapbuf.Buf, v int64)   { binary.NativeEndian.PutUint64(b.AppendZeros(8), uint64(v)) }
 
 // unsafeString views b as a string without copying; b must not change
 // while the string is in use.

@@ -162,3 +162,7 @@ func BenchmarkCheckOffsets(b *testing.B) {
 		}
 	}
 }
+
+func int32Buffer(v []int32) *memory.Buffer {
+	return memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(v))
+}

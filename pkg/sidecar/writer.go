@@ -1,10 +1,11 @@
 package sidecar
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
+	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/mapbuf"
 )
 
 // Series is one index row as Writer.Add takes it. A caller fills one
@@ -47,20 +49,27 @@ type Series struct {
 // where the previous one ended, in the same batch or at the start of the
 // next). After an error the writer is unusable: Close fails and nothing
 // is written.
+//
+// The columns are held until Close in buffers of a mapbuf.Arena: past a
+// few hundred KiB, mapped temporary files beside the index (unlinked from
+// the start), so that an index of millions of series is page cache the
+// kernel can write back and evict, not anonymous memory that grows with
+// the snapshot. Close or Abort releases them.
 type Writer struct {
 	path      string
 	valueType arrow.DataType
 	attrs     []arrow.Field
 
+	mem         *mapbuf.Arena
 	n           int
-	ids         []byte
-	idOffsets   []int32
-	rowOffset   []int64
-	rowCount    []int64
-	batch       []uint32
-	batchOffset []uint32
-	firstPeriod []int32
-	lastPeriod  []int32
+	ids         *mapbuf.Buf // the ids' bytes, end to end
+	idOffsets   *mapbuf.Buf // int32, n+1
+	rowOffset   *mapbuf.Buf // int64
+	rowCount    *mapbuf.Buf // int64
+	batch       *mapbuf.Buf // uint32
+	batchOffset *mapbuf.Buf // uint32
+	firstPeriod *mapbuf.Buf // int32
+	lastPeriod  *mapbuf.Buf // int32
 	latestP     *column
 	latestV     *column
 	attrCols    []*column
@@ -70,32 +79,43 @@ type Writer struct {
 
 	// A tiered writer (SetTiered) writes a version-3 index.
 	tiered, allCold bool
-	coldStart       []int64
-	coldRows        []int64
-	coldFirst       []int32
-	coldLast        []int32
+	coldStart       *mapbuf.Buf // int64
+	coldRows        *mapbuf.Buf // int64
+	coldFirst       *mapbuf.Buf // int32
+	coldLast        *mapbuf.Buf // int32
 	prevCold        Cold
 }
+
+// spillHeapMax is the size past which a column buffer moves from the Go
+// heap to a mapped file (a variable so tests can map every buffer).
+var spillHeapMax = 256 << 10
 
 // NewWriter starts an index for a value column of valueType and the given
 // attribute columns. A dictionary-typed attribute is taken as its value
 // type: the index stores it plain (a version-1 base index, whose string
 // attributes may be dictionaries, compacts into a version-2 one). The
 // file is created at path (which must not exist) only by Close.
+//
+// The writer's column buffers spill to temporary files in path's
+// directory; call Close or Abort to release them.
 func NewWriter(path string, valueType arrow.DataType, attrs []arrow.Field) (*Writer, error) {
-	w := &Writer{path: path, valueType: valueType, idOffsets: []int32{0}}
+	a := mapbuf.NewArena(filepath.Dir(path), spillHeapMax)
+	w := &Writer{path: path, valueType: valueType, mem: a,
+		ids: a.New(), idOffsets: a.New(), rowOffset: a.New(), rowCount: a.New(), batch: a.New(), batchOffset: a.New(),
+		firstPeriod: a.New(), lastPeriod: a.New(), coldStart: a.New(), coldRows: a.New(), coldFirst: a.New(), coldLast: a.New()}
+	appendInt32(w.idOffsets, 0)
 	var err error
-	if w.latestP, err = newColumn(arrow.FixedWidthTypes.Date32); err != nil {
+	if w.latestP, err = newColumn(a, arrow.FixedWidthTypes.Date32); err != nil {
 		return nil, err
 	}
-	if w.latestV, err = newColumn(valueType); err != nil {
+	if w.latestV, err = newColumn(a, valueType); err != nil {
 		return nil, fmt.Errorf("index %s: value column: %w", path, err)
 	}
 	for _, f := range attrs {
 		if dt, ok := f.Type.(*arrow.DictionaryType); ok {
 			f.Type = dt.ValueType
 		}
-		c, err := newColumn(f.Type)
+		c, err := newColumn(a, f.Type)
 		if err != nil {
 			return nil, fmt.Errorf("index %s: attribute %q: %w", path, f.Name, err)
 		}
@@ -119,18 +139,18 @@ func (w *Writer) SetTiered(allCold bool) {
 // Reserve makes room for n more series, so that a caller that knows the
 // count (a builder, a compaction) saves the copies of growing buffers.
 func (w *Writer) Reserve(n int) {
-	w.idOffsets = slices.Grow(w.idOffsets, n)
-	w.rowOffset = slices.Grow(w.rowOffset, n)
-	w.rowCount = slices.Grow(w.rowCount, n)
-	w.batch = slices.Grow(w.batch, n)
-	w.batchOffset = slices.Grow(w.batchOffset, n)
-	w.firstPeriod = slices.Grow(w.firstPeriod, n)
-	w.lastPeriod = slices.Grow(w.lastPeriod, n)
+	w.idOffsets.Reserve(4 * n)
+	w.rowOffset.Reserve(8 * n)
+	w.rowCount.Reserve(8 * n)
+	w.batch.Reserve(4 * n)
+	w.batchOffset.Reserve(4 * n)
+	w.firstPeriod.Reserve(4 * n)
+	w.lastPeriod.Reserve(4 * n)
 	if w.tiered {
-		w.coldStart = slices.Grow(w.coldStart, n)
-		w.coldRows = slices.Grow(w.coldRows, n)
-		w.coldFirst = slices.Grow(w.coldFirst, n)
-		w.coldLast = slices.Grow(w.coldLast, n)
+		w.coldStart.Reserve(8 * n)
+		w.coldRows.Reserve(8 * n)
+		w.coldFirst.Reserve(4 * n)
+		w.coldLast.Reserve(4 * n)
 	}
 	w.latestP.reserve(n)
 	w.latestV.reserve(n)
@@ -164,15 +184,15 @@ func (w *Writer) add(s *Series) error {
 	if len(s.Attrs) != len(w.attrCols) {
 		return fmt.Errorf("%d attribute values for %d attribute columns", len(s.Attrs), len(w.attrCols))
 	}
-	if len(w.ids)+len(s.ID) > math.MaxInt32 {
+	if w.ids.Len()+len(s.ID) > math.MaxInt32 {
 		return fmt.Errorf("more than 2 GiB of series ids")
 	}
-	w.ids = append(w.ids, s.ID...)
-	w.idOffsets = append(w.idOffsets, int32(len(w.ids)))
-	w.rowOffset = append(w.rowOffset, s.RowOffset)
-	w.rowCount = append(w.rowCount, s.RowCount)
-	w.batch = append(w.batch, s.Batch)
-	w.batchOffset = append(w.batchOffset, s.BatchOffset)
+	w.ids.AppendString(s.ID)
+	appendInt32(w.idOffsets, int32(w.ids.Len()))
+	appendInt64(w.rowOffset, s.RowOffset)
+	appendInt64(w.rowCount, s.RowCount)
+	appendUint32(w.batch, s.Batch)
+	appendUint32(w.batchOffset, s.BatchOffset)
 	first, last := s.FirstPeriod, s.LastPeriod
 	if w.tiered {
 		c := s.Cold
@@ -182,14 +202,14 @@ func (w *Writer) add(s *Series) error {
 		if s.RowCount == 0 {
 			last = c.LastPeriod
 		}
-		w.coldStart = append(w.coldStart, c.Start)
-		w.coldRows = append(w.coldRows, c.Rows)
-		w.coldFirst = append(w.coldFirst, c.FirstPeriod)
-		w.coldLast = append(w.coldLast, c.LastPeriod)
+		appendInt64(w.coldStart, c.Start)
+		appendInt64(w.coldRows, c.Rows)
+		appendInt32(w.coldFirst, c.FirstPeriod)
+		appendInt32(w.coldLast, c.LastPeriod)
 		w.prevCold = c
 	}
-	w.firstPeriod = append(w.firstPeriod, first)
-	w.lastPeriod = append(w.lastPeriod, last)
+	appendInt32(w.firstPeriod, first)
+	appendInt32(w.lastPeriod, last)
 	if s.HasLatest {
 		if s.LatestPeriod < first || s.LatestPeriod > last {
 			return fmt.Errorf("latest period %d outside the series' periods %d..%d", s.LatestPeriod, first, last)
@@ -210,6 +230,9 @@ func (w *Writer) add(s *Series) error {
 		if _, err := c.add(s.Attrs[i]); err != nil {
 			return fmt.Errorf("attribute %q: %w", w.attrs[i].Name, err)
 		}
+	}
+	if err := w.mem.Err(); err != nil {
+		return err // a column could not grow in its file
 	}
 	w.prev = s.Location
 	w.n++
@@ -241,7 +264,8 @@ func (w *Writer) checkLocation(s *Series) error {
 		}
 		return nil
 	}
-	if prev := unsafeString(w.ids[w.idOffsets[w.n-1]:]); s.ID <= prev {
+	start := binary.NativeEndian.Uint32(w.idOffsets.Bytes()[4*(w.n-1):])
+	if prev := unsafeString(w.ids.Bytes()[start:]); s.ID <= prev {
 		return fmt.Errorf("series id %q is not after %q (series %d); ids must be strictly increasing bytewise", s.ID, prev, w.n-1)
 	}
 	p := w.prev
@@ -290,32 +314,33 @@ func (w *Writer) checkCold(s *Series) error {
 // dictionaries: index version 2, FORMAT.md §4), so readers map the file
 // instead of copying it.
 func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
-	if w.err != nil {
-		return arrowfile.Info{}, nil, fmt.Errorf("index %s: an earlier add failed: %w", w.path, w.err)
-	}
 	if w.done {
 		return arrowfile.Info{}, nil, fmt.Errorf("index %s: the writer is closed", w.path)
+	}
+	defer w.Abort()
+	if w.err != nil {
+		return arrowfile.Info{}, nil, fmt.Errorf("index %s: an earlier add failed: %w", w.path, w.err)
 	}
 	w.done = true
 	n := w.n
 	attrs := append([]arrow.Field(nil), w.attrs...)
 	cols := make([]arrow.Array, NumFixed, NumFixedTiered+len(attrs))
 	cols[ColumnSeriesID] = makeArray(arrow.BinaryTypes.String, n,
-		[]*memory.Buffer{nil, int32Buffer(w.idOffsets), memory.NewBufferBytes(w.ids)}, 0)
-	cols[ColumnRowOffset] = fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.rowOffset))
-	cols[ColumnRowCount] = fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.rowCount))
-	cols[ColumnBatch] = fixedArray(arrow.PrimitiveTypes.Uint32, n, arrow.Uint32Traits.CastToBytes(w.batch))
-	cols[ColumnBatchOffset] = fixedArray(arrow.PrimitiveTypes.Uint32, n, arrow.Uint32Traits.CastToBytes(w.batchOffset))
-	cols[ColumnFirstPeriod] = fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.firstPeriod))
-	cols[ColumnLastPeriod] = fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.lastPeriod))
+		[]*memory.Buffer{nil, memory.NewBufferBytes(w.idOffsets.Bytes()), memory.NewBufferBytes(w.ids.Bytes())}, 0)
+	cols[ColumnRowOffset] = fixedArray(arrow.PrimitiveTypes.Int64, n, w.rowOffset.Bytes())
+	cols[ColumnRowCount] = fixedArray(arrow.PrimitiveTypes.Int64, n, w.rowCount.Bytes())
+	cols[ColumnBatch] = fixedArray(arrow.PrimitiveTypes.Uint32, n, w.batch.Bytes())
+	cols[ColumnBatchOffset] = fixedArray(arrow.PrimitiveTypes.Uint32, n, w.batchOffset.Bytes())
+	cols[ColumnFirstPeriod] = fixedArray(arrow.FixedWidthTypes.Date32, n, w.firstPeriod.Bytes())
+	cols[ColumnLastPeriod] = fixedArray(arrow.FixedWidthTypes.Date32, n, w.lastPeriod.Bytes())
 	cols[ColumnLatestPeriod] = w.latestP.date32Array()
 	cols[ColumnLatestValue] = w.latestV.array()
 	if w.tiered {
 		cols = append(cols,
-			fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.coldStart)),
-			fixedArray(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.coldRows)),
-			fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.coldFirst)),
-			fixedArray(arrow.FixedWidthTypes.Date32, n, arrow.Int32Traits.CastToBytes(w.coldLast)))
+			fixedArray(arrow.PrimitiveTypes.Int64, n, w.coldStart.Bytes()),
+			fixedArray(arrow.PrimitiveTypes.Int64, n, w.coldRows.Bytes()),
+			fixedArray(arrow.FixedWidthTypes.Date32, n, w.coldFirst.Bytes()),
+			fixedArray(arrow.FixedWidthTypes.Date32, n, w.coldLast.Bytes()))
 	}
 	for _, c := range w.attrCols {
 		cols = append(cols, c.array())
@@ -338,6 +363,18 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 		return arrowfile.Info{}, nil, err
 	}
 	return info, schema, nil
+}
+
+// Abort releases the column buffers (their temporary files) without
+// writing the index. It does nothing after Close (which releases them
+// itself), so `defer w.Abort()` is safe; the writer is unusable after it.
+func (w *Writer) Abort() {
+	if w.mem == nil {
+		return
+	}
+	w.mem.Release()
+	w.mem = nil
+	w.done = true
 }
 
 // fixedArray wraps a no-null fixed-width buffer as an array without a copy.

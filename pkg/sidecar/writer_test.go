@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,14 @@ import (
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 )
+
+// TestMain makes every column buffer of the package's tests a mapped
+// file (pkg/mapbuf), as an index of millions of series has them: the
+// writer's tests then prove the index it writes from mapped columns.
+func TestMain(m *testing.M) {
+	spillHeapMax = 0
+	os.Exit(m.Run())
+}
 
 // tiled returns locations for series with the given row counts, cut into
 // batches of at most batchRows rows at series boundaries.

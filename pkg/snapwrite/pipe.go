@@ -14,6 +14,11 @@ import (
 // once: the Pipe's context is cancelled, so the maker's next Send, or its
 // own check of Context, returns instead of every remaining batch being
 // made and thrown away.
+//
+// The hand-over is unbuffered: at most two batches are alive, the one
+// being written and the one being made (a queued third would cost a
+// batch of memory, tens of MiB at 1M rows, and save no time: whichever
+// side is slower waits either way).
 type Pipe struct {
 	out chan arrow.RecordBatch
 	g   *errgroup.Group
@@ -24,7 +29,7 @@ type Pipe struct {
 // sent, in order, and the batch released after it.
 func NewPipe(ctx context.Context, write func(arrow.RecordBatch) error) *Pipe {
 	g, gctx := errgroup.WithContext(ctx)
-	p := &Pipe{out: make(chan arrow.RecordBatch, 1), g: g, ctx: gctx}
+	p := &Pipe{out: make(chan arrow.RecordBatch), g: g, ctx: gctx}
 	g.Go(func() error {
 		for rec := range p.out {
 			err := write(rec)

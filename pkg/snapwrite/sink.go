@@ -1,6 +1,7 @@
 package snapwrite
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -22,6 +23,9 @@ type Sink struct {
 	cw     *coldfile.Writer // nil unless tiered
 	sp     *Splitter
 	policy coldfile.Policy
+
+	hot  []datafile.Location // Drain's, reused
+	cold []coldfile.Location
 }
 
 // NewSink creates data.arrow (and under a tiered policy cold.vortex) in
@@ -60,6 +64,35 @@ func (k *Sink) Locations() []datafile.Location {
 		return k.sp.HotLocations()
 	}
 	return k.dw.Locations()
+}
+
+// Drain calls fn, in code order, with where the rows of each series
+// written since the last Drain went (hot, and cold when tiered), and
+// forgets them: a writer that indexes each batch's series as soon as the
+// batch is written (compaction) holds no location per series of the
+// snapshot. Locations and ColdAt count only the series not drained: use
+// one way or the other.
+func (k *Sink) Drain(fn func(hot datafile.Location, cold sidecar.Cold) error) error {
+	k.hot, k.cold = k.hot[:0], k.cold[:0]
+	if k.sp == nil {
+		k.hot = k.dw.TakeLocations(k.hot)
+	} else {
+		k.hot, k.cold = k.sp.TakeLocations(k.hot, k.cold)
+		if len(k.hot) != len(k.cold) {
+			return fmt.Errorf("snapshot writer: %d series with hot rows, %d with cold locations", len(k.hot), len(k.cold))
+		}
+	}
+	for i, h := range k.hot {
+		var c sidecar.Cold
+		if k.sp != nil {
+			l := k.cold[i]
+			c = sidecar.Cold{Start: l.Start, Rows: l.Rows, FirstPeriod: l.FirstPeriod, LastPeriod: l.LastPeriod}
+		}
+		if err := fn(h, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SetupIndex makes an index writer record what this sink wrote: a tiered sink

@@ -14,6 +14,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // dataBatch is a data-schema batch of series with lengths ns (codes from
@@ -118,5 +119,81 @@ func TestSinkRefusesBadBatches(t *testing.T) {
 	}
 	if _, err := NewSplitter(nil, nil, coldfile.Policy{}); err == nil {
 		t.Error("NewSplitter accepted an untiered policy")
+	}
+}
+
+// TestSinkDrain: draining after each batch hands out each series' hot and
+// cold location once, in code order, the same as Locations and ColdAt
+// give at the end; the codes stay checked across drains (a batch whose
+// first code repeats a drained series is refused).
+func TestSinkDrain(t *testing.T) {
+	ns := [][]int{{5, 1}, {3}, {2, 4}}
+	for _, tc := range []struct {
+		name string
+		p    coldfile.Policy
+	}{
+		{"untiered", coldfile.Policy{}},
+		{"hot rows 2", coldfile.Policy{HotRows: 2}},
+		{"all cold", coldfile.Policy{AllCold: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := datafile.Schema(arrow.PrimitiveTypes.Float64, nil)
+			write := func(k *Sink, first int, b []int) error {
+				rec := dataBatch(first, b)
+				defer rec.Release()
+				return k.Write(rec)
+			}
+			// The reference: everything written, then read at once.
+			ref, err := NewSink(t.TempDir(), sc, tc.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Abort()
+			var want []string
+			first := 0
+			for _, b := range ns {
+				if err := write(ref, first, b); err != nil {
+					t.Fatal(err)
+				}
+				first += len(b)
+			}
+			for i, l := range ref.Locations() {
+				want = append(want, fmt.Sprintf("%+v %+v", l, ref.ColdAt(i)))
+			}
+
+			k, err := NewSink(t.TempDir(), sc, tc.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Abort()
+			var got []string
+			first = 0
+			for bi, b := range ns {
+				if err := write(k, first, b); err != nil {
+					t.Fatal(err)
+				}
+				first += len(b)
+				n := 0
+				if err := k.Drain(func(hot datafile.Location, cold sidecar.Cold) error {
+					got = append(got, fmt.Sprintf("%+v %+v", hot, cold))
+					n++
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if n != len(b) {
+					t.Fatalf("batch %d: drained %d series, want %d", bi, n, len(b))
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("drained\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if err := k.Drain(func(datafile.Location, sidecar.Cold) error { return fmt.Errorf("called") }); err != nil {
+				t.Errorf("a drain with nothing written: %v", err)
+			}
+			if err := write(k, first-1, []int{2}); err == nil {
+				t.Error("a batch repeating the last drained series' code was written")
+			}
+		})
 	}
 }

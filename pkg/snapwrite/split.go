@@ -26,7 +26,8 @@ type Splitter struct {
 	hot    *datafile.Writer
 	cold   *coldfile.Writer
 	policy coldfile.Policy
-	locs   []coldfile.Location // per series code, as the cold writer reported them
+	locs   []coldfile.Location // per series code since the last TakeLocations, as the cold writer reported them
+	taken  int                 // series whose locations TakeLocations handed out
 	mem    memory.Allocator
 }
 
@@ -61,7 +62,7 @@ func (s *Splitter) Write(rec arrow.RecordBatch) error {
 		for hi < n && cv[hi] == cv[lo] {
 			hi++
 		}
-		if want := int64(len(s.locs)); int64(cv[lo]) != want {
+		if want := int64(s.taken + len(s.locs)); int64(cv[lo]) != want {
 			return fmt.Errorf("snapshot writer: series code %d where %d was due (codes are dense, in order, each in one batch)", cv[lo], want)
 		}
 		c := s.policy.ColdRows(pv[lo:hi])
@@ -122,8 +123,24 @@ func take(mem memory.Allocator, rec arrow.RecordBatch, rows []int64) (arrow.Reco
 	return array.NewRecordBatch(rec.Schema(), cols, int64(len(rows))), nil
 }
 
-// Locations are, per series code, where its cold rows went.
+// Locations are, per series code, where its cold rows went (after
+// TakeLocations: for the series written since).
 func (s *Splitter) Locations() []coldfile.Location { return s.locs }
+
+// TakeLocations appends to hot and cold where the rows of each series
+// written since the last call went, and forgets them (see
+// datafile.Writer.TakeLocations).
+func (s *Splitter) TakeLocations(hot []datafile.Location, cold []coldfile.Location) ([]datafile.Location, []coldfile.Location) {
+	if s.policy.AllCold {
+		hot = append(hot, make([]datafile.Location, len(s.locs))...)
+	} else {
+		hot = s.hot.TakeLocations(hot)
+	}
+	cold = append(cold, s.locs...)
+	s.taken += len(s.locs)
+	s.locs = s.locs[:0]
+	return hot, cold
+}
 
 // HotLocations are, per series code, where its hot rows went: the hot
 // writer's, or with every row cold, an empty location per series (row

@@ -1002,6 +1002,7 @@ func (e *external) writeIndex(path string, sink *snapwrite.Sink, byID []uint32, 
 	if err != nil {
 		return arrowfile.Info{}, err
 	}
+	defer xw.Abort() // (after Close, nothing to do)
 	identity := make([]uint32, n)
 	for i := range identity {
 		identity[i] = uint32(i)

@@ -320,6 +320,7 @@ func newIndexWriter(path string, valueType arrow.DataType, attrs []arrow.Field, 
 // sink says where its cold rows went, if anywhere. Both build paths (in
 // memory, external) end here.
 func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *snapwrite.Sink, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
+	defer xw.Abort() // (after Close, nothing to do)
 	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
 	for i := range n {
 		s.LatestPeriod = 0
