@@ -35,7 +35,7 @@ var layers = []struct {
 	// which resolves an input into one table snapshot for the builder.
 	// Only the build side uses them (see forbidden), so the read side never
 	// links iceberg-go or an S3 SDK.
-	{"formats and codecs", []string{"pkg/manifest", "pkg/arrowfile", "pkg/datafile", "pkg/sidecar", "pkg/vortexio/...", "pkg/coldfile/...", "pkg/lake/...", "pkg/lakegen", "pkg/wal", "pkg/shard", "pkg/parquetfile"}},
+	{"formats and codecs", []string{"pkg/manifest", "pkg/arrowfile", "pkg/datafile", "pkg/index", "pkg/vortexio/...", "pkg/coldfile/...", "pkg/lake/...", "pkg/lakegen", "pkg/wal", "pkg/shard", "pkg/parquetfile"}},
 	{"dataset directory", []string{"pkg/dataset"}},
 	// snapwrite is what every writer of a snapshot (the builder,
 	// compaction) writes its files and assembles its manifest through;

@@ -25,9 +25,9 @@ import (
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapwrite"
 	"github.com/energyscope/servingsnap/pkg/verify"
 )
@@ -191,7 +191,7 @@ type stats struct {
 // value) to the writing goroutine, which writes the batch, takes the
 // locations the sink recorded for it and adds its series to the index.
 // Nothing is kept per series of the snapshot on the Go heap: the index
-// writer's columns are mapped files (sidecar.Writer), and the ids and
+// writer's columns are mapped files (index.Writer), and the ids and
 // attributes are asked of r a chunk at a time (dictChunk), so what a
 // compaction holds follows the delta and the batch size, not the base.
 func write(ctx context.Context, dir string, r query.Reader, batchRows int, policy coldfile.Policy, yield func()) ([]manifest.File, schemas, stats, error) {
@@ -220,7 +220,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 		return nil, schemas{}, st, err
 	}
 	defer dw.Abort()
-	xw, err := sidecar.NewWriter(filepath.Join(dir, "index.arrow"), dataSchema.Field(datafile.ColumnValue).Type, plain)
+	xw, err := index.NewWriter(filepath.Join(dir, "index.arrow"), dataSchema.Field(datafile.ColumnValue).Type, plain)
 	if err != nil {
 		return nil, schemas{}, st, err
 	}
@@ -233,14 +233,14 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 	// encoding, checksumming and the write syscalls overlap the next
 	// batch's merge and assembly.
 	st.first, st.last = math.MaxInt32, math.MinInt32
-	ix := sidecar.Series{Attrs: make([]sidecar.Cell, len(plain))}
+	ix := index.Series{Attrs: make([]index.Cell, len(plain))}
 	pipe := snapwrite.NewPipe(ctx, func(rec arrow.RecordBatch) error {
 		b := rec.(*indexedBatch)
 		if err := dw.Write(b.RecordBatch); err != nil {
 			return err
 		}
 		i := 0
-		err := dw.Drain(func(loc datafile.Location, cold sidecar.Cold) error {
+		err := dw.Drain(func(loc datafile.Location, cold index.Cold) error {
 			if i == len(b.series) {
 				return fmt.Errorf("compaction: the data writer recorded more series than the %d of batch %d", len(b.series), b.n)
 			}
@@ -360,7 +360,7 @@ func write(ctx context.Context, dir string, r query.Reader, batchRows int, polic
 }
 
 // add counts one written series.
-func (st *stats) add(loc datafile.Location, cold sidecar.Cold) {
+func (st *stats) add(loc datafile.Location, cold index.Cold) {
 	first, last := loc.FirstPeriod, loc.LastPeriod
 	if cold.Rows > 0 {
 		first = cold.FirstPeriod
@@ -402,17 +402,17 @@ type pendingSeries struct {
 }
 
 // fill sets s to the series' index row at loc (and cold).
-func (p *pendingSeries) fill(s *sidecar.Series, loc datafile.Location, cold sidecar.Cold) {
+func (p *pendingSeries) fill(s *index.Series, loc datafile.Location, cold index.Cold) {
 	s.ID = p.d.ids.Value(p.row)
 	s.Location, s.Cold = loc, cold
 	s.HasLatest = p.latest != nil
-	s.LatestPeriod, s.LatestValue = 0, sidecar.Cell{}
+	s.LatestPeriod, s.LatestValue = 0, index.Cell{}
 	if s.HasLatest {
 		s.LatestPeriod = int32(p.latest.Column(datafile.ColumnPeriod).(*array.Date32).Value(p.latestRow))
-		s.LatestValue = sidecar.Cell{Array: p.latest.Column(datafile.ColumnValue), Row: p.latestRow}
+		s.LatestValue = index.Cell{Array: p.latest.Column(datafile.ColumnValue), Row: p.latestRow}
 	}
 	for a := range s.Attrs {
-		s.Attrs[a] = sidecar.Cell{Array: p.d.vals[a], Row: p.row}
+		s.Attrs[a] = index.Cell{Array: p.d.vals[a], Row: p.row}
 	}
 }
 

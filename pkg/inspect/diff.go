@@ -10,8 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/query"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -305,7 +305,7 @@ func WriteDiffText(w io.Writer, a, b *snapshot.Snapshot, stat bool) (DiffTotals,
 func (r *DiffReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 
 // seriesRowCount is a series' rows in both tiers.
-func seriesRowCount(e sidecar.Entry) int64 { return e.RowCount + e.Cold.Rows }
+func seriesRowCount(e index.Entry) int64 { return e.RowCount + e.Cold.Rows }
 
 // allRows returns every row of series code, both tiers, as one batch (the
 // hot slice alone, not copied, when the series has no cold rows; the two

@@ -8,8 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // The columns of a normalized write (Schema.Write) read by position: the
@@ -48,19 +48,19 @@ func CheckWrite(s *Schema, rec arrow.RecordBatch) error {
 
 	ids, ok := rec.Column(WriteColumnSeriesID).(*array.String)
 	if !ok {
-		return bad(-1, sidecar.ColSeriesID, "not utf8")
+		return bad(-1, index.ColSeriesID, "not utf8")
 	}
 	for i := 0; i < n; i++ {
 		switch {
 		case ids.IsNull(i):
-			return bad(i, sidecar.ColSeriesID, "null series id")
+			return bad(i, index.ColSeriesID, "null series id")
 		case ids.ValueLen(i) == 0:
-			return bad(i, sidecar.ColSeriesID, "empty series id")
+			return bad(i, index.ColSeriesID, "empty series id")
 		}
 	}
 	if n > 0 {
 		if err := ValidUTF8(ids.ValueOffsets(), ids.ValueBytes()); err != nil {
-			return bad(-1, sidecar.ColSeriesID, "%v", err)
+			return bad(-1, index.ColSeriesID, "%v", err)
 		}
 	}
 

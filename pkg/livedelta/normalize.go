@@ -14,8 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // ErrInvalid marks a refused write. Nothing of a refused write is applied
@@ -88,7 +88,7 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 		}
 		byName[f.Name] = i
 	}
-	allowed := []string{sidecar.ColSeriesID}
+	allowed := []string{index.ColSeriesID}
 	for i := datafile.ColumnPeriod; i < s.Data.NumFields(); i++ {
 		allowed = append(allowed, s.Data.Field(i).Name)
 	}
@@ -100,9 +100,9 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 			return nil, nil, bad(-1, name, "unknown column (columns: %s)", strings.Join(allowed, ", "))
 		}
 	}
-	for _, req := range []string{sidecar.ColSeriesID, datafile.ColPeriod, datafile.ColValue} {
+	for _, req := range []string{index.ColSeriesID, datafile.ColPeriod, datafile.ColValue} {
 		if _, ok := byName[req]; !ok {
-			return nil, nil, bad(-1, req, "missing (a write needs %s, %s and %s)", sidecar.ColSeriesID, datafile.ColPeriod, datafile.ColValue)
+			return nil, nil, bad(-1, req, "missing (a write needs %s, %s and %s)", index.ColSeriesID, datafile.ColPeriod, datafile.ColValue)
 		}
 	}
 	cols := make([]arrow.Array, 0, s.Write.NumFields())
@@ -113,18 +113,18 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 	}()
 
 	// series_id
-	idcol := rec.Column(byName[sidecar.ColSeriesID])
+	idcol := rec.Column(byName[index.ColSeriesID])
 	ids, err := asUTF8(ctx, mem, idcol)
 	if err != nil {
-		return nil, nil, bad(-1, sidecar.ColSeriesID, "%v", err)
+		return nil, nil, bad(-1, index.ColSeriesID, "%v", err)
 	}
 	cols = append(cols, ids)
 	for i := 0; i < n; i++ {
 		switch {
 		case ids.IsNull(i):
-			return nil, nil, bad(i, sidecar.ColSeriesID, "null series id")
+			return nil, nil, bad(i, index.ColSeriesID, "null series id")
 		case ids.Value(i) == "":
-			return nil, nil, bad(i, sidecar.ColSeriesID, "empty series id")
+			return nil, nil, bad(i, index.ColSeriesID, "empty series id")
 		}
 	}
 
@@ -211,7 +211,7 @@ func normalize(ctx context.Context, mem memory.Allocator, s *Schema, rec arrow.R
 			}
 			asked[id] = struct{}{}
 			if _, _, ok := known.Attr(id, 0); !ok {
-				return nil, nil, bad(i, sidecar.ColSeriesID, "series %q is new: give its attributes (%s)", id, attrNames(s.Attrs))
+				return nil, nil, bad(i, index.ColSeriesID, "series %q is new: give its attributes (%s)", id, attrNames(s.Attrs))
 			}
 		}
 	default:

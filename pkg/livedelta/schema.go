@@ -6,7 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/index"
 )
 
 // Schema is what the dataset's rows look like, taken from the base
@@ -32,7 +32,7 @@ func NewSchema(data *arrow.Schema, attrs []arrow.Field) (*Schema, error) {
 	if err := datafile.CheckSchema(data); err != nil {
 		return nil, err
 	}
-	fields := []arrow.Field{{Name: sidecar.ColSeriesID, Type: arrow.BinaryTypes.String}}
+	fields := []arrow.Field{{Name: index.ColSeriesID, Type: arrow.BinaryTypes.String}}
 	for i := datafile.ColumnPeriod; i < data.NumFields(); i++ {
 		fields = append(fields, data.Field(i))
 	}

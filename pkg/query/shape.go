@@ -8,7 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/index"
 )
 
 // Schema metadata keys of every answer's schema: which snapshot and
@@ -20,7 +20,7 @@ const (
 
 // Output column names that are not data columns.
 const (
-	ColSeriesID = sidecar.ColSeriesID
+	ColSeriesID = index.ColSeriesID
 	ColPeriod   = datafile.ColPeriod
 )
 

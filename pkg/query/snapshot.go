@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -24,7 +24,7 @@ import (
 // the snapshot; whoever holds the snapshot holds the reader.
 type SnapshotReader struct {
 	s      *snapshot.Snapshot
-	x      *sidecar.Index
+	x      *index.Reader
 	info   Info
 	shape  *Shape
 	values []arrow.Array // per data batch, the value column
@@ -48,7 +48,7 @@ func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error)
 	// each on its first use, so that opening stays flat in the number of
 	// series. Only a version-1 index holds dictionaries, and it was
 	// checked in full at open, so fetching them here costs nothing.
-	if x.Version() == sidecar.VersionV1 {
+	if x.Version() == index.VersionV1 {
 		for pos := range fields {
 			if d, ok := r.attrOrNulls(pos).(*array.Dictionary); ok {
 				// arrow-go builds a dictionary array's Dictionary() lazily, with

@@ -32,8 +32,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -308,7 +308,7 @@ func badIndexOffsets(t *testing.T, ds string) (attr string, ids []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := sidecar.New(rec)
+	x, err := index.New(rec)
 	if err != nil {
 		t.Fatal(err)
 	}

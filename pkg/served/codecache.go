@@ -12,7 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/index"
 )
 
 // codeCache remembers, for one base index, the index row of the series
@@ -57,7 +57,7 @@ import (
 // copy-on-write map (read, rebuilt from dirty as before): a write of new
 // series asks again each batch otherwise.
 type codeCache struct {
-	x       *sidecar.Index
+	x       *index.Reader
 	seed    maphash.Seed
 	tab     atomic.Pointer[codeTable]
 	retired atomic.Bool // replaced by a newer base's cache: warm stops
@@ -129,7 +129,7 @@ const codeCacheMax = 1 << 20
 // codeTableMin is the first table's slots (64 KiB).
 const codeTableMin = 1 << 13
 
-func newCodeCache(x *sidecar.Index) *codeCache {
+func newCodeCache(x *index.Reader) *codeCache {
 	slots := codeTableMin
 	if n := x.Len(); n <= codeCacheMax {
 		for slots < 2*n+2 { // room for warm's rows without growing
@@ -141,7 +141,7 @@ func newCodeCache(x *sidecar.Index) *codeCache {
 
 // newCodeCacheSlots is newCodeCache with a first table of slots (a power
 // of two; tests start small to grow it often).
-func newCodeCacheSlots(x *sidecar.Index, slots int) *codeCache {
+func newCodeCacheSlots(x *index.Reader, slots int) *codeCache {
 	c := &codeCache{x: x, seed: maphash.MakeSeed(), dirty: map[string]struct{}{}}
 	if n := x.Len(); n > 0 {
 		c.avgID = (x.IDBytes() + n - 1) / n

@@ -493,7 +493,7 @@ func (d *Dataset) Put(ctx context.Context, w *live.Writer, mem memory.Allocator,
 
 // putKnown answers Normalize's attribute look-ups for one batch. The base
 // index's attribute columns are fetched once per batch rather than once
-// per series (sidecar.Index.Attributes copies its field list on every
+// per series (index.Reader.Attributes copies its field list on every
 // call, which was most of a DoPut's normalisation CPU); a series the base
 // lacks is asked of the view's reader, which knows the delta's new series.
 // It answers what query.SnapshotReader.Attr and query.Composite.Attr do:

@@ -9,8 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // fixtureRows is every row of every series of an open snapshot as
@@ -80,7 +80,7 @@ func TestReadsFixturesV3(t *testing.T) {
 				}
 				defer s.Close()
 				m := s.Manifest
-				if m.FormatVersion != manifest.VersionTiered || !s.Tiered() || s.Index().Version() != sidecar.VersionTiered || m.Build.DataFormat != tc.format {
+				if m.FormatVersion != manifest.VersionTiered || !s.Tiered() || s.Index().Version() != index.VersionTiered || m.Build.DataFormat != tc.format {
 					t.Fatalf("format_version %d, tiered %v, index version %q, build.format %q", m.FormatVersion, s.Tiered(), s.Index().Version(), m.Build.DataFormat)
 				}
 				df, _ := m.FileByRole(manifest.RoleData)

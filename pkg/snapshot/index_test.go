@@ -17,8 +17,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // fileOffset is where b lies in the mapping data: b must alias it (a
@@ -42,7 +42,7 @@ func TestIndexIsMapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.Manifest.FormatVersion != manifest.Version || s.Index().Version() != sidecar.Version {
+	if s.Manifest.FormatVersion != manifest.Version || s.Index().Version() != index.Version {
 		t.Fatalf("format %d index %s, want the current versions", s.Manifest.FormatVersion, s.Index().Version())
 	}
 	rec := s.Index().Record()
@@ -84,10 +84,10 @@ func TestOpenRefusesBadIndexColumns(t *testing.T) {
 		want   string                          // in the message
 	}
 	cases := []mutant{
-		{"id offset decreases", sidecar.ColSeriesID, 7, func(o []int32, _ int) int32 { return o[6] - 1 }, "must not decrease"},
-		{"id offset jumps past the next", sidecar.ColSeriesID, 50, func(o []int32, _ int) int32 { return o[52] + 1 }, "must not decrease"},
-		{"id offset huge", sidecar.ColSeriesID, 3, func([]int32, int) int32 { return math.MaxInt32 }, "must not decrease"},
-		{"id first offset negative", sidecar.ColSeriesID, 0, func([]int32, int) int32 { return -4 }, "negative"},
+		{"id offset decreases", index.ColSeriesID, 7, func(o []int32, _ int) int32 { return o[6] - 1 }, "must not decrease"},
+		{"id offset jumps past the next", index.ColSeriesID, 50, func(o []int32, _ int) int32 { return o[52] + 1 }, "must not decrease"},
+		{"id offset huge", index.ColSeriesID, 3, func([]int32, int) int32 { return math.MaxInt32 }, "must not decrease"},
+		{"id first offset negative", index.ColSeriesID, 0, func([]int32, int) int32 { return -4 }, "negative"},
 		{"attribute offset decreases", "units", 11, func(o []int32, _ int) int32 { return o[10] - 3 }, "must not decrease"},
 		{"attribute offset huge", "name", 120, func([]int32, int) int32 { return 1 << 30 }, "must not decrease"},
 		{"attribute offset negative", "category", 90, func([]int32, int) int32 { return -1 }, "must not decrease"},
@@ -107,7 +107,7 @@ func TestOpenRefusesBadIndexColumns(t *testing.T) {
 					// Opened: the column is checked on its first use.
 					x := s.Index()
 					pos := slices.IndexFunc(x.AttributeFields(), func(f arrow.Field) bool { return f.Name == tc.column })
-					if tc.column == sidecar.ColSeriesID {
+					if tc.column == index.ColSeriesID {
 						x.Lookup("PET.NOPE") // bounds-checked probes: no panic, no pass
 						_, err = x.IDs()
 					} else {

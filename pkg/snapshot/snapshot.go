@@ -7,12 +7,12 @@
 // number of rows), maps the index sidecar the same way (format version 2;
 // a version-1 index, which may hold dictionaries, is still loaded and
 // checksummed as before), checks what arrow-go would trust in the index
-// (one pass over the offsets of its string columns, sidecar.New) and
+// (one pass over the offsets of its string columns, index.New) and
 // builds nothing per series: lookups binary-search the sorted ids in place.
 // The checksums of both files are read only with Options.VerifyData
 // (snapverify, reloads), and the offsets of the attribute columns are then
 // checked at open too; otherwise each attribute column is checked on its
-// first use (sidecar.Index.Attribute): docs/ARCHITECTURE.md invariant 3.
+// first use (index.Reader.Attribute): docs/ARCHITECTURE.md invariant 3.
 //
 // Handles are reference counted so a server can swap snapshots under load:
 // the opener holds one reference; every reader Acquires and Releases its
@@ -38,8 +38,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapwrite"
 )
 
@@ -62,7 +62,7 @@ type Options struct {
 	// it is opt-in. snapverify and reloads turn it on; a (re)start of a
 	// trusted snapshot leaves it off and opens without reading either file
 	// whole: the index is then checked structurally, its attribute columns
-	// on first use (sidecar.New). A version-1 index is loaded (copied)
+	// on first use (index.New). A version-1 index is loaded (copied)
 	// whatever this says, and so always checksummed and checked in full.
 	VerifyData bool
 	// ColdCache keeps a tiered snapshot's decoded cold rows (serve
@@ -87,7 +87,7 @@ type Snapshot struct {
 	starts  []int64             // first global row of each batch
 	periods [][]arrow.Date32    // each batch's period column (aliases the mapping)
 	idxRec  arrow.RecordBatch
-	idx     *sidecar.Index
+	idx     *index.Reader
 	cold    *coldfile.File // a tiered snapshot's cold file, else nil
 	stamps  []fileStamp    // the mapped files' stat at open (fault.go)
 }
@@ -180,7 +180,7 @@ func (s *Snapshot) openFiles(opt Options) (err error) {
 	if s.data, err = arrowfile.MapVerified(ds.Path(df.Path), dataSum); err != nil {
 		return corrupt.InFile(df.Path, err)
 	}
-	if indexVersion(m) == sidecar.VersionV1 {
+	if indexVersion(m) == index.VersionV1 {
 		s.index, err = arrowfile.LoadVerified(ds.Path(xf.Path), xf.Checksum)
 	} else {
 		s.index, err = arrowfile.MapVerified(ds.Path(xf.Path), indexSum)
@@ -208,10 +208,10 @@ func (s *Snapshot) openFiles(opt Options) (err error) {
 		return err
 	}
 	// The string columns' offsets are checked on first use (see
-	// sidecar.New), except where open reads every byte anyway: with
+	// index.New), except where open reads every byte anyway: with
 	// VerifyData, and for a version-1 index, which was copied.
 	s.idx.SetFile(xf.Path)
-	if opt.VerifyData || s.idx.Version() == sidecar.VersionV1 {
+	if opt.VerifyData || s.idx.Version() == index.VersionV1 {
 		if err := s.idx.Check(); err != nil {
 			return err
 		}
@@ -314,7 +314,7 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 	if got, want := snapwrite.ColumnsOf(rec.Schema()), s.Manifest.Schema.Index; !slices.Equal(got, want) {
 		return fmt.Errorf("schema %v does not match the manifest's %v", got, want)
 	}
-	x, err := sidecar.New(rec)
+	x, err := index.New(rec)
 	if err != nil {
 		return err
 	}
@@ -337,18 +337,18 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 func indexVersion(m *manifest.Manifest) string {
 	switch m.FormatVersion {
 	case 1:
-		return sidecar.VersionV1
+		return index.VersionV1
 	case manifest.VersionTiered:
-		return sidecar.VersionTiered
+		return index.VersionTiered
 	}
-	return sidecar.Version
+	return index.Version
 }
 
 // ID is the snapshot id.
 func (s *Snapshot) ID() uint64 { return s.Manifest.SnapshotID }
 
 // Index is the index sidecar.
-func (s *Snapshot) Index() *sidecar.Index { return s.idx }
+func (s *Snapshot) Index() *index.Reader { return s.idx }
 
 // Schema is the data file's schema.
 func (s *Snapshot) Schema() *arrow.Schema { return s.data.Reader.Schema() }
@@ -381,7 +381,7 @@ func (s *Snapshot) Cold() *coldfile.File { return s.cold }
 // that disagree with the index, even a decoder's panic on bytes it does
 // not expect) is an error marked corrupt naming cold.vortex, so a server
 // treats it as it treats damage in a mapped file (pkg/serve, fault.go).
-func (s *Snapshot) ColdRange(e sidecar.Entry, from, to int32) (rec arrow.RecordBatch, lo, hi int64, err error) {
+func (s *Snapshot) ColdRange(e index.Entry, from, to int32) (rec arrow.RecordBatch, lo, hi int64, err error) {
 	if s.cold == nil || e.Cold.Rows == 0 {
 		return nil, 0, 0, nil
 	}
@@ -420,7 +420,7 @@ func (s *Snapshot) PeriodsAt(b, off int, n int64) []arrow.Date32 {
 // binary searches; when [from, to] covers the series' bounds (known from
 // the index) no period is read at all. An entry that points outside the
 // data is ErrCorrupt, never a panic.
-func (s *Snapshot) Range(e sidecar.Entry, from, to int32) (b int, lo, hi int64, err error) {
+func (s *Snapshot) Range(e index.Entry, from, to int32) (b int, lo, hi int64, err error) {
 	if e.RowCount == 0 && s.idx.Tiered() {
 		return 0, 0, 0, nil // every row of the series is cold (--format vortex)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 	"github.com/energyscope/servingsnap/pkg/vortexio"
 )
@@ -276,12 +276,12 @@ func TestRangeRefusesBadEntries(t *testing.T) {
 	}
 	defer s.Close()
 	good := s.Index().Entry(0)
-	for name, mod := range map[string]func(e *sidecar.Entry){
-		"batch past the end":  func(e *sidecar.Entry) { e.Batch = s.NumBatches() },
-		"negative batch":      func(e *sidecar.Entry) { e.Batch = -1 },
-		"rows past the batch": func(e *sidecar.Entry) { e.RowCount = 1 << 40 },
-		"negative offset":     func(e *sidecar.Entry) { e.BatchOffset = -5 },
-		"negative count":      func(e *sidecar.Entry) { e.RowCount = -1 },
+	for name, mod := range map[string]func(e *index.Entry){
+		"batch past the end":  func(e *index.Entry) { e.Batch = s.NumBatches() },
+		"negative batch":      func(e *index.Entry) { e.Batch = -1 },
+		"rows past the batch": func(e *index.Entry) { e.RowCount = 1 << 40 },
+		"negative offset":     func(e *index.Entry) { e.BatchOffset = -5 },
+		"negative count":      func(e *index.Entry) { e.RowCount = -1 },
 	} {
 		e := good
 		mod(&e)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // Sink is where a snapshot writer (the builder's two paths, compaction)
@@ -72,7 +72,7 @@ func (k *Sink) Locations() []datafile.Location {
 // batch is written (compaction) holds no location per series of the
 // snapshot. Locations and ColdAt count only the series not drained: use
 // one way or the other.
-func (k *Sink) Drain(fn func(hot datafile.Location, cold sidecar.Cold) error) error {
+func (k *Sink) Drain(fn func(hot datafile.Location, cold index.Cold) error) error {
 	k.hot, k.cold = k.hot[:0], k.cold[:0]
 	if k.sp == nil {
 		k.hot = k.dw.TakeLocations(k.hot)
@@ -83,10 +83,10 @@ func (k *Sink) Drain(fn func(hot datafile.Location, cold sidecar.Cold) error) er
 		}
 	}
 	for i, h := range k.hot {
-		var c sidecar.Cold
+		var c index.Cold
 		if k.sp != nil {
 			l := k.cold[i]
-			c = sidecar.Cold{Start: l.Start, Rows: l.Rows, FirstPeriod: l.FirstPeriod, LastPeriod: l.LastPeriod}
+			c = index.Cold{Start: l.Start, Rows: l.Rows, FirstPeriod: l.FirstPeriod, LastPeriod: l.LastPeriod}
 		}
 		if err := fn(h, c); err != nil {
 			return err
@@ -97,19 +97,19 @@ func (k *Sink) Drain(fn func(hot datafile.Location, cold sidecar.Cold) error) er
 
 // SetupIndex makes an index writer record what this sink wrote: a tiered sink
 // needs a version-3 index.
-func (k *Sink) SetupIndex(xw *sidecar.Writer) {
+func (k *Sink) SetupIndex(xw *index.Writer) {
 	if k.sp != nil {
 		xw.SetTiered(k.policy.AllCold)
 	}
 }
 
 // ColdAt is where series i's cold rows went (zero when not tiered).
-func (k *Sink) ColdAt(i int) sidecar.Cold {
+func (k *Sink) ColdAt(i int) index.Cold {
 	if k.sp == nil {
-		return sidecar.Cold{}
+		return index.Cold{}
 	}
 	l := k.sp.Locations()[i]
-	return sidecar.Cold{Start: l.Start, Rows: l.Rows, FirstPeriod: l.FirstPeriod, LastPeriod: l.LastPeriod}
+	return index.Cold{Start: l.Start, Rows: l.Rows, FirstPeriod: l.FirstPeriod, LastPeriod: l.LastPeriod}
 }
 
 // Close finishes the files and describes them for the manifest.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // dataBatch is a data-schema batch of series with lengths ns (codes from
@@ -174,7 +174,7 @@ func TestSinkDrain(t *testing.T) {
 				}
 				first += len(b)
 				n := 0
-				if err := k.Drain(func(hot datafile.Location, cold sidecar.Cold) error {
+				if err := k.Drain(func(hot datafile.Location, cold index.Cold) error {
 					got = append(got, fmt.Sprintf("%+v %+v", hot, cold))
 					n++
 					return nil
@@ -188,7 +188,7 @@ func TestSinkDrain(t *testing.T) {
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("drained\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
-			if err := k.Drain(func(datafile.Location, sidecar.Cold) error { return fmt.Errorf("called") }); err != nil {
+			if err := k.Drain(func(datafile.Location, index.Cold) error { return fmt.Errorf("called") }); err != nil {
 				t.Errorf("a drain with nothing written: %v", err)
 			}
 			if err := write(k, first-1, []int{2}); err == nil {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 func day(s string) int32 {
@@ -62,7 +62,7 @@ func TestBuildSortsAndIndexes(t *testing.T) {
 	if !reflect.DeepEqual(rows, want) {
 		t.Fatalf("rows = %v\nwant %v", rows, want)
 	}
-	x, err := sidecar.New(xrec)
+	x, err := index.New(xrec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestBigSeriesGetsOwnBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, rows, xrec := readBack(t, out)
-	x, _ := sidecar.New(xrec)
+	x, _ := index.New(xrec)
 	if d, _ := m.FileByRole(manifest.RoleData); d.Batches != 3 {
 		t.Errorf("batches = %d, want 3 (A | BIG | C)", d.Batches)
 	}

@@ -21,10 +21,10 @@ import (
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/corrupt"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/progress"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapwrite"
 )
 
@@ -44,7 +44,7 @@ import (
 //     exactly as the in-memory stable sort does. Duplicates are dropped or
 //     refused, series and batches are cut by the in-memory rules, and the
 //     batches stream into datafile.Writer; the index then streams into
-//     sidecar.Writer from per-series state.
+//     index.Writer from per-series state.
 //
 // Both paths therefore write the same bytes for the same input (a test
 // compares them). A run that is already sorted (inputs written in key
@@ -1026,7 +1026,7 @@ func (e *external) writeIndex(path string, sink *snapwrite.Sink, byID []uint32, 
 		cols = append(cols, a)
 	}
 	ids := t.series.dict.values
-	return addSeries(xw, n, la, cols[1:], sc, sink, func(i int, s *sidecar.Series) {
+	return addSeries(xw, n, la, cols[1:], sc, sink, func(i int, s *index.Series) {
 		s.ID, s.Location, s.HasLatest = ids[byID[i]], locs[i], !latest.isNull(i)
 		if s.HasLatest {
 			s.LatestPeriod = latestP[i]

@@ -10,9 +10,9 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/progress"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // build runs Build with test defaults.
@@ -53,7 +53,7 @@ func readBack(t testing.TB, dsDir string) (*manifest.Manifest, map[string][]seri
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := sidecar.New(xrec)
+	x, err := index.New(xrec)
 	if err != nil {
 		t.Fatal(err)
 	}

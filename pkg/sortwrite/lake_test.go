@@ -16,10 +16,10 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/lake/source"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // tableRows reads a published snapshot back as the table it was built
@@ -48,7 +48,7 @@ func tableRows(t testing.TB, dsDir string) []map[string]any {
 		t.Fatal(err)
 	}
 	defer xrec.Release()
-	x, err := sidecar.New(xrec)
+	x, err := index.New(xrec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/progress"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapwrite"
 )
 
@@ -287,8 +287,8 @@ func (t *table) indexColumns(l *layout, attrStores []*store) ([]arrow.Array, err
 // as the data writer recorded them (locs), the latest value and the
 // attributes from cols (indexColumns). It sets sc.index to the schema
 // written.
-func (t *table) writeIndex(xw *sidecar.Writer, locs []datafile.Location, l *layout, cols []arrow.Array, sink *snapwrite.Sink, sc *schemas) (arrowfile.Info, error) {
-	return addSeries(xw, len(l.series), cols[0], cols[1:], sc, sink, func(i int, s *sidecar.Series) {
+func (t *table) writeIndex(xw *index.Writer, locs []datafile.Location, l *layout, cols []arrow.Array, sink *snapwrite.Sink, sc *schemas) (arrowfile.Info, error) {
+	return addSeries(xw, len(l.series), cols[0], cols[1:], sc, sink, func(i int, s *index.Series) {
 		sp := l.series[i]
 		s.ID, s.Location, s.HasLatest = sp.id, locs[i], sp.latest != noRow
 		if s.HasLatest {
@@ -300,12 +300,12 @@ func (t *table) writeIndex(xw *sidecar.Writer, locs []datafile.Location, l *layo
 // newIndexWriter starts the index of the n series sink wrote (a tiered
 // sink's needs version 3) and returns where each series' hot rows went.
 // Both build paths start their index here.
-func newIndexWriter(path string, valueType arrow.DataType, attrs []arrow.Field, sink *snapwrite.Sink, n int) (*sidecar.Writer, []datafile.Location, error) {
+func newIndexWriter(path string, valueType arrow.DataType, attrs []arrow.Field, sink *snapwrite.Sink, n int) (*index.Writer, []datafile.Location, error) {
 	locs := sink.Locations()
 	if len(locs) != n {
 		return nil, nil, fmt.Errorf("the data file has %d series, the index %d", len(locs), n)
 	}
-	xw, err := sidecar.NewWriter(path, valueType, attrs)
+	xw, err := index.NewWriter(path, valueType, attrs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -319,16 +319,16 @@ func newIndexWriter(path string, valueType arrow.DataType, attrs []arrow.Field, 
 // of latest and attrCols; at sets its id, location and latest period; the
 // sink says where its cold rows went, if anywhere. Both build paths (in
 // memory, external) end here.
-func addSeries(xw *sidecar.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *snapwrite.Sink, at func(i int, s *sidecar.Series)) (arrowfile.Info, error) {
+func addSeries(xw *index.Writer, n int, latest arrow.Array, attrCols []arrow.Array, sc *schemas, sink *snapwrite.Sink, at func(i int, s *index.Series)) (arrowfile.Info, error) {
 	defer xw.Abort() // (after Close, nothing to do)
-	s := sidecar.Series{Attrs: make([]sidecar.Cell, len(attrCols))}
+	s := index.Series{Attrs: make([]index.Cell, len(attrCols))}
 	for i := range n {
 		s.LatestPeriod = 0
 		at(i, &s)
 		s.Cold = sink.ColdAt(i)
-		s.LatestValue = sidecar.Cell{Array: latest, Row: i}
+		s.LatestValue = index.Cell{Array: latest, Row: i}
 		for k, a := range attrCols {
-			s.Attrs[k] = sidecar.Cell{Array: a, Row: i}
+			s.Attrs[k] = index.Cell{Array: a, Row: i}
 		}
 		if err := xw.Add(&s); err != nil {
 			return arrowfile.Info{}, err

@@ -15,11 +15,11 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/lakegen"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/query"
 	"github.com/energyscope/servingsnap/pkg/shard"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -253,11 +253,11 @@ func TestTiersBuild(t *testing.T) {
 			// The hot file holds what the policy keeps hot, the index says
 			// where the rest went.
 			_, hot, xrec := readBack(t, mem)
-			x, err := sidecar.New(xrec)
+			x, err := index.New(xrec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !x.Tiered() || x.Version() != sidecar.VersionTiered {
+			if !x.Tiered() || x.Version() != index.VersionTiered {
 				t.Fatalf("index version %q, tiered %v", x.Version(), x.Tiered())
 			}
 			var coldNext int64
@@ -288,7 +288,7 @@ func TestTiersBuild(t *testing.T) {
 						t.Errorf("%s: cold %+v, want start %d periods %d..%d", id, e.Cold, coldNext, all[0], all[nCold-1])
 					}
 					coldNext += nCold
-				} else if e.Cold != (sidecar.Cold{Start: coldNext}) {
+				} else if e.Cold != (index.Cold{Start: coldNext}) {
 					// No cold rows: cold_start is where they would begin.
 					t.Errorf("%s: no cold rows, but cold %+v (want start %d, the rest 0)", id, e.Cold, coldNext)
 				}

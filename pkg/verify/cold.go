@@ -8,9 +8,9 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/verify/arrowcheck"
 	"github.com/energyscope/servingsnap/pkg/vortexio"
 )
@@ -94,17 +94,17 @@ func (v *verifier) checkTierColumns(ct *coldTier) {
 		}
 		switch {
 		case c.Rows < 0:
-			if !bad(sidecar.ColColdRows, "cold_rows %d < 0", c.Rows) {
+			if !bad(index.ColColdRows, "cold_rows %d < 0", c.Rows) {
 				return
 			}
 			continue
 		case c.Start != end:
-			if !bad(sidecar.ColColdStart, "cold_start %d, the previous series' cold rows end at %d: cold rows must tile %s in series order", c.Start, end, ct.file.Path) {
+			if !bad(index.ColColdStart, "cold_start %d, the previous series' cold rows end at %d: cold rows must tile %s in series order", c.Start, end, ct.file.Path) {
 				return
 			}
 		}
 		if c.Start < 0 || c.Start > fileRows || c.Rows > fileRows-c.Start {
-			if !bad(sidecar.ColColdRows, "cold rows [%d,%d) outside %s's %d rows", c.Start, c.Start+c.Rows, ct.file.Path, fileRows) {
+			if !bad(index.ColColdRows, "cold rows [%d,%d) outside %s's %d rows", c.Start, c.Start+c.Rows, ct.file.Path, fileRows) {
 				return
 			}
 		}
@@ -113,34 +113,34 @@ func (v *verifier) checkTierColumns(ct *coldTier) {
 		switch {
 		case c.Rows == 0:
 			if c.FirstPeriod != 0 || c.LastPeriod != 0 {
-				ok = bad(sidecar.ColColdFirstPeriod, "no cold rows but cold periods %s..%s (want both 0)", period.Format(c.FirstPeriod), period.Format(c.LastPeriod))
+				ok = bad(index.ColColdFirstPeriod, "no cold rows but cold periods %s..%s (want both 0)", period.Format(c.FirstPeriod), period.Format(c.LastPeriod))
 			}
 			if ct.allCold && ok {
-				ok = bad(sidecar.ColColdRows, "no cold rows in a snapshot whose rows are all cold (build.format %q): the series has no rows", coldfile.FormatVortex)
+				ok = bad(index.ColColdRows, "no cold rows in a snapshot whose rows are all cold (build.format %q): the series has no rows", coldfile.FormatVortex)
 			}
 		case c.FirstPeriod > c.LastPeriod:
-			ok = bad(sidecar.ColColdFirstPeriod, "cold_first_period %s after cold_last_period %s", period.Format(c.FirstPeriod), period.Format(c.LastPeriod))
+			ok = bad(index.ColColdFirstPeriod, "cold_first_period %s after cold_last_period %s", period.Format(c.FirstPeriod), period.Format(c.LastPeriod))
 		case int64(c.LastPeriod)-int64(c.FirstPeriod) < c.Rows-1:
-			ok = bad(sidecar.ColColdRows, "%d cold rows cannot fit strictly increasing periods %s..%s", c.Rows, period.Format(c.FirstPeriod), period.Format(c.LastPeriod))
+			ok = bad(index.ColColdRows, "%d cold rows cannot fit strictly increasing periods %s..%s", c.Rows, period.Format(c.FirstPeriod), period.Format(c.LastPeriod))
 		case e.FirstPeriod != c.FirstPeriod:
-			ok = v.add(CheckCold, xf.Path, loc+" column "+sidecar.ColFirstPeriod, "first_period %s, but the series' first (cold) row is at cold_first_period %s", period.Format(e.FirstPeriod), period.Format(c.FirstPeriod))
+			ok = v.add(CheckCold, xf.Path, loc+" column "+index.ColFirstPeriod, "first_period %s, but the series' first (cold) row is at cold_first_period %s", period.Format(e.FirstPeriod), period.Format(c.FirstPeriod))
 		}
 		if !ok {
 			return
 		}
 		switch {
 		case e.RowCount == 0 && !ct.allCold:
-			ok = v.add(CheckCold, xf.Path, loc+" column "+sidecar.ColRowCount, "row_count 0: only a snapshot whose rows are all cold (build.format %q) has series without hot rows", coldfile.FormatVortex)
+			ok = v.add(CheckCold, xf.Path, loc+" column "+index.ColRowCount, "row_count 0: only a snapshot whose rows are all cold (build.format %q) has series without hot rows", coldfile.FormatVortex)
 		case e.RowCount != 0 && ct.allCold:
-			ok = v.add(CheckCold, xf.Path, loc+" column "+sidecar.ColRowCount, "row_count %d in a snapshot whose rows are all cold (build.format %q)", e.RowCount, coldfile.FormatVortex)
+			ok = v.add(CheckCold, xf.Path, loc+" column "+index.ColRowCount, "row_count %d in a snapshot whose rows are all cold (build.format %q)", e.RowCount, coldfile.FormatVortex)
 		case e.RowCount == 0 && c.Rows > 0 && e.LastPeriod != c.LastPeriod:
-			ok = v.add(CheckCold, xf.Path, loc+" column "+sidecar.ColLastPeriod, "last_period %s, but the series' rows are all cold and end at cold_last_period %s", period.Format(e.LastPeriod), period.Format(c.LastPeriod))
+			ok = v.add(CheckCold, xf.Path, loc+" column "+index.ColLastPeriod, "last_period %s, but the series' rows are all cold and end at cold_last_period %s", period.Format(e.LastPeriod), period.Format(c.LastPeriod))
 		case e.RowCount > 0 && c.Rows > 0:
 			if hot, found := v.firstHotPeriod(e); found && c.LastPeriod >= hot {
 				df, _ := v.m.FileByRole(manifest.RoleData)
-				ok = bad(sidecar.ColColdLastPeriod, "cold_last_period %s is not before the series' first hot period %s (%s %s)", period.Format(c.LastPeriod), period.Format(hot), df.Path, rowLoc(e.Batch, e.BatchOffset, v.snap.BatchStart(e.Batch)))
+				ok = bad(index.ColColdLastPeriod, "cold_last_period %s is not before the series' first hot period %s (%s %s)", period.Format(c.LastPeriod), period.Format(hot), df.Path, rowLoc(e.Batch, e.BatchOffset, v.snap.BatchStart(e.Batch)))
 			} else if c.LastPeriod >= e.LastPeriod {
-				ok = bad(sidecar.ColColdLastPeriod, "cold_last_period %s is not before last_period %s (the series has hot rows)", period.Format(c.LastPeriod), period.Format(e.LastPeriod))
+				ok = bad(index.ColColdLastPeriod, "cold_last_period %s is not before last_period %s (the series has hot rows)", period.Format(c.LastPeriod), period.Format(e.LastPeriod))
 			}
 		}
 		if !ok {
@@ -148,13 +148,13 @@ func (v *verifier) checkTierColumns(ct *coldTier) {
 		}
 	}
 	if end != fileRows {
-		v.add(CheckCold, xf.Path, "column "+sidecar.ColColdRows, "the series' cold rows end at row %d, %s holds %d", end, ct.file.Path, fileRows)
+		v.add(CheckCold, xf.Path, "column "+index.ColColdRows, "the series' cold rows end at row %d, %s holds %d", end, ct.file.Path, fileRows)
 	}
 }
 
 // firstHotPeriod is the period of series e's first hot row, when its
 // location lies inside the data (deep reports it when it does not).
-func (v *verifier) firstHotPeriod(e sidecar.Entry) (int32, bool) {
+func (v *verifier) firstHotPeriod(e index.Entry) (int32, bool) {
 	s := v.snap
 	if e.Batch < 0 || e.Batch >= s.NumBatches() || e.RowCount <= 0 {
 		return 0, false
@@ -413,7 +413,7 @@ func (v *verifier) deepCold(n int) (st []coldSeen, rows int64, minP, maxP int32)
 			}
 			continue
 		}
-		got := sidecar.Cold{Start: d.start, Rows: d.rows, FirstPeriod: d.first, LastPeriod: d.last}
+		got := index.Cold{Start: d.start, Rows: d.rows, FirstPeriod: d.first, LastPeriod: d.last}
 		if got != e {
 			if !v.add(CheckCold, xf.Path, v.seriesLoc(c), "index disagrees with %s: cold_start %d cold_rows %d cold_first_period %s cold_last_period %s (cold file: %d, %d, %s, %s)", path,
 				e.Start, e.Rows, fmtColdPeriod(e.FirstPeriod, e.Rows), fmtColdPeriod(e.LastPeriod, e.Rows),

@@ -19,9 +19,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/energyscope/servingsnap/pkg/dataset"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -515,7 +515,7 @@ func TestCorruptionSemantic(t *testing.T) {
 			rebatch(t, ds, f, append(cuts[:1:1], cuts[2:]...))
 		}},
 		{"index: latest_value changed", true, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, sidecar.ColLatestValue, func(a arrow.Array) arrow.Array {
+			editIndex(t, ds, f, index.ColLatestValue, func(a arrow.Array) arrow.Array {
 				return float64s(a, func(v []float64, valid []bool) {
 					for i := range v {
 						if valid[i] {
@@ -527,7 +527,7 @@ func TestCorruptionSemantic(t *testing.T) {
 			})
 		}},
 		{"index: latest_period nulled", true, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, sidecar.ColLatestPeriod, func(a arrow.Array) arrow.Array {
+			editIndex(t, ds, f, index.ColLatestPeriod, func(a arrow.Array) arrow.Array {
 				v := append([]arrow.Date32(nil), a.(*array.Date32).Date32Values()...)
 				valid := validity(a)
 				valid[7] = false
@@ -535,21 +535,21 @@ func TestCorruptionSemantic(t *testing.T) {
 			})
 		}},
 		{"index: row_offset off by one", true, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, sidecar.ColRowOffset, func(a arrow.Array) arrow.Array {
+			editIndex(t, ds, f, index.ColRowOffset, func(a arrow.Array) arrow.Array {
 				v := append([]int64(nil), a.(*array.Int64).Int64Values()...)
 				v[10]++
 				return int64s(v)
 			})
 		}},
 		{"index: first_period moved a day", true, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, sidecar.ColFirstPeriod, func(a arrow.Array) arrow.Array {
+			editIndex(t, ds, f, index.ColFirstPeriod, func(a arrow.Array) arrow.Array {
 				v := append([]arrow.Date32(nil), a.(*array.Date32).Date32Values()...)
 				v[11]++
 				return dates(v, nil)
 			})
 		}},
 		{"index: two series ids swapped", true, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, sidecar.ColSeriesID, func(a arrow.Array) arrow.Array {
+			editIndex(t, ds, f, index.ColSeriesID, func(a arrow.Array) arrow.Array {
 				s := a.(*array.String)
 				b := array.NewStringBuilder(memory.DefaultAllocator)
 				for i := 0; i < s.Len(); i++ {
@@ -566,7 +566,7 @@ func TestCorruptionSemantic(t *testing.T) {
 			})
 		}},
 		{"index: the first series id emptied", false, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, sidecar.ColSeriesID, func(a arrow.Array) arrow.Array {
+			editIndex(t, ds, f, index.ColSeriesID, func(a arrow.Array) arrow.Array {
 				s := a.(*array.String)
 				b := array.NewStringBuilder(memory.DefaultAllocator)
 				b.Append("") // still sorted: "" is before every id
@@ -577,7 +577,7 @@ func TestCorruptionSemantic(t *testing.T) {
 			})
 		}},
 		{"index: a last_period after 9999-12-31", false, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, sidecar.ColLastPeriod, func(a arrow.Array) arrow.Array {
+			editIndex(t, ds, f, index.ColLastPeriod, func(a arrow.Array) arrow.Array {
 				v := append([]arrow.Date32(nil), a.(*array.Date32).Date32Values()...)
 				v[len(v)-1] = arrow.Date32(period.MaxDays + 1)
 				return dates(v, nil)
@@ -689,14 +689,14 @@ func rebatch(t *testing.T, ds string, f *fixture, cuts []int64) {
 	writeArrow(t, ds, f.data, sc, out)
 	xs, xr := readArrow(t, filepath.Join(ds, f.index))
 	x := xr[0]
-	offs := x.Column(sidecar.ColumnRowOffset).(*array.Int64).Int64Values()
+	offs := x.Column(index.ColumnRowOffset).(*array.Int64).Int64Values()
 	batch := make([]uint32, len(offs))
 	boff := make([]uint32, len(offs))
 	for i, o := range offs {
 		k := sort.Search(len(cuts), func(k int) bool { return cuts[k] > o }) - 1
 		batch[i], boff[i] = uint32(k), uint32(o-cuts[k])
 	}
-	x = withColumn(withColumn(x, sidecar.ColumnBatch, uint32s(batch)), sidecar.ColumnBatchOffset, uint32s(boff))
+	x = withColumn(withColumn(x, index.ColumnBatch, uint32s(batch)), index.ColumnBatchOffset, uint32s(boff))
 	writeArrow(t, ds, f.index, xs, []arrow.RecordBatch{x})
 }
 

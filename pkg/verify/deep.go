@@ -9,9 +9,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
@@ -59,7 +59,7 @@ func (v *verifier) deep() {
 type deepPass struct {
 	v           *verifier
 	s           *snapshot.Snapshot
-	x           *sidecar.Index
+	x           *index.Reader
 	n           int    // series in the index
 	data, index string // the data and index files' paths, for findings
 	st          []seriesSeen
@@ -73,7 +73,7 @@ type deepPass struct {
 func (d *deepPass) checkTypes() {
 	d.v.ran()
 	if vt, lt := d.s.Schema().Field(datafile.ColumnValue).Type, d.x.LatestValues().DataType(); !arrow.TypeEqual(vt, lt) {
-		d.v.add(CheckTypes, d.index, "column "+sidecar.ColLatestValue, "latest_value is %s, the data's value column is %s", lt, vt)
+		d.v.add(CheckTypes, d.index, "column "+index.ColLatestValue, "latest_value is %s, the data's value column is %s", lt, vt)
 	}
 }
 
@@ -83,9 +83,9 @@ func (d *deepPass) checkTypes() {
 func (d *deepPass) checkIndexAlone() bool {
 	v, x := d.v, d.x
 	v.ran()
-	ids := x.Record().Column(sidecar.ColumnSeriesID).(*array.String)
+	ids := x.Record().Column(index.ColumnSeriesID).(*array.String)
 	if err := ids.ValidateFull(); err != nil {
-		v.add(CheckIndex, d.index, "column "+sidecar.ColSeriesID, "%v", err)
+		v.add(CheckIndex, d.index, "column "+index.ColSeriesID, "%v", err)
 		return false
 	}
 	for i := 1; i < d.n; i++ {
@@ -332,7 +332,7 @@ func (d *deepPass) checkIndexAgainstRows() bool {
 
 // entryDiffs lists where index entry c differs from its series' hot rows
 // (hot) and cold rows (cs): location, bounds, latest period and value.
-func (d *deepPass) entryDiffs(c int, e sidecar.Entry, hot *seriesSeen, cs coldSeen) []string {
+func (d *deepPass) entryDiffs(c int, e index.Entry, hot *seriesSeen, cs coldSeen) []string {
 	var diffs []string
 	diff := func(name string, idx, data any) {
 		if fmt.Sprint(idx) != fmt.Sprint(data) {
@@ -351,15 +351,15 @@ func (d *deepPass) entryDiffs(c int, e sidecar.Entry, hot *seriesSeen, cs coldSe
 			diffs = append(diffs, fmt.Sprintf("cold rows end at %s, not before the first hot period %s", period.Format(cs.last), period.Format(hot.first)))
 		}
 	}
-	diff(sidecar.ColRowOffset, e.RowOffset, hot.rowOffset)
-	diff(sidecar.ColRowCount, e.RowCount, hot.rowCount)
-	diff(sidecar.ColBatch, e.Batch, hot.batch)
-	diff(sidecar.ColBatchOffset, e.BatchOffset, hot.batchOffset)
+	diff(index.ColRowOffset, e.RowOffset, hot.rowOffset)
+	diff(index.ColRowCount, e.RowCount, hot.rowCount)
+	diff(index.ColBatch, e.Batch, hot.batch)
+	diff(index.ColBatchOffset, e.BatchOffset, hot.batchOffset)
 	if d.coldDone {
-		diff(sidecar.ColFirstPeriod, period.Format(e.FirstPeriod), period.Format(first))
+		diff(index.ColFirstPeriod, period.Format(e.FirstPeriod), period.Format(first))
 	}
 	if hot.seen || d.coldDone {
-		diff(sidecar.ColLastPeriod, period.Format(e.LastPeriod), period.Format(last))
+		diff(index.ColLastPeriod, period.Format(e.LastPeriod), period.Format(last))
 	}
 	return append(diffs, d.latestDiffs(c, hot, cs)...)
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 	"github.com/energyscope/servingsnap/pkg/verify/arrowcheck"
 	"github.com/energyscope/servingsnap/pkg/verify/manifestcheck"
@@ -309,7 +309,7 @@ func (v *verifier) checkOpened() {
 		}
 	}
 	if !slices.Equal(names, v.m.Schema.Attributes) {
-		v.add(CheckSchema, xf.Path, fmt.Sprintf("columns %d…", sidecar.NumFixed), "attribute columns %q, manifest schema.attributes says %q", names, v.m.Schema.Attributes)
+		v.add(CheckSchema, xf.Path, fmt.Sprintf("columns %d…", index.NumFixed), "attribute columns %q, manifest schema.attributes says %q", names, v.m.Schema.Attributes)
 	}
 	attr := map[string]bool{}
 	for _, a := range v.m.Schema.Attributes {
@@ -324,7 +324,7 @@ func (v *verifier) checkOpened() {
 		if i >= datafile.NumFixed && attr[f.Name] {
 			v.add(CheckSchema, df.Path, fmt.Sprintf("column %d", i), "column %q is both a data column and an attribute", f.Name)
 		}
-		if i >= datafile.NumFixed && f.Name == sidecar.ColSeriesID {
+		if i >= datafile.NumFixed && f.Name == index.ColSeriesID {
 			v.add(CheckSchema, df.Path, fmt.Sprintf("column %d", i), "the data file holds series ids; they belong in the index")
 		}
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/inspect"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/period"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 	"github.com/energyscope/servingsnap/pkg/vortexio"
 )
@@ -132,21 +132,21 @@ func readTierCols(t *testing.T, ds, rel string) tierCols {
 	d32 := func(c int) []arrow.Date32 {
 		return append([]arrow.Date32(nil), x.Column(c).(*array.Date32).Date32Values()...)
 	}
-	return tierCols{start: i64(sidecar.ColumnColdStart), rows: i64(sidecar.ColumnColdRows),
-		first: d32(sidecar.ColumnColdFirstPeriod), last: d32(sidecar.ColumnColdLastPeriod),
-		rowCount: i64(sidecar.ColumnRowCount), firstP: d32(sidecar.ColumnFirstPeriod)}
+	return tierCols{start: i64(index.ColumnColdStart), rows: i64(index.ColumnColdRows),
+		first: d32(index.ColumnColdFirstPeriod), last: d32(index.ColumnColdLastPeriod),
+		rowCount: i64(index.ColumnRowCount), firstP: d32(index.ColumnFirstPeriod)}
 }
 
 // writeTierCols rewrites the index with the given columns (resealed).
 func writeTierCols(t *testing.T, ds, rel string, c tierCols) {
 	xs, xr := readArrow(t, filepath.Join(ds, rel))
 	x := xr[0]
-	x = withColumn(x, sidecar.ColumnColdStart, int64s(c.start))
-	x = withColumn(x, sidecar.ColumnColdRows, int64s(c.rows))
-	x = withColumn(x, sidecar.ColumnColdFirstPeriod, dates(c.first, nil))
-	x = withColumn(x, sidecar.ColumnColdLastPeriod, dates(c.last, nil))
-	x = withColumn(x, sidecar.ColumnRowCount, int64s(c.rowCount))
-	x = withColumn(x, sidecar.ColumnFirstPeriod, dates(c.firstP, nil))
+	x = withColumn(x, index.ColumnColdStart, int64s(c.start))
+	x = withColumn(x, index.ColumnColdRows, int64s(c.rows))
+	x = withColumn(x, index.ColumnColdFirstPeriod, dates(c.first, nil))
+	x = withColumn(x, index.ColumnColdLastPeriod, dates(c.last, nil))
+	x = withColumn(x, index.ColumnRowCount, int64s(c.rowCount))
+	x = withColumn(x, index.ColumnFirstPeriod, dates(c.firstP, nil))
 	writeArrow(t, ds, rel, xs, []arrow.RecordBatch{x})
 }
 
@@ -286,8 +286,8 @@ func TestTieredSemantic(t *testing.T) {
 			i := coldSeries(t, c, 15, 1)
 			sc, recs := readArrow(t, filepath.Join(ds, tf.data["since"]))
 			_, xr := readArrow(t, filepath.Join(ds, tf.index["since"]))
-			b := int(xr[0].Column(sidecar.ColumnBatch).(*array.Uint32).Value(i))
-			off := int(xr[0].Column(sidecar.ColumnBatchOffset).(*array.Uint32).Value(i))
+			b := int(xr[0].Column(index.ColumnBatch).(*array.Uint32).Value(i))
+			off := int(xr[0].Column(index.ColumnBatchOffset).(*array.Uint32).Value(i))
 			p := append([]arrow.Date32(nil), recs[b].Column(1).(*array.Date32).Date32Values()...)
 			p[off] = c.last[i]
 			recs[b] = withColumn(recs[b], 1, dates(p, nil))
@@ -594,10 +594,10 @@ func TestResealedTierColumnMutants(t *testing.T) {
 		oob   bool // out of bounds: fast must find it
 	}
 	var muts []mut
-	for _, col := range []int{sidecar.ColumnColdStart, sidecar.ColumnColdRows} {
+	for _, col := range []int{index.ColumnColdStart, index.ColumnColdRows} {
 		muts = append(muts, mut{col, 1, false}, mut{col, -1, false}, mut{col, 1 << 40, true}, mut{col, -(1 << 40), true})
 	}
-	for _, col := range []int{sidecar.ColumnColdFirstPeriod, sidecar.ColumnColdLastPeriod} {
+	for _, col := range []int{index.ColumnColdFirstPeriod, index.ColumnColdLastPeriod} {
 		muts = append(muts, mut{col, 1, false}, mut{col, -1, false}, mut{col, 1 << 30, true}, mut{col, -(1 << 30), true})
 	}
 	for _, variant := range []string{"since", "allcold"} {
@@ -615,13 +615,13 @@ func TestResealedTierColumnMutants(t *testing.T) {
 					}
 					c := readTierCols(t, ds, rel)
 					switch mu.col {
-					case sidecar.ColumnColdStart:
+					case index.ColumnColdStart:
 						c.start[i] += mu.delta
-					case sidecar.ColumnColdRows:
+					case index.ColumnColdRows:
 						c.rows[i] += mu.delta
-					case sidecar.ColumnColdFirstPeriod:
+					case index.ColumnColdFirstPeriod:
 						c.first[i] = arrow.Date32(int64(c.first[i]) + mu.delta)
-					case sidecar.ColumnColdLastPeriod:
+					case index.ColumnColdLastPeriod:
 						c.last[i] = arrow.Date32(int64(c.last[i]) + mu.delta)
 					}
 					writeTierCols(t, ds, rel, c)

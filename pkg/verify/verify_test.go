@@ -14,7 +14,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -112,7 +112,7 @@ func TestVintages(t *testing.T) {
 func TestMaxFindings(t *testing.T) {
 	f := getFixture(t)
 	ds := f.freshCopy(t)
-	editIndex(t, ds, f, sidecar.ColRowOffset, func(a arrow.Array) arrow.Array {
+	editIndex(t, ds, f, index.ColRowOffset, func(a arrow.Array) arrow.Array {
 		v := append([]int64(nil), a.(*array.Int64).Int64Values()...)
 		for i := range v {
 			v[i] += 1000

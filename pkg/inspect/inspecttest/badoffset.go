@@ -9,8 +9,8 @@ import (
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
+	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/sidecar"
 )
 
 // BreakIndexOffset gives CURRENT's index sidecar in the dataset at ds one
@@ -42,7 +42,7 @@ func BreakIndexOffset(t testing.TB, ds string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := rec.Column(sidecar.ColumnSeriesID).Data()
+	ids := rec.Column(index.ColumnSeriesID).Data()
 	offs := bytes.Clone(ids.Buffers()[1].Bytes()[ids.Offset()*4 : (ids.Offset()+ids.Len()+1)*4])
 	rec.Release()
 	x.Close()

@@ -1,4 +1,4 @@
-package sidecar
+package index
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-// Package sidecar defines the index sidecar (index.arrow): one row per
+// Package index defines the index sidecar (index.arrow): one row per
 // series, sorted by series id, saying where the series' rows are in the data
 // file and holding everything a server used to rebuild at start-up (bounds,
 // latest value, per-series attributes). docs/FORMAT.md §4 is the prose
@@ -10,7 +10,7 @@
 // dictionary-encoded column, so arrow-go maps it zero-copy; version 1 files
 // may dictionary-encode string attributes and are read through arrow-go's
 // copying reader (see New).
-package sidecar
+package index
 
 import (
 	"fmt"
@@ -119,10 +119,10 @@ func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.S
 	return arrow.NewSchema(fields, &md)
 }
 
-// Index is a read-only view over the index record batch. It holds typed
+// Reader is a read-only view over the index record batch. It holds typed
 // handles to the columns and nothing per series: lookups binary-search the
 // sorted series_id column where it lies (in the mapping, for a mapped file).
-type Index struct {
+type Reader struct {
 	version      string
 	attrStart    int    // the first attribute column: NumFixed, or NumFixedTiered
 	file         string // for the errors of lazy checks; see SetFile
@@ -191,7 +191,7 @@ type attrCheck struct {
 // A damaged column is an error naming it, never a column handed out that
 // could make arrow-go slice out of bounds. Nothing else of the file is
 // read. New does not take a reference on rec; the caller keeps rec alive.
-func New(rec arrow.RecordBatch) (*Index, error) {
+func New(rec arrow.RecordBatch) (*Reader, error) {
 	s := rec.Schema()
 	md := s.Metadata()
 	if got, _ := md.GetValue(datafile.MetaFile); got != FileIndex {
@@ -241,7 +241,7 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 			return nil, fmt.Errorf("index column %s has %d nulls", s.Field(i).Name, rec.Column(i).NullN())
 		}
 	}
-	x := &Index{
+	x := &Reader{
 		attrs:        make([]attrCheck, s.NumFields()-fixed),
 		version:      version,
 		attrStart:    fixed,
@@ -274,21 +274,21 @@ func New(rec arrow.RecordBatch) (*Index, error) {
 
 // Version is the file's layout version (Version, VersionV1 or
 // VersionTiered).
-func (x *Index) Version() string { return x.version }
+func (x *Reader) Version() string { return x.version }
 
 // Tiered reports whether the index locates cold rows (version 3). It is
 // the version that says so, not the columns: an empty tiered index (an
 // --allow-empty build with a tier policy) has no rows to hold them.
-func (x *Index) Tiered() bool { return x.version == VersionTiered }
+func (x *Reader) Tiered() bool { return x.version == VersionTiered }
 
 // Len is the number of series.
-func (x *Index) Len() int { return x.ids.Len() }
+func (x *Reader) Len() int { return x.ids.Len() }
 
 // ID is series i's id, aliasing the index (valid while the snapshot is
 // held), read with its two offsets bounds-checked, so that it needs no
 // pass over the column; "" when they are damaged, which IDs and Check
 // report. Lookup and Prefix read ids this way.
-func (x *Index) ID(i int) string {
+func (x *Reader) ID(i int) string {
 	if i < 0 || i+1 >= len(x.idOffs) {
 		return ""
 	}
@@ -300,11 +300,11 @@ func (x *Index) ID(i int) string {
 }
 
 // IDBytes is the total length of every series id (for sizing a copy).
-func (x *Index) IDBytes() int { return len(x.idData) }
+func (x *Reader) IDBytes() int { return len(x.idData) }
 
 // Check runs every column's first-use check now (IDs, Attribute) and
 // returns the first failure.
-func (x *Index) Check() error {
+func (x *Reader) Check() error {
 	if _, err := x.IDs(); err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ func (x *Index) Check() error {
 }
 
 // corruptf marks a check's failure as corruption of the index file.
-func (x *Index) corruptf(err error) error {
+func (x *Reader) corruptf(err error) error {
 	if x.file != "" {
 		return corrupt.InFile(x.file, fmt.Errorf("%s: %w", x.file, err))
 	}
@@ -320,12 +320,12 @@ func (x *Index) corruptf(err error) error {
 }
 
 // Record is the underlying record batch.
-func (x *Index) Record() arrow.RecordBatch { return x.rec }
+func (x *Reader) Record() arrow.RecordBatch { return x.rec }
 
 // IDs is the series_id column, sorted bytewise (aliasing the index, and
 // so the mapping: valid while the snapshot is held), once its offsets have
 // been checked: on the first call, like Attribute's check.
-func (x *Index) IDs() (*array.String, error) {
+func (x *Reader) IDs() (*array.String, error) {
 	x.idCheck.once.Do(func() {
 		if err := checkValues(x.ids); err != nil {
 			x.idCheck.err = x.corruptf(fmt.Errorf("index column %q: %w", ColSeriesID, err))
@@ -341,12 +341,12 @@ func (x *Index) IDs() (*array.String, error) {
 // snapshot is released. (Hot paths read IDs() in place instead: since
 // version 2 the index is mapped, so a string aliasing it is valid only
 // while the mapping is, as are Entry's SeriesID and every column.)
-func (x *Index) SeriesID(i int) string { return strings.Clone(x.ID(i)) }
+func (x *Reader) SeriesID(i int) string { return strings.Clone(x.ID(i)) }
 
 // Lookup finds a series by id: a binary search over the sorted ids.
 // It compares the id bytes where they lie (offsets and data of the utf8
 // column) rather than through Value, which is most of a lookup's cost.
-func (x *Index) Lookup(id string) (int, bool) {
+func (x *Reader) Lookup(id string) (int, bool) {
 	lo, hi := 0, x.ids.Len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -360,7 +360,7 @@ func (x *Index) Lookup(id string) (int, bool) {
 }
 
 // Prefix returns the code range [lo, hi) of series whose id starts with p.
-func (x *Index) Prefix(p string) (lo, hi int) {
+func (x *Reader) Prefix(p string) (lo, hi int) {
 	n := x.ids.Len()
 	lo = sort.Search(n, func(i int) bool { return x.ID(i) >= p })
 	hi = lo + sort.Search(n-lo, func(j int) bool { return !strings.HasPrefix(x.ID(lo+j), p) })
@@ -368,7 +368,7 @@ func (x *Index) Prefix(p string) (lo, hi int) {
 }
 
 // Entry returns series i's location and bounds.
-func (x *Index) Entry(i int) Entry {
+func (x *Reader) Entry(i int) Entry {
 	return Entry{
 		Code:        i,
 		SeriesID:    x.ID(i),
@@ -386,7 +386,7 @@ func (x *Index) Entry(i int) Entry {
 // and RowCount, read alone (three columns rather than every column of the
 // entry, its id among them: two more cache misses) for a caller that
 // reads the rows of many series (a DoPut's revisions).
-func (x *Index) Location(i int) (batch, offset int, rows int64) {
+func (x *Reader) Location(i int) (batch, offset int, rows int64) {
 	return int(x.batch[i]), int(x.batchOffset[i]), x.rowCount[i]
 }
 
@@ -394,13 +394,13 @@ func (x *Index) Location(i int) (batch, offset int, rows int64) {
 // FirstPeriod and LastPeriod, read alone (two columns rather than every
 // column of the entry) for a caller that only needs to know whether a
 // period can be one of the series'.
-func (x *Index) Bounds(i int) (first, last int32) {
+func (x *Reader) Bounds(i int) (first, last int32) {
 	return int32(x.firstPeriod[i]), int32(x.lastPeriod[i])
 }
 
 // Cold is where series i's cold rows lie; the zero Cold in an index that
 // is not tiered.
-func (x *Index) Cold(i int) Cold {
+func (x *Reader) Cold(i int) Cold {
 	if !x.Tiered() {
 		return Cold{}
 	}
@@ -409,7 +409,7 @@ func (x *Index) Cold(i int) Cold {
 
 // Latest returns the period of series i's last non-null value, and false
 // when all its values are null. The value itself is LatestValues().(i).
-func (x *Index) Latest(i int) (int32, bool) {
+func (x *Reader) Latest(i int) (int32, bool) {
 	if x.latestPeriod.IsNull(i) {
 		return 0, false
 	}
@@ -417,16 +417,16 @@ func (x *Index) Latest(i int) (int32, bool) {
 }
 
 // LatestValues is the latest_value column.
-func (x *Index) LatestValues() arrow.Array { return x.latestValue }
+func (x *Reader) LatestValues() arrow.Array { return x.latestValue }
 
 // SetFile names the index file in the errors of the lazy checks (the way
 // the caller knows it: a snapshot passes the manifest's path), so that they
 // are corrupt.FileErrors like those of an open. Call it before sharing x.
-func (x *Index) SetFile(path string) { x.file = path }
+func (x *Reader) SetFile(path string) { x.file = path }
 
 // AttributeFields returns the attribute fields, in column order. It checks
 // nothing (the schema was checked by New).
-func (x *Index) AttributeFields() []arrow.Field {
+func (x *Reader) AttributeFields() []arrow.Field {
 	return x.rec.Schema().Fields()[x.attrStart:]
 }
 
@@ -436,7 +436,7 @@ func (x *Index) AttributeFields() []arrow.Field {
 // kept, so later calls cost nothing. A damaged column is an error marked
 // corrupt.ErrCorrupt naming the column (and the file, see SetFile). Safe
 // for concurrent use.
-func (x *Index) Attribute(i int) (arrow.Array, error) {
+func (x *Reader) Attribute(i int) (arrow.Array, error) {
 	if i < 0 || i >= len(x.attrs) {
 		return nil, fmt.Errorf("attribute %d of %d", i, len(x.attrs))
 	}
@@ -458,7 +458,7 @@ func (x *Index) Attribute(i int) (arrow.Array, error) {
 
 // CheckAttributes checks every attribute column not checked yet (see
 // Attribute) and returns the first failure.
-func (x *Index) CheckAttributes() error {
+func (x *Reader) CheckAttributes() error {
 	for i := range x.attrs {
 		if _, err := x.Attribute(i); err != nil {
 			return err
@@ -472,7 +472,7 @@ func (x *Index) CheckAttributes() error {
 // column that fails its check is replaced by one of nulls of its type, so
 // that nothing returned can make arrow-go slice out of bounds; callers
 // that must report the damage call CheckAttributes or Attribute.
-func (x *Index) Attributes() ([]arrow.Field, []arrow.Array) {
+func (x *Reader) Attributes() ([]arrow.Field, []arrow.Array) {
 	f := x.AttributeFields()
 	c := make([]arrow.Array, len(x.attrs))
 	for i := range x.attrs {

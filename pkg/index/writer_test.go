@@ -1,4 +1,4 @@
-package sidecar
+package index
 
 import (
 	"fmt"
@@ -56,7 +56,7 @@ func strs(mem memory.Allocator, vals ...string) arrow.Array {
 
 // readIndex maps the index file at path (zero-copy, as a snapshot does:
 // the file holds no dictionaries) and wraps it.
-func readIndex(t *testing.T, path string) *Index {
+func readIndex(t *testing.T, path string) *Reader {
 	t.Helper()
 	m, err := arrowfile.Map(path)
 	if err != nil {
@@ -243,7 +243,7 @@ func TestWriterWritesNoDictionaries(t *testing.T) {
 
 // writeIndex writes one series per row of the attribute arrays, with
 // generated ids and locations, and reads the index back.
-func writeIndex(t *testing.T, attrs []arrow.Field, cols ...arrow.Array) *Index {
+func writeIndex(t *testing.T, attrs []arrow.Field, cols ...arrow.Array) *Reader {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "index.arrow")
 	w, err := NewWriter(path, arrow.PrimitiveTypes.Float64, attrs)
