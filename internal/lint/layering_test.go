@@ -30,7 +30,8 @@ var layers = []struct {
 	pkgs []string
 }{
 	{"base utilities", []string{"pkg/corrupt", "pkg/fileutil", "pkg/mapbuf", "pkg/period", "pkg/progress", "internal/bufpool", "internal/cliutil", "internal/gctune"}},
-	// pkg/lake/... are the lake inputs: where files live (objstore), the
+	// pkg/lake/... are the lake inputs: a Parquet folder's files in
+	// publication order (parquetdir), where files live (objstore), the
 	// table formats read over it (roaring < deltalog, iceberg), and source,
 	// which resolves an input into one table snapshot for the builder.
 	// Only the build side uses them (see forbidden), so the read side never

@@ -21,7 +21,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
-	"github.com/energyscope/servingsnap/pkg/lake"
+	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 	"github.com/energyscope/servingsnap/pkg/parquetfile"
 	"github.com/energyscope/servingsnap/pkg/period"
@@ -580,15 +580,15 @@ func or(s, def string) string {
 }
 
 // openInput lists the input's files in the builder's order: a folder's
-// Parquet files (pkg/lake), or the data files of a Delta or Iceberg table
+// Parquet files (pkg/lake/parquetdir), or the data files of a Delta or Iceberg table
 // (pkg/lake/source, as snapbuild build --input resolves it). A table is
 // read at the version the snapshot was built from when it is the table
 // the manifest's lineage names and that version is still there, else at
 // its latest; a note says which.
 func (v *verifier) openInput(ctx context.Context) (*lakeInput, error) {
 	dir := v.opt.Against
-	if lake.TableKind(dir) == "" {
-		files, err := lake.List(dir)
+	if parquetdir.TableKind(dir) == "" {
+		files, err := parquetdir.List(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -599,7 +599,7 @@ func (v *verifier) openInput(ctx context.Context) (*lakeInput, error) {
 		return in, nil
 	}
 	if tableOpener == nil {
-		return nil, fmt.Errorf("%s is a %s table, and this program does not link the table readers (snapverify does)", dir, lake.TableKind(dir))
+		return nil, fmt.Errorf("%s is a %s table, and this program does not link the table readers (snapverify does)", dir, parquetdir.TableKind(dir))
 	}
 	files, tbl, note, err := tableOpener(ctx, dir, v.m.Lineage)
 	if err != nil {

@@ -1,7 +1,7 @@
 package source
 
 import (
-	"github.com/energyscope/servingsnap/pkg/lake"
+	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 )
 
@@ -17,7 +17,7 @@ func checkRegular(t *Table) error {
 		return nil
 	}
 	for _, f := range t.Files {
-		if err := lake.CheckRegular(l.Location(f.Name)); err != nil {
+		if err := parquetdir.CheckRegular(l.Location(f.Name)); err != nil {
 			return err
 		}
 	}

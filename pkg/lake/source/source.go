@@ -24,7 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/energyscope/servingsnap/pkg/lake"
+	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
 )
 
@@ -179,10 +179,10 @@ func isNotDir(err error) bool { return strings.Contains(err.Error(), "not a dire
 
 // openParquet lists a folder's Parquet files in natural path order.
 func openParquet(ctx context.Context, opt Options, st objstore.Store) (*Table, error) {
-	ents, err := st.Walk(ctx, "", func(dir string) bool { return lake.Hidden(path.Base(dir)) })
+	ents, err := st.Walk(ctx, "", func(dir string) bool { return parquetdir.Hidden(path.Base(dir)) })
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !isNotDir(err) {
-			return nil, lake.NotExist(st.Location(""))
+			return nil, parquetdir.NotExist(st.Location(""))
 		}
 		if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
 			return nil, fmt.Errorf("input %s is not a directory", st.Location(""))
@@ -191,7 +191,7 @@ func openParquet(ctx context.Context, opt Options, st objstore.Store) (*Table, e
 	}
 	t := &Table{Kind: KindParquet, Source: opt.Input, Location: st.Location(""), Version: -1, Store: st}
 	for _, e := range ents {
-		if lake.Hidden(path.Base(e.Name)) || !lake.IsParquet(e.Name) {
+		if parquetdir.Hidden(path.Base(e.Name)) || !parquetdir.IsParquet(e.Name) {
 			continue
 		}
 		t.Files = append(t.Files, &File{Rel: e.Name, Name: e.Name, Size: e.Size})
@@ -199,7 +199,7 @@ func openParquet(ctx context.Context, opt Options, st objstore.Store) (*Table, e
 	if len(t.Files) == 0 {
 		return nil, fmt.Errorf("input %s holds no .parquet files", st.Location(""))
 	}
-	sort.Slice(t.Files, func(i, j int) bool { return lake.NaturalLess(t.Files[i].Rel, t.Files[j].Rel) })
+	sort.Slice(t.Files, func(i, j int) bool { return parquetdir.NaturalLess(t.Files[i].Rel, t.Files[j].Rel) })
 	return t, nil
 }
 

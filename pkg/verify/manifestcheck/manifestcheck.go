@@ -24,7 +24,7 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/fileutil"
-	"github.com/energyscope/servingsnap/pkg/lake"
+	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
@@ -293,7 +293,7 @@ func (ps *problems) inputRules(m *manifest.Manifest) {
 			ps.bad(loc+".path", "path %q is not a clean relative path", in.Path)
 		case !inputName(in.Path):
 			ps.bad(loc+".path", "path %q is not a file the builder reads (a .parquet file, no component starting with . or _)", in.Path)
-		case i > 0 && !lake.NaturalLess(l.Inputs[i-1].Path, in.Path):
+		case i > 0 && !parquetdir.NaturalLess(l.Inputs[i-1].Path, in.Path):
 			ps.bad(loc+".path", "path %q does not follow %q: inputs are listed once each, in the builder's order", in.Path, l.Inputs[i-1].Path)
 		}
 		if in.Size < 0 || in.Rows < 0 {

@@ -1,8 +1,8 @@
-// Package lake lists the Parquet files of a lake directory in publication
+// Package parquetdir lists the Parquet files of a lake directory in publication
 // order. The builder reads inputs in this order and the verifier replays
 // it: the order decides which of two duplicate rows is "later" for
 // --on-duplicate=last, so both must agree exactly, hence one package.
-package lake
+package parquetdir
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package lake
+package parquetdir
 
 import (
 	"os"
