@@ -380,7 +380,7 @@ type builder struct {
 	// buckets is each kept data file's bucket, read from the partition
 	// column of Options.ShardPartition; nil without one.
 	buckets map[*source.File]int
-	split  *splitSet          // the pieces of a build with FromSplit
+	split   *splitSet // the pieces of a build with FromSplit
 }
 
 // startBuild checks the options and opens the dataset, noting the log
