@@ -35,10 +35,11 @@ import (
 //     into column stores sized to the budget (a run). The run is sorted by
 //     (series id, period) with the same radix sort, ranking series by the
 //     ids seen so far (string order is all a run needs), and written to the
-//     spill directory as fixed-size packed records (spillRecord). The
+//     spill directory as fixed-size packed records (spillrec.go). The
 //     dictionaries stay in memory across runs, so a string column is four
 //     bytes a row on disk; per-series state (the first value of every
-//     candidate attribute) is kept beside them.
+//     candidate attribute) is kept beside them, and a run's records leave
+//     out the columns still taken for attributes: their values are those.
 //  2. Merge. The runs are merged k-way by (final series rank, period, input
 //     row): the input row keeps --on-duplicate=last's "later input row wins"
 //     exactly as the in-memory stable sort does. Duplicates are dropped or
@@ -83,6 +84,21 @@ func (s *store) recordWidth() int {
 		return 1 + s.width
 	}
 	return 0
+}
+
+// fit is resize, but drops arrays of more than twice n rows first (a run
+// shorter than the one before by half lets their memory go).
+func (s *store) fit(n int) {
+	s.codes, s.data, s.valid = fitSlice(s.codes, n), fitSlice(s.data, n*s.width), fitSlice(s.valid, n)
+	s.resize(n)
+}
+
+// fitSlice is v, or nil when its capacity is more than twice n.
+func fitSlice[T any](v []T, n int) []T {
+	if cap(v) > 2*n {
+		return nil
+	}
+	return v
 }
 
 // resize makes the store hold n rows, reusing its arrays when they are big
@@ -149,10 +165,37 @@ type external struct {
 }
 
 // runRows is how many rows one run holds under the budget, after the
-// merge's data batch (batchCost) is set aside.
+// merge's data batch (batchCost) and the per-series state of the series
+// read so far (seriesCost) are set aside: later runs are shorter when
+// the series are many.
 func (e *external) runRows() int {
-	n := (int64(float64(e.budget)*runShare) - e.batchCost()) / perRowRun(e.t)
+	n := (int64(float64(e.budget)*runShare) - e.batchCost() - e.seriesCost()) / perRowRun(e.t)
 	return int(max(n, minRunRows))
+}
+
+// seriesCost is the state the build holds per series interned so far,
+// bounded by the series, not the rows: whether a row was seen, the ranks
+// (the codes in id order and their inverse), and the first value of every
+// other column kept (one taken for an attribute, or a run left out).
+func (e *external) seriesCost() int64 {
+	per := int64(1 + 4 + 4)
+	for i, f := range e.firsts {
+		if e.isAttr[i] || f.rows() > 0 {
+			per += int64(f.recordWidth())
+		}
+	}
+	return int64(len(e.t.series.dict.values)) * per
+}
+
+// rows is how many rows the store holds.
+func (s *store) rows() int {
+	switch s.kind {
+	case kindString:
+		return len(s.codes)
+	case kindFixed, kindBool:
+		return len(s.valid)
+	}
+	return 0
 }
 
 // minRunRows keeps the number of runs (open files, read buffers) sane
@@ -212,10 +255,10 @@ func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, st
 // spillRuns reads the input run by run, sorting and spilling each.
 func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Reporter) (err error) {
 	t := e.t
-	limit := e.runRows()
 	// A row group is read whole: one over the entire budget is refused;
 	// one over the run size (a tiny budget) makes the runs that long.
 	most := max(e.budget/perRowRun(t), 1)
+	var group int // the most rows of a row group
 	var inBytes int64
 	for _, in := range t.inputs {
 		inBytes += in.Size
@@ -230,7 +273,7 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 				return fmt.Errorf("%s row group %d holds %d rows, more than the memory budget of %d MiB can sort at once (%d rows); raise --memory or rewrite the file with smaller row groups",
 					in.Rel, g, n, e.budget>>20, most)
 			}
-			limit = max(limit, int(n))
+			group = max(group, int(n))
 			units = append(units, unit{in: in, fileIdx: fi, group: g, firstRow: r, rows: n})
 			r += n
 		}
@@ -266,6 +309,7 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 	var keys, scratch []uint64
 	var byID []uint32 // series codes seen so far, in id order
 	for lo := 0; lo < len(units); {
+		limit := max(e.runRows(), group)
 		hi, rows := lo, int64(0)
 		for hi < len(units) && (hi == lo || rows+units[hi].rows <= int64(limit)) {
 			rows += units[hi].rows
@@ -273,9 +317,9 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 		}
 		rt.base, rt.rows = int(units[lo].firstRow), int(rows)
 		for _, s := range rt.allStores() {
-			s.resize(rt.rows)
+			s.fit(rt.rows)
 		}
-		rt.periods = resizeSlice(rt.periods, rt.rows)
+		rt.periods = resizeSlice(fitSlice(rt.periods, rt.rows), rt.rows)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(max(e.opt.Parallel, 1))
 		for _, u := range units[lo:hi] {
@@ -296,7 +340,7 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 		for r, c := range byID {
 			rank[c] = uint32(r)
 		}
-		keys, scratch = resizeSlice(keys, rt.rows), resizeSlice(scratch, rt.rows)
+		keys, scratch = resizeSlice(fitSlice(keys, rt.rows), rt.rows), resizeSlice(fitSlice(scratch, rt.rows), rt.rows)
 		o := sortRowsInto(rank, rt.series.codes, rt.periods, keys, scratch)
 		<-attrsDone
 		if err := e.writeRun(rt, o); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/pkg/shard"
 )
@@ -111,6 +113,57 @@ func TestSpillLeavesOutAttributes(t *testing.T) {
 					t.Fatal(err)
 				}
 				sameSnapshot(t, ref, got)
+			}
+		})
+	}
+}
+
+// TestRunRowsCountsSeries: the run length leaves room for the state kept
+// per series (seen, ranks, the first values of the columns taken for
+// attributes or left out by a run), so runs shorten as series are read.
+func TestRunRowsCountsSeries(t *testing.T) {
+	tbl := &table{
+		series: newStore(Column{Name: "id", Type: arrow.BinaryTypes.String}, 0, nil),
+		value:  newStore(Column{Name: "v", Type: arrow.PrimitiveTypes.Float64}, 0, nil),
+		others: []*store{
+			newStore(Column{Name: "unit", Type: arrow.BinaryTypes.String}, 0, nil),
+			newStore(Column{Name: "level", Type: arrow.PrimitiveTypes.Int64}, 0, nil),
+		},
+	}
+	// per row in a run: 24 + value 9 + unit 4 + level 9; the merge's batch
+	// of 1000 records of 34 bytes and their arrays, twice 30 bytes a row
+	const perRow, batch = 46, 1000 * (34 + 2*30)
+	for _, tc := range []struct {
+		name   string
+		series int
+		isAttr []bool
+		kept   bool // level's first values kept though it is no attribute
+		want   int
+	}{
+		{"no series yet", 0, []bool{true, true}, false, (45<<20 - batch) / perRow},
+		{"both attributes", 100000, []bool{true, true}, false, (45<<20 - batch - 100000*(9+4+9)) / perRow},
+		{"level varies", 100000, []bool{true, false}, false, (45<<20 - batch - 100000*(9+4)) / perRow},
+		{"level varies, kept for a run", 100000, []bool{true, false}, true, (45<<20 - batch - 100000*(9+4+9)) / perRow},
+		{"series beyond the budget", 2500000, []bool{true, true}, false, minRunRows},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tbl.series.dict = newDictionary()
+			ids := make([]string, tc.series)
+			for i := range ids {
+				ids[i] = fmt.Sprint("S", i)
+			}
+			if err := tbl.series.dict.internLocal(ids, make([]uint32, len(ids))); err != nil {
+				t.Fatal(err)
+			}
+			e := &external{t: tbl, opt: Options{BatchRows: 1000}, budget: 100 << 20, isAttr: tc.isAttr}
+			for _, st := range tbl.others {
+				e.firsts = append(e.firsts, st.like())
+			}
+			if tc.kept {
+				e.firsts[1].grow(tc.series)
+			}
+			if got := e.runRows(); got != tc.want {
+				t.Errorf("runRows = %d, want %d", got, tc.want)
 			}
 		})
 	}
