@@ -204,6 +204,9 @@ func TestSplitRefusesBadPieces(t *testing.T) {
 		{"run leaves out a column the schema lacks", func(t *testing.T, dir string) {
 			editHead(t, piece(dir, 0, 3, headExt), func(h *pieceHead) { h.Runs[0].Omit = []int{0, 5} })
 		}, "leaves out columns [0 5]: want increasing indexes below 2"},
+		{"piece of version 1", func(t *testing.T, dir string) {
+			editHead(t, piece(dir, 1, 3, headExt), func(h *pieceHead) { h.Version = 1 })
+		}, "version 1, want \"servingsnap-split-piece\" version 2: split the table again"},
 		{"run of another record size", func(t *testing.T, dir string) {
 			editHead(t, piece(dir, 0, 3, headExt), func(h *pieceHead) { h.Runs[0].Omit = nil })
 		}, "records of 21 bytes, the schema without the columns it leaves out makes 29"},
