@@ -35,10 +35,11 @@ import (
 //     into column stores sized to the budget (a run). The run is sorted by
 //     (series id, period) with the same radix sort, ranking series by the
 //     ids seen so far (string order is all a run needs), and written to the
-//     spill directory as fixed-size packed records (spillRecord). The
+//     spill directory as fixed-size packed records (spillrec.go). The
 //     dictionaries stay in memory across runs, so a string column is four
 //     bytes a row on disk; per-series state (the first value of every
-//     candidate attribute) is kept beside them.
+//     candidate attribute) is kept beside them, and a run's records leave
+//     out the columns still taken for attributes: their values are those.
 //  2. Merge. The runs are merged k-way by (final series rank, period, input
 //     row): the input row keeps --on-duplicate=last's "later input row wins"
 //     exactly as the in-memory stable sort does. Duplicates are dropped or
@@ -83,6 +84,21 @@ func (s *store) recordWidth() int {
 		return 1 + s.width
 	}
 	return 0
+}
+
+// fit is resize, but drops arrays of more than twice n rows first (a run
+// shorter than the one before by half lets their memory go).
+func (s *store) fit(n int) {
+	s.codes, s.data, s.valid = fitSlice(s.codes, n), fitSlice(s.data, n*s.width), fitSlice(s.valid, n)
+	s.resize(n)
+}
+
+// fitSlice is v, or nil when its capacity is more than twice n.
+func fitSlice[T any](v []T, n int) []T {
+	if cap(v) > 2*n {
+		return nil
+	}
+	return v
 }
 
 // resize makes the store hold n rows, reusing its arrays when they are big
@@ -138,16 +154,48 @@ type external struct {
 
 	// Per series code: whether a row was seen, and the first value of each
 	// other column (firsts[i] mirrors t.others[i], indexed by series code).
+	// A column that stops being an attribute after a run left it out
+	// keeps its firsts, no longer updated, for the merge to fill that
+	// run's records from (spillrec.go).
 	seen   []bool
 	firsts []*store
 	isAttr []bool
+	// written is how many runs were written.
+	written int
 }
 
 // runRows is how many rows one run holds under the budget, after the
-// merge's data batch (batchCost) is set aside.
+// merge's data batch (batchCost) and the per-series state of the series
+// read so far (seriesCost) are set aside: later runs are shorter when
+// the series are many.
 func (e *external) runRows() int {
-	n := (int64(float64(e.budget)*runShare) - e.batchCost()) / perRowRun(e.t)
+	n := (int64(float64(e.budget)*runShare) - e.batchCost() - e.seriesCost()) / perRowRun(e.t)
 	return int(max(n, minRunRows))
+}
+
+// seriesCost is the state the build holds per series interned so far,
+// bounded by the series, not the rows: whether a row was seen, the ranks
+// (the codes in id order and their inverse), and the first value of every
+// other column kept (one taken for an attribute, or a run left out).
+func (e *external) seriesCost() int64 {
+	per := int64(1 + 4 + 4)
+	for i, f := range e.firsts {
+		if e.isAttr[i] || f.rows() > 0 {
+			per += int64(f.recordWidth())
+		}
+	}
+	return int64(len(e.t.series.dict.values)) * per
+}
+
+// rows is how many rows the store holds.
+func (s *store) rows() int {
+	switch s.kind {
+	case kindString:
+		return len(s.codes)
+	case kindFixed, kindBool:
+		return len(s.valid)
+	}
+	return 0
 }
 
 // minRunRows keeps the number of runs (open files, read buffers) sane
@@ -207,10 +255,10 @@ func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, st
 // spillRuns reads the input run by run, sorting and spilling each.
 func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Reporter) (err error) {
 	t := e.t
-	limit := e.runRows()
 	// A row group is read whole: one over the entire budget is refused;
 	// one over the run size (a tiny budget) makes the runs that long.
 	most := max(e.budget/perRowRun(t), 1)
+	var group int // the most rows of a row group
 	var inBytes int64
 	for _, in := range t.inputs {
 		inBytes += in.Size
@@ -225,7 +273,7 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 				return fmt.Errorf("%s row group %d holds %d rows, more than the memory budget of %d MiB can sort at once (%d rows); raise --memory or rewrite the file with smaller row groups",
 					in.Rel, g, n, e.budget>>20, most)
 			}
-			limit = max(limit, int(n))
+			group = max(group, int(n))
 			units = append(units, unit{in: in, fileIdx: fi, group: g, firstRow: r, rows: n})
 			r += n
 		}
@@ -261,6 +309,7 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 	var keys, scratch []uint64
 	var byID []uint32 // series codes seen so far, in id order
 	for lo := 0; lo < len(units); {
+		limit := max(e.runRows(), group)
 		hi, rows := lo, int64(0)
 		for hi < len(units) && (hi == lo || rows+units[hi].rows <= int64(limit)) {
 			rows += units[hi].rows
@@ -268,9 +317,9 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 		}
 		rt.base, rt.rows = int(units[lo].firstRow), int(rows)
 		for _, s := range rt.allStores() {
-			s.resize(rt.rows)
+			s.fit(rt.rows)
 		}
-		rt.periods = resizeSlice(rt.periods, rt.rows)
+		rt.periods = resizeSlice(fitSlice(rt.periods, rt.rows), rt.rows)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(max(e.opt.Parallel, 1))
 		for _, u := range units[lo:hi] {
@@ -291,7 +340,7 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 		for r, c := range byID {
 			rank[c] = uint32(r)
 		}
-		keys, scratch = resizeSlice(keys, rt.rows), resizeSlice(scratch, rt.rows)
+		keys, scratch = resizeSlice(fitSlice(keys, rt.rows), rt.rows), resizeSlice(fitSlice(scratch, rt.rows), rt.rows)
 		o := sortRowsInto(rank, rt.series.codes, rt.periods, keys, scratch)
 		<-attrsDone
 		if err := e.writeRun(rt, o); err != nil {
@@ -363,7 +412,12 @@ func (e *external) trackAttrs(rt *table) {
 		for i, st := range rt.others {
 			if e.isAttr[i] && !e.firsts[i].sameRow(int(c), st, r) {
 				e.isAttr[i] = false
-				e.firsts[i].resize(0)
+				// The runs written so far left the column out: the merge
+				// fills it back from the first values, as they are now
+				// (every row of those runs equals its series' first).
+				if e.written == 0 {
+					e.firsts[i].resize(0)
+				}
 			}
 		}
 	}
@@ -411,57 +465,42 @@ func (s *store) sameRow(i int, src *store, j int) bool {
 	return true
 }
 
-// A spill record is one row, fixed size, little-endian:
-//
-//	input row  uint32   global input row (tie-break, error locations)
-//	series     uint32   series dictionary code
-//	period     int32    date32 days
-//	then per store after the series store (value, then the others):
-//	  string   uint32   dictionary code (nullCode for null)
-//	  fixed    1 byte valid (0/1), then the value's width bytes
-//	  bool     1 byte valid, 1 byte value
-//	  null     nothing
-const spillHeader = 12
-
-func recordSize(t *table) int {
-	n := spillHeader
-	for _, s := range t.allStores()[1:] {
-		n += s.recordWidth()
-	}
-	return n
-}
-
-// runOut takes the records of sorted runs, in order: run begins a run,
+// runOut takes the records of sorted runs, in order: run begins a run
+// whose records leave out the other columns omit lists (spillrec.go),
 // write takes whole records (size bytes each) of the current run.
 type runOut interface {
-	run() error
+	run(size int, omit []int) error
 	write(recs []byte, size int) error
 }
 
 // writeRun encodes the sorted run rt and writes it to the next spill file,
-// or to e.out. A sharded build keeps only its shard's records.
+// or to e.out, leaving out the columns still taken for attributes. A
+// sharded build keeps only its shard's records.
 func (e *external) writeRun(rt *table, o *order) (err error) {
 	if e.opt.Shard.Count > 0 {
 		e.noteShards()
 	}
+	omit := slices.Clone(e.isAttr)
+	l := layoutOf(rt, omit)
+	e.written++
 	if e.out != nil {
-		if err := e.out.run(); err != nil {
+		if err := e.out.run(l.size, omitted(omit)); err != nil {
 			return err
 		}
-		return e.encodeRun(rt, o, func(buf []byte, size int) error { return e.out.write(buf, size) })
+		return e.encodeRun(rt, o, l, func(buf []byte, size int) error { return e.out.write(buf, size) })
 	}
 	path := filepath.Join(e.dir, fmt.Sprintf("run-%06d.spill", len(e.runs)))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("spill: %w", err)
 	}
-	e.runs = append(e.runs, runSource{path: path, name: path})
+	e.runs = append(e.runs, runSource{path: path, name: path, omit: omit})
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("spill %s: %w", path, cerr)
 		}
 	}()
-	return e.encodeRun(rt, o, func(buf []byte, size int) error {
+	return e.encodeRun(rt, o, l, func(buf []byte, size int) error {
 		if e.shardOf != nil {
 			buf = e.keepShard(buf, size)
 		}
@@ -499,11 +538,17 @@ func (e *external) keepShard(recs []byte, size int) []byte {
 	return recs[:w]
 }
 
-// encodeRun packs the sorted run rt into records and hands them to emit in
-// order, a chunk at a time.
-func (e *external) encodeRun(rt *table, o *order, emit func(buf []byte, size int) error) error {
-	stores := rt.allStores()[1:]
-	size := recordSize(rt)
+// encodeRun packs the sorted run rt into records of layout l and hands
+// them to emit in order, a chunk at a time.
+func (e *external) encodeRun(rt *table, o *order, l recLayout, emit func(buf []byte, size int) error) error {
+	// The value, then the other columns l holds, at their offsets.
+	stores, offs := []*store{rt.value}, []int{spillHeader}
+	for i, st := range rt.others {
+		if l.offs[i] >= 0 {
+			stores, offs = append(stores, st), append(offs, l.offs[i])
+		}
+	}
+	size := l.size
 	le := binary.LittleEndian
 	// encode packs sorted positions [lo, hi) into buf. Encoding is a
 	// gather at random rows of the run; two chunks are encoded at once
@@ -529,14 +574,13 @@ func (e *external) encodeRun(rt *table, o *order, emit func(buf []byte, size int
 		for k, r := range rows {
 			le.PutUint32(buf[k*size+8:], uint32(rt.periods[r]))
 		}
-		p := spillHeader
-		for _, s := range stores {
+		for si, s := range stores {
+			p := offs[si]
 			switch s.kind {
 			case kindString:
 				for k, r := range rows {
 					le.PutUint32(buf[k*size+p:], s.codes[r])
 				}
-				p += 4
 			case kindFixed, kindBool:
 				w := s.width
 				for k, r := range rows {
@@ -552,7 +596,6 @@ func (e *external) encodeRun(rt *table, o *order, emit func(buf []byte, size int
 						copy(buf[at:at+w], s.data[int(r)*w:(int(r)+1)*w])
 					}
 				}
-				p += 1 + w
 			}
 		}
 	}
@@ -591,13 +634,23 @@ type runSource struct {
 	remap  *codeRemap
 	// records, when above 0, is how many records the run must hold.
 	records int64
+	// omit is, per t.others, whether the run's records leave the column
+	// out (nil: none); fills has, for each column left out, its value per
+	// series code of the run (nil: external.firsts).
+	omit  []bool
+	fills []*store
 }
 
 // runReader reads one spill file's records in order.
 type runReader struct {
-	f     *os.File
-	br    io.Reader
-	rec   []byte
+	f   *os.File
+	br  io.Reader
+	rec []byte // the current record, in the merge's layout
+	// raw and mv, when the run's layout is not the merge's: the record as
+	// read, and how to make rec of it (spillrec.go).
+	raw   []byte
+	mv    []fieldMove
+	head  int
 	key   uint64 // final rank << 32 | period (ordered as unsigned)
 	row   uint32
 	name  string
@@ -606,8 +659,20 @@ type runReader struct {
 	read  int64
 }
 
-// openRun opens a run for the merge, with a read buffer of buf bytes.
-func openRun(src runSource, size, buf int) (*runReader, error) {
+// openRun opens a run of table t for the merge, whose records have layout
+// merge, with a read buffer of buf bytes. fills is where the columns the
+// run leaves out come from when src does not say.
+func openRun(t *table, src runSource, merge recLayout, fills []*store, buf int) (*runReader, error) {
+	if src.fills != nil {
+		fills = src.fills
+	}
+	run := layoutOf(t, src.omit)
+	mv := moves(t, run, merge, fills)
+	for _, m := range mv {
+		if m.from < 0 && m.fill == nil {
+			return nil, fmt.Errorf("%s: leaves out a column with no first values to fill it from", src.name)
+		}
+	}
 	f, err := os.Open(src.path)
 	if err != nil {
 		return nil, fmt.Errorf("spill: %w", err)
@@ -620,9 +685,13 @@ func openRun(src runSource, size, buf int) (*runReader, error) {
 		}
 		rd = io.NewSectionReader(f, src.off, n)
 	}
-	r := &runReader{f: f, rec: make([]byte, size), name: src.name, remap: src.remap, want: src.records}
+	r := &runReader{f: f, rec: make([]byte, merge.size), name: src.name, remap: src.remap, want: src.records,
+		mv: mv, head: spillHeader + t.value.recordWidth()}
+	if mv != nil {
+		r.raw = make([]byte, run.size)
+	}
 	if src.blocks {
-		r.br = newBlockReader(bufio.NewReaderSize(rd, buf), size, src.name)
+		r.br = newBlockReader(bufio.NewReaderSize(rd, buf), run.size, src.name)
 	} else {
 		r.br = bufio.NewReaderSize(rd, buf)
 	}
@@ -630,7 +699,11 @@ func openRun(src runSource, size, buf int) (*runReader, error) {
 }
 
 func (r *runReader) next(rank []uint32) (bool, error) {
-	if _, err := io.ReadFull(r.br, r.rec); err != nil {
+	raw := r.rec
+	if r.mv != nil {
+		raw = r.raw
+	}
+	if _, err := io.ReadFull(r.br, raw); err != nil {
 		if err == io.EOF {
 			if r.want > 0 && r.read != r.want {
 				return false, corrupt.Errorf("%s: ends after %d records, its manifest says %d", r.name, r.read, r.want)
@@ -643,6 +716,11 @@ func (r *runReader) next(rank []uint32) (bool, error) {
 		return false, fmt.Errorf("spill %s: %w", r.name, err)
 	}
 	r.read++
+	if r.mv != nil {
+		if err := expand(r.rec, raw, r.head, r.mv); err != nil {
+			return false, fmt.Errorf("%s: %w", r.name, err)
+		}
+	}
 	if r.remap != nil {
 		if err := r.remap.apply(r.rec); err != nil {
 			return false, fmt.Errorf("%s: %w", r.name, err)
@@ -721,9 +799,11 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 			r.f.Close()
 		}
 	}()
-	size := recordSize(t)
+	// The merge's records hold the columns that are not attributes.
+	ml := layoutOf(t, e.isAttr)
+	size := ml.size
 	for _, src := range e.runs {
-		r, err := openRun(src, size, e.readBuffer())
+		r, err := openRun(t, src, ml, e.firsts, e.readBuffer())
 		if err != nil {
 			return nil, err
 		}
@@ -751,7 +831,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	latest.grow(nSeries)
 	latestP := make([]int32, nSeries)
 
-	b := &batcher{e: e, size: size, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows,
+	b := &batcher{e: e, size: size, layout: ml, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows,
 		// A batch's records at once: growing the buffer by appends copied
 		// it about twice over.
 		buf: make([]byte, 0, min(e.opt.BatchRows, e.t.rows+1)*size)}
@@ -867,6 +947,7 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 type batcher struct {
 	e        *external
 	size     int
+	layout   recLayout // of the merge's records
 	extraIdx []int
 	schema   *arrow.Schema
 	limit    int
@@ -928,16 +1009,9 @@ func (b *batcher) flush(ctx context.Context, k int) error {
 	le := binary.LittleEndian
 	// Field offsets of value and the extra columns inside a record.
 	offs := make([]int, 0, len(stores))
-	p := spillHeader
-	offs = append(offs, p)
-	p += t.value.recordWidth()
-	oi := 0
-	for i, st := range t.others {
-		if oi < len(b.extraIdx) && b.extraIdx[oi] == i {
-			offs = append(offs, p)
-			oi++
-		}
-		p += st.recordWidth()
+	offs = append(offs, spillHeader)
+	for _, i := range b.extraIdx {
+		offs = append(offs, b.layout.offs[i])
 	}
 	for j := 0; j < k; j++ {
 		rec := b.buf[j*b.size : (j+1)*b.size]

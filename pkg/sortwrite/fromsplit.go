@@ -209,10 +209,13 @@ func (s *splitSet) external(opt Options, ins []*input) (*external, error) {
 	for _, st := range t.others {
 		e.firsts = append(e.firsts, st.like())
 	}
-	// Map every part's codes to the build's dictionaries.
-	offsets := stringOffsets(t)
+	// Map every part's codes to the build's dictionaries: the string
+	// columns of the merge's records (those not attributes).
+	ml := layoutOf(t, isAttr)
+	offsets := stringOffsets(t, ml)
 	for j, m := range metas {
 		h := s.heads[j]
+		headPath := filepath.Join(s.dir, pieceName(SplitPart{Index: h.Part, Count: h.Parts})+headExt)
 		rm := &codeRemap{series: make([]uint32, len(m.SeriesIDs)), offsets: offsets}
 		var ids []string
 		var at []uint32
@@ -238,10 +241,11 @@ func (s *splitSet) external(opt Options, ins []*input) (*external, error) {
 			if err := st.dict.internLocal(m.Strings[i], strs[i]); err != nil {
 				return nil, err
 			}
-			if st.kind == kindString {
+			if ml.offs[i] >= 0 {
 				rm.strings = append(rm.strings, strs[i])
 			}
 		}
+		fills := partFills(t, m)
 		e.noteFirsts(m, at, codes, strs)
 		name := filepath.Join(s.dir, h.Piece.Path)
 		if fi, err := os.Stat(name); err != nil {
@@ -250,8 +254,12 @@ func (s *splitSet) external(opt Options, ins []*input) (*external, error) {
 			return nil, fmt.Errorf("piece %s is %d bytes, its manifest says %d: written by another split, or damaged", name, fi.Size(), h.Piece.Size)
 		}
 		for k, r := range h.Runs {
+			omit, err := r.omitOf(t)
+			if err != nil {
+				return nil, fmt.Errorf("piece %s run %d: %w", headPath, k, err)
+			}
 			e.runs = append(e.runs, runSource{path: name, name: fmt.Sprintf("piece %s run %d", name, k),
-				off: r.Offset, size: r.Bytes, blocks: true, remap: rm, records: r.Records})
+				off: r.Offset, size: r.Bytes, blocks: true, remap: rm, records: r.Records, omit: omit, fills: fills})
 			t.rows += int(r.Records)
 		}
 		s.bytesRead += h.Piece.Size
@@ -276,17 +284,43 @@ func sameFields(a, b []arrow.Field) bool {
 	return true
 }
 
-// stringOffsets are the record offsets of the other string columns.
-func stringOffsets(t *table) []int {
+// stringOffsets are the offsets of the other string columns in records
+// of layout l.
+func stringOffsets(t *table, l recLayout) []int {
 	var offs []int
-	p := spillHeader + t.value.recordWidth()
-	for _, st := range t.others {
-		if st.kind == kindString {
-			offs = append(offs, p)
+	for i, st := range t.others {
+		if st.kind == kindString && l.offs[i] >= 0 {
+			offs = append(offs, l.offs[i])
 		}
-		p += st.recordWidth()
 	}
 	return offs
+}
+
+// omitOf checks the run's list of the columns its records leave out
+// against t's schema and record size, as t.others flags.
+func (r pieceRun) omitOf(t *table) ([]bool, error) {
+	omit := make([]bool, len(t.others))
+	for k, i := range r.Omit {
+		if i < 0 || i >= len(omit) || (k > 0 && i <= r.Omit[k-1]) {
+			return nil, fmt.Errorf("leaves out columns %v: want increasing indexes below %d", r.Omit, len(omit))
+		}
+		omit[i] = true
+	}
+	if n := layoutOf(t, omit).size; n != r.RecordSize {
+		return nil, fmt.Errorf("records of %d bytes, the schema without the columns it leaves out makes %d", r.RecordSize, n)
+	}
+	return omit, nil
+}
+
+// partFills are a part's first values per column, by the part's series
+// code, as stores: what its runs' records leave out.
+func partFills(t *table, m *partMeta) []*store {
+	fills := make([]*store, len(t.others))
+	for i, st := range t.others {
+		f := m.Firsts[i]
+		fills[i] = &store{col: st.col, kind: st.kind, width: st.width, codes: f.Codes, data: f.Data, valid: f.Valid}
+	}
+	return fills
 }
 
 // chooseAttrs decides which other columns are attributes over every

@@ -292,14 +292,16 @@ func newPieceWriter(dir string, p SplitPart, opt Options, size, block int) (*pie
 	return w, nil
 }
 
-// run ends the run before (its blocks flushed) and starts the next.
-func (w *pieceWriter) run() error {
+// run ends the run before (its blocks flushed) and starts the next, whose
+// records are size bytes and leave out the other columns omit lists.
+func (w *pieceWriter) run(size int, omit []int) error {
 	if err := w.endRun(); err != nil {
 		return err
 	}
 	w.runs++
 	for i := range w.pruns {
-		w.pruns[i] = append(w.pruns[i], pieceRun{Offset: w.bw[i].n})
+		w.bw[i].setSize(size)
+		w.pruns[i] = append(w.pruns[i], pieceRun{Offset: w.bw[i].n, RecordSize: size, Omit: omit})
 	}
 	return nil
 }

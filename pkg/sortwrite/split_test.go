@@ -201,6 +201,15 @@ func TestSplitRefusesBadPieces(t *testing.T) {
 			b[len(b)-2] ^= 0xff
 			os.WriteFile(p, b, 0o644)
 		}, "corrupt: damaged block"},
+		{"run leaves out a column the schema lacks", func(t *testing.T, dir string) {
+			editHead(t, piece(dir, 0, 3, headExt), func(h *pieceHead) { h.Runs[0].Omit = []int{0, 5} })
+		}, "leaves out columns [0 5]: want increasing indexes below 2"},
+		{"piece of version 1", func(t *testing.T, dir string) {
+			editHead(t, piece(dir, 1, 3, headExt), func(h *pieceHead) { h.Version = 1 })
+		}, "version 1, want \"servingsnap-split-piece\" version 2: split the table again"},
+		{"run of another record size", func(t *testing.T, dir string) {
+			editHead(t, piece(dir, 0, 3, headExt), func(h *pieceHead) { h.Runs[0].Omit = nil })
+		}, "records of 21 bytes, the schema without the columns it leaves out makes 29"},
 		{"meta of another split", func(t *testing.T, dir string) {
 			splitAll(t, lake, filepath.Join(dir, "other"), 2, 3, nil)
 			m := filepath.Join(dir, partsDir, pieceName(SplitPart{Index: 0, Count: 3})+metaExt)
@@ -335,5 +344,21 @@ func TestSplitDuplicateAcrossParts(t *testing.T) {
 	_, splitErr := build(t, "", filepath.Join(root, "SPLIT"), func(o *Options) { o.Shard = spec; o.FromSplit = split })
 	if lakeErr == nil || splitErr == nil || !strings.Contains(lakeErr.Error(), "part-3.parquet") || lakeErr.Error() != splitErr.Error() {
 		t.Fatalf("from the lake: %v\nfrom the split: %v", lakeErr, splitErr)
+	}
+}
+
+// editHead rewrites a piece's manifest through edit.
+func editHead(t *testing.T, path string, edit func(*pieceHead)) {
+	t.Helper()
+	h, _, err := readPieceHead(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Runs) == 0 {
+		t.Fatalf("%s holds no run", path)
+	}
+	edit(h)
+	if err := writePieceHead(path, h); err != nil {
+		t.Fatal(err)
 	}
 }

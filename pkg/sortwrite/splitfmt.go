@@ -39,13 +39,14 @@ func blockSize(budget int64, shards int) int {
 
 // blockWriter cuts records into compressed blocks.
 type blockWriter struct {
-	w    io.Writer
-	size int
-	max  int    // records per block
-	buf  []byte // the block's records
-	s    *blockScratch
-	enc  *zstd.Encoder
-	n    int64 // bytes written
+	w     io.Writer
+	size  int
+	bytes int    // most bytes a block's records take
+	max   int    // records per block
+	buf   []byte // the block's records
+	s     *blockScratch
+	enc   *zstd.Encoder
+	n     int64 // bytes written
 }
 
 // blockScratch is what blockWriters on one goroutine share: the shuffled
@@ -55,7 +56,13 @@ type blockScratch struct {
 }
 
 func newBlockWriter(w io.Writer, size, bytes int, enc *zstd.Encoder, s *blockScratch) *blockWriter {
-	return &blockWriter{w: w, size: size, max: max(bytes/size, 1), enc: enc, s: s}
+	return &blockWriter{w: w, size: size, bytes: bytes, max: max(bytes/size, 1), enc: enc, s: s}
+}
+
+// setSize makes the next blocks' records size bytes each (a run's own
+// record layout); the block being filled must have been flushed.
+func (b *blockWriter) setSize(size int) {
+	b.size, b.max = size, max(b.bytes/size, 1)
 }
 
 // write adds whole records.

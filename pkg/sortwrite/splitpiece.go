@@ -33,7 +33,7 @@ import (
 
 const (
 	pieceFormat  = "servingsnap-split-piece"
-	pieceVersion = 1
+	pieceVersion = 2
 	runExt       = ".run"
 	headExt      = ".json"
 	metaExt      = ".meta"
@@ -79,10 +79,17 @@ type pieceInput struct {
 	Checksum  string  `json:"checksum"`
 }
 
+// pieceRun is one run of a piece. Its records leave out the other
+// columns Omit lists (indexes in the unified schema's order of the
+// columns other than series, period and value): those the part still
+// took for attributes when the run was written; RecordSize is what is
+// left of a record.
 type pieceRun struct {
-	Offset  int64 `json:"offset"`
-	Bytes   int64 `json:"bytes"`
-	Records int64 `json:"records"`
+	Offset     int64 `json:"offset"`
+	Bytes      int64 `json:"bytes"`
+	Records    int64 `json:"records"`
+	RecordSize int   `json:"record_size"`
+	Omit       []int `json:"omit,omitempty"`
 }
 
 // pieceFile names a file of the split relative to the manifest's
@@ -114,7 +121,7 @@ func readPieceHead(path string) (*pieceHead, int64, error) {
 		return nil, 0, fmt.Errorf("piece %s: %w", path, err)
 	}
 	if h.Format != pieceFormat || h.Version != pieceVersion {
-		return nil, 0, fmt.Errorf("piece %s: format %q version %d, want %q version %d", path, h.Format, h.Version, pieceFormat, pieceVersion)
+		return nil, 0, fmt.Errorf("piece %s: format %q version %d, want %q version %d: split the table again with this tool", path, h.Format, h.Version, pieceFormat, pieceVersion)
 	}
 	return &h, int64(len(b)), nil
 }
