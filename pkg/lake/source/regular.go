@@ -1,8 +1,8 @@
 package source
 
 import (
-	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
+	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 )
 
 // checkRegular refuses a table whose local data files are not regular

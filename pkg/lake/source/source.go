@@ -24,8 +24,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 	"github.com/energyscope/servingsnap/pkg/lake/objstore"
+	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 )
 
 // Table kinds, as recorded in the manifest's lineage.kind.
