@@ -1,0 +1,615 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/energyscope/servingsnap/pkg/parquetfile"
+	"github.com/energyscope/servingsnap/pkg/period"
+	"github.com/energyscope/servingsnap/pkg/progress"
+	"github.com/energyscope/servingsnap/pkg/sidecar"
+)
+
+// Reading the lake for --against. The lake is not sorted, so its rows are
+// not merged with the snapshot's: each row's series is looked up in the
+// mapped index (once per distinct id of a row group: string columns are
+// read as Parquet dictionaries, as the builder reads them) and its digest
+// is added to that series code's. Workers take the units (row groups of a
+// Parquet folder, data files of a table) in input order, each into its own
+// digests by code; the digests are summed at the end. Memory is the
+// digests (a few words per series and worker) and the row groups being
+// decoded, whatever the number of rows.
+
+// noPos marks a series no row of which a worker has seen.
+const noPos = ^uint64(0)
+
+// lakeUnit is one grain of parallel reading: row group group of file fi
+// (group -1: the whole file, read through a table reader).
+type lakeUnit struct {
+	fi, group int
+	first     int64 // the unit's first row within its file
+	rows      int64 // rows the footer gives it (-1: unknown, a table file)
+}
+
+// lakePlan is a folder's file as planned before reading: its footer and
+// the columns to read.
+type lakePlan struct {
+	meta   *metadata.FileMetaData
+	leaves []int // file columns to read: series, period, attributes..., value
+	series int   // positions in leaves; -1 absent
+	period int
+	value  int
+	attrs  []int  // per attribute name: its position in leaves, or -1
+	dict   []bool // per leaf: a string column, read as a dictionary
+}
+
+// extraSeries numbers the input's series that the index lacks, from n
+// up, for every worker alike. They are rare (a snapshot that differs), so
+// one lock is enough.
+type extraSeries struct {
+	mu    sync.Mutex
+	n     int
+	index map[string]int32
+	ids   []string
+}
+
+func (e *extraSeries) code(id string) int32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k, ok := e.index[id]
+	if !ok {
+		k = int32(e.n + len(e.ids))
+		id = strings.Clone(id)
+		e.index[id] = k
+		e.ids = append(e.ids, id)
+	}
+	return k
+}
+
+// lakeAcc is one worker's digests by series code: index codes [0,n), then
+// the extra series.
+type lakeAcc struct {
+	hashes []seriesHash
+	first  []uint64 // input position (file<<40 | row) of the first row seen
+	attrs  []uint64 // the attributes' digest of that row
+	rows   int64
+	// keep (--on-duplicate=last): every row, per unit, in input order.
+	keep map[int]*keptRows
+}
+
+// keptRows are one unit's rows as --on-duplicate=last needs them.
+type keptRows struct {
+	sid, per []int32
+	h        []uint64
+}
+
+func newLakeAcc(n int) *lakeAcc {
+	a := &lakeAcc{hashes: make([]seriesHash, n), first: make([]uint64, n), attrs: make([]uint64, n)}
+	for i := range a.first {
+		a.first[i] = noPos
+	}
+	return a
+}
+
+// grow makes room for code c (an extra series).
+func (a *lakeAcc) grow(c int32) {
+	for int(c) >= len(a.hashes) {
+		a.hashes = append(a.hashes, seriesHash{})
+		a.first = append(a.first, noPos)
+		a.attrs = append(a.attrs, 0)
+	}
+}
+
+// lakeWorker reads units into its lakeAcc, reusing its buffers.
+type lakeWorker struct {
+	lr    *lakeRead
+	x     *sidecar.Index
+	extra *extraSeries
+	acc   *lakeAcc
+	buf   [64]byte
+	pers  []int32
+	codes []int32
+	ah    attrHasher
+	// the series dictionary last resolved, and its codes
+	dictData arrow.ArrayData
+	dictCode []int32
+	// plain (non-dictionary) ids of the current file: id -> code
+	plain map[string]int32
+}
+
+// codeOf resolves one series id: its index code, or an extra code.
+func (w *lakeWorker) codeOf(id string) int32 {
+	if c, ok := w.x.Lookup(id); ok {
+		return int32(c)
+	}
+	return w.extra.code(id)
+}
+
+// seriesCodes fills w.codes with the code of each row of the series
+// column sa; row numbers in errors count from base.
+func (w *lakeWorker) seriesCodes(sa arrow.Array, base int64) error {
+	n := sa.Len()
+	if cap(w.codes) < n {
+		w.codes = make([]int32, n)
+	}
+	codes := w.codes[:n]
+	firstNull := func() error {
+		for i := 0; i < n; i++ {
+			if sa.IsNull(i) {
+				return fmt.Errorf("row %d: series id is null", base+int64(i))
+			}
+		}
+		return nil
+	}
+	if sa.NullN() > 0 {
+		return firstNull()
+	}
+	if d, ok := sa.(*array.Dictionary); ok {
+		dd := d.Dictionary().Data()
+		if dd != w.dictData {
+			get, err := stringsOf(d.Dictionary())
+			if err != nil {
+				return fmt.Errorf("series column %q: %w", w.lr.cols.series, err)
+			}
+			m := d.Dictionary().Len()
+			w.dictCode = w.dictCode[:0]
+			for j := 0; j < m; j++ {
+				w.dictCode = append(w.dictCode, w.codeOf(get(j)))
+			}
+			w.dictData = dd
+		}
+		for i := range codes {
+			j := d.GetValueIndex(i)
+			if j < 0 || j >= len(w.dictCode) {
+				return fmt.Errorf("row %d: series column %q: dictionary index %d out of range", base+int64(i), w.lr.cols.series, j)
+			}
+			codes[i] = w.dictCode[j]
+		}
+		return nil
+	}
+	get, err := stringsOf(sa)
+	if err != nil {
+		return fmt.Errorf("series column %q: %w", w.lr.cols.series, err)
+	}
+	if w.plain == nil {
+		w.plain = map[string]int32{}
+	}
+	for i := range codes {
+		id := get(i)
+		c, ok := w.plain[id]
+		if !ok {
+			c = w.codeOf(id)
+			w.plain[strings.Clone(id)] = c
+		}
+		codes[i] = c
+	}
+	return nil
+}
+
+// add digests n rows: series sa, period pa, value va (nil: none), the
+// attribute columns attrCols (nil entries: absent, null). fi is the file
+// and base its row of the first of them.
+func (w *lakeWorker) add(u lakeUnit, base int64, sa, pa, va arrow.Array, attrCols []arrow.Array, kept *keptRows) error {
+	lr := w.lr
+	n := sa.Len()
+	if err := w.seriesCodes(sa, base); err != nil {
+		return err
+	}
+	if cap(w.pers) < n {
+		w.pers = make([]int32, n)
+	}
+	pers := w.pers[:n]
+	if err := period.Column(pa, pers); err != nil {
+		var re *period.RowError
+		if errors.As(err, &re) {
+			return fmt.Errorf("row %d: column %q: period %q: %v", base+int64(re.Row), lr.cols.period, re.Value, re.Err)
+		}
+		return fmt.Errorf("column %q: %w", lr.cols.period, err)
+	}
+	var vb valueBytes
+	if va != nil {
+		var err error
+		if vb, err = newValueBytes(va); err != nil {
+			return err
+		}
+	}
+	if err := w.ah.reset(attrCols); err != nil {
+		return err
+	}
+	acc, codes := w.acc, w.codes[:n]
+	pos := uint64(u.fi)<<40 | uint64(base)
+	for i, c := range codes {
+		if int(c) >= len(acc.hashes) {
+			acc.grow(c)
+		}
+		if acc.first[c] == noPos {
+			// Units reach a worker in input order: its first row of a
+			// series is the earliest it reads.
+			acc.first[c] = pos + uint64(i)
+			acc.attrs[c] = w.ah.hash(i)
+		}
+		val, valid := vb.at(i)
+		h := rowHash(&w.buf, pers[i], val, valid)
+		if kept != nil {
+			kept.sid = append(kept.sid, c)
+			kept.per = append(kept.per, pers[i])
+			kept.h = append(kept.h, h)
+		} else {
+			acc.hashes[c].add(h)
+		}
+	}
+	acc.rows += int64(n)
+	return nil
+}
+
+// readUnits reads every unit with parallel workers and sums their
+// digests into lr.
+func (lr *lakeRead) readUnits(ctx context.Context, x *sidecar.Index, units []lakeUnit, parallel int, ph progress.Phase) error {
+	n := x.Len()
+	extra := &extraSeries{n: n, index: map[string]int32{}}
+	workers := make([]*lakeWorker, min(parallel, max(len(units), 1)))
+	var next atomic.Int64
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
+	for k := range workers {
+		w := &lakeWorker{lr: lr, x: x, extra: extra, acc: newLakeAcc(n)}
+		if lr.keep {
+			w.acc.keep = map[int]*keptRows{}
+		}
+		workers[k] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(units) || ctx.Err() != nil {
+					return
+				}
+				if err := w.readUnit(ctx, units[i], i); err != nil {
+					errs[i] = err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			f := lr.in.files[units[i].fi]
+			if f.table >= 0 {
+				return fmt.Errorf("%w: input %v", ErrCannotVerify, err) // a table's reader names the file
+			}
+			return fmt.Errorf("%w: input %s: %v", ErrCannotVerify, f.rel, err)
+		}
+	}
+	lr.sum(workers, extra, len(units))
+	return nil
+}
+
+// sum merges the workers' digests: hashes summed, each series' attributes
+// those of its first row in input order.
+func (lr *lakeRead) sum(workers []*lakeWorker, extra *extraSeries, units int) {
+	total := extra.n + len(extra.ids)
+	d := &inputDigest{n: extra.n, extra: extra.ids, hashes: make([]seriesHash, total), attrs: make([]uint64, total), seen: make([]bool, total)}
+	first := make([]uint64, total)
+	for i := range first {
+		first[i] = noPos
+	}
+	for _, w := range workers {
+		a := w.acc
+		d.rawRows += a.rows
+		for c := range a.hashes {
+			d.hashes[c].merge(a.hashes[c])
+			if a.first[c] < first[c] {
+				first[c], d.attrs[c] = a.first[c], a.attrs[c]
+			}
+		}
+	}
+	for c := range first {
+		d.seen[c] = first[c] != noPos
+	}
+	if lr.keep {
+		var kept []*keptRows
+		for u := 0; u < units; u++ {
+			for _, w := range workers {
+				if k, ok := w.acc.keep[u]; ok {
+					kept = append(kept, k)
+				}
+			}
+		}
+		lr.kept = kept
+	}
+	lr.digest = d
+}
+
+// readUnit reads one unit: a row group of a folder's file, or a table's
+// data file.
+func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed Parquet file: %v", r)
+		}
+	}()
+	lr := w.lr
+	f := lr.in.files[u.fi]
+	var kept *keptRows
+	if lr.keep {
+		kept = &keptRows{}
+		w.acc.keep[ui] = kept
+	}
+	w.plain = nil
+	w.dictData = nil
+	if f.table >= 0 {
+		return w.readTableFile(ctx, u, kept)
+	}
+	p := lr.plans[u.fi]
+	pf, err := file.OpenParquetFile(f.abs, false, file.WithMetadata(p.meta))
+	if err != nil {
+		return fmt.Errorf("not a readable Parquet file: %w", err)
+	}
+	defer pf.Close()
+	// String columns come as dictionaries, as the builder reads them: a
+	// series id is looked up once per row group, a period parsed once.
+	var props pqarrow.ArrowReadProperties
+	for j, leaf := range p.leaves {
+		if p.dict[j] {
+			props.SetReadDict(leaf, true)
+		}
+	}
+	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
+	if err != nil {
+		return err
+	}
+	tbl, err := fr.ReadRowGroups(ctx, p.leaves, []int{u.group})
+	if err != nil {
+		return fmt.Errorf("row group %d: %w", u.group, err)
+	}
+	defer tbl.Release()
+	if tbl.NumRows() != u.rows {
+		return fmt.Errorf("row group %d: read %d rows, the footer says %d", u.group, tbl.NumRows(), u.rows)
+	}
+	chunks := func(pos int) []arrow.Array {
+		if pos < 0 {
+			return nil
+		}
+		return tbl.Column(pos).Data().Chunks()
+	}
+	// Columns of one table may be chunked differently: walk them in
+	// row ranges where every column is one chunk.
+	cols := make([][]arrow.Array, 0, len(p.leaves))
+	for j := range p.leaves {
+		cols = append(cols, chunks(j))
+	}
+	attrCols := make([]arrow.Array, len(p.attrs))
+	var owned []arrow.Array
+	defer func() {
+		for _, a := range owned {
+			a.Release()
+		}
+	}()
+	for off := int64(0); off < u.rows; {
+		end := u.rows
+		for _, cs := range cols {
+			if e := chunkEnd(cs, off); e < end {
+				end = e
+			}
+		}
+		slice := func(pos int) arrow.Array {
+			if pos < 0 {
+				return nil
+			}
+			a := sliceOf(cols[pos], off, end)
+			owned = append(owned, a)
+			return a
+		}
+		sa, pa, va := slice(p.series), slice(p.period), slice(p.value)
+		for k, pos := range p.attrs {
+			attrCols[k] = slice(pos)
+		}
+		if err := w.add(u, u.first+off, sa, pa, va, attrCols, kept); err != nil {
+			return err
+		}
+		for _, a := range owned {
+			a.Release()
+		}
+		owned = owned[:0]
+		off = end
+	}
+	lr.ph.Add(u.rows, f.size*u.rows/max(p.meta.NumRows, 1))
+	return nil
+}
+
+// chunkEnd is the row (of the whole column) where the chunk holding row
+// off ends.
+func chunkEnd(cs []arrow.Array, off int64) int64 {
+	var start int64
+	for _, c := range cs {
+		e := start + int64(c.Len())
+		if off < e {
+			return e
+		}
+		start = e
+	}
+	return start
+}
+
+// sliceOf returns rows [lo, hi) of the chunked column cs, which lie in
+// one chunk (chunkEnd made sure of it).
+func sliceOf(cs []arrow.Array, lo, hi int64) arrow.Array {
+	var start int64
+	for _, c := range cs {
+		e := start + int64(c.Len())
+		if lo < e {
+			return array.NewSlice(c, lo-start, hi-start)
+		}
+		start = e
+	}
+	return array.NewSlice(cs[len(cs)-1], 0, 0)
+}
+
+// readTableFile reads one data file of a table through its reader.
+func (w *lakeWorker) readTableFile(ctx context.Context, u lakeUnit, kept *keptRows) error {
+	lr := w.lr
+	f := lr.in.files[u.fi]
+	names := append([]string{lr.cols.series, lr.cols.period, lr.cols.value}, lr.attrNames...)
+	var rows int64
+	attrCols := make([]arrow.Array, len(lr.attrNames))
+	err := lr.in.tbl.EachBatch(ctx, f.table, names, func(rec arrow.RecordBatch) error {
+		rs := rec.Schema()
+		col := func(name string) arrow.Array {
+			if is := rs.FieldIndices(name); len(is) == 1 {
+				return rec.Column(is[0])
+			}
+			return nil
+		}
+		sa, pa, va := col(lr.cols.series), col(lr.cols.period), col(lr.cols.value)
+		if sa == nil {
+			return fmt.Errorf("no series column %q", lr.cols.series)
+		}
+		if pa == nil {
+			return fmt.Errorf("no period column %q", lr.cols.period)
+		}
+		if va != nil && va.DataType().ID() != arrow.NULL {
+			lr.setValueType(u.fi, va.DataType())
+		}
+		for j, a := range lr.attrNames {
+			attrCols[j] = col(a)
+		}
+		if err := w.add(u, rows, sa, pa, va, attrCols, kept); err != nil {
+			return err
+		}
+		rows += rec.NumRows()
+		lr.ph.Add(rec.NumRows(), 0)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	lr.setFooter(u.fi, rows)
+	lr.ph.Add(0, f.size)
+	return nil
+}
+
+// planFile reads the footer of a folder's file and plans its units.
+func (lr *lakeRead) planFile(fi int) ([]lakeUnit, error) {
+	f := lr.in.files[fi]
+	pf, err := file.OpenParquetFile(f.abs, false)
+	if err != nil {
+		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
+	}
+	defer pf.Close()
+	if err := parquetfile.CheckChunks(pf); err != nil {
+		return nil, err
+	}
+	pr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := pr.Schema()
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	if sc.NumFields() != pf.MetaData().Schema.NumColumns() {
+		return nil, fmt.Errorf("nested columns are not supported")
+	}
+	idx := func(name string) int {
+		for i, fl := range sc.Fields() {
+			if fl.Name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	si, pi, vi := idx(lr.cols.series), idx(lr.cols.period), idx(lr.cols.value)
+	if si < 0 {
+		return nil, fmt.Errorf("no series column %q", lr.cols.series)
+	}
+	if pi < 0 {
+		return nil, fmt.Errorf("no period column %q", lr.cols.period)
+	}
+	p := &lakePlan{meta: pf.MetaData(), leaves: []int{si, pi}, series: 0, period: 1, value: -1}
+	for _, a := range lr.attrNames {
+		pos := -1
+		if ai := idx(a); ai >= 0 {
+			pos = len(p.leaves)
+			p.leaves = append(p.leaves, ai)
+		}
+		p.attrs = append(p.attrs, pos)
+	}
+	if vi >= 0 {
+		p.value = len(p.leaves)
+		p.leaves = append(p.leaves, vi)
+		if t := sc.Field(vi).Type; t.ID() != arrow.NULL {
+			lr.setValueType(fi, t)
+		}
+	}
+	for _, leaf := range p.leaves {
+		id := sc.Field(leaf).Type.ID()
+		p.dict = append(p.dict, id == arrow.STRING || id == arrow.LARGE_STRING)
+	}
+	lr.plans[fi] = p
+	lr.setFooter(fi, pf.NumRows())
+	var units []lakeUnit
+	var first int64
+	for g := 0; g < pf.NumRowGroups(); g++ {
+		n := pf.MetaData().RowGroup(g).NumRows()
+		if n > 0 {
+			units = append(units, lakeUnit{fi: fi, group: g, first: first, rows: n})
+		}
+		first += n
+	}
+	if first != pf.NumRows() {
+		return nil, fmt.Errorf("row groups hold %d rows, the footer says %d", first, pf.NumRows())
+	}
+	if len(units) == 0 {
+		lr.ph.Add(0, f.size)
+	}
+	return units, nil
+}
+
+// setValueType records file fi's value column type.
+func (lr *lakeRead) setValueType(fi int, t arrow.DataType) {
+	lr.mu.Lock()
+	lr.valueTypes[fi] = t
+	lr.mu.Unlock()
+}
+
+// setFooter records file fi's row count.
+func (lr *lakeRead) setFooter(fi int, rows int64) {
+	lr.mu.Lock()
+	lr.footers[fi] = rows
+	lr.mu.Unlock()
+}
+
+// reset points the hasher at one batch's attribute columns, reusing its
+// closures' slice.
+func (h *attrHasher) reset(cols []arrow.Array) error {
+	h.src = cols
+	h.cols = h.cols[:0]
+	for _, c := range cols {
+		f, err := h.column(c)
+		if err != nil {
+			return err
+		}
+		h.cols = append(h.cols, f)
+	}
+	if h.d == nil {
+		h.d = xxhash.New()
+	}
+	return nil
+}
