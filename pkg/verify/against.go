@@ -142,12 +142,13 @@ func RegisterTableOpener(f TableOpener) { tableOpener = f }
 
 // against re-reads the input lake and compares it with the snapshot series
 // by series. Problems reading the input are errors (nothing can be said
-// about the snapshot); differences are findings. The steps: read the lake,
-// check the value types agree, merge the files' digests in input order,
-// hash the snapshot alike, compare.
-func (v *verifier) against() error {
+// about the snapshot); differences are findings. The steps: read the lake
+// (started by startLake, alongside the deep checks), check the value
+// types agree, merge the input's digests, hash the snapshot alike,
+// compare.
+func (v *verifier) against(lake *lakeJob) error {
 	v.ran()
-	lr, err := v.readLake()
+	lr, err := v.joinLake(lake)
 	if err != nil {
 		return err
 	}
@@ -164,6 +165,64 @@ func (v *verifier) against() error {
 	}
 	v.compareDigests(lr, in, snap)
 	return nil
+}
+
+// lakeJob is a lake being read on other goroutines while the snapshot's
+// own checks run: it touches nothing of the verifier's report until
+// joinLake.
+type lakeJob struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	lr     *lakeRead
+	notes  []string
+	err    error
+	joined bool // against owns lr (and closes its table reader)
+}
+
+// startLake starts reading the input lake (readLake) and returns at once.
+func (v *verifier) startLake() *lakeJob {
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &lakeJob{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		defer func() {
+			if r := recover(); r != nil {
+				j.lr, j.err = nil, fmt.Errorf("%w: reading the input failed: %v", ErrCannotVerify, r)
+			}
+		}()
+		j.lr, j.err = v.readLake(ctx, &j.notes)
+	}()
+	return j
+}
+
+// stop abandons the read unless joined, and waits for it.
+func (j *lakeJob) stop() {
+	j.cancel()
+	<-j.done
+	if !j.joined && j.lr != nil && j.lr.in.tbl != nil {
+		j.lr.in.tbl.Close()
+	}
+}
+
+// joinLake waits for the lake and records what its read says: notes, the
+// number of files, how the input differs from the recorded lineage.
+func (v *verifier) joinLake(j *lakeJob) (*lakeRead, error) {
+	<-j.done
+	j.cancel()
+	j.joined = true
+	for _, n := range j.notes {
+		v.note(n)
+	}
+	if j.err != nil {
+		return nil, j.err
+	}
+	lr := j.lr
+	v.r.InputFiles = len(lr.in.files)
+	v.noteLineage(lr.in.files, lr.footers)
+	if v.m.Lineage.Kind == dataset.LineageCompaction {
+		v.note(fmt.Sprintf("snapshot %d is a compaction (%s): it differs from the input by the live writes it folded in", v.r.SnapshotID, v.m.Lineage.Source))
+	}
+	return lr, nil
 }
 
 // lakeRead is the input as against read it: its files and what they
@@ -185,15 +244,17 @@ type lakeRead struct {
 }
 
 // readLake reads the input's units (row groups, or a table's files) in
-// parallel into digests by series code, showing a "read lake" phase.
-func (v *verifier) readLake() (*lakeRead, error) {
+// parallel into digests by series code, showing a "read lake" phase. It
+// reads the manifest and the index and changes nothing of v: notes go to
+// notes, for joinLake.
+func (v *verifier) readLake(ctx context.Context, notes *[]string) (*lakeRead, error) {
 	b := v.m.Build
 	lr := &lakeRead{
 		cols:      buildColumns{series: or(b.SeriesColumn, "series_id"), period: or(b.PeriodColumn, "period"), value: or(b.ValueColumn, "value")},
 		keep:      b.OnDuplicate == "last",
 		attrNames: v.m.Schema.Attributes,
 	}
-	in, err := v.openInput(context.Background())
+	in, err := v.openInput(ctx, notes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotVerify, err)
 	}
@@ -228,18 +289,13 @@ func (v *verifier) readLake() (*lakeRead, error) {
 		}
 		units = append(units, us...)
 	}
-	err = lr.readUnits(context.Background(), v.snap.Index(), units, parallel, lr.ph)
+	err = lr.readUnits(ctx, v.snap.Index(), units, parallel, lr.ph)
 	progress.Finish(lr.ph, err)
 	if err != nil {
 		if in.tbl != nil {
 			in.tbl.Close()
 		}
 		return nil, err
-	}
-	v.r.InputFiles = len(files)
-	v.noteLineage(files, lr.footers)
-	if v.m.Lineage.Kind == dataset.LineageCompaction {
-		v.note(fmt.Sprintf("snapshot %d is a compaction (%s): it differs from the input by the live writes it folded in", v.r.SnapshotID, v.m.Lineage.Source))
 	}
 	return lr, nil
 }
@@ -543,7 +599,7 @@ func or(s, def string) string {
 // read at the version the snapshot was built from when it is the table
 // the manifest's lineage names and that version is still there, else at
 // its latest; a note says which.
-func (v *verifier) openInput(ctx context.Context) (*lakeInput, error) {
+func (v *verifier) openInput(ctx context.Context, notes *[]string) (*lakeInput, error) {
 	dir := v.opt.Against
 	if lake.TableKind(dir) == "" {
 		files, err := lake.List(dir)
@@ -563,7 +619,7 @@ func (v *verifier) openInput(ctx context.Context) (*lakeInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.note(note)
+	*notes = append(*notes, note)
 	in := &lakeInput{tbl: tbl, files: make([]lakeFile, len(files))}
 	for i, f := range files {
 		in.files[i] = lakeFile{rel: f.Rel, size: f.Size, table: i}

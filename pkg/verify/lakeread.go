@@ -506,7 +506,12 @@ func (w *lakeWorker) readTableFile(ctx context.Context, u lakeUnit, kept *keptRo
 }
 
 // planFile reads the footer of a folder's file and plans its units.
-func (lr *lakeRead) planFile(fi int) ([]lakeUnit, error) {
+func (lr *lakeRead) planFile(fi int) (_ []lakeUnit, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed Parquet file: %v", r)
+		}
+	}()
 	f := lr.in.files[fi]
 	pf, err := file.OpenParquetFile(f.abs, false)
 	if err != nil {

@@ -321,6 +321,13 @@ func (v *verifier) run() error {
 		}
 		return nil
 	}
+	// The lake is read on other goroutines while the snapshot's own
+	// checks run: the two passes share nothing but the mapped index.
+	var lake *lakeJob
+	if v.opt.Against != "" && !v.full() {
+		lake = v.startLake()
+		defer lake.stop() // on every way out: the snapshot is closed after run
+	}
 	if v.opt.Deep && !v.full() {
 		v.deep()
 	}
@@ -332,7 +339,7 @@ func (v *verifier) run() error {
 			v.note("comparison with the input skipped: too many findings")
 			return nil
 		}
-		return v.against()
+		return v.against(lake)
 	}
 	return nil
 }
