@@ -48,8 +48,26 @@ func (h *seriesHash) merge(o seriesHash) {
 
 // rowHash hashes one row. val is the value's little-endian bytes as Arrow
 // stores them (nil for null), so the input and the snapshot hash alike
-// exactly when their value types agree.
+// exactly when their value types agree. A value of up to 8 bytes (every
+// numeric type but decimals) is mixed in registers: for a fixed period
+// the hash is a bijection of the value bits, for a fixed value one of the
+// period, width and null flag; wider values go through xxhash64.
 func rowHash(buf *[64]byte, p int32, val []byte, valid bool) uint64 {
+	if len(val) <= 8 {
+		var x uint64
+		if len(val) == 8 {
+			x = binary.LittleEndian.Uint64(val)
+		} else {
+			for i, b := range val {
+				x |= uint64(b) << (8 * i)
+			}
+		}
+		k := uint64(uint32(p)) | uint64(len(val))<<32
+		if valid {
+			k |= 1 << 40
+		}
+		return splitmix64(splitmix64(x^0x9e3779b97f4a7c15) ^ k*0xd6e8feb86659fd93)
+	}
 	binary.LittleEndian.PutUint32(buf[:4], uint32(p))
 	n := 5
 	buf[4] = 0
@@ -58,6 +76,14 @@ func rowHash(buf *[64]byte, p int32, val []byte, valid bool) uint64 {
 		n += copy(buf[5:], val)
 	}
 	return xxhash.Sum64(buf[:n])
+}
+
+// splitmix64 is SplitMix64's finaliser: a bijection of uint64 whose
+// output bits each depend on every input bit.
+func splitmix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
 }
 
 // valueBytes gives raw access to a fixed-width value column.

@@ -24,7 +24,7 @@ import (
 
 // Reading the lake for --against. The lake is not sorted, so its rows are
 // not merged with the snapshot's: each row's series is looked up in the
-// mapped index (once per distinct id of a row group: string columns are
+// mapped index (idTable; once per distinct id of a row group: string columns are
 // read as Parquet dictionaries, as the builder reads them) and its digest
 // is added to that series code's. Workers take the units (row groups of a
 // Parquet folder, data files of a table) in input order, each into its own
@@ -115,7 +115,6 @@ func (a *lakeAcc) grow(c int32) {
 // lakeWorker reads units into its lakeAcc, reusing its buffers.
 type lakeWorker struct {
 	lr    *lakeRead
-	x     *sidecar.Index
 	extra *extraSeries
 	acc   *lakeAcc
 	buf   [64]byte
@@ -127,14 +126,57 @@ type lakeWorker struct {
 	dictCode []int32
 	// plain (non-dictionary) ids of the current file: id -> code
 	plain map[string]int32
+	ids   *idTable
 }
 
 // codeOf resolves one series id: its index code, or an extra code.
 func (w *lakeWorker) codeOf(id string) int32 {
-	if c, ok := w.x.Lookup(id); ok {
-		return int32(c)
+	if c, ok := w.ids.lookup(id); ok {
+		return c
 	}
 	return w.extra.code(id)
+}
+
+// idTable finds an index series by id in about one hash and one compare:
+// an open-addressing table of codes (two slots per series, 8 bytes each
+// series) over the ids where the mapped index holds them.
+type idTable struct {
+	x     *sidecar.Index
+	slots []int32 // code, or -1 for an empty slot
+	mask  uint64
+}
+
+func newIDTable(x *sidecar.Index) *idTable {
+	size := 16
+	for size < 2*x.Len() {
+		size *= 2
+	}
+	t := &idTable{x: x, slots: make([]int32, size), mask: uint64(size - 1)}
+	for i := range t.slots {
+		t.slots[i] = -1
+	}
+	for c := 0; c < x.Len(); c++ {
+		i := xxhash.Sum64String(x.ID(c)) & t.mask
+		for t.slots[i] >= 0 {
+			i = (i + 1) & t.mask
+		}
+		t.slots[i] = int32(c)
+	}
+	return t
+}
+
+func (t *idTable) lookup(id string) (int32, bool) {
+	i := xxhash.Sum64String(id) & t.mask
+	for {
+		c := t.slots[i]
+		if c < 0 {
+			return 0, false
+		}
+		if t.x.ID(int(c)) == id {
+			return c, true
+		}
+		i = (i + 1) & t.mask
+	}
 }
 
 // seriesCodes fills w.codes with the code of each row of the series
@@ -259,6 +301,7 @@ func (w *lakeWorker) add(u lakeUnit, base int64, sa, pa, va arrow.Array, attrCol
 func (lr *lakeRead) readUnits(ctx context.Context, x *sidecar.Index, units []lakeUnit, parallel int, ph progress.Phase) error {
 	n := x.Len()
 	extra := &extraSeries{n: n, index: map[string]int32{}}
+	ids := newIDTable(x)
 	workers := make([]*lakeWorker, min(parallel, max(len(units), 1)))
 	var next atomic.Int64
 	ctx, cancel := context.WithCancel(ctx)
@@ -266,7 +309,7 @@ func (lr *lakeRead) readUnits(ctx context.Context, x *sidecar.Index, units []lak
 	errs := make([]error, len(units))
 	var wg sync.WaitGroup
 	for k := range workers {
-		w := &lakeWorker{lr: lr, x: x, extra: extra, acc: newLakeAcc(n)}
+		w := &lakeWorker{lr: lr, ids: ids, extra: extra, acc: newLakeAcc(n)}
 		if lr.keep {
 			w.acc.keep = map[int]*keptRows{}
 		}
