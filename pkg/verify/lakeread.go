@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -331,7 +332,13 @@ func (lr *lakeRead) readUnits(ctx context.Context, x *sidecar.Index, units []lak
 		}()
 	}
 	wg.Wait()
+	// The first failure in input order, not a unit the failure cancelled.
 	for i, err := range errs {
+		if errors.Is(err, context.Canceled) {
+			if first := slices.IndexFunc(errs, func(e error) bool { return e != nil && !errors.Is(e, context.Canceled) }); first >= 0 {
+				i, err = first, errs[first]
+			}
+		}
 		if err != nil {
 			f := lr.in.files[units[i].fi]
 			if f.table >= 0 {
