@@ -408,7 +408,7 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 		return w.readTableFile(ctx, u, kept)
 	}
 	p := lr.plans[u.fi]
-	pf, err := file.OpenParquetFile(f.abs, false, file.WithMetadata(p.meta))
+	pf, err := file.OpenParquetFile(f.abs, false, file.WithMetadata(p.meta), file.WithReadProps(lakeReadProps()))
 	if err != nil {
 		return fmt.Errorf("not a readable Parquet file: %w", err)
 	}
@@ -421,7 +421,7 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 			props.SetReadDict(leaf, true)
 		}
 	}
-	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
+	fr, err := pqarrow.NewFileReader(pf, props, &lakeBuffers)
 	if err != nil {
 		return err
 	}
