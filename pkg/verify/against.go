@@ -88,10 +88,11 @@ func splitmix64(z uint64) uint64 {
 
 // valueBytes gives raw access to a fixed-width value column.
 type valueBytes struct {
-	arr  arrow.Array
-	data []byte
-	w    int
-	off  int
+	arr   arrow.Array
+	data  []byte
+	w     int
+	off   int
+	nulls bool // some value is null
 }
 
 func newValueBytes(a arrow.Array) (valueBytes, error) {
@@ -105,6 +106,7 @@ func newValueBytes(a arrow.Array) (valueBytes, error) {
 	}
 	vb.w = fw.BitWidth() / 8
 	vb.off = a.Data().Offset()
+	vb.nulls = a.NullN() > 0
 	if bufs := a.Data().Buffers(); len(bufs) > 1 && bufs[1] != nil {
 		vb.data = bufs[1].Bytes()
 	}
@@ -113,7 +115,7 @@ func newValueBytes(a arrow.Array) (valueBytes, error) {
 
 // at returns row i's bytes and whether it is valid.
 func (vb valueBytes) at(i int) ([]byte, bool) {
-	if vb.w == 0 || vb.arr.IsNull(i) {
+	if vb.w == 0 || vb.nulls && vb.arr.IsNull(i) {
 		return nil, false
 	}
 	o := (vb.off + i) * vb.w

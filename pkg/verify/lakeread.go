@@ -213,6 +213,17 @@ func (w *lakeWorker) seriesCodes(sa arrow.Array, base int64) error {
 			}
 			w.dictData = dd
 		}
+		if idx, ok := d.Indices().(*array.Int32); ok {
+			// pqarrow's index type: read the indices in place.
+			m := int32(len(w.dictCode))
+			for i, j := range idx.Int32Values() {
+				if j < 0 || j >= m {
+					return fmt.Errorf("row %d: series column %q: dictionary index %d out of range", base+int64(i), w.lr.cols.series, j)
+				}
+				codes[i] = w.dictCode[j]
+			}
+			return nil
+		}
 		for i := range codes {
 			j := d.GetValueIndex(i)
 			if j < 0 || j >= len(w.dictCode) {
