@@ -128,6 +128,8 @@ type lakeWorker struct {
 	// plain (non-dictionary) ids of the current file: id -> code
 	plain map[string]int32
 	ids   *idTable
+	// unitCodes are the series codes of the row group being read
+	unitCodes []int32
 }
 
 // codeOf resolves one series id: its index code, or an extra code.
@@ -252,15 +254,12 @@ func (w *lakeWorker) seriesCodes(sa arrow.Array, base int64) error {
 	return nil
 }
 
-// add digests n rows: series sa, period pa, value va (nil: none), the
-// attribute columns attrCols (nil entries: absent, null). fi is the file
-// and base its row of the first of them.
-func (w *lakeWorker) add(u lakeUnit, base int64, sa, pa, va arrow.Array, attrCols []arrow.Array, kept *keptRows) error {
+// add digests the rows of series codes (seriesCodes), period pa, value
+// va (nil: none), the attribute columns attrCols (nil entries: absent,
+// null); base is the file row of the first of them.
+func (w *lakeWorker) add(u lakeUnit, base int64, codes []int32, pa, va arrow.Array, attrCols []arrow.Array, kept *keptRows) error {
 	lr := w.lr
-	n := sa.Len()
-	if err := w.seriesCodes(sa, base); err != nil {
-		return err
-	}
+	n := len(codes)
 	if cap(w.pers) < n {
 		w.pers = make([]int32, n)
 	}
@@ -282,7 +281,7 @@ func (w *lakeWorker) add(u lakeUnit, base int64, sa, pa, va arrow.Array, attrCol
 	if err := w.ah.reset(attrCols); err != nil {
 		return err
 	}
-	acc, codes := w.acc, w.codes[:n]
+	acc := w.acc
 	pos := uint64(u.fi)<<40 | uint64(base)
 	for i, c := range codes {
 		if int(c) >= len(acc.hashes) {
@@ -436,7 +435,31 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 	if err != nil {
 		return err
 	}
-	tbl, err := fr.ReadRowGroups(ctx, p.leaves, []int{u.group})
+	codes, fresh, err := w.unitSeries(ctx, fr, p, u)
+	if err != nil {
+		return err
+	}
+	// The other columns; the attributes only when the row group holds a
+	// series this worker has not seen (they are compared on each
+	// series' first row alone).
+	need := []int{p.period}
+	if p.value >= 0 {
+		need = append(need, p.value)
+	}
+	if fresh {
+		for _, pos := range p.attrs {
+			if pos >= 0 {
+				need = append(need, pos)
+			}
+		}
+	}
+	leaves := make([]int, len(need))
+	at := make(map[int]int, len(need)) // position in p.leaves -> column of tbl
+	for k, pos := range need {
+		leaves[k] = p.leaves[pos]
+		at[pos] = k
+	}
+	tbl, err := fr.ReadRowGroups(ctx, leaves, []int{u.group})
 	if err != nil {
 		return fmt.Errorf("row group %d: %w", u.group, err)
 	}
@@ -444,17 +467,11 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 	if tbl.NumRows() != u.rows {
 		return fmt.Errorf("row group %d: read %d rows, the footer says %d", u.group, tbl.NumRows(), u.rows)
 	}
-	chunks := func(pos int) []arrow.Array {
-		if pos < 0 {
-			return nil
-		}
-		return tbl.Column(pos).Data().Chunks()
-	}
 	// Columns of one table may be chunked differently: walk them in
 	// row ranges where every column is one chunk.
-	cols := make([][]arrow.Array, 0, len(p.leaves))
-	for j := range p.leaves {
-		cols = append(cols, chunks(j))
+	cols := make([][]arrow.Array, len(leaves))
+	for k := range leaves {
+		cols[k] = tbl.Column(k).Data().Chunks()
 	}
 	attrCols := make([]arrow.Array, len(p.attrs))
 	var owned []arrow.Array
@@ -471,18 +488,19 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 			}
 		}
 		slice := func(pos int) arrow.Array {
-			if pos < 0 {
+			k, ok := at[pos]
+			if !ok {
 				return nil
 			}
-			a := sliceOf(cols[pos], off, end)
+			a := sliceOf(cols[k], off, end)
 			owned = append(owned, a)
 			return a
 		}
-		sa, pa, va := slice(p.series), slice(p.period), slice(p.value)
+		pa, va := slice(p.period), slice(p.value)
 		for k, pos := range p.attrs {
 			attrCols[k] = slice(pos)
 		}
-		if err := w.add(u, u.first+off, sa, pa, va, attrCols, kept); err != nil {
+		if err := w.add(u, u.first+off, codes[off:end], pa, va, attrCols, kept); err != nil {
 			return err
 		}
 		for _, a := range owned {
@@ -493,6 +511,38 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 	}
 	lr.ph.Add(u.rows, f.size*u.rows/max(p.meta.NumRows, 1))
 	return nil
+}
+
+// unitSeries reads the series column of row group u into codes, one per
+// row, and says whether any is fresh: a series this worker has no row of.
+func (w *lakeWorker) unitSeries(ctx context.Context, fr *pqarrow.FileReader, p *lakePlan, u lakeUnit) (codes []int32, fresh bool, err error) {
+	tbl, err := fr.ReadRowGroups(ctx, []int{p.leaves[p.series]}, []int{u.group})
+	if err != nil {
+		return nil, false, fmt.Errorf("row group %d: %w", u.group, err)
+	}
+	defer tbl.Release()
+	if tbl.NumRows() != u.rows {
+		return nil, false, fmt.Errorf("row group %d: read %d rows, the footer says %d", u.group, tbl.NumRows(), u.rows)
+	}
+	if int64(cap(w.unitCodes)) < u.rows {
+		w.unitCodes = make([]int32, u.rows)
+	}
+	codes = w.unitCodes[:u.rows]
+	var off int64
+	for _, c := range tbl.Column(0).Data().Chunks() {
+		if err := w.seriesCodes(c, u.first+off); err != nil {
+			return nil, false, err
+		}
+		copy(codes[off:], w.codes[:c.Len()])
+		off += int64(c.Len())
+	}
+	first := w.acc.first
+	for _, c := range codes {
+		if int(c) >= len(first) || first[c] == noPos {
+			return codes, true, nil
+		}
+	}
+	return codes, false, nil
 }
 
 // chunkEnd is the row (of the whole column) where the chunk holding row
@@ -551,7 +601,10 @@ func (w *lakeWorker) readTableFile(ctx context.Context, u lakeUnit, kept *keptRo
 		for j, a := range lr.attrNames {
 			attrCols[j] = col(a)
 		}
-		if err := w.add(u, rows, sa, pa, va, attrCols, kept); err != nil {
+		if err := w.seriesCodes(sa, rows); err != nil {
+			return err
+		}
+		if err := w.add(u, rows, w.codes[:sa.Len()], pa, va, attrCols, kept); err != nil {
 			return err
 		}
 		rows += rec.NumRows()
