@@ -303,7 +303,7 @@ func (v *verifier) readLake(ctx context.Context, notes *[]string) (*lakeRead, er
 	var units []lakeUnit
 	for i, f := range files {
 		if f.table >= 0 {
-			units = append(units, lakeUnit{fi: i, group: -1, rows: -1})
+			units = append(units, lakeUnit{fi: i, rows: -1})
 			continue
 		}
 		us, err := lr.planFile(i)

@@ -36,12 +36,27 @@ import (
 // noPos marks a series no row of which a worker has seen.
 const noPos = ^uint64(0)
 
-// lakeUnit is one grain of parallel reading: row group group of file fi
-// (group -1: the whole file, read through a table reader).
+// lakeUnit is one grain of parallel reading: consecutive row groups of
+// file fi, at least minUnitRows rows unless the file has fewer (nil: the
+// whole file, read through a table reader).
 type lakeUnit struct {
-	fi, group int
-	first     int64 // the unit's first row within its file
-	rows      int64 // rows the footer gives it (-1: unknown, a table file)
+	fi     int
+	groups []int
+	first  int64 // the unit's first row within its file
+	rows   int64 // rows the footer gives it (-1: unknown, a table file)
+}
+
+// minUnitRows gathers small row groups into one unit: a unit costs a
+// reader and a page header per column, which one-row groups would repeat
+// per row.
+var minUnitRows int64 = 1 << 16 // a variable for tests
+
+// where names the unit's row groups in errors.
+func (u lakeUnit) where() string {
+	if len(u.groups) == 1 {
+		return fmt.Sprintf("row group %d", u.groups[0])
+	}
+	return fmt.Sprintf("row groups %d-%d", u.groups[0], u.groups[len(u.groups)-1])
 }
 
 // lakePlan is a folder's file as planned before reading: its footer and
@@ -125,9 +140,7 @@ type lakeWorker struct {
 	// the series dictionary last resolved, and its codes
 	dictData arrow.ArrayData
 	dictCode []int32
-	// plain (non-dictionary) ids of the current file: id -> code
-	plain map[string]int32
-	ids   *idTable
+	ids      *idTable
 	// unitCodes are the series codes of the row group being read
 	unitCodes []int32
 }
@@ -239,17 +252,16 @@ func (w *lakeWorker) seriesCodes(sa arrow.Array, base int64) error {
 	if err != nil {
 		return fmt.Errorf("series column %q: %w", w.lr.cols.series, err)
 	}
-	if w.plain == nil {
-		w.plain = map[string]int32{}
-	}
+	// Plain ids: a run of one series (the common layout) costs a compare
+	// per row, a change of series one lookup.
+	var prev string
+	prevCode := int32(-1)
 	for i := range codes {
 		id := get(i)
-		c, ok := w.plain[id]
-		if !ok {
-			c = w.codeOf(id)
-			w.plain[strings.Clone(id)] = c
+		if prevCode < 0 || id != prev {
+			prev, prevCode = id, w.codeOf(id)
 		}
-		codes[i] = c
+		codes[i] = prevCode
 	}
 	return nil
 }
@@ -412,7 +424,6 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 		kept = &keptRows{}
 		w.acc.keep[ui] = kept
 	}
-	w.plain = nil
 	w.dictData = nil
 	if f.table >= 0 {
 		return w.readTableFile(ctx, u, kept)
@@ -423,11 +434,13 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 		return fmt.Errorf("not a readable Parquet file: %w", err)
 	}
 	defer pf.Close()
-	// String columns come as dictionaries, as the builder reads them: a
-	// series id is looked up once per row group, a period parsed once.
+	// String columns written with a dictionary come as one, as the
+	// builder reads them: a series id is looked up once per row group, a
+	// period parsed once. Plain-encoded ones come plain: building a
+	// dictionary would hash every row anyway.
 	var props pqarrow.ArrowReadProperties
 	for j, leaf := range p.leaves {
-		if p.dict[j] {
+		if p.dict[j] && dictEncoded(p.meta, leaf, u.groups) {
 			props.SetReadDict(leaf, true)
 		}
 	}
@@ -459,13 +472,13 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 		leaves[k] = p.leaves[pos]
 		at[pos] = k
 	}
-	tbl, err := fr.ReadRowGroups(ctx, leaves, []int{u.group})
+	tbl, err := fr.ReadRowGroups(ctx, leaves, u.groups)
 	if err != nil {
-		return fmt.Errorf("row group %d: %w", u.group, err)
+		return fmt.Errorf("%s: %w", u.where(), err)
 	}
 	defer tbl.Release()
 	if tbl.NumRows() != u.rows {
-		return fmt.Errorf("row group %d: read %d rows, the footer says %d", u.group, tbl.NumRows(), u.rows)
+		return fmt.Errorf("%s: read %d rows, the footer says %d", u.where(), tbl.NumRows(), u.rows)
 	}
 	// Columns of one table may be chunked differently: walk them in
 	// row ranges where every column is one chunk.
@@ -513,16 +526,28 @@ func (w *lakeWorker) readUnit(ctx context.Context, u lakeUnit, ui int) (err erro
 	return nil
 }
 
+// dictEncoded reports whether column leaf has a dictionary page in every
+// row group of groups.
+func dictEncoded(meta *metadata.FileMetaData, leaf int, groups []int) bool {
+	for _, g := range groups {
+		cc, err := meta.RowGroup(g).ColumnChunk(leaf)
+		if err != nil || !cc.HasDictionaryPage() {
+			return false
+		}
+	}
+	return true
+}
+
 // unitSeries reads the series column of row group u into codes, one per
 // row, and says whether any is fresh: a series this worker has no row of.
 func (w *lakeWorker) unitSeries(ctx context.Context, fr *pqarrow.FileReader, p *lakePlan, u lakeUnit) (codes []int32, fresh bool, err error) {
-	tbl, err := fr.ReadRowGroups(ctx, []int{p.leaves[p.series]}, []int{u.group})
+	tbl, err := fr.ReadRowGroups(ctx, []int{p.leaves[p.series]}, u.groups)
 	if err != nil {
-		return nil, false, fmt.Errorf("row group %d: %w", u.group, err)
+		return nil, false, fmt.Errorf("%s: %w", u.where(), err)
 	}
 	defer tbl.Release()
 	if tbl.NumRows() != u.rows {
-		return nil, false, fmt.Errorf("row group %d: read %d rows, the footer says %d", u.group, tbl.NumRows(), u.rows)
+		return nil, false, fmt.Errorf("%s: read %d rows, the footer says %d", u.where(), tbl.NumRows(), u.rows)
 	}
 	if int64(cap(w.unitCodes)) < u.rows {
 		w.unitCodes = make([]int32, u.rows)
@@ -685,12 +710,22 @@ func (lr *lakeRead) planFile(fi int) (_ []lakeUnit, err error) {
 	lr.setFooter(fi, pf.NumRows())
 	var units []lakeUnit
 	var first int64
+	cur := lakeUnit{fi: fi}
 	for g := 0; g < pf.NumRowGroups(); g++ {
 		n := pf.MetaData().RowGroup(g).NumRows()
-		if n > 0 {
-			units = append(units, lakeUnit{fi: fi, group: g, first: first, rows: n})
+		if len(cur.groups) == 0 {
+			cur.first = first
 		}
+		cur.groups = append(cur.groups, g)
+		cur.rows += n
 		first += n
+		if cur.rows >= minUnitRows {
+			units = append(units, cur)
+			cur = lakeUnit{fi: fi}
+		}
+	}
+	if cur.rows > 0 {
+		units = append(units, cur)
 	}
 	if first != pf.NumRows() {
 		return nil, fmt.Errorf("row groups hold %d rows, the footer says %d", first, pf.NumRows())

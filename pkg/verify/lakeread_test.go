@@ -3,11 +3,16 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
@@ -55,13 +60,18 @@ func TestAgainstRowGroups(t *testing.T) {
 	rowGroupLake(t, lake, files, rows, rgRows, series, nil)
 	ds := filepath.Join(root, "DS")
 	testsnap.Build(t, lake, ds, nil)
-	for _, p := range []int{1, 2, 4} {
-		rep, err := Verify(ds, Options{Deep: true, Against: lake, Parallel: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !rep.OK || rep.InputRows != files*rows || rep.InputSeries != series || rep.InputFiles != files {
-			t.Fatalf("parallel %d: ok=%v rows %d series %d files %d:%s", p, rep.OK, rep.InputRows, rep.InputSeries, rep.InputFiles, findings(rep))
+	// Units of one row group each as well as whole files.
+	defer func(n int64) { minUnitRows = n }(minUnitRows)
+	for _, unit := range []int64{1 << 16, 1} {
+		minUnitRows = unit
+		for _, p := range []int{1, 2, 4} {
+			rep, err := Verify(ds, Options{Deep: true, Against: lake, Parallel: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK || rep.InputRows != files*rows || rep.InputSeries != series || rep.InputFiles != files {
+				t.Fatalf("unit %d parallel %d: ok=%v rows %d series %d files %d:%s", unit, p, rep.OK, rep.InputRows, rep.InputSeries, rep.InputFiles, findings(rep))
+			}
 		}
 	}
 
@@ -112,18 +122,21 @@ func TestAgainstRowGroups(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			other := filepath.Join(t.TempDir(), "lake")
 			rowGroupLake(t, other, files, rows, rgRows, series, tc.edit)
-			for _, p := range []int{1, 3} {
-				rep, err := Verify(ds, Options{Against: other, Parallel: p})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if rep.OK || rep.Status != StatusDiffers {
-					t.Fatalf("parallel %d: status %q, want %q:%s", p, rep.Status, StatusDiffers, findings(rep))
-				}
-				all := findings(rep)
-				for _, w := range tc.want {
-					if !strings.Contains(all, w) {
-						t.Errorf("parallel %d: findings lack %q:%s", p, w, all)
+			for _, unit := range []int64{1 << 16, 1} {
+				minUnitRows = unit
+				for _, p := range []int{1, 3} {
+					rep, err := Verify(ds, Options{Against: other, Parallel: p})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if rep.OK || rep.Status != StatusDiffers {
+						t.Fatalf("unit %d parallel %d: status %q, want %q:%s", unit, p, rep.Status, StatusDiffers, findings(rep))
+					}
+					all := findings(rep)
+					for _, w := range tc.want {
+						if !strings.Contains(all, w) {
+							t.Errorf("unit %d parallel %d: findings lack %q:%s", unit, p, w, all)
+						}
 					}
 				}
 			}
@@ -138,6 +151,7 @@ func TestAgainstRowGroups(t *testing.T) {
 			}
 			return i, p, v, u
 		})
+		minUnitRows = 1
 		_, err := Verify(ds, Options{Against: other})
 		if !errors.Is(err, ErrCannotVerify) || !strings.Contains(err.Error(), "part-1.parquet") || !strings.Contains(err.Error(), "row 70: series id is null") {
 			t.Fatalf("err = %v, want ErrCannotVerify naming part-1.parquet row 70", err)
@@ -202,5 +216,84 @@ func TestRowHash(t *testing.T) {
 		if again := rowHash(&buf, r.p, r.val, r.valid); again != h {
 			t.Errorf("%s: not deterministic", r.name)
 		}
+	}
+}
+
+// TestAgainstPlainStrings: ids and periods written without a dictionary
+// (read plain, not as dictionaries) compare alike, in a lake sorted by
+// series and in one whose ids change every row.
+func TestAgainstPlainStrings(t *testing.T) {
+	for _, shuffled := range []bool{false, true} {
+		t.Run(fmt.Sprint("shuffled=", shuffled), func(t *testing.T) {
+			root := t.TempDir()
+			lake := filepath.Join(root, "lake")
+			const series, rows = 13, 40
+			var ids, pers []string
+			var fs []float64
+			for i := range series * rows {
+				s, r := i/rows, i%rows
+				if shuffled {
+					s, r = i%series, i/series
+				}
+				ids = append(ids, fmt.Sprintf("P%02d", s))
+				pers = append(pers, fmt.Sprintf("%d-%02d", 2000+r/12, 1+r%12))
+				fs = append(fs, float64(i))
+			}
+			writePlain(t, filepath.Join(lake, "part-0.parquet"), ids, pers, fs)
+			ds := filepath.Join(root, "DS")
+			testsnap.Build(t, lake, ds, nil)
+			rep, err := Verify(ds, Options{Deep: true, Against: lake})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK || rep.InputSeries != series || rep.InputRows != series*rows {
+				t.Fatalf("ok=%v series %d rows %d:%s", rep.OK, rep.InputSeries, rep.InputRows, findings(rep))
+			}
+			fs[7] = -1
+			other := filepath.Join(root, "other")
+			writePlain(t, filepath.Join(other, "part-0.parquet"), ids, pers, fs)
+			rep, err = Verify(ds, Options{Against: other})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("%q", ids[7]); len(rep.Findings) != 1 || !strings.Contains(rep.Findings[0].Location, want) {
+				t.Fatalf("want one finding on %s:%s", want, findings(rep))
+			}
+		})
+	}
+}
+
+// writePlain writes a Parquet file of string ids and periods and float
+// values, every column plain-encoded (no dictionary).
+func writePlain(t *testing.T, path string, ids, pers []string, vals []float64) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "series_id", Type: arrow.BinaryTypes.String},
+		{Name: "period", Type: arrow.BinaryTypes.String},
+		{Name: "value", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).AppendValues(ids, nil)
+	b.Field(1).(*array.StringBuilder).AppendValues(pers, nil)
+	b.Field(2).(*array.Float64Builder).AppendValues(vals, nil)
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pqarrow.NewFileWriter(sc, f, parquet.NewWriterProperties(parquet.WithDictionaryDefault(false), parquet.WithMaxRowGroupLength(100)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
