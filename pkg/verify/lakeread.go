@@ -376,25 +376,6 @@ func (lr *lakeRead) readUnits(ctx context.Context, x *sidecar.Index, units []lak
 // sum merges the workers' digests: hashes summed, each series' attributes
 // those of its first row in input order.
 func (lr *lakeRead) sum(workers []*lakeWorker, extra *extraSeries, units int) {
-	total := extra.n + len(extra.ids)
-	d := &inputDigest{n: extra.n, extra: extra.ids, hashes: make([]seriesHash, total), attrs: make([]uint64, total), seen: make([]bool, total)}
-	first := make([]uint64, total)
-	for i := range first {
-		first[i] = noPos
-	}
-	for _, w := range workers {
-		a := w.acc
-		d.rawRows += a.rows
-		for c := range a.hashes {
-			d.hashes[c].merge(a.hashes[c])
-			if a.first[c] < first[c] {
-				first[c], d.attrs[c] = a.first[c], a.attrs[c]
-			}
-		}
-	}
-	for c := range first {
-		d.seen[c] = first[c] != noPos
-	}
 	if lr.keep {
 		var kept []*keptRows
 		for u := 0; u < units; u++ {
@@ -405,6 +386,27 @@ func (lr *lakeRead) sum(workers []*lakeWorker, extra *extraSeries, units int) {
 			}
 		}
 		lr.kept = kept
+	}
+	// The first worker's digests become the sum, in place: the others are
+	// merged into them and dropped one by one.
+	total := extra.n + len(extra.ids)
+	a := workers[0].acc
+	a.grow(int32(total - 1))
+	d := &inputDigest{n: extra.n, extra: extra.ids, hashes: a.hashes, attrs: a.attrs, rawRows: a.rows}
+	for _, w := range workers[1:] {
+		o := w.acc
+		w.acc = nil
+		d.rawRows += o.rows
+		for c := range o.hashes {
+			d.hashes[c].merge(o.hashes[c])
+			if o.first[c] < a.first[c] {
+				a.first[c], d.attrs[c] = o.first[c], o.attrs[c]
+			}
+		}
+	}
+	d.seen = make([]bool, total)
+	for c, f := range a.first {
+		d.seen[c] = f != noPos
 	}
 	lr.digest = d
 }
