@@ -682,44 +682,39 @@ func stringsOf(a arrow.Array) (func(int) string, error) {
 // little-endian bytes). A nil column is all nulls (a file without it).
 type attrHasher struct {
 	src  []arrow.Array
-	cols []func(i int, d *xxhash.Digest)
-	buf  [8]byte
-	d    *xxhash.Digest // reused by hash, when set
+	cols []func(i int, b []byte) []byte // append row i's value to b
+	row  []byte                         // the bytes hashed, reused
 }
 
 func newAttrHasher(cols []arrow.Array) (*attrHasher, error) {
-	h := &attrHasher{src: cols}
-	for _, c := range cols {
-		f, err := h.column(c)
-		if err != nil {
-			return nil, err
-		}
-		h.cols = append(h.cols, f)
+	h := &attrHasher{}
+	if err := h.reset(cols); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
 
-var (
-	nullByte  = []byte{0}
-	validByte = []byte{1}
-)
-
-func (h *attrHasher) column(a arrow.Array) (func(int, *xxhash.Digest), error) {
-	if a == nil || a.DataType().ID() == arrow.NULL {
-		return func(_ int, d *xxhash.Digest) { d.Write(nullByte) }, nil
-	}
-	str := func(get func(int) string) func(int, *xxhash.Digest) {
-		return func(i int, d *xxhash.Digest) {
-			if a.IsNull(i) {
-				d.Write(nullByte)
-				return
-			}
-			v := get(i)
-			d.Write(validByte)
-			binary.LittleEndian.PutUint64(h.buf[:], uint64(len(v)))
-			d.Write(h.buf[:])
-			d.WriteString(v)
+// reset points the hasher at other columns (one batch's), reusing its
+// buffers.
+func (h *attrHasher) reset(cols []arrow.Array) error {
+	h.src = cols
+	h.cols = h.cols[:0]
+	for _, c := range cols {
+		f, err := h.column(c)
+		if err != nil {
+			return err
 		}
+		h.cols = append(h.cols, f)
+	}
+	return nil
+}
+
+func (h *attrHasher) column(a arrow.Array) (func(int, []byte) []byte, error) {
+	if a == nil || a.DataType().ID() == arrow.NULL {
+		return func(_ int, b []byte) []byte { return append(b, 0) }, nil
+	}
+	sized := func(b []byte, n int) []byte {
+		return binary.LittleEndian.AppendUint64(append(b, 1), uint64(n))
 	}
 	switch c := a.(type) {
 	case *array.String, *array.LargeString, *array.StringView, *array.Dictionary:
@@ -727,22 +722,28 @@ func (h *attrHasher) column(a arrow.Array) (func(int, *xxhash.Digest), error) {
 		if err != nil {
 			return nil, err
 		}
-		return str(get), nil
+		return func(i int, b []byte) []byte {
+			if a.IsNull(i) {
+				return append(b, 0)
+			}
+			v := get(i)
+			return append(sized(b, len(v)), v...)
+		}, nil
 	case *array.Binary:
-		return str(func(i int) string { return string(c.Value(i)) }), nil
+		return binaryAppender(c, c.Value, sized), nil
 	case *array.LargeBinary:
-		return str(func(i int) string { return string(c.Value(i)) }), nil
+		return binaryAppender(c, c.Value, sized), nil
 	case *array.BinaryView:
-		return str(func(i int) string { return string(c.Value(i)) }), nil
+		return binaryAppender(c, c.Value, sized), nil
 	case *array.Boolean:
-		return func(i int, d *xxhash.Digest) {
+		return func(i int, b []byte) []byte {
 			switch {
 			case c.IsNull(i):
-				d.Write(nullByte)
+				return append(b, 0)
 			case c.Value(i):
-				d.Write([]byte{1, 1})
+				return append(b, 1, 1)
 			default:
-				d.Write([]byte{1, 0})
+				return append(b, 1, 0)
 			}
 		}, nil
 	}
@@ -750,29 +751,36 @@ func (h *attrHasher) column(a arrow.Array) (func(int, *xxhash.Digest), error) {
 	if err != nil {
 		return nil, fmt.Errorf("attribute type %s", a.DataType())
 	}
-	return func(i int, d *xxhash.Digest) {
+	return func(i int, b []byte) []byte {
 		val, ok := vb.at(i)
 		if !ok {
-			d.Write(nullByte)
-			return
+			return append(b, 0)
 		}
-		d.Write(validByte)
-		d.Write(val)
+		return append(append(b, 1), val...)
 	}, nil
 }
 
-// hash returns the digest of row i's attributes.
+// binaryAppender appends a binary column's value as attrHasher does a
+// string's.
+func binaryAppender(a arrow.Array, value func(int) []byte, sized func([]byte, int) []byte) func(int, []byte) []byte {
+	return func(i int, b []byte) []byte {
+		if a.IsNull(i) {
+			return append(b, 0)
+		}
+		v := value(i)
+		return append(sized(b, len(v)), v...)
+	}
+}
+
+// hash returns the digest of row i's attributes: xxHash64 of their bytes
+// one after another.
 func (h *attrHasher) hash(i int) uint64 {
-	d := h.d
-	if d == nil {
-		d = xxhash.New()
-	} else {
-		d.Reset()
-	}
+	b := h.row[:0]
 	for _, f := range h.cols {
-		f(i, d)
+		b = f(i, b)
 	}
-	return d.Sum64()
+	h.row = b
+	return xxhash.Sum64(b)
 }
 
 // describe renders row i's attributes for a finding, values shortened.

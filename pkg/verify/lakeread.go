@@ -751,21 +751,3 @@ func (lr *lakeRead) setFooter(fi int, rows int64) {
 	lr.footers[fi] = rows
 	lr.mu.Unlock()
 }
-
-// reset points the hasher at one batch's attribute columns, reusing its
-// closures' slice.
-func (h *attrHasher) reset(cols []arrow.Array) error {
-	h.src = cols
-	h.cols = h.cols[:0]
-	for _, c := range cols {
-		f, err := h.column(c)
-		if err != nil {
-			return err
-		}
-		h.cols = append(h.cols, f)
-	}
-	if h.d == nil {
-		h.d = xxhash.New()
-	}
-	return nil
-}
