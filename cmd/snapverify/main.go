@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -104,10 +105,22 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (fields: docs/CLI.md)"},
 			&cli.IntFlag{Name: "max-findings", Value: verify.DefaultMaxFindings, Usage: "stop after `N` findings (0: no limit)"},
 			progressui.Flag(),
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to `FILE`", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit(fmt.Sprintf("want exactly one dataset directory ROOT/DATASET, got %d arguments (see --help)", c.NArg()), exitUsage)
+			}
+			if p := c.String("cpuprofile"); p != "" {
+				f, err := os.Create(p)
+				if err != nil {
+					return cli.Exit(err.Error(), exitUsage)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return cli.Exit(err.Error(), exitUsage)
+				}
+				defer pprof.StopCPUProfile()
 			}
 			max := c.Int("max-findings")
 			switch {

@@ -3,28 +3,22 @@ package verify
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/cespare/xxhash/v2"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/lake/parquetdir"
 	"github.com/energyscope/servingsnap/pkg/manifest"
-	"github.com/energyscope/servingsnap/pkg/parquetfile"
-	"github.com/energyscope/servingsnap/pkg/period"
 
 	"github.com/energyscope/servingsnap/pkg/progress"
 )
@@ -54,8 +48,26 @@ func (h *seriesHash) merge(o seriesHash) {
 
 // rowHash hashes one row. val is the value's little-endian bytes as Arrow
 // stores them (nil for null), so the input and the snapshot hash alike
-// exactly when their value types agree.
+// exactly when their value types agree. A value of up to 8 bytes (every
+// numeric type but decimals) is mixed in registers: for a fixed period
+// the hash is a bijection of the value bits, for a fixed value one of the
+// period, width and null flag; wider values go through xxhash64.
 func rowHash(buf *[64]byte, p int32, val []byte, valid bool) uint64 {
+	if len(val) <= 8 {
+		var x uint64
+		if len(val) == 8 {
+			x = binary.LittleEndian.Uint64(val)
+		} else {
+			for i, b := range val {
+				x |= uint64(b) << (8 * i)
+			}
+		}
+		k := uint64(uint32(p)) | uint64(len(val))<<32
+		if valid {
+			k |= 1 << 40
+		}
+		return splitmix64(splitmix64(x^0x9e3779b97f4a7c15) ^ k*0xd6e8feb86659fd93)
+	}
 	binary.LittleEndian.PutUint32(buf[:4], uint32(p))
 	n := 5
 	buf[4] = 0
@@ -66,12 +78,21 @@ func rowHash(buf *[64]byte, p int32, val []byte, valid bool) uint64 {
 	return xxhash.Sum64(buf[:n])
 }
 
+// splitmix64 is SplitMix64's finaliser: a bijection of uint64 whose
+// output bits each depend on every input bit.
+func splitmix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
 // valueBytes gives raw access to a fixed-width value column.
 type valueBytes struct {
-	arr  arrow.Array
-	data []byte
-	w    int
-	off  int
+	arr   arrow.Array
+	data  []byte
+	w     int
+	off   int
+	nulls bool // some value is null
 }
 
 func newValueBytes(a arrow.Array) (valueBytes, error) {
@@ -85,6 +106,7 @@ func newValueBytes(a arrow.Array) (valueBytes, error) {
 	}
 	vb.w = fw.BitWidth() / 8
 	vb.off = a.Data().Offset()
+	vb.nulls = a.NullN() > 0
 	if bufs := a.Data().Buffers(); len(bufs) > 1 && bufs[1] != nil {
 		vb.data = bufs[1].Bytes()
 	}
@@ -93,7 +115,7 @@ func newValueBytes(a arrow.Array) (valueBytes, error) {
 
 // at returns row i's bytes and whether it is valid.
 func (vb valueBytes) at(i int) ([]byte, bool) {
-	if vb.w == 0 || vb.arr.IsNull(i) {
+	if vb.w == 0 || vb.nulls && vb.arr.IsNull(i) {
 		return nil, false
 	}
 	o := (vb.off + i) * vb.w
@@ -146,30 +168,15 @@ var tableOpener TableOpener
 // f.
 func RegisterTableOpener(f TableOpener) { tableOpener = f }
 
-// fileRows is what one input file holds, keyed by a file-local series
-// dictionary: per-series digests, or (keep) every row in file order so
-// that duplicates can be resolved in input order.
-type fileRows struct {
-	rows      int64
-	footer    int64
-	ids       []string
-	hashes    []seriesHash
-	sid, per  []int32
-	h         []uint64
-	valueType arrow.DataType // nil: no value column, or an all-null one
-	// attrs[k] hashes the attribute values (Manifest.Schema.Attributes,
-	// in order) of local series k's first row in the file.
-	attrs []uint64
-}
-
 // against re-reads the input lake and compares it with the snapshot series
 // by series. Problems reading the input are errors (nothing can be said
-// about the snapshot); differences are findings. The steps: read the lake,
-// check the value types agree, merge the files' digests in input order,
-// hash the snapshot alike, compare.
-func (v *verifier) against() error {
+// about the snapshot); differences are findings. The steps: read the lake
+// (started by startLake, alongside the deep checks), check the value
+// types agree, merge the input's digests, hash the snapshot alike,
+// compare.
+func (v *verifier) against(lake *lakeJob) error {
 	v.ran()
-	lr, err := v.readLake()
+	lr, err := v.joinLake(lake)
 	if err != nil {
 		return err
 	}
@@ -188,25 +195,94 @@ func (v *verifier) against() error {
 	return nil
 }
 
-// lakeRead is the input as against read it: its files and what each holds.
+// lakeJob is a lake being read on other goroutines while the snapshot's
+// own checks run: it touches nothing of the verifier's report until
+// joinLake.
+type lakeJob struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	lr     *lakeRead
+	notes  []string
+	err    error
+	joined bool // against owns lr (and closes its table reader)
+}
+
+// startLake starts reading the input lake (readLake) and returns at once.
+func (v *verifier) startLake() *lakeJob {
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &lakeJob{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		defer func() {
+			if r := recover(); r != nil {
+				j.lr, j.err = nil, fmt.Errorf("%w: reading the input failed: %v", ErrCannotVerify, r)
+			}
+		}()
+		j.lr, j.err = v.readLake(ctx, &j.notes)
+	}()
+	return j
+}
+
+// stop abandons the read unless joined, and waits for it.
+func (j *lakeJob) stop() {
+	j.cancel()
+	<-j.done
+	if !j.joined && j.lr != nil && j.lr.in.tbl != nil {
+		j.lr.in.tbl.Close()
+	}
+}
+
+// joinLake waits for the lake and records what its read says: notes, the
+// number of files, how the input differs from the recorded lineage.
+func (v *verifier) joinLake(j *lakeJob) (*lakeRead, error) {
+	<-j.done
+	j.cancel()
+	j.joined = true
+	for _, n := range j.notes {
+		v.note(n)
+	}
+	if j.err != nil {
+		return nil, j.err
+	}
+	lr := j.lr
+	v.r.InputFiles = len(lr.in.files)
+	v.noteLineage(lr.in.files, lr.footers)
+	if v.m.Lineage.Kind == dataset.LineageCompaction {
+		v.note(fmt.Sprintf("snapshot %d is a compaction (%s): it differs from the input by the live writes it folded in", v.r.SnapshotID, v.m.Lineage.Source))
+	}
+	return lr, nil
+}
+
+// lakeRead is the input as against read it: its files and what they
+// hold, summed by series code (lakeread.go).
 type lakeRead struct {
 	in        *lakeInput
-	res       []*fileRows // by file
 	cols      buildColumns
 	keep      bool // --on-duplicate=last: the last row of a key wins
 	attrNames []string
+	ph        progress.Phase
+
+	plans      []*lakePlan      // by file: a folder's files' footers and columns
+	mu         sync.Mutex       // guards valueTypes and footers
+	valueTypes []arrow.DataType // by file; nil: no value column, or an all-null one
+	footers    []int64          // by file: rows its footer (or its reader) gives
+
+	digest *inputDigest
+	kept   []*keptRows // keep: every unit's rows, in input order
 }
 
-// readLake reads every input file in parallel into per-file digests (or,
-// with keep, rows), showing a "read lake" phase.
-func (v *verifier) readLake() (*lakeRead, error) {
+// readLake reads the input's units (row groups, or a table's files) in
+// parallel into digests by series code, showing a "read lake" phase. It
+// reads the manifest and the index and changes nothing of v: notes go to
+// notes, for joinLake.
+func (v *verifier) readLake(ctx context.Context, notes *[]string) (*lakeRead, error) {
 	b := v.m.Build
 	lr := &lakeRead{
 		cols:      buildColumns{series: or(b.SeriesColumn, "series_id"), period: or(b.PeriodColumn, "period"), value: or(b.ValueColumn, "value")},
 		keep:      b.OnDuplicate == "last",
 		attrNames: v.m.Schema.Attributes,
 	}
-	in, err := v.openInput(context.Background())
+	in, err := v.openInput(ctx, notes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotVerify, err)
 	}
@@ -216,40 +292,38 @@ func (v *verifier) readLake() (*lakeRead, error) {
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
-	lr.res = make([]*fileRows, len(files))
+	lr.plans = make([]*lakePlan, len(files))
+	lr.valueTypes = make([]arrow.DataType, len(files))
+	lr.footers = make([]int64, len(files))
 	var inBytes int64
 	for _, f := range files {
 		inBytes += f.size
 	}
-	ph := progress.Or(v.opt.Progress).Phase("read lake", 0, inBytes)
-	g, ctx := errgroup.WithContext(context.Background())
-	g.SetLimit(parallel)
+	lr.ph = progress.Or(v.opt.Progress).Phase("read lake", 0, inBytes)
+	var units []lakeUnit
 	for i, f := range files {
-		g.Go(func() error {
-			r, err := readLakeFile(ctx, in.tbl, f, lr.cols, lr.attrNames, lr.keep, ph)
-			if err != nil && f.table >= 0 {
-				return fmt.Errorf("%w: input %v", ErrCannotVerify, err) // a table's reader names the file
+		if f.table >= 0 {
+			units = append(units, lakeUnit{fi: i, rows: -1})
+			continue
+		}
+		us, err := lr.planFile(i)
+		if err != nil {
+			err = fmt.Errorf("%w: input %s: %v", ErrCannotVerify, f.rel, err)
+			progress.Finish(lr.ph, err)
+			if in.tbl != nil {
+				in.tbl.Close()
 			}
-			if err != nil {
-				return fmt.Errorf("%w: input %s: %v", ErrCannotVerify, f.rel, err)
-			}
-			ph.Add(0, f.size)
-			lr.res[i] = r
-			return nil
-		})
+			return nil, err
+		}
+		units = append(units, us...)
 	}
-	err = g.Wait()
-	progress.Finish(ph, err)
+	err = lr.readUnits(ctx, v.snap.Index(), units, parallel, lr.ph)
+	progress.Finish(lr.ph, err)
 	if err != nil {
 		if in.tbl != nil {
 			in.tbl.Close()
 		}
 		return nil, err
-	}
-	v.r.InputFiles = len(files)
-	v.noteLineage(files, lr.res)
-	if v.m.Lineage.Kind == dataset.LineageCompaction {
-		v.note(fmt.Sprintf("snapshot %d is a compaction (%s): it differs from the input by the live writes it folded in", v.r.SnapshotID, v.m.Lineage.Source))
 	}
 	return lr, nil
 }
@@ -258,61 +332,42 @@ func (v *verifier) readLake() (*lakeRead, error) {
 // snapshot's type: otherwise no row can hash alike. False after a finding.
 func (v *verifier) checkValueTypes(lr *lakeRead) bool {
 	vt := v.snap.Schema().Field(datafile.ColumnValue).Type
-	for i, r := range lr.res {
-		if r.valueType != nil && !arrow.TypeEqual(r.valueType, vt) {
+	for i, t := range lr.valueTypes {
+		if t != nil && !arrow.TypeEqual(t, vt) {
 			v.add(CheckAgainst, filepath.ToSlash(filepath.Join(v.opt.Against, lr.in.files[i].rel)), "column "+lr.cols.value,
-				"value column has type %s, the snapshot stores %s", r.valueType, vt)
+				"value column has type %s, the snapshot stores %s", t, vt)
 			return false
 		}
 	}
 	return true
 }
 
-// inputDigest is the whole input, series by series.
+// inputDigest is the whole input, by series code: [0,n) the index's
+// series, n+k the input's series k that the index lacks (extra).
 type inputDigest struct {
-	index   map[string]int32 // series id → its number below
-	ids     []string
+	n       int
+	extra   []string
 	hashes  []seriesHash
-	attrs   []uint64 // per series: its attributes in the first file that has it
+	attrs   []uint64 // per series: the attributes of its first row in input order
+	seen    []bool   // the input has rows of the series
 	rawRows int64    // rows read, duplicates included
 }
 
-// intern numbers series id, adding it when new.
-func (d *inputDigest) intern(id string) int32 {
-	k, ok := d.index[id]
-	if !ok {
-		k = int32(len(d.ids))
-		d.index[id] = k
-		d.ids = append(d.ids, id)
-		d.hashes = append(d.hashes, seriesHash{})
-		d.attrs = append(d.attrs, 0)
-	}
-	return k
-}
-
-// mergeInput merges the files' digests in input order into one per
-// series, resolving duplicates as the builder did.
+// mergeInput completes the input's digest: with --on-duplicate=last,
+// duplicates resolved as the builder did; the input's counts.
 func (v *verifier) mergeInput(lr *lakeRead) *inputDigest {
-	d := &inputDigest{index: map[string]int32{}}
-	for _, r := range lr.res {
-		for k, id := range r.ids {
-			if _, seen := d.index[id]; !seen {
-				d.attrs[d.intern(id)] = r.attrs[k]
-			}
-		}
-	}
-	if !lr.keep {
-		for _, r := range lr.res {
-			d.rawRows += r.rows
-			for k, id := range r.ids {
-				d.hashes[d.intern(id)].merge(r.hashes[k])
-			}
-		}
-	} else {
+	d := lr.digest
+	if lr.keep {
 		v.mergeKeepLast(lr, d)
 	}
 	v.r.InputRows = d.rawRows
-	v.r.InputSeries = int64(len(d.ids))
+	var series int64
+	for _, s := range d.seen {
+		if s {
+			series++
+		}
+	}
+	v.r.InputSeries = series
 	return d
 }
 
@@ -321,25 +376,18 @@ func (v *verifier) mergeInput(lr *lakeRead) *inputDigest {
 // the others are counted as InputDuplicates.
 func (v *verifier) mergeKeepLast(lr *lakeRead, d *inputDigest) {
 	var total int
-	for _, r := range lr.res {
-		total += len(r.sid)
+	for _, k := range lr.kept {
+		total += len(k.sid)
 	}
 	sid := make([]int32, 0, total)
 	per := make([]int32, 0, total)
 	hs := make([]uint64, 0, total)
-	for _, r := range lr.res {
-		d.rawRows += r.rows
-		remap := make([]int32, len(r.ids))
-		for k, id := range r.ids {
-			remap[k] = d.intern(id)
-		}
-		for j := range r.sid {
-			sid = append(sid, remap[r.sid[j]])
-		}
-		per = append(per, r.per...)
-		hs = append(hs, r.h...)
-		r.sid, r.per, r.h = nil, nil, nil
+	for _, k := range lr.kept {
+		sid = append(sid, k.sid...)
+		per = append(per, k.per...)
+		hs = append(hs, k.h...)
 	}
+	lr.kept = nil
 	// Stable by (series, period): among rows of one key, the last in
 	// input order wins, as the builder's --on-duplicate=last does.
 	ord := make([]int32, len(sid))
@@ -452,50 +500,46 @@ func (v *verifier) compareDigests(lr *lakeRead, in *inputDigest, snap *snapDiges
 			return
 		}
 	}
-	matched, ok := v.compareSeries(lr, in, snap)
-	if !ok {
+	if !v.compareSeries(lr, in, snap) {
 		return
 	}
-	v.reportMissing(in, matched)
+	v.reportMissing(in)
 }
 
 // compareSeries compares each index series with the input's: present,
-// same attributes, same rows. It returns which input series matched;
-// false when the findings are full.
-func (v *verifier) compareSeries(lr *lakeRead, in *inputDigest, snap *snapDigest) ([]bool, bool) {
+// same attributes, same rows. False when the findings are full.
+func (v *verifier) compareSeries(lr *lakeRead, in *inputDigest, snap *snapDigest) bool {
 	df, _ := v.m.FileByRole(manifest.RoleData)
 	xf, _ := v.m.FileByRole(manifest.RoleIndex)
 	x := v.snap.Index()
 	snapAttr, fields := v.attrHasherOf(xf.Path, lr)
-	matched := make([]bool, len(in.ids))
 	for c := 0; c < x.Len(); c++ {
-		k, ok := in.index[x.SeriesID(c)]
+		k := c
 		got := snap.hashes[c]
-		if !ok {
+		if !in.seen[k] {
 			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series is in the snapshot (%d rows) but not in the input", got.rows) {
-				return nil, false
+				return false
 			}
 			continue
 		}
-		matched[k] = true
 		if snapAttr != nil && snapAttr.hash(c) != in.attrs[k] {
 			if !v.add(CheckAgainst, xf.Path, v.seriesLoc(c), "series' attributes differ from the input's: the index has %s", snapAttr.describe(fields, c)) {
-				return nil, false
+				return false
 			}
 		}
 		want := in.hashes[k]
 		switch {
 		case got.rows != want.rows:
 			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series has %d rows in the snapshot, %d in the input", got.rows, want.rows) {
-				return nil, false
+				return false
 			}
 		case got != want:
 			if !v.add(CheckAgainst, df.Path, v.seriesLoc(c), "series has the same %d rows in number but different periods or values than the input", got.rows) {
-				return nil, false
+				return false
 			}
 		}
 	}
-	return matched, true
+	return true
 }
 
 // attrHasherOf hashes the index's attributes as the input's are hashed
@@ -516,17 +560,15 @@ func (v *verifier) attrHasherOf(indexPath string, lr *lakeRead) (*attrHasher, []
 }
 
 // reportMissing reports the input series the snapshot lacks, by id.
-func (v *verifier) reportMissing(in *inputDigest, matched []bool) {
+func (v *verifier) reportMissing(in *inputDigest) {
 	df, _ := v.m.FileByRole(manifest.RoleData)
-	var missing []int
-	for k := range in.ids {
-		if !matched[k] {
-			missing = append(missing, k)
-		}
+	missing := make([]int, len(in.extra))
+	for k := range missing {
+		missing[k] = k
 	}
-	sort.Slice(missing, func(a, b int) bool { return in.ids[missing[a]] < in.ids[missing[b]] })
+	sort.Slice(missing, func(a, b int) bool { return in.extra[missing[a]] < in.extra[missing[b]] })
 	for _, k := range missing {
-		if !v.add(CheckAgainst, df.Path, fmt.Sprintf("series %q", in.ids[k]), "series is in the input (%d rows) but not in the snapshot", in.hashes[k].rows) {
+		if !v.add(CheckAgainst, df.Path, fmt.Sprintf("series %q", in.extra[k]), "series is in the input (%d rows) but not in the snapshot", in.hashes[in.n+k].rows) {
 			return
 		}
 	}
@@ -535,7 +577,7 @@ func (v *verifier) reportMissing(in *inputDigest, matched []bool) {
 // noteLineage notes where the input differs from the inputs the manifest
 // records. That is not a finding: a lake may be rewritten (compacted,
 // re-encoded) and still hold the same rows; the row comparison decides.
-func (v *verifier) noteLineage(files []lakeFile, res []*fileRows) {
+func (v *verifier) noteLineage(files []lakeFile, footers []int64) {
 	if v.m.Lineage.Kind != "parquet" {
 		return
 	}
@@ -549,8 +591,8 @@ func (v *verifier) noteLineage(files []lakeFile, res []*fileRows) {
 		switch {
 		case !ok:
 			diffs = append(diffs, f.rel+" is new")
-		case in.Size != f.size || in.Rows != res[i].footer:
-			diffs = append(diffs, fmt.Sprintf("%s changed (%d bytes %d rows, recorded %d bytes %d rows)", f.rel, f.size, res[i].footer, in.Size, in.Rows))
+		case in.Size != f.size || in.Rows != footers[i]:
+			diffs = append(diffs, fmt.Sprintf("%s changed (%d bytes %d rows, recorded %d bytes %d rows)", f.rel, f.size, footers[i], in.Size, in.Rows))
 		}
 		delete(rec, f.rel)
 	}
@@ -585,7 +627,7 @@ func or(s, def string) string {
 // read at the version the snapshot was built from when it is the table
 // the manifest's lineage names and that version is still there, else at
 // its latest; a note says which.
-func (v *verifier) openInput(ctx context.Context) (*lakeInput, error) {
+func (v *verifier) openInput(ctx context.Context, notes *[]string) (*lakeInput, error) {
 	dir := v.opt.Against
 	if parquetdir.TableKind(dir) == "" {
 		files, err := parquetdir.List(dir)
@@ -605,193 +647,12 @@ func (v *verifier) openInput(ctx context.Context) (*lakeInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.note(note)
+	*notes = append(*notes, note)
 	in := &lakeInput{tbl: tbl, files: make([]lakeFile, len(files))}
 	for i, f := range files {
 		in.files[i] = lakeFile{rel: f.Rel, size: f.Size, table: i}
 	}
 	return in, nil
-}
-
-// readLakeFile reads the key columns of one input file: a Parquet file of
-// a folder, or a table's data file through tbl.
-func readLakeFile(ctx context.Context, tbl TableReader, f lakeFile, cols buildColumns, attrNames []string, keep bool, ph progress.Phase) (_ *fileRows, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("malformed Parquet file: %v", r)
-		}
-	}()
-	fr := &fileReader{out: &fileRows{}, cols: cols, attrNames: attrNames, keep: keep, local: map[string]int32{}, ph: ph}
-	if f.table >= 0 {
-		names := append([]string{cols.series, cols.period, cols.value}, attrNames...)
-		if err := tbl.EachBatch(ctx, f.table, names, fr.batch); err != nil {
-			return nil, err
-		}
-		fr.out.footer = fr.out.rows
-		return fr.out, nil
-	}
-	pf, err := file.OpenParquetFile(f.abs, false)
-	if err != nil {
-		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
-	}
-	defer pf.Close()
-	if err := parquetfile.CheckChunks(pf); err != nil {
-		return nil, err
-	}
-	out := fr.out
-	out.footer = pf.NumRows()
-	pr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := pr.Schema()
-	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
-	}
-	if sc.NumFields() != pf.MetaData().Schema.NumColumns() {
-		return nil, fmt.Errorf("nested columns are not supported")
-	}
-	idx := func(name string) int {
-		for i, fl := range sc.Fields() {
-			if fl.Name == name {
-				return i
-			}
-		}
-		return -1
-	}
-	si, pi, vi := idx(cols.series), idx(cols.period), idx(cols.value)
-	if si < 0 {
-		return nil, fmt.Errorf("no series column %q", cols.series)
-	}
-	if pi < 0 {
-		return nil, fmt.Errorf("no period column %q", cols.period)
-	}
-	want := []int{si, pi}
-	for _, a := range attrNames {
-		if ai := idx(a); ai >= 0 {
-			want = append(want, ai)
-		}
-	}
-	if vi >= 0 {
-		want = append(want, vi)
-	}
-	if pf.NumRows() == 0 || pf.NumRowGroups() == 0 {
-		if vi >= 0 && sc.Field(vi).Type.ID() != arrow.NULL {
-			out.valueType = sc.Field(vi).Type
-		}
-		return out, nil
-	}
-	rr, err := pr.GetRecordReader(ctx, want, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer rr.Release()
-	for rr.Next() {
-		if err := fr.batch(rr.RecordBatch()); err != nil {
-			return nil, err
-		}
-	}
-	if err := rr.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return nil, err
-	}
-	if out.rows != out.footer {
-		return nil, fmt.Errorf("read %d rows, the footer says %d", out.rows, out.footer)
-	}
-	return out, nil
-}
-
-// fileReader hashes the record batches of one input file into its
-// fileRows.
-type fileReader struct {
-	out       *fileRows
-	cols      buildColumns
-	attrNames []string
-	keep      bool
-	local     map[string]int32 // series id -> index into out.ids
-	pers      []int32
-	buf       [64]byte
-	ph        progress.Phase
-}
-
-// batch adds one record batch's rows (columns looked up by name).
-func (fr *fileReader) batch(rec arrow.RecordBatch) error {
-	out, cols := fr.out, fr.cols
-	rs := rec.Schema()
-	col := func(name string) arrow.Array {
-		if is := rs.FieldIndices(name); len(is) == 1 {
-			return rec.Column(is[0])
-		}
-		return nil
-	}
-	sa, pa, va := col(cols.series), col(cols.period), col(cols.value)
-	if sa == nil {
-		return fmt.Errorf("no series column %q", cols.series)
-	}
-	if pa == nil {
-		return fmt.Errorf("no period column %q", cols.period)
-	}
-	if va != nil && va.DataType().ID() != arrow.NULL {
-		out.valueType = va.DataType()
-	}
-	ids, err := stringsOf(sa)
-	if err != nil {
-		return fmt.Errorf("series column %q: %w", cols.series, err)
-	}
-	n := int(rec.NumRows())
-	if cap(fr.pers) < n {
-		fr.pers = make([]int32, n)
-	}
-	pers := fr.pers[:n]
-	if err := period.Column(pa, pers); err != nil {
-		var re *period.RowError
-		if errors.As(err, &re) {
-			return fmt.Errorf("row %d: column %q: period %q: %v", out.rows+int64(re.Row), cols.period, re.Value, re.Err)
-		}
-		return fmt.Errorf("column %q: %w", cols.period, err)
-	}
-	attrCols := make([]arrow.Array, len(fr.attrNames)) // nil: not in this file, null
-	for j, a := range fr.attrNames {
-		attrCols[j] = col(a)
-	}
-	ah, err := newAttrHasher(attrCols)
-	if err != nil {
-		return err
-	}
-	var vb valueBytes
-	if va != nil {
-		if vb, err = newValueBytes(va); err != nil {
-			return err
-		}
-	}
-	for i := 0; i < n; i++ {
-		if sa.IsNull(i) {
-			return fmt.Errorf("row %d: series id is null", out.rows+int64(i))
-		}
-		id := ids(i)
-		k, ok := fr.local[id]
-		if !ok {
-			k = int32(len(out.ids))
-			id = strings.Clone(id)
-			fr.local[id] = k
-			out.ids = append(out.ids, id)
-			out.attrs = append(out.attrs, ah.hash(i))
-			if !fr.keep {
-				out.hashes = append(out.hashes, seriesHash{})
-			}
-		}
-		val, valid := vb.at(i)
-		h := rowHash(&fr.buf, pers[i], val, valid)
-		if fr.keep {
-			out.sid = append(out.sid, k)
-			out.per = append(out.per, pers[i])
-			out.h = append(out.h, h)
-		} else {
-			out.hashes[k].add(h)
-		}
-	}
-	out.rows += int64(n)
-	fr.ph.Add(int64(n), 0)
-	return nil
 }
 
 // stringsOf returns an accessor for a string-like column (plain, large,
@@ -821,43 +682,39 @@ func stringsOf(a arrow.Array) (func(int) string, error) {
 // little-endian bytes). A nil column is all nulls (a file without it).
 type attrHasher struct {
 	src  []arrow.Array
-	cols []func(i int, d *xxhash.Digest)
-	buf  [8]byte
+	cols []func(i int, b []byte) []byte // append row i's value to b
+	row  []byte                         // the bytes hashed, reused
 }
 
 func newAttrHasher(cols []arrow.Array) (*attrHasher, error) {
-	h := &attrHasher{src: cols}
-	for _, c := range cols {
-		f, err := h.column(c)
-		if err != nil {
-			return nil, err
-		}
-		h.cols = append(h.cols, f)
+	h := &attrHasher{}
+	if err := h.reset(cols); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
 
-var (
-	nullByte  = []byte{0}
-	validByte = []byte{1}
-)
-
-func (h *attrHasher) column(a arrow.Array) (func(int, *xxhash.Digest), error) {
-	if a == nil || a.DataType().ID() == arrow.NULL {
-		return func(_ int, d *xxhash.Digest) { d.Write(nullByte) }, nil
-	}
-	str := func(get func(int) string) func(int, *xxhash.Digest) {
-		return func(i int, d *xxhash.Digest) {
-			if a.IsNull(i) {
-				d.Write(nullByte)
-				return
-			}
-			v := get(i)
-			d.Write(validByte)
-			binary.LittleEndian.PutUint64(h.buf[:], uint64(len(v)))
-			d.Write(h.buf[:])
-			d.WriteString(v)
+// reset points the hasher at other columns (one batch's), reusing its
+// buffers.
+func (h *attrHasher) reset(cols []arrow.Array) error {
+	h.src = cols
+	h.cols = h.cols[:0]
+	for _, c := range cols {
+		f, err := h.column(c)
+		if err != nil {
+			return err
 		}
+		h.cols = append(h.cols, f)
+	}
+	return nil
+}
+
+func (h *attrHasher) column(a arrow.Array) (func(int, []byte) []byte, error) {
+	if a == nil || a.DataType().ID() == arrow.NULL {
+		return func(_ int, b []byte) []byte { return append(b, 0) }, nil
+	}
+	sized := func(b []byte, n int) []byte {
+		return binary.LittleEndian.AppendUint64(append(b, 1), uint64(n))
 	}
 	switch c := a.(type) {
 	case *array.String, *array.LargeString, *array.StringView, *array.Dictionary:
@@ -865,22 +722,28 @@ func (h *attrHasher) column(a arrow.Array) (func(int, *xxhash.Digest), error) {
 		if err != nil {
 			return nil, err
 		}
-		return str(get), nil
+		return func(i int, b []byte) []byte {
+			if a.IsNull(i) {
+				return append(b, 0)
+			}
+			v := get(i)
+			return append(sized(b, len(v)), v...)
+		}, nil
 	case *array.Binary:
-		return str(func(i int) string { return string(c.Value(i)) }), nil
+		return binaryAppender(c, c.Value, sized), nil
 	case *array.LargeBinary:
-		return str(func(i int) string { return string(c.Value(i)) }), nil
+		return binaryAppender(c, c.Value, sized), nil
 	case *array.BinaryView:
-		return str(func(i int) string { return string(c.Value(i)) }), nil
+		return binaryAppender(c, c.Value, sized), nil
 	case *array.Boolean:
-		return func(i int, d *xxhash.Digest) {
+		return func(i int, b []byte) []byte {
 			switch {
 			case c.IsNull(i):
-				d.Write(nullByte)
+				return append(b, 0)
 			case c.Value(i):
-				d.Write([]byte{1, 1})
+				return append(b, 1, 1)
 			default:
-				d.Write([]byte{1, 0})
+				return append(b, 1, 0)
 			}
 		}, nil
 	}
@@ -888,24 +751,36 @@ func (h *attrHasher) column(a arrow.Array) (func(int, *xxhash.Digest), error) {
 	if err != nil {
 		return nil, fmt.Errorf("attribute type %s", a.DataType())
 	}
-	return func(i int, d *xxhash.Digest) {
+	return func(i int, b []byte) []byte {
 		val, ok := vb.at(i)
 		if !ok {
-			d.Write(nullByte)
-			return
+			return append(b, 0)
 		}
-		d.Write(validByte)
-		d.Write(val)
+		return append(append(b, 1), val...)
 	}, nil
 }
 
-// hash returns the digest of row i's attributes.
-func (h *attrHasher) hash(i int) uint64 {
-	d := xxhash.New()
-	for _, f := range h.cols {
-		f(i, d)
+// binaryAppender appends a binary column's value as attrHasher does a
+// string's.
+func binaryAppender(a arrow.Array, value func(int) []byte, sized func([]byte, int) []byte) func(int, []byte) []byte {
+	return func(i int, b []byte) []byte {
+		if a.IsNull(i) {
+			return append(b, 0)
+		}
+		v := value(i)
+		return append(sized(b, len(v)), v...)
 	}
-	return d.Sum64()
+}
+
+// hash returns the digest of row i's attributes: xxHash64 of their bytes
+// one after another.
+func (h *attrHasher) hash(i int) uint64 {
+	b := h.row[:0]
+	for _, f := range h.cols {
+		b = f(i, b)
+	}
+	h.row = b
+	return xxhash.Sum64(b)
 }
 
 // describe renders row i's attributes for a finding, values shortened.

@@ -39,3 +39,23 @@ func BenchmarkAgainstRowGroups(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAgainstLake is snapverify --deep --against over a lake of
+// series × rows rows (one file, row groups of 1M rows, plain-encoded
+// strings): the verify gate of a nightly build.
+//
+//	go test -run '^$' -bench AgainstLake -benchtime 3x -count 3 ./pkg/verify
+func BenchmarkAgainstLake(b *testing.B) {
+	root := b.TempDir()
+	lake := filepath.Join(root, "lake")
+	testlake.WriteUniform(b, lake, 10000, 200)
+	ds := filepath.Join(root, "DS")
+	testsnap.Build(b, lake, ds, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		rep, err := Verify(ds, Options{Deep: true, Against: lake})
+		if err != nil || !rep.OK {
+			b.Fatalf("%v %v", err, rep)
+		}
+	}
+}

@@ -335,6 +335,9 @@ func (d *deepPass) checkIndexAgainstRows() bool {
 func (d *deepPass) entryDiffs(c int, e index.Entry, hot *seriesSeen, cs coldSeen) []string {
 	var diffs []string
 	diff := func(name string, idx, data any) {
+		if idx == data {
+			return // the same type and value: nothing to format
+		}
 		if fmt.Sprint(idx) != fmt.Sprint(data) {
 			diffs = append(diffs, fmt.Sprintf("%s %v (data: %v)", name, idx, data))
 		}
@@ -355,10 +358,10 @@ func (d *deepPass) entryDiffs(c int, e index.Entry, hot *seriesSeen, cs coldSeen
 	diff(index.ColRowCount, e.RowCount, hot.rowCount)
 	diff(index.ColBatch, e.Batch, hot.batch)
 	diff(index.ColBatchOffset, e.BatchOffset, hot.batchOffset)
-	if d.coldDone {
+	if d.coldDone && e.FirstPeriod != first {
 		diff(index.ColFirstPeriod, period.Format(e.FirstPeriod), period.Format(first))
 	}
-	if hot.seen || d.coldDone {
+	if (hot.seen || d.coldDone) && e.LastPeriod != last {
 		diff(index.ColLastPeriod, period.Format(e.LastPeriod), period.Format(last))
 	}
 	return append(diffs, d.latestDiffs(c, hot, cs)...)

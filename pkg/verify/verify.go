@@ -22,8 +22,9 @@
 //   - deep (Options.Deep): every row of the data file against the sort
 //     order, the index and the manifest statistics.
 //   - against (Options.Against): the input (a Parquet folder, a Delta or
-//     an Iceberg table) is read again and compared series by series with
-//     an order-independent hash.
+//     an Iceberg table) is read again, alongside the deep checks, and
+//     compared series by series with an order-independent hash
+//     (lakeread.go: by index code, without sorting the input).
 //
 // Verify returns an error only when it could not verify at all (no such
 // dataset directory, an unreadable root, an unknown --snapshot, an
@@ -117,8 +118,9 @@ type Options struct {
 	// MaxFindings stops verification after that many findings (0:
 	// DefaultMaxFindings, negative: no limit).
 	MaxFindings int
-	// Parallel bounds the input files read at once by Against (0:
-	// GOMAXPROCS).
+	// Parallel is the number of workers reading the input for Against
+	// (row groups of a Parquet folder, data files of a table), besides
+	// the deep checks, which run alongside them (0: GOMAXPROCS).
 	Parallel int
 	// Progress receives the rows and bytes of the input lake re-read by
 	// Against (nil: none).
@@ -321,6 +323,13 @@ func (v *verifier) run() error {
 		}
 		return nil
 	}
+	// The lake is read on other goroutines while the snapshot's own
+	// checks run: the two passes share nothing but the mapped index.
+	var lake *lakeJob
+	if v.opt.Against != "" && !v.full() {
+		lake = v.startLake()
+		defer lake.stop() // on every way out: the snapshot is closed after run
+	}
 	if v.opt.Deep && !v.full() {
 		v.deep()
 	}
@@ -332,7 +341,7 @@ func (v *verifier) run() error {
 			v.note("comparison with the input skipped: too many findings")
 			return nil
 		}
-		return v.against()
+		return v.against(lake)
 	}
 	return nil
 }

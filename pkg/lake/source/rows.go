@@ -62,7 +62,8 @@ func (t *Table) EachBatch(ctx context.Context, f *File, columns []string, fn fun
 	if err := parquetfile.CheckChunks(pf); err != nil {
 		return fmt.Errorf("%s: %w", f.Rel, err)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
+	props := pqarrow.ArrowReadProperties{BatchSize: 1 << 16}
+	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Rel, err)
 	}
@@ -102,6 +103,20 @@ func (t *Table) EachBatch(ctx context.Context, f *File, columns []string, fn fun
 	}
 	if pf.NumRows() == 0 || pf.NumRowGroups() == 0 {
 		return nil
+	}
+	// String columns come as dictionaries (per column chunk): a reader
+	// resolves each distinct value once rather than once per row.
+	dict := false
+	for _, leaf := range leaves {
+		if id := sc.Field(leaf).Type.ID(); id == arrow.STRING || id == arrow.LARGE_STRING {
+			props.SetReadDict(leaf, true)
+			dict = true
+		}
+	}
+	if dict {
+		if fr, err = pqarrow.NewFileReader(pf, props, memory.DefaultAllocator); err != nil {
+			return fmt.Errorf("%s: %w", f.Rel, err)
+		}
 	}
 	emit := func(rec arrow.RecordBatch, n int64) error {
 		cols := make([]arrow.Array, len(fields))
