@@ -31,8 +31,8 @@ func wholeSummary(c *cli.Context, m *shard.Map, dirs []string) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(c.App.Writer, "%s: %d shards (xxhash64 of series_id mod %d), %s rows in %s series\n\n",
-			m.Dataset, m.Count, m.Count, cliutil.Count(out.Rows), cliutil.Count(out.Series))
+		fmt.Fprintf(c.App.Writer, "%s: %d shards (%s of %s mod %d), %s rows in %s series\n\n",
+			m.Dataset, m.Count, m.Hash, m.Key, m.Count, cliutil.Count(out.Rows), cliutil.Count(out.Series))
 		for _, s := range out.Shards {
 			fmt.Fprintf(c.App.Writer, "shard %d/%d:\n", s.Shard, m.Count)
 			if err := s.WriteText(c.App.Writer, inspect.TextOptions{}); err != nil {

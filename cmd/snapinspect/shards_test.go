@@ -70,3 +70,24 @@ func TestWholeSharded(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeShardedHeader: the text summary of a whole sharded dataset names
+// the shard function its map records.
+func TestWholeShardedHeader(t *testing.T) {
+	root := t.TempDir()
+	lake, _ := testsnap.Sample(t, root, "ALL", 12, 5, nil)
+	for _, hash := range []string{shard.HashXXH64, shard.HashIcebergBucket} {
+		out := filepath.Join(root, "PET-"+hash)
+		if _, err := shard.Ensure(out, 2, hash); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			testsnap.Build(t, lake, shard.ShardDir(out, i), func(o *sortwrite.Options) { o.Shard = shard.Spec{Index: i, Count: 2, Hash: hash} })
+		}
+		var o, e bytes.Buffer
+		code := run([]string{"snapinspect", out}, &o, &e)
+		if want := "2 shards (" + hash + " of series_id mod 2)"; code != 0 || !strings.Contains(o.String(), want) {
+			t.Errorf("%s: exit %d, want %q in\n%s%s", hash, code, want, o.String(), e.String())
+		}
+	}
+}
