@@ -21,6 +21,7 @@ import (
 	"github.com/energyscope/servingsnap/pkg/manifest"
 
 	"github.com/energyscope/servingsnap/pkg/progress"
+	"github.com/energyscope/servingsnap/pkg/shard"
 )
 
 // seriesHash is an order-independent digest of a series' rows: the number
@@ -260,7 +261,10 @@ type lakeRead struct {
 	cols      buildColumns
 	keep      bool // --on-duplicate=last: the last row of a key wins
 	attrNames []string
-	ph        progress.Phase
+	// shard is the snapshot's shard of a sharded dataset (nil: none): the
+	// input's rows of the other shards' series are skipped, not missing.
+	shard *shard.Spec
+	ph    progress.Phase
 
 	plans      []*lakePlan      // by file: a folder's files' footers and columns
 	mu         sync.Mutex       // guards valueTypes and footers
@@ -281,6 +285,9 @@ func (v *verifier) readLake(ctx context.Context, notes *[]string) (*lakeRead, er
 		cols:      buildColumns{series: or(b.SeriesColumn, "series_id"), period: or(b.PeriodColumn, "period"), value: or(b.ValueColumn, "value")},
 		keep:      b.OnDuplicate == "last",
 		attrNames: v.m.Schema.Attributes,
+	}
+	if sh := v.m.Shard; sh != nil {
+		lr.shard = &shard.Spec{Index: sh.Index, Count: sh.Count, Hash: sh.Hash}
 	}
 	in, err := v.openInput(ctx, notes)
 	if err != nil {
@@ -350,7 +357,10 @@ type inputDigest struct {
 	hashes  []seriesHash
 	attrs   []uint64 // per series: the attributes of its first row in input order
 	seen    []bool   // the input has rows of the series
-	rawRows int64    // rows read, duplicates included
+	rawRows int64    // rows read, duplicates included (of this shard's series)
+	// otherRows are the rows read of series another shard holds (a
+	// sharded snapshot's input is the whole lake): skipped
+	otherRows int64
 }
 
 // mergeInput completes the input's digest: with --on-duplicate=last,
@@ -361,6 +371,7 @@ func (v *verifier) mergeInput(lr *lakeRead) *inputDigest {
 		v.mergeKeepLast(lr, d)
 	}
 	v.r.InputRows = d.rawRows
+	v.r.InputOtherShardRows = d.otherRows
 	var series int64
 	for _, s := range d.seen {
 		if s {

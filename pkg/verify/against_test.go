@@ -2,6 +2,7 @@ package verify
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/energyscope/servingsnap/internal/testlake"
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/manifest"
+	"github.com/energyscope/servingsnap/pkg/shard"
 	"github.com/energyscope/servingsnap/pkg/sortwrite"
 )
 
@@ -200,5 +202,61 @@ func TestAgainstCatchesSilentValueChange(t *testing.T) {
 	if rep.InputRows != f.m.Stats.Rows || rep.InputSeries != f.m.Stats.Series || rep.InputFiles != len(f.m.Lineage.Inputs) {
 		t.Errorf("input counts %d rows %d series %d files, manifest %d %d %d",
 			rep.InputRows, rep.InputSeries, rep.InputFiles, f.m.Stats.Rows, f.m.Stats.Series, len(f.m.Lineage.Inputs))
+	}
+}
+
+// TestAgainstShard: a shard's snapshot is compared with its own series of
+// the whole lake: the other shards' rows are left out (and counted), not
+// reported missing, for either shard function; a series of its own that
+// the lake changed still differs.
+func TestAgainstShard(t *testing.T) {
+	root := t.TempDir()
+	lakeDir := filepath.Join(root, "lake")
+	ids := testlake.UniformIDs(40)
+	var sid, per []any
+	var val []any
+	for _, id := range ids {
+		for p := 0; p < 3; p++ {
+			sid, per, val = append(sid, id), append(per, fmt.Sprintf("202%d", p)), append(val, float64(p))
+		}
+	}
+	testlake.WriteParquet(t, lakeDir, "part-0.parquet", 0,
+		testlake.Col{Name: "series_id", Vals: sid},
+		testlake.Col{Name: "period", Vals: per},
+		testlake.Col{Name: "value", Vals: val, Typ: arrow.PrimitiveTypes.Float64})
+	for _, hash := range []string{shard.HashXXH64, shard.HashIcebergBucket} {
+		for i := 0; i < 3; i++ {
+			ds := filepath.Join(root, fmt.Sprintf("DS-%s-%d", hash, i))
+			testsnap.Build(t, lakeDir, ds, func(o *sortwrite.Options) { o.Shard = shard.Spec{Index: i, Count: 3, Hash: hash} })
+			rep, err := Verify(ds, Options{Deep: true, Against: lakeDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK || rep.Status != StatusIntact || rep.InputRows+rep.InputOtherShardRows != 120 || rep.InputOtherShardRows == 0 {
+				t.Errorf("%s shard %d of 3: ok=%v status %s, input rows %d + other shards' %d (want 120 in all):%s",
+					hash, i, rep.OK, rep.Status, rep.InputRows, rep.InputOtherShardRows, findings(rep))
+			}
+		}
+	}
+	// A changed value of one of the shard's own series is still found.
+	spec := shard.Spec{Index: 1, Count: 3}
+	ds := filepath.Join(root, "DS-xxhash64-1")
+	changed := filepath.Join(root, "lake2")
+	for k := range val {
+		if spec.Of(sid[k].(string)) == 1 {
+			val[k] = 99.0
+			break
+		}
+	}
+	testlake.WriteParquet(t, changed, "part-0.parquet", 0,
+		testlake.Col{Name: "series_id", Vals: sid},
+		testlake.Col{Name: "period", Vals: per},
+		testlake.Col{Name: "value", Vals: val, Typ: arrow.PrimitiveTypes.Float64})
+	rep, err := Verify(ds, Options{Deep: true, Against: changed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || rep.Status != StatusDiffers {
+		t.Errorf("a changed row of the shard's own series: ok=%v status %s:%s", rep.OK, rep.Status, findings(rep))
 	}
 }

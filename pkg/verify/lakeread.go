@@ -101,6 +101,8 @@ type lakeAcc struct {
 	first  []uint64 // input position (file<<40 | row) of the first row seen
 	attrs  []uint64 // the attributes' digest of that row
 	rows   int64
+	// otherRows are the rows of series another shard holds (skipped)
+	otherRows int64
 	// keep (--on-duplicate=last): every row, per unit, in input order.
 	keep map[int]*keptRows
 }
@@ -145,10 +147,19 @@ type lakeWorker struct {
 	unitCodes []int32
 }
 
-// codeOf resolves one series id: its index code, or an extra code.
+// otherShard is the code of a series another shard holds: the input of a
+// shard's build is the whole lake, and its rows of other shards are not
+// this snapshot's to hold.
+const otherShard int32 = -2
+
+// codeOf resolves one series id: its index code, otherShard for a series
+// of another shard (a sharded snapshot), or an extra code.
 func (w *lakeWorker) codeOf(id string) int32 {
 	if c, ok := w.ids.lookup(id); ok {
 		return c
+	}
+	if sh := w.lr.shard; sh != nil && sh.Of(id) != sh.Index {
+		return otherShard
 	}
 	return w.extra.code(id)
 }
@@ -295,7 +306,12 @@ func (w *lakeWorker) add(u lakeUnit, base int64, codes []int32, pa, va arrow.Arr
 	}
 	acc := w.acc
 	pos := uint64(u.fi)<<40 | uint64(base)
+	skipped := 0
 	for i, c := range codes {
+		if c == otherShard {
+			skipped++
+			continue
+		}
 		if int(c) >= len(acc.hashes) {
 			acc.grow(c)
 		}
@@ -315,7 +331,8 @@ func (w *lakeWorker) add(u lakeUnit, base int64, codes []int32, pa, va arrow.Arr
 			acc.hashes[c].add(h)
 		}
 	}
-	acc.rows += int64(n)
+	acc.rows += int64(n - skipped)
+	acc.otherRows += int64(skipped)
 	return nil
 }
 
@@ -392,11 +409,12 @@ func (lr *lakeRead) sum(workers []*lakeWorker, extra *extraSeries, units int) {
 	total := extra.n + len(extra.ids)
 	a := workers[0].acc
 	a.grow(int32(total - 1))
-	d := &inputDigest{n: extra.n, extra: extra.ids, hashes: a.hashes, attrs: a.attrs, rawRows: a.rows}
+	d := &inputDigest{n: extra.n, extra: extra.ids, hashes: a.hashes, attrs: a.attrs, rawRows: a.rows, otherRows: a.otherRows}
 	for _, w := range workers[1:] {
 		o := w.acc
 		w.acc = nil
 		d.rawRows += o.rows
+		d.otherRows += o.otherRows
 		for c := range o.hashes {
 			d.hashes[c].merge(o.hashes[c])
 			if o.first[c] < a.first[c] {
@@ -565,7 +583,7 @@ func (w *lakeWorker) unitSeries(ctx context.Context, fr *pqarrow.FileReader, p *
 	}
 	first := w.acc.first
 	for _, c := range codes {
-		if int(c) >= len(first) || first[c] == noPos {
+		if c != otherShard && (int(c) >= len(first) || first[c] == noPos) {
 			return codes, true, nil
 		}
 	}

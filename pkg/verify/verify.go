@@ -177,12 +177,15 @@ type Report struct {
 	ColdRows   int64 `json:"cold_rows"`
 	ColdChunks int   `json:"cold_chunks"`
 
-	BytesChecksummed int64   `json:"bytes_checksummed"`
-	InputFiles       int     `json:"input_files"`      // against: Parquet files read
-	InputRows        int64   `json:"input_rows"`       // against: rows read, before duplicates
-	InputSeries      int64   `json:"input_series"`     // against: distinct series in the input
-	InputDuplicates  int64   `json:"input_duplicates"` // against: rows a later row shadows (on_duplicate=last)
-	Seconds          float64 `json:"seconds"`
+	BytesChecksummed int64 `json:"bytes_checksummed"`
+	InputFiles       int   `json:"input_files"`      // against: Parquet files read
+	InputRows        int64 `json:"input_rows"`       // against: rows read, before duplicates
+	InputSeries      int64 `json:"input_series"`     // against: distinct series in the input
+	InputDuplicates  int64 `json:"input_duplicates"` // against: rows a later row shadows (on_duplicate=last)
+	// InputOtherShardRows (against, a shard's snapshot): the input's rows
+	// of series other shards hold, which the comparison leaves out
+	InputOtherShardRows int64   `json:"input_other_shard_rows,omitempty"`
+	Seconds             float64 `json:"seconds"`
 }
 
 // ErrCannotVerify wraps every error Verify returns: the verification could
