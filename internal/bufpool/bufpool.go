@@ -69,3 +69,76 @@ func (r *Recycler) Free(b []byte) {
 	b = b[:0]
 	r.classes[c].Put(&b)
 }
+
+// Kept is a memory.Allocator for one job's buffers (a compaction's data
+// batches): like Recycler, but it keeps at most Keep freed buffers of each
+// size in a list of its own, which no collection empties, so a job that
+// frees a batch's buffers as it allocates the next one's reuses them for
+// its whole life, and the heap does not grow with the number of batches.
+// The buffers go with the Kept. Memory reads as zero; safe for concurrent
+// use (a batch is allocated on one goroutine and freed on another).
+type Kept struct {
+	Keep int // buffers kept a size; 0: 16
+
+	mu   sync.Mutex
+	free [48][][]byte
+}
+
+var _ memory.Allocator = (*Kept)(nil)
+
+// Allocate returns size zero bytes.
+func (k *Kept) Allocate(size int) []byte {
+	buf := k.take(size)
+	clear(buf)
+	return buf
+}
+
+func (k *Kept) take(size int) []byte {
+	c := class(size)
+	if c < len(k.free) {
+		k.mu.Lock()
+		if n := len(k.free[c]); n > 0 {
+			b := k.free[c][n-1]
+			k.free[c] = k.free[c][:n-1]
+			k.mu.Unlock()
+			return b[:size]
+		}
+		k.mu.Unlock()
+	}
+	return make([]byte, size, 1<<c)
+}
+
+// Reallocate returns b resized to size bytes: b's bytes kept, the rest
+// zero; b itself is taken back when the result does not fit in it.
+func (k *Kept) Reallocate(size int, b []byte) []byte {
+	n := min(len(b), size)
+	if size <= cap(b) {
+		b = b[:size]
+	} else {
+		nb := k.take(size)
+		copy(nb, b)
+		k.Free(b)
+		b = nb
+	}
+	clear(b[n:])
+	return b
+}
+
+// Free keeps b for a later Allocate when fewer than Keep of its size are
+// kept; otherwise, or when b is not one it handed out, b is the
+// collector's.
+func (k *Kept) Free(b []byte) {
+	c := class(cap(b))
+	if cap(b) != 1<<c || c >= len(k.free) {
+		return
+	}
+	keep := k.Keep
+	if keep <= 0 {
+		keep = 16
+	}
+	k.mu.Lock()
+	if len(k.free[c]) < keep {
+		k.free[c] = append(k.free[c], b[:0])
+	}
+	k.mu.Unlock()
+}

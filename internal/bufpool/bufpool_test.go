@@ -3,14 +3,22 @@ package bufpool_test
 import (
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/energyscope/servingsnap/internal/bufpool"
 )
 
 // TestRecycler: a recycled buffer comes back zeroed, as from Go's
 // allocator, and Reallocate keeps the bytes it had and zeroes the rest,
-// whether it grows in place or moves to a larger class.
+// whether it grows in place or moves to a larger class; for both
+// allocators.
 func TestRecycler(t *testing.T) {
-	var r bufpool.Recycler
+	for name, r := range map[string]memory.Allocator{"Recycler": &bufpool.Recycler{}, "Kept": &bufpool.Kept{Keep: 2}} {
+		t.Run(name, func(t *testing.T) { checkRecycles(t, r) })
+	}
+}
+
+func checkRecycles(t *testing.T, r memory.Allocator) {
 	for _, tc := range []struct {
 		name         string
 		size, resize int
@@ -55,5 +63,32 @@ func TestRecycler(t *testing.T) {
 				r.Free(nb)
 			}
 		})
+	}
+}
+
+// TestKeptBound: Kept reuses what it keeps, and keeps at most Keep buffers
+// of a size.
+func TestKeptBound(t *testing.T) {
+	k := &bufpool.Kept{Keep: 2}
+	bufs := [][]byte{k.Allocate(5000), k.Allocate(5000), k.Allocate(5000)}
+	for _, b := range bufs {
+		k.Free(b)
+	}
+	// Two are kept: the next two allocations reuse them, the third is new.
+	reused := 0
+	for range 3 {
+		b := k.Allocate(6000)
+		for _, o := range bufs {
+			if &b[:cap(b)][cap(b)-1] == &o[:cap(o)][cap(o)-1] {
+				reused++
+			}
+		}
+	}
+	if reused != 2 {
+		t.Fatalf("%d of 3 allocations reused a kept buffer, want 2", reused)
+	}
+	k.Free(make([]byte, 5000)) // not one of its own: left to the collector
+	if b := k.Allocate(5000); cap(b) != 8192 {
+		t.Fatalf("capacity %d, want the 8 KiB class", cap(b))
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/internal/bufpool"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/dataset"
@@ -197,7 +198,13 @@ type stats struct {
 func write(ctx context.Context, dir string, r query.Reader, batchRows int, policy coldfile.Policy, yield func()) ([]manifest.File, schemas, stats, error) {
 	var st stats
 	mem := memory.DefaultAllocator
-	var batchMem memory.Allocator = &batchBuffers{} // see batchBuffers
+	// An untiered compaction's data batches take their column buffers
+	// (a few MiB each at 1M rows) from the ones the writer released with
+	// the batch before: without it every batch leaves its buffers to the
+	// collector, and the heap's free but unreturned spans grow with the
+	// number of batches, that is with the base. A tiered one does not:
+	// the cold writer may keep slices of a batch past its release.
+	var batchMem memory.Allocator = &bufpool.Kept{Keep: 16}
 	if policy.Tiered() {
 		batchMem = mem
 	}
