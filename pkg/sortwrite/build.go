@@ -498,6 +498,27 @@ func (r *builder) stage(ctx context.Context) error {
 	return err
 }
 
+// checkMerged is what every external merge (of spilled runs, or of a
+// split's pieces) is checked for once its rows are written: the merge's
+// own error, an interruption, the series ids, and the change against the
+// current snapshot (--max-change). The error says whether the build was
+// interrupted.
+func (r *builder) checkMerged(ctx context.Context, t *table, res *extResult, err error) error {
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = t.checkSeriesIDs()
+	}
+	if err == nil {
+		err = checkChange(r.prev, res.rows, res.series, r.opt)
+	}
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	return nil
+}
+
 // closeWriter releases the write lock, if stage took it.
 func (r *builder) closeWriter() {
 	if r.w != nil {
@@ -521,17 +542,8 @@ func (r *builder) sortExternal(ctx context.Context, t *table) (*built, error) {
 	}
 	res, err := t.buildExternal(ctx, r.opt, t.budget, r.staged, spill, r.sums, r.rep)
 	os.RemoveAll(spill)
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err == nil {
-		err = t.checkSeriesIDs()
-	}
-	if err == nil {
-		err = checkChange(r.prev, res.rows, res.series, r.opt)
-	}
-	if err != nil {
-		return nil, interrupted(ctx, err)
+	if err := r.checkMerged(ctx, t, res, err); err != nil {
+		return nil, err
 	}
 	var total float64
 	r.phase(&total)

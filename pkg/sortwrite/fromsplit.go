@@ -429,17 +429,8 @@ func (r *builder) sortFromSplit(ctx context.Context, t *table, e *external) (*bu
 	old := debug.SetMemoryLimit(max(t.budget*9/10, 2*e.batchCost()+64<<20))
 	res, err := e.merge(ctx, r.staged, r.rep)
 	debug.SetMemoryLimit(old)
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err == nil {
-		err = t.checkSeriesIDs()
-	}
-	if err == nil {
-		err = checkChange(r.prev, res.rows, res.series, r.opt)
-	}
-	if err != nil {
-		return nil, interrupted(ctx, err)
+	if err := r.checkMerged(ctx, t, res, err); err != nil {
+		return nil, err
 	}
 	r.phase(&r.sum.Phases.Write)
 	r.sum.Runs = len(e.runs)
