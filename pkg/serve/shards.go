@@ -445,10 +445,24 @@ func (s *Service) countLocal(d *served.Dataset, q *Query) (*arrow.Schema, int64,
 var errRemoteDown = errors.New("no server of the shard answered")
 
 // remoteInfo asks the servers of a remote shard, in order, for the
-// FlightInfo of its ticket, passing on the caller's authorization. An
-// answer that is an error about the query (NotFound, InvalidArgument, …)
-// is returned as it is; transport failures try the next location.
+// FlightInfo of its ticket, passing on the caller's authorization (see
+// askLocations).
 func (s *Service) remoteInfo(ctx context.Context, locs []string, ticket []byte) (*flight.FlightInfo, error) {
+	return askLocations(ctx, s, locs, func(ctx context.Context, c flight.Client, last bool) (*flight.FlightInfo, error) {
+		cctx, cancel := context.WithTimeout(ctx, remoteTimeout)
+		defer cancel()
+		return c.GetFlightInfo(cctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: ticket}, grpc.WaitForReady(last))
+	})
+}
+
+// askLocations makes call on the servers of a remote shard, in order,
+// with the caller's authorization passed on; last is true for the last
+// location (which may wait for its connection). An answer that is an
+// error about the query (NotFound, InvalidArgument, …) is returned as it
+// is, named by its location; transport failures try the next location,
+// and when every one failed the error wraps errRemoteDown.
+func askLocations[T any](ctx context.Context, s *Service, locs []string, call func(ctx context.Context, c flight.Client, last bool) (T, error)) (T, error) {
+	var zero T
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		if a := md.Get("authorization"); len(a) > 0 {
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a[0])
@@ -461,20 +475,18 @@ func (s *Service) remoteInfo(ctx context.Context, locs []string, ticket []byte) 
 			errs = append(errs, err)
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, remoteTimeout)
-		info, err := c.GetFlightInfo(cctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: ticket}, grpc.WaitForReady(k == len(locs)-1))
-		cancel()
+		v, err := call(ctx, c, k == len(locs)-1)
 		if err == nil {
-			return info, nil
+			return v, nil
 		}
 		if tryNextLocation(err) {
 			errs = append(errs, fmt.Errorf("%s: %w", loc, err))
 			continue
 		}
 		st, _ := status.FromError(err)
-		return nil, status.Error(st.Code(), truncate(fmt.Sprintf("%s: %s", loc, st.Message()), 1024))
+		return zero, status.Error(st.Code(), truncate(fmt.Sprintf("%s: %s", loc, st.Message()), 1024))
 	}
-	return nil, fmt.Errorf("%w: %w", errRemoteDown, errors.Join(errs...))
+	return zero, fmt.Errorf("%w: %w", errRemoteDown, errors.Join(errs...))
 }
 
 // tryNextLocation reports whether a call to one location of a shard

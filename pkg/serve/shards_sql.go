@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 
@@ -29,7 +28,6 @@ import (
 	pb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/energyscope/servingsnap/pkg/query"
@@ -339,30 +337,9 @@ func (ss *sqlServer) remoteTotals(ctx context.Context, locs []string, h handle, 
 	if err != nil {
 		return nil, err
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if a := md.Get("authorization"); len(a) > 0 {
-			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a[0])
-		}
-	}
-	var errs []error
-	for k, loc := range locs {
-		c, err := ss.svc.remoteClient(loc)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		vals, err := readTotals(ctx, c, tkt, n, k == len(locs)-1)
-		if err == nil {
-			return vals, nil
-		}
-		if tryNextLocation(err) {
-			errs = append(errs, fmt.Errorf("%s: %w", loc, err))
-			continue
-		}
-		st, _ := status.FromError(err)
-		return nil, status.Error(st.Code(), truncate(fmt.Sprintf("%s: %s", loc, st.Message()), 1024))
-	}
-	return nil, fmt.Errorf("%w: %w", errRemoteDown, errors.Join(errs...))
+	return askLocations(ctx, ss.svc, locs, func(ctx context.Context, c flight.Client, last bool) ([]aggValue, error) {
+		return readTotals(ctx, c, tkt, n, last)
+	})
 }
 
 // readTotals is one DoGet of an aggregate's ticket: n values in one row.
