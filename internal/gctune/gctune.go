@@ -15,6 +15,14 @@
 // amount of extra memory while the heap is small, the runtime's own
 // behaviour once it is large.
 //
+// The headroom only pays under a write load: a server answering queries
+// alone allocates little that lives, and with a headroom it would hold up
+// to that much garbage (RssAnon) for nothing. So it applies while the
+// process writes (Wrote, called for each write, marks it busy) and until
+// it has written nothing for IdleAfter; then GOGC goes back to 100 and the
+// garbage the headroom let pile up is returned to the OS once
+// (debug.FreeOSMemory).
+//
 // The runtime has no such setting, so the package sets GOGC itself after
 // every collection (debug.SetGCPercent), from the live heap the
 // collection found (runtime/metrics /gc/heap/live:bytes). A GOMEMLIMIT
@@ -29,6 +37,7 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultHeadroom is the server's default (serve --gc-headroom).
@@ -38,14 +47,43 @@ const DefaultHeadroom = 256 << 20
 // server) would otherwise ask for a percent in the tens of thousands.
 const maxPercent = 10_000
 
+// IdleAfter is how long after the last write the headroom is given up;
+// checkEvery is how often the tuner looks (variables for the tests).
+var (
+	IdleAfter  = 30 * time.Second
+	checkEvery = 5 * time.Second
+)
+
+// writes counts Wrote's calls; current is the running Tuner (nil: none).
+var (
+	writes  atomic.Uint64
+	current atomic.Pointer[Tuner]
+)
+
+// Wrote notes a write (a DoPut batch): the process is under a write load,
+// and the headroom applies until it has been idle for IdleAfter. It costs
+// an atomic add while the tuner already knows.
+func Wrote() {
+	writes.Add(1)
+	if t := current.Load(); t != nil && !t.busy.Load() {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Tuner keeps the heap goal at least its headroom above the live heap
-// until stopped.
+// while the process writes, until stopped.
 type Tuner struct {
 	headroom int64
 	orig     int // GOGC before Start, restored by Stop
 	stopped  atomic.Bool
-	mu       sync.Mutex // serialises adjust and Stop
-	percent  int        // what adjust set last
+	busy     atomic.Bool   // a write within IdleAfter: the headroom applies
+	wake     chan struct{} // Wrote's signal to a tuner that is not busy
+	done     chan struct{} // closed by Stop: the watcher ends
+	mu       sync.Mutex    // serialises adjust and Stop
+	percent  int           // what adjust set last
 	sample   []metrics.Sample
 }
 
@@ -56,12 +94,46 @@ func Start(headroom int64) *Tuner {
 	if headroom <= 0 || os.Getenv("GOGC") != "" {
 		return nil
 	}
-	t := &Tuner{headroom: headroom, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t := &Tuner{headroom: headroom, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	t.orig = debug.SetGCPercent(100)
 	t.percent = 100
 	t.adjust()
 	t.arm()
+	seen := writes.Load() // before current is set: a write from now on is news
+	current.Store(t)
+	go t.watch(seen)
 	return t
+}
+
+// watch marks the tuner busy when writes arrive and idle when none came
+// for IdleAfter, retuning at each change; on becoming idle it returns the
+// garbage the headroom let accumulate to the OS.
+func (t *Tuner) watch(seen uint64) {
+	tick := time.NewTicker(checkEvery)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-t.wake:
+		case <-tick.C:
+		}
+		now := time.Now()
+		if n := writes.Load(); n != seen {
+			seen, last = n, now
+			if !t.busy.Swap(true) {
+				t.adjust()
+			}
+			continue
+		}
+		if t.busy.Load() && now.Sub(last) >= IdleAfter {
+			t.busy.Store(false)
+			t.adjust()
+			debug.FreeOSMemory()
+		}
+	}
 }
 
 // Percent is the GOGC the tuner set last (0 for a nil Tuner).
@@ -79,6 +151,8 @@ func (t *Tuner) Stop() {
 	if t == nil || t.stopped.Swap(true) {
 		return
 	}
+	current.CompareAndSwap(t, nil)
+	close(t.done)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	debug.SetGCPercent(t.orig)
@@ -115,7 +189,7 @@ func (t *Tuner) adjust() {
 	}
 	metrics.Read(t.sample)
 	p := 100
-	if v := t.sample[0].Value; v.Kind() == metrics.KindUint64 {
+	if v := t.sample[0].Value; v.Kind() == metrics.KindUint64 && t.busy.Load() {
 		p = percentFor(int64(v.Uint64()), t.headroom)
 	}
 	if p < t.percent*9/10 || p > t.percent*11/10 {

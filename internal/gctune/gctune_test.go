@@ -25,9 +25,9 @@ func TestPercentFor(t *testing.T) {
 	}
 }
 
-// TestTunerFollowsLiveHeap: with a small live heap the tuner sets a GOGC
-// whose goal is the headroom above it; once the live heap passes the
-// headroom, GOGC 100; Stop restores what there was.
+// TestTunerFollowsLiveHeap: under writes, with a small live heap the tuner
+// sets a GOGC whose goal is the headroom above it; once the live heap
+// passes the headroom, GOGC 100; Stop restores what there was.
 func TestTunerFollowsLiveHeap(t *testing.T) {
 	t.Setenv("GOGC", "")
 	orig := debug.SetGCPercent(100)
@@ -37,6 +37,7 @@ func TestTunerFollowsLiveHeap(t *testing.T) {
 		t.Fatal("Start returned nil without GOGC set")
 	}
 	defer tu.Stop()
+	Wrote()
 	waitPercent(t, tu, func(p int) bool { return p > 1000 }, "a small heap")
 	hold := make([][]byte, 0, 12)
 	for i := 0; i < 12; i++ { // 192 MiB live, past the headroom
@@ -84,4 +85,24 @@ func TestStartRespectsGOGC(t *testing.T) {
 		tu.Stop()
 		t.Fatal("started with a zero headroom")
 	}
+}
+
+// TestTunerIdle: without writes the runtime's own GOGC stands (a server
+// answering queries alone holds no headroom of garbage); a write gives the
+// headroom, and writing nothing for IdleAfter takes it back.
+func TestTunerIdle(t *testing.T) {
+	t.Setenv("GOGC", "")
+	oldIdle, oldCheck := IdleAfter, checkEvery
+	IdleAfter, checkEvery = 100*time.Millisecond, 10*time.Millisecond
+	defer func() { IdleAfter, checkEvery = oldIdle, oldCheck }()
+	tu := Start(128 << 20)
+	defer tu.Stop()
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	if p := tu.Percent(); p != 100 {
+		t.Fatalf("no write yet: GOGC %d, want 100", p)
+	}
+	Wrote()
+	waitPercent(t, tu, func(p int) bool { return p > 1000 }, "a write")
+	waitPercent(t, tu, func(p int) bool { return p == 100 }, "no write for IdleAfter")
 }

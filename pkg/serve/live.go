@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 
+	"github.com/energyscope/servingsnap/internal/gctune"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/live"
 	"github.com/energyscope/servingsnap/pkg/livedelta"
@@ -73,6 +74,7 @@ func (s *Service) doPut(stream flight.FlightService_DoPutServer) error {
 	}
 	ctx := stream.Context()
 	for batch := 0; rd.Next(); batch++ {
+		gctune.Wrote() // a write load: the collector's headroom applies
 		rec := rd.RecordBatch()
 		if err := s.putBatch(ctx, d, w, rec, batch, stream, time.Now()); err != nil {
 			return err
