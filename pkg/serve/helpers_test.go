@@ -222,11 +222,10 @@ func dialAddr(t testing.TB, addr string) flight.Client {
 }
 
 // startServer runs a Server on loopback for the test.
-func startServer(t testing.TB, cfg Config) *Server {
+// stoppableServer starts a server on cfg.Addr (default: any loopback
+// port) that stops at the test's end, or earlier when the test calls stop.
+func stoppableServer(t testing.TB, cfg Config) (*Server, func()) {
 	t.Helper()
-	if cfg.Root == "" {
-		cfg.Root = root(t)
-	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
@@ -240,12 +239,25 @@ func startServer(t testing.TB, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return srv, stop
+}
+
+func startServer(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	if cfg.Root == "" {
+		cfg.Root = root(t)
+	}
+	srv, _ := stoppableServer(t, cfg)
 	return srv
 }
 

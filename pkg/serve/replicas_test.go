@@ -6,7 +6,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,33 +18,6 @@ import (
 
 	"github.com/energyscope/servingsnap/pkg/shard"
 )
-
-// stoppableServer starts a server the test may stop before its end.
-func stoppableServer(t *testing.T, cfg Config) (*Server, func()) {
-	t.Helper()
-	cfg.Addr = "127.0.0.1:0"
-	if cfg.Limits == (Limits{}) {
-		cfg.Limits = DefaultLimits
-	}
-	srv, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return srv, stop
-}
 
 func deadLocation(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -287,6 +287,12 @@ func (v *verifier) readLake(ctx context.Context, notes *[]string) (*lakeRead, er
 		attrNames: v.m.Schema.Attributes,
 	}
 	if sh := v.m.Shard; sh != nil {
+		// A manifest naming a function this build does not know is a
+		// finding of the manifest's checks; here it only means the input
+		// cannot be split by shard (Spec.Of would panic on it).
+		if _, err := shard.Func(sh.Hash); err != nil {
+			return nil, fmt.Errorf("%w: manifest shard: %v", ErrCannotVerify, err)
+		}
 		lr.shard = &shard.Spec{Index: sh.Index, Count: sh.Count, Hash: sh.Hash}
 	}
 	in, err := v.openInput(ctx, notes)

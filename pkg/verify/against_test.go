@@ -259,4 +259,9 @@ func TestAgainstShard(t *testing.T) {
 	if rep.OK || rep.Status != StatusDiffers {
 		t.Errorf("a changed row of the shard's own series: ok=%v status %s:%s", rep.OK, rep.Status, findings(rep))
 	}
+	// A manifest naming an unknown shard function: an error, not a panic.
+	editManifest(t, ds, func(m *manifest.Manifest) { m.Shard.Hash = "nope" })
+	if rep, err := Verify(ds, Options{Deep: true, Against: changed}); err == nil && rep.OK {
+		t.Errorf("an unknown shard function was verified as intact")
+	}
 }
