@@ -3,7 +3,6 @@ package export_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,15 +46,28 @@ func BenchmarkWritePortable(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	var res *export.PortableResult
+	var (
+		res *export.PortableResult
+		out countingDiscard
+	)
 	cpu0 := cpuTime()
 	for b.Loop() {
-		if res, err = export.WritePortable(context.Background(), r, io.Discard, export.PortableOptions{}); err != nil {
+		out = 0
+		if res, err = export.WritePortable(context.Background(), r, &out, export.PortableOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(out)/(1<<20), "MiB")
 	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(res.Rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// countingDiscard discards what is written and counts its bytes.
+type countingDiscard int64
+
+func (c *countingDiscard) Write(p []byte) (int, error) {
+	*c += countingDiscard(len(p))
+	return len(p), nil
 }
 
 // benchSnapshot is dataset DS built from lakegen's lake of series series
