@@ -80,6 +80,20 @@ func (r *Run) Find(id string) (int, bool) {
 	return i, i < n && r.ids.Value(i) == id
 }
 
+// FindCode is Find for base series code of base, by its code rather than
+// its id: a binary search over the run's codes (integers, which the base
+// numbers in id order) where Find compares id bytes at every step. usable
+// is false when the run cannot answer so — it was counted over another
+// base, or it holds series its base lacks, whose code -1 breaks the
+// order — and the caller must use Find.
+func (r *Run) FindCode(base Base, code int32) (i int, found, usable bool) {
+	if r.coder == nil || r.coder.base != base || len(r.fresh) > 0 || len(r.codes) != r.NumSeries() {
+		return 0, false, false
+	}
+	i, found = slices.BinarySearch(r.codes, code)
+	return i, found, true
+}
+
 // Rows is the row range of run-local series i.
 func (r *Run) Rows(i int) (lo, hi int) { return int(r.start[i]), int(r.start[i+1]) }
 

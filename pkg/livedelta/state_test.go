@@ -628,3 +628,59 @@ func TestMergeByCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestFindCode: a run counted over a base finds that base's series by
+// code exactly as Find does by id; it declines (usable false) when it holds
+// series the base lacks or is asked about another base, so a caller falls
+// back to Find.
+func TestFindCode(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 9))
+			base, other := newFakeBase(200, 30), newFakeBase(200, 30)
+			writes, givens := randomWrites(rng, base, 2*MergeFanIn+1, 1+rng.IntN(300))
+			st := Empty(testSchema(t))
+			for i, rows := range writes {
+				if i%2 == 0 { // only base series (even numbers): no fresh ones
+					rows = slices.DeleteFunc(slices.Clone(rows), func(r row) bool {
+						_, ok := base.Lookup(r.id)
+						return !ok
+					})
+					if len(rows) == 0 {
+						continue
+					}
+				}
+				st = appendWrite(t, st, rows, givens[i], i+1, base)
+			}
+			if rs, ok := st.MergeCandidate(); ok {
+				m, err := st.Merge(context.Background(), memory.DefaultAllocator, rs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, _ = st.Replace(rs, m)
+			}
+			usable := 0
+			for _, r := range st.Runs() {
+				for code, id := range base.ids {
+					wantI, wantOK := r.Find(id)
+					i, ok, use := r.FindCode(base, int32(code))
+					if use != (len(r.Fresh()) == 0) {
+						t.Fatalf("run of %d series, %d fresh: usable %v", r.NumSeries(), len(r.Fresh()), use)
+					}
+					if use && (i != wantI || ok != wantOK) {
+						t.Fatalf("series %q (code %d): FindCode %d %v, Find %d %v", id, code, i, ok, wantI, wantOK)
+					}
+					if _, _, use := r.FindCode(other, int32(code)); use {
+						t.Fatalf("series %q: FindCode usable over a base the run was not counted over", id)
+					}
+				}
+				if len(r.Fresh()) == 0 {
+					usable++
+				}
+			}
+			if usable == 0 {
+				t.Fatal("no run without fresh series: the code path went untested")
+			}
+		})
+	}
+}

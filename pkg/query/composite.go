@@ -168,18 +168,36 @@ type source struct {
 	lo, hi int
 }
 
+// find is the run-local number of series code in run r: by its code for a
+// base series of a run counted over this base (Run.FindCode), else by its
+// id, which *id caches across runs ("" until first needed).
+func (c *Composite) find(r *livedelta.Run, code int, id *string) (int, bool) {
+	if code < c.nb {
+		if i, ok, usable := r.FindCode(c.base, int32(code)); usable {
+			return i, ok
+		}
+	}
+	if *id == "" {
+		*id = c.SeriesID(code)
+	}
+	return r.Find(*id)
+}
+
 // sources are a series' rows in rg per generation, newest first; the base
 // last. ok is false when no delta run holds the series. A walk (nil: none)
 // finds the series in each run from where its last series was.
 func (c *Composite) sources(code int, rg Range, dst []source, w *Walk) ([]source, bool, error) {
-	id := c.SeriesID(code)
+	var id string
+	if w != nil {
+		id = c.SeriesID(code)
+	}
 	for k, r := range c.runs {
 		var i int
 		var ok bool
 		if w != nil {
 			i, ok = w.find(k, r, id)
 		} else {
-			i, ok = r.Find(id)
+			i, ok = c.find(r, code, &id)
 		}
 		if !ok {
 			continue
@@ -377,9 +395,9 @@ func (c *Composite) LatestRow(code int, rg Range) (Piece, bool, error) {
 // null: then an earlier row may be the answer and the generations must be
 // merged.
 func (c *Composite) deltaLatest(code int, rg Range) (p Piece, period int32, found, decisive bool) {
-	id := c.SeriesID(code)
+	var id string
 	for _, r := range c.runs { // newest first: a tie keeps the newer
-		i, ok := r.Find(id)
+		i, ok := c.find(r, code, &id)
 		if !ok {
 			continue
 		}
@@ -418,9 +436,9 @@ func (c *Composite) inDelta(code int) bool {
 	if code >= c.nb {
 		return true
 	}
-	id := c.base.SeriesID(code)
+	var id string
 	for _, r := range c.runs {
-		if _, ok := r.Find(id); ok {
+		if _, ok := c.find(r, code, &id); ok {
 			return true
 		}
 	}
