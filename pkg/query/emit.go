@@ -402,6 +402,7 @@ func (e *emitter) runIndex() error {
 	per := int(max(e.budget/e.rowBytes, 1))
 	codes := make([]int32, 0, min(per, e.p.sel.Len()))
 	ks := make([]int32, 0, cap(codes))
+	ps := make([]int32, 0, cap(codes))
 	flush := func() error {
 		if len(codes) == 0 {
 			return nil
@@ -409,7 +410,7 @@ func (e *emitter) runIndex() error {
 		if err := e.stop(); err != nil {
 			return err
 		}
-		rec, err := e.indexRecord(codes, ks)
+		rec, err := e.indexRecord(codes, ks, ps)
 		if err != nil {
 			return err
 		}
@@ -420,26 +421,43 @@ func (e *emitter) runIndex() error {
 		}
 		e.rows += int64(len(codes))
 		e.batches++
-		codes, ks = codes[:0], ks[:0]
+		codes, ks, ps = codes[:0], ks[:0], ps[:0]
 		return nil
 	}
-	for k := 0; k < e.p.sel.Len() && e.left > 0; k++ {
-		code := e.p.sel.Code(k)
-		if _, ok := e.p.r.Latest(code); !ok {
-			continue
-		}
-		codes, ks = append(codes, int32(code)), append(ks, int32(k))
+	add := func(k int, lp int32) error {
+		codes, ks, ps = append(codes, int32(e.p.sel.Code(k))), append(ks, int32(k)), append(ps, lp)
 		e.left--
 		if len(codes) == per {
-			if err := flush(); err != nil {
+			return flush()
+		}
+		return nil
+	}
+	if e.p.latestKept {
+		for i, k := range e.p.latestK {
+			if e.left <= 0 {
+				break
+			}
+			if err := add(int(k), e.p.latestP[i]); err != nil {
 				return err
 			}
+		}
+		return flush()
+	}
+	for k := 0; k < e.p.sel.Len() && e.left > 0; k++ {
+		lp, ok := e.p.r.Latest(e.p.sel.Code(k))
+		if !ok {
+			continue
+		}
+		if err := add(k, lp); err != nil {
+			return err
 		}
 	}
 	return flush()
 }
 
-func (e *emitter) indexRecord(codes, ks []int32) (arrow.RecordBatch, error) {
+// indexRecord is the answer's batch for the series codes at selection
+// positions ks, whose latest periods are ps.
+func (e *emitter) indexRecord(codes, ks, ps []int32) (arrow.RecordBatch, error) {
 	n := len(codes)
 	e.growDictionaries(int(ks[n-1]) + 1)
 	kbuf, kcodes := allocFixed[int32](e.mem, n)
@@ -447,8 +465,7 @@ func (e *emitter) indexRecord(codes, ks []int32) (arrow.RecordBatch, error) {
 	defer kbuf.Release() // each dictionary column holds its own reference
 
 	pbuf, periods := allocFixed[arrow.Date32](e.mem, n)
-	for i, c := range codes {
-		lp, _ := e.p.r.Latest(int(c))
+	for i, lp := range ps {
 		periods[i] = arrow.Date32(lp)
 	}
 	pcol := fixedArray(arrow.FixedWidthTypes.Date32, n, pbuf)

@@ -3,16 +3,21 @@ package query_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/energyscope/servingsnap/internal/testlake"
+	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	"github.com/energyscope/servingsnap/pkg/datafile"
 	"github.com/energyscope/servingsnap/pkg/livedelta"
 	"github.com/energyscope/servingsnap/pkg/period"
 	"github.com/energyscope/servingsnap/pkg/query"
+	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
 // TestCompositeLatest: a composite's latest (LatestRow in every range,
@@ -120,4 +125,65 @@ func appendWrites(t *testing.T, r *query.SnapshotReader) *livedelta.State {
 		t.Fatalf("%d runs: the writes were merged", len(st.Runs()))
 	}
 	return st
+}
+
+// TestLatestKeptAndWalked: a latest query answered from the index gives the
+// same rows whether the plan keeps each series' latest period while
+// counting (a selection of at most 4096 series) or looks it up again while
+// streaming (a larger one), over a snapshot and over a delta that moves
+// some series' latest.
+func TestLatestKeptAndWalked(t *testing.T) {
+	const n = 5000
+	root := testsnap.Uniform(t, n, 3)
+	s, err := snapshot.Open(filepath.Join(root, "B"), snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base, err := query.FromSnapshot("B", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, _ := s.Index().Attributes()
+	sc, err := livedelta.NewSchema(s.Schema(), fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := testlake.UniformIDs(n)
+	var some []string
+	for i := 0; i < n; i += 7 {
+		some = append(some, ids[i])
+	}
+	mem := memory.NewGoAllocator()
+	rec := testlake.UniformBatch(some, 0, len(some), false)
+	norm, err := livedelta.Normalize(context.Background(), mem, sc, rec, 0, base)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer norm.Release()
+	st, err := livedelta.Empty(sc).Append(context.Background(), mem, norm, 1, 1, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]query.Reader{"snapshot": base, "delta": query.NewComposite(base, st)} {
+		t.Run(name, func(t *testing.T) {
+			plan := func(sel query.Selector) *query.Plan {
+				p, err := query.NewPlan(r, &query.Request{Select: sel, Range: query.AllPeriods, Latest: true, Columns: []string{"value"}}, query.Limits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			walked := render(t, plan(query.Selector{Kind: query.ByPrefix}), 1<<20)
+			var kept []string
+			sorted := slices.Sorted(slices.Values(ids)) // an answer lists its series in id order
+			for lo := 0; lo < n; lo += 1000 {
+				kept = append(kept, render(t, plan(query.Selector{Kind: query.ByIDs, IDs: sorted[lo:min(lo+1000, n)]}), 1<<20)...)
+			}
+			if len(walked) != n || strings.Join(walked, "\n") != strings.Join(kept, "\n") {
+				t.Fatalf("%d rows walked, %d kept; first walked %q, first kept %q", len(walked), len(kept), walked[:1], kept[:1])
+			}
+		})
+	}
 }

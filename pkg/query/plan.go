@@ -30,6 +30,12 @@ type Plan struct {
 	// column is the value: its rows are the index's latest period and
 	// value, and the data is not touched.
 	fromIndex bool
+	// latestK and latestP are, for a fromIndex plan over a small selection,
+	// the positions of the series that have a latest row and its period,
+	// kept by count: over a delta each Latest merges the series' newest
+	// rows of every run, worth doing once per request, not twice.
+	latestK, latestP []int32
+	latestKept       bool
 
 	pieces  []piece  // located pieces, when the selection is small
 	stored  bool     // count keeps the pieces it locates
@@ -113,9 +119,15 @@ func (p *Plan) onlyValue() bool {
 func (p *Plan) count() error {
 	n := p.sel.Len()
 	if p.fromIndex {
+		p.latestKept = n <= storedSeries
 		for k := 0; k < n; k++ {
-			if _, ok := p.r.Latest(p.sel.Code(k)); ok {
-				p.rows++
+			lp, ok := p.r.Latest(p.sel.Code(k))
+			if !ok {
+				continue
+			}
+			p.rows++
+			if p.latestKept {
+				p.latestK, p.latestP = append(p.latestK, int32(k)), append(p.latestP, lp)
 			}
 		}
 		return nil
