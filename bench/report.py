@@ -410,8 +410,13 @@ def region_seed(runs, here):
         lead = (f"**A run at fraction {frac:g} of the seed** (series, build budget and DoPut rows scaled; it shows the "
                 "profile works end to end, not the seed's figures)")
     load = " ".join(m.get("loadavg_start") or [])
+    end = " ".join(m.get("loadavg_end") or [])
+    if end:
+        load += f" at the start, {end} at the end"
+    else:
+        load += " at the start"
     L = [f"{lead}: " + "; ".join(f"`{k}` {S['build']['series']:,} series, {S['build']['rows']:,} rows" for k, S in shapes)
-         + f"; {m['machine'].get('cores')} cores, load average {load} at the start ([{p.stem}]({rel}), `make bench-seed`).",
+         + f"; {m['machine'].get('cores')} cores, load average {load} ([{p.stem}]({rel}), `make bench-seed`).",
          ""]
     return "\n".join(L + seedtable.table(shapes))
 

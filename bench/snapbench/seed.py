@@ -367,7 +367,10 @@ def _shape(key, snapbuild, work, fraction, machine, loadavg, log, timeout, count
             S["go_peer"].update(_serve(peer, first, ids, years, work, f"seed-{key}-{series}-go", max(timeout, 3600),
                                        counts, log, limit=limit))
         except client.StartError as e:
-            S["go_peer"].update({"served": False, "error": str(e).splitlines()[0]})
+            # The first line says how it stopped, the log's last line why (a rebuild that
+            # does not fit refuses with its estimate before it reads a row).
+            lines = [x for x in str(e).splitlines() if x.strip()]
+            S["go_peer"].update({"served": False, "error": " ".join(lines[:1] + lines[-1:] if len(lines) > 1 else lines)})
             log(f"  go peer failed: {S['go_peer']['error']}")
 
     put_rows = max(10_000, round(PUT_ROWS * fraction))
