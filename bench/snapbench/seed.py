@@ -344,6 +344,17 @@ def _shape(key, snapbuild, work, fraction, machine, loadavg, log, timeout, count
         log(f"  built {b['rows']:,} rows / {b['series']:,} series in {secs:.1f}s, peak RSS {rss / 2**20:.0f} MiB, "
             f"{b.get('runs')} runs, {(b.get('spill_bytes') or 0) / 2**30:.2f} GiB spilled")
 
+    # The nightly gate on the snapshot just built: every row checked against the lake it came
+    # from, timed against the build (the seed's figure for the issue's "verify as fast as the
+    # build"); a reused build is verified again, at this commit.
+    snapverify = pathlib.Path(snapbuild).with_name("snapverify")
+    log("  verifying: snapverify --deep --against the lake…")
+    secs, rss, o = procs.run_measured([str(snapverify), str(root / DATASET), "--deep", "--against", str(lake), "--json"])
+    v = json.loads(o)
+    S["verify"] = {"wall_s": secs, "peak_rss": rss, "ok": v.get("ok"), "findings": len(v.get("findings") or [])}
+    log(f"  verified in {secs:.1f}s ({secs / S['build']['wall_s']:.2f}× the build), peak RSS {rss / 2**20:.0f} MiB, "
+        f"ok {v.get('ok')}")
+
     files, _ = lakes.snapshot_files(root / DATASET)
     ids, years, _ = lakes.index_summary(files["index"])
     srv = client.Server("ours", "servingsnap",
