@@ -202,6 +202,11 @@ bench-shard-split: build
 bench-read-floor: build venv-bench
 	flock /tmp/servingsnap-bench.lock $(VPY) bench/readfloor.py --bin $(BIN)/snapbuild --go $(GO) --out bench/results
 
+# Per-query CPU, collections and page faults of snapserve and the Go rebuild over the same tickets.
+.PHONY: bench-server-trace
+bench-server-trace: build venv-bench
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/servertrace.py --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+
 # Build benchmark: 15M rows / 100k series against DuckDB's sort-and-write.
 bench-build: build venv-bench
 	$(GO) test -run '^$$' -bench BenchmarkBuild -benchtime 3x ./pkg/sortwrite
