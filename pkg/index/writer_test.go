@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func TestWriterRoundTrip(t *testing.T) {
 
 	ids := []string{"A.1", "A.2", "B", "C.x", "C.y", "D"}
 	n := len(ids)
-	units := strs(mem, "$/bbl", "$/bbl", "<null>", "$/MMBtu", "$/bbl", "$/bbl") // few distinct: still plain
+	units := strs(mem, "$/bbl", "$/bbl", "<null>", "$/MMBtu", "$/bbl", "$/bbl") // few distinct: codes
 	defer units.Release()
 	names := strs(mem, "alpha one", "alpha two", "<null>", "gamma", "delta", "epsilon") // distinct: plain
 	defer names.Release()
@@ -157,7 +158,7 @@ func TestWriterRoundTrip(t *testing.T) {
 	if len(fields) != 3 {
 		t.Fatalf("%d attributes, want 3", len(fields))
 	}
-	wantTypes := []string{"utf8", "utf8", "int32"}
+	wantTypes := []string{"dictionary<values=utf8, indices=int8, ordered=false>", "utf8", "int32"}
 	for i, f := range fields {
 		if f.Name != attrs[i].Name || f.Type.String() != wantTypes[i] {
 			t.Errorf("attribute %d is %s %s, want %s %s", i, f.Name, f.Type, attrs[i].Name, wantTypes[i])
@@ -170,21 +171,27 @@ func TestWriterRoundTrip(t *testing.T) {
 			}
 		}
 	}
+	if f := schema.Field(NumFixed); f.Type.ID() != arrow.INT8 || f.Metadata.FindKey(MetaDictionary) < 0 {
+		t.Errorf("file column units is %s %v, want int8 codes with %s", f.Type, f.Metadata, MetaDictionary)
+	}
 	if x.Version() != Version || schema.Metadata().FindKey(datafile.MetaVersion) < 0 {
 		t.Errorf("index version %q, want %q", x.Version(), Version)
 	}
 }
 
-// TestWriterWritesNoDictionaries: version 2 stores every string attribute
-// as plain utf8, whatever its cardinality and whether the caller declares
-// it as a dictionary and feeds dictionary-encoded cells (a version-1 base
-// index being compacted): the file must map zero-copy.
-func TestWriterWritesNoDictionaries(t *testing.T) {
+// TestWriterCodes: version 4 stores a string attribute as int8 or int16
+// codes (values in the field's metadata) when it has at most MaxCodes
+// distinct values, all valid UTF-8, and that makes it smaller, else as
+// plain utf8; never as an Arrow dictionary, whether or not the caller
+// declares the field and feeds the cells as one (a version-1 base index
+// being compacted): the file must map zero-copy. Read back, the column
+// has the values written.
+func TestWriterCodes(t *testing.T) {
 	repeat := func(distinct, times int) []string {
 		var v []string
 		for i := range distinct {
 			for range times {
-				v = append(v, fmt.Sprintf("value-%04d", i))
+				v = append(v, fmt.Sprintf("value-%05d", i))
 			}
 		}
 		return v
@@ -192,14 +199,21 @@ func TestWriterWritesNoDictionaries(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		vals []string
-		dict bool // declare the field and feed the cells as a dictionary
+		dict bool   // declare the field and feed the cells as a dictionary
+		want string // the file's column type
 	}{
-		{"one series", []string{"same"}, false},
-		{"two equal", []string{"x", "x"}, false},
-		{"nulls", []string{"<null>", "<null>", "x"}, false},
-		{"128 distinct", repeat(128, 10), false},
-		{"from a dictionary", repeat(3, 10), true},
-		{"from a dictionary with nulls", []string{"<null>", "b", "a", "b"}, true},
+		{"one series", []string{"same"}, false, "utf8"},
+		{"two equal", []string{"x", "x"}, false, "int8"},
+		{"nulls", []string{"<null>", "<null>", "x"}, false, "int8"},
+		{"all null", []string{"<null>", "<null>", "<null>"}, false, "int8"},
+		{"128 distinct", repeat(128, 10), false, "int8"},
+		{"129 distinct", repeat(129, 10), false, "int16"},
+		{"every value distinct", repeat(50, 1), false, "utf8"},
+		{"more than MaxCodes distinct", repeat(MaxCodes+1, 3), false, "utf8"},
+		{"invalid UTF-8", []string{"a\xff", "a\xff", "a\xff"}, false, "utf8"},
+		{"needs JSON escapes", slices.Repeat([]string{"<\"q\">\n", "\u00e9&"}, 8), false, "int8"},
+		{"from a dictionary", repeat(3, 10), true, "int8"},
+		{"from a dictionary with nulls", []string{"<null>", "b", "a", "b"}, true, "int8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := strs(memory.DefaultAllocator, tc.vals...)
@@ -227,9 +241,16 @@ func TestWriterWritesNoDictionaries(t *testing.T) {
 					t.Fatalf("column %d (%s) is %s", i, f.Name, f.Type)
 				}
 			}
+			file := x.Record().Schema().Field(NumFixed)
+			if got := file.Type.String(); got != tc.want || (got != "utf8") != (file.Metadata.FindKey(MetaDictionary) >= 0) {
+				t.Fatalf("file column %s with metadata %v, want %s", got, file.Metadata, tc.want)
+			}
 			f, c := x.Attributes()
-			if f[0].Type.ID() != arrow.STRING {
-				t.Fatalf("attribute type %s, want utf8", f[0].Type)
+			if tc.want != "utf8" && (f[0].Type.ID() != arrow.DICTIONARY || c[0].DataType().ID() != arrow.DICTIONARY) {
+				t.Fatalf("attribute type %s (field %s), want a dictionary", c[0].DataType(), f[0].Type)
+			}
+			if err := x.CheckAttributes(); err != nil {
+				t.Fatal(err)
 			}
 			for i, v := range tc.vals {
 				g := c[0].GetOneForMarshal(i)
