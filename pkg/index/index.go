@@ -144,10 +144,10 @@ func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.S
 // sorted series_id column where it lies (in the mapping, for a mapped file).
 type Reader struct {
 	version      string
-	tiered       bool   // the tier columns are there (version 3, or 4 with MetaTiered)
-	attrStart    int    // the first attribute column: NumFixed, or NumFixedTiered
+	tiered       bool          // the tier columns are there (version 3, or 4 with MetaTiered)
+	attrStart    int           // the first attribute column: NumFixed, or NumFixedTiered
 	attrFields   []arrow.Field // as handed out: a code column as its dictionary type
-	file         string // for the errors of lazy checks; see SetFile
+	file         string        // for the errors of lazy checks; see SetFile
 	attrs        []attrCheck
 	idCheck      attrCheck // series_id's offsets pass, on first use (IDs)
 	rec          arrow.RecordBatch

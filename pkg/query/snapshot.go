@@ -46,8 +46,10 @@ func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error)
 	}
 	// The attribute columns are fetched on use (attr): the index checks
 	// each on its first use, so that opening stays flat in the number of
-	// series. Only a version-1 index holds dictionaries, and it was
-	// checked in full at open, so fetching them here costs nothing.
+	// series. A version-1 index holds dictionaries, and it was checked in
+	// full at open, so fetching them here costs nothing. (A version-4 code
+	// column becomes a dictionary array on its first use, which builds
+	// the array's dictionary under the index's once.)
 	if x.Version() == index.VersionV1 {
 		for pos := range fields {
 			if d, ok := r.attrOrNulls(pos).(*array.Dictionary); ok {
