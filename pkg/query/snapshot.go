@@ -473,11 +473,15 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 			}
 		}
 		if d, ok := src.(*array.Dictionary); ok {
-			// Decode: the dictionary's values taken by the selected indices.
-			var ind arrow.Array
-			if ind, err = take(d.Indices()); err == nil {
-				a, err = compute.TakeArray(compute.WithAllocator(ctx, mem), d.Dictionary(), ind)
-				ind.Release()
+			// Decode: the dictionary's values at the selected rows.
+			if vals, ok := d.Dictionary().(*array.String); ok {
+				a = decodeStrings(d, vals, lo, hi, span, sel.list, mem)
+			} else {
+				var ind arrow.Array
+				if ind, err = take(d.Indices()); err == nil {
+					a, err = compute.TakeArray(compute.WithAllocator(ctx, mem), d.Dictionary(), ind)
+					ind.Release()
+				}
 			}
 		} else {
 			a, err = take(src)
@@ -488,6 +492,49 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 		values = append(values, a)
 	}
 	return ids, values, nil
+}
+
+// decodeStrings is utf8 dictionary d (vals its dictionary) decoded at
+// rows lo..hi (span) or at rows list, as a plain utf8 array: a copy of
+// each selected value, two passes (sizes, then bytes). checkGather has
+// checked d's indices and vals' offsets. (arrow-go v18.9's take of a
+// small utf8 dictionary by many indices was seen to overrun the data
+// buffer it presizes, a panic in a goroutine of its own.)
+func decodeStrings(d *array.Dictionary, vals *array.String, lo, hi int, span bool, list []int32, mem memory.Allocator) arrow.Array {
+	n := hi - lo
+	if !span {
+		n = len(list)
+	}
+	row := func(k int) int {
+		if span {
+			return lo + k
+		}
+		return int(list[k])
+	}
+	size := 0
+	for k := range n {
+		if r := row(k); d.IsValid(r) {
+			size += vals.ValueLen(d.GetValueIndex(r))
+		}
+	}
+	b := array.NewStringBuilder(mem)
+	defer b.Release()
+	b.Reserve(n)
+	b.ReserveData(size)
+	for k := range n {
+		r := row(k)
+		if d.IsNull(r) {
+			b.AppendNull()
+			continue
+		}
+		j := d.GetValueIndex(r)
+		if vals.IsNull(j) {
+			b.AppendNull()
+		} else {
+			b.Append(vals.Value(j))
+		}
+	}
+	return b.NewArray()
 }
 
 func takeCodes(ctx context.Context, src arrow.Array, codes []int32, mem memory.Allocator) (arrow.Array, error) {
