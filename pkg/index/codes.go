@@ -33,6 +33,13 @@ import (
 // what bounds a reader's work to decode one, whatever the series count.
 const MaxCodes = 1 << 15
 
+// MaxCodeValueBytes bounds the JSON of all code columns' values of one
+// index together. The values are in the schema, which every reader copies
+// at open (arrow-go and our footer check read the whole footer), so they
+// are what open costs beyond O(1): about a millisecond per MiB. A column
+// whose values would pass the bound stays plain.
+const MaxCodeValueBytes = 512 << 10
+
 // maxInt8Codes is the most distinct values int8 codes index.
 const maxInt8Codes = 1 << 7
 
@@ -97,9 +104,10 @@ func decodeColumn(f arrow.Field, codes arrow.Array) (arrow.Array, error) {
 // encodeCodes is the version-4 form of a finished utf8 attribute column c
 // of n rows: its codes and the field that carries its values, when the
 // column has at most MaxCodes distinct values, all valid UTF-8 (JSON
-// carries nothing else unchanged), and coding makes the file smaller;
-// ok false keeps it plain. The codes are in buffers of a.
-func encodeCodes(a *mapbuf.Arena, f arrow.Field, c *column) (arrow.Array, arrow.Field, bool, error) {
+// carries nothing else unchanged), whose JSON fits in budget bytes, and
+// coding makes the file smaller; ok false keeps it plain. The codes are
+// in buffers of a.
+func encodeCodes(a *mapbuf.Arena, f arrow.Field, c *column, budget int) (arrow.Array, arrow.Field, bool, error) {
 	if c.typ.ID() != arrow.STRING || c.n == 0 {
 		return nil, f, false, nil
 	}
@@ -144,6 +152,9 @@ func encodeCodes(a *mapbuf.Arena, f arrow.Field, c *column) (arrow.Array, arrow.
 		return nil, f, false, err
 	}
 	meta := bytes.TrimSuffix(js.Bytes(), []byte("\n"))
+	if len(meta) > budget {
+		return nil, f, false, nil
+	}
 	// The values are written twice (the schema opens the stream and ends
 	// the file, in the footer); the plain column is offsets and bytes.
 	if plain, coded := 4*(c.n+1)+len(data), width*c.n+2*len(meta); coded >= plain {

@@ -343,8 +343,9 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 			fixedArray(arrow.FixedWidthTypes.Date32, n, w.coldFirst.Bytes()),
 			fixedArray(arrow.FixedWidthTypes.Date32, n, w.coldLast.Bytes()))
 	}
+	budget := MaxCodeValueBytes
 	for i, c := range w.attrCols {
-		coded, f, ok, err := encodeCodes(w.mem, attrs[i], c)
+		coded, f, ok, err := encodeCodes(w.mem, attrs[i], c, budget)
 		if err != nil {
 			for _, c := range cols {
 				c.Release()
@@ -352,6 +353,7 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 			return arrowfile.Info{}, nil, fmt.Errorf("index %s: attribute %q: %w", w.path, attrs[i].Name, err)
 		}
 		if ok {
+			budget -= len(f.Metadata.Values()[0])
 			attrs[i] = f
 			cols = append(cols, coded)
 		} else {

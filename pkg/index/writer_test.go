@@ -579,3 +579,36 @@ func TestLocation(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterCodeBudget: the values of all code columns together stay
+// within MaxCodeValueBytes (what a reader copies at open): of two columns
+// whose values would pass it together, the first is written as codes and
+// the second stays plain.
+func TestWriterCodeBudget(t *testing.T) {
+	var vals []string
+	for range 3 {
+		for i := range 20_000 {
+			vals = append(vals, fmt.Sprintf("value-%05d", i))
+		}
+	}
+	a := strs(memory.DefaultAllocator, vals...)
+	defer a.Release()
+	fields := []arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String}, {Name: "b", Type: arrow.BinaryTypes.String}}
+	x := writeIndex(t, fields, a, a)
+	sc := x.Record().Schema()
+	if got := sc.Field(NumFixed).Type; got.ID() != arrow.INT16 {
+		t.Errorf("first column written as %s, want int16 codes", got)
+	}
+	if got := sc.Field(NumFixed + 1).Type; got.ID() != arrow.STRING {
+		t.Errorf("second column written as %s, want utf8: its values would pass MaxCodeValueBytes", got)
+	}
+	if m := len(sc.Field(NumFixed).Metadata.Values()[0]); m > MaxCodeValueBytes || 2*m <= MaxCodeValueBytes {
+		t.Fatalf("the first column's values are %d bytes; the test wants two to pass %d and one not", m, MaxCodeValueBytes)
+	}
+	_, cols := x.Attributes()
+	for _, i := range []int{0, 59_999} {
+		if cols[0].GetOneForMarshal(i) != vals[i] || cols[1].GetOneForMarshal(i) != vals[i] {
+			t.Errorf("row %d = %v, %v; want %s", i, cols[0].GetOneForMarshal(i), cols[1].GetOneForMarshal(i), vals[i])
+		}
+	}
+}
