@@ -6,7 +6,7 @@
 //
 // The index is itself an Arrow IPC file with a single record batch, so a
 // reader maps it and binary-searches the series_id column in place: opening
-// builds no per-series map. Version 2 (what Writer writes) holds no
+// builds no per-series map. Since version 2 it holds no
 // dictionary-encoded column, so arrow-go maps it zero-copy; version 1 files
 // may dictionary-encode string attributes and are read through arrow-go's
 // copying reader (see New). Version 4 (what Writer writes) stores a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -114,6 +115,11 @@ func NewWriter(path string, valueType arrow.DataType, attrs []arrow.Field) (*Wri
 	for _, f := range attrs {
 		if dt, ok := f.Type.(*arrow.DictionaryType); ok {
 			f.Type = dt.ValueType
+		}
+		if k := f.Metadata.FindKey(MetaDictionary); k >= 0 {
+			// Only Close says which columns are code columns.
+			keys, vals := slices.Delete(slices.Clone(f.Metadata.Keys()), k, k+1), slices.Delete(slices.Clone(f.Metadata.Values()), k, k+1)
+			f.Metadata = arrow.NewMetadata(keys, vals)
 		}
 		c, err := newColumn(a, f.Type)
 		if err != nil {

@@ -612,3 +612,20 @@ func TestWriterCodeBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterIgnoresCallersCodeMetadata: a caller's field that carries the
+// servingsnap.dictionary key (an input's own metadata) does not make a
+// plain column look like a code column: the writer decides alone.
+func TestWriterIgnoresCallersCodeMetadata(t *testing.T) {
+	a := strs(memory.DefaultAllocator, "alpha", "beta", "gamma")
+	defer a.Release()
+	md := arrow.NewMetadata([]string{MetaDictionary, "other"}, []string{`["x"]`, "kept"})
+	x := writeIndex(t, []arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String, Metadata: md}}, a)
+	f := x.Record().Schema().Field(NumFixed)
+	if f.Type.ID() != arrow.STRING || f.Metadata.FindKey(MetaDictionary) >= 0 || f.Metadata.FindKey("other") < 0 {
+		t.Fatalf("column written as %s with metadata %v, want utf8 with only the caller's other key", f.Type, f.Metadata)
+	}
+	if _, c := x.Attributes(); c[0].GetOneForMarshal(2) != "gamma" {
+		t.Fatalf("row 2 = %v", c[0].GetOneForMarshal(2))
+	}
+}
