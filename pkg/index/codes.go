@@ -122,11 +122,17 @@ func encodeCodes(a *mapbuf.Arena, f arrow.Field, c *column, budget int) (arrow.A
 	if err := a.Err(); err != nil {
 		return nil, f, false, err
 	}
+	var prev []byte // the last valid row's value and code: neighbours in id order often share one
+	var prevK uint16
 	for i := 0; i < c.n; i++ {
 		if c.isNull(i) {
 			continue
 		}
 		v := data[offs[i]:offs[i+1]]
+		if prev != nil && bytes.Equal(v, prev) {
+			binary.NativeEndian.PutUint16(out[2*i:], prevK)
+			continue
+		}
 		k, ok := seen[string(v)]
 		if !ok {
 			if len(order) == MaxCodes || !utf8.Valid(v) {
@@ -138,6 +144,7 @@ func encodeCodes(a *mapbuf.Arena, f arrow.Field, c *column, budget int) (arrow.A
 			order = append(order, s)
 		}
 		binary.NativeEndian.PutUint16(out[2*i:], k)
+		prev, prevK = v, k
 	}
 	sorted := slices.Clone(order)
 	slices.Sort(sorted)
