@@ -163,7 +163,7 @@ func TestTierShards(t *testing.T) {
 		m := manifestOf(t, shard.ShardDir(out, i))
 		cf, ok := m.FileByRole(manifest.RoleCold)
 		df, _ := m.FileByRole(manifest.RoleData)
-		if !ok || m.FormatVersion != manifest.VersionTiered || m.Build.HotRows != 5 || cf.Rows == 0 || df.Rows == 0 {
+		if !ok || m.FormatVersion != manifest.Version || m.Build.HotRows != 5 || cf.Rows == 0 || df.Rows == 0 {
 			t.Errorf("shard %d: format_version %d, build %+v, files %+v", i, m.FormatVersion, m.Build, m.Files)
 		}
 		rows += m.Stats.Rows

@@ -28,12 +28,9 @@ func CheckFooter(r io.ReaderAt, size int64) error {
 	if _, err := r.ReadAt(end[:], size-tail); err != nil {
 		return err
 	}
-	if string(end[4:]) != magic {
-		return corrupt.Errorf("no Arrow IPC file magic at the end")
-	}
-	n := int64(int32(binary.LittleEndian.Uint32(end[:4])))
-	if n < 4 || n > size-tail-int64(len(magic)) {
-		return corrupt.Errorf("footer length %d does not fit a %d-byte file", n, size)
+	n, err := footerLength(end[:], size)
+	if err != nil {
+		return err
 	}
 	buf := make([]byte, n)
 	if _, err := r.ReadAt(buf, size-tail-n); err != nil {
@@ -43,6 +40,19 @@ func CheckFooter(r io.ReaderAt, size int64) error {
 }
 
 const magic = "ARROW1"
+
+// footerLength reads the footer's length from end, the file's last 10
+// bytes (int32 length, "ARROW1"), and checks that it fits a size-byte file.
+func footerLength(end []byte, size int64) (int64, error) {
+	if string(end[4:]) != magic {
+		return 0, corrupt.Errorf("no Arrow IPC file magic at the end")
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(end[:4])))
+	if n < 4 || n > size-int64(len(end))-int64(len(magic)) {
+		return 0, corrupt.Errorf("footer length %d does not fit a %d-byte file", n, size)
+	}
+	return n, nil
+}
 
 // fbCheck walks one flatbuffer with bounds checks.
 type fbCheck struct {

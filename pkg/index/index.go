@@ -6,10 +6,15 @@
 //
 // The index is itself an Arrow IPC file with a single record batch, so a
 // reader maps it and binary-searches the series_id column in place: opening
-// builds no per-series map. Version 2 (what Writer writes) holds no
+// builds no per-series map. Since version 2 it holds no
 // dictionary-encoded column, so arrow-go maps it zero-copy; version 1 files
 // may dictionary-encode string attributes and are read through arrow-go's
-// copying reader (see New).
+// copying reader (see New). Version 4 (what Writer writes) stores a
+// low-cardinality string attribute as a narrow integer code column, mapped
+// like any other, whose distinct values live in the field's metadata
+// (MetaDictionary): a reader decodes them on the column's first use, in
+// time proportional to their number, and hands the column out as an Arrow
+// dictionary array over the mapped codes (codes.go).
 package index
 
 import (
@@ -49,17 +54,31 @@ const (
 	FileIndex = "index"
 
 	// Version is the index layout Writer writes (the schema's
-	// servingsnap.format_version): no dictionary-encoded column anywhere,
-	// so that the file maps zero-copy. FORMAT.md §4.
-	Version = "2"
+	// servingsnap.format_version): version 2's columns (and, tiered,
+	// version 3's), no dictionary-encoded column, and low-cardinality
+	// string attributes stored as code columns (MetaDictionary). The file
+	// maps zero-copy. FORMAT.md §4.
+	Version = "4"
 	// VersionV1 is the first layout, still read: string attributes may be
 	// dictionary-encoded, so a reader must load (copy) the file.
 	VersionV1 = "1"
-	// VersionTiered is the layout of a tiered snapshot's index (FORMAT.md
-	// §4, §9): version 2 plus the tier columns (ColumnColdStart…) between
-	// the fixed columns and the attributes. Writer writes it only for a
-	// snapshot with a cold file, so every other index stays version 2.
+	// VersionV2 is the first layout without dictionaries, still read:
+	// every attribute plain.
+	VersionV2 = "2"
+	// VersionTiered is the layout of a version-3 (tiered) index, still
+	// read (FORMAT.md §4, §9): version 2 plus the tier columns
+	// (ColumnColdStart…) between the fixed columns and the attributes. A
+	// version-4 index has them when its schema says MetaTiered.
 	VersionTiered = "3"
+
+	// MetaTiered is the schema metadata key of a version-4 index that
+	// holds the tier columns (value "true"): the index of a snapshot with
+	// a cold file. Absent otherwise.
+	MetaTiered = "servingsnap.tiered"
+	// MetaDictionary is the field metadata key of a version-4 code
+	// column: a JSON array of the attribute's distinct values, sorted
+	// bytewise without repeats; code k stands for the k-th.
+	MetaDictionary = "servingsnap.dictionary"
 )
 
 // Positions of the fixed index columns. Every reader and writer of the
@@ -92,8 +111,9 @@ const (
 	NumFixedTiered = ColumnColdLastPeriod + 1
 )
 
-// schema is the index schema for a value type and attribute fields: version
-// 3 (the cold-tier columns) when tiered, else version 2.
+// schema is the version-4 index schema for a value type and attribute
+// fields (as the file stores them: codes.go), with the cold-tier columns
+// when tiered.
 func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.Schema {
 	fields := make([]arrow.Field, NumFixed, NumFixedTiered+len(attrs))
 	fields[ColumnSeriesID] = arrow.Field{Name: ColSeriesID, Type: arrow.BinaryTypes.String}
@@ -105,9 +125,9 @@ func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.S
 	fields[ColumnLastPeriod] = arrow.Field{Name: ColLastPeriod, Type: arrow.FixedWidthTypes.Date32}
 	fields[ColumnLatestPeriod] = arrow.Field{Name: ColLatestPeriod, Type: arrow.FixedWidthTypes.Date32, Nullable: true}
 	fields[ColumnLatestValue] = arrow.Field{Name: ColLatestValue, Type: valueType, Nullable: true}
-	version := Version
+	keys, vals := []string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, Version}
 	if tiered {
-		version = VersionTiered
+		keys, vals = append(keys, MetaTiered), append(vals, "true")
 		fields = append(fields,
 			arrow.Field{Name: ColColdStart, Type: arrow.PrimitiveTypes.Int64},
 			arrow.Field{Name: ColColdRows, Type: arrow.PrimitiveTypes.Int64},
@@ -115,7 +135,7 @@ func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.S
 			arrow.Field{Name: ColColdLastPeriod, Type: arrow.FixedWidthTypes.Date32})
 	}
 	fields = append(fields, attrs...)
-	md := arrow.NewMetadata([]string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, version})
+	md := arrow.NewMetadata(keys, vals)
 	return arrow.NewSchema(fields, &md)
 }
 
@@ -124,8 +144,10 @@ func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.S
 // sorted series_id column where it lies (in the mapping, for a mapped file).
 type Reader struct {
 	version      string
-	attrStart    int    // the first attribute column: NumFixed, or NumFixedTiered
-	file         string // for the errors of lazy checks; see SetFile
+	tiered       bool          // the tier columns are there (version 3, or 4 with MetaTiered)
+	attrStart    int           // the first attribute column: NumFixed, or NumFixedTiered
+	attrFields   []arrow.Field // as handed out: a code column as its dictionary type
+	file         string        // for the errors of lazy checks; see SetFile
 	attrs        []attrCheck
 	idCheck      attrCheck // series_id's offsets pass, on first use (IDs)
 	rec          arrow.RecordBatch
@@ -198,10 +220,16 @@ func New(rec arrow.RecordBatch) (*Reader, error) {
 		return nil, fmt.Errorf("schema metadata %s=%q, want %q", datafile.MetaFile, got, FileIndex)
 	}
 	version, _ := md.GetValue(datafile.MetaVersion)
-	if version != Version && version != VersionV1 && version != VersionTiered {
-		return nil, fmt.Errorf("index file format version %q is not supported (this build reads %s, %s and %s)", version, VersionV1, Version, VersionTiered)
+	if version != Version && version != VersionV1 && version != VersionV2 && version != VersionTiered {
+		return nil, fmt.Errorf("index file format version %q is not supported (this build reads %s, %s, %s and %s)", version, VersionV1, VersionV2, VersionTiered, Version)
 	}
 	tiered, fixed := version == VersionTiered, NumFixed
+	if t, ok := md.GetValue(MetaTiered); ok && version == Version {
+		if t != "true" {
+			return nil, fmt.Errorf("schema metadata %s=%q, want \"true\" or absent", MetaTiered, t)
+		}
+		tiered = true
+	}
 	if tiered {
 		fixed = NumFixedTiered
 	}
@@ -241,10 +269,16 @@ func New(rec arrow.RecordBatch) (*Reader, error) {
 			return nil, fmt.Errorf("index column %s has %d nulls", s.Field(i).Name, rec.Column(i).NullN())
 		}
 	}
+	attrFields, err := attributeFields(s.Fields()[fixed:], version == Version)
+	if err != nil {
+		return nil, err
+	}
 	x := &Reader{
 		attrs:        make([]attrCheck, s.NumFields()-fixed),
 		version:      version,
+		tiered:       tiered,
 		attrStart:    fixed,
+		attrFields:   attrFields,
 		rec:          rec,
 		ids:          rec.Column(ColumnSeriesID).(*array.String),
 		rowOffset:    rec.Column(ColumnRowOffset).(*array.Int64).Int64Values(),
@@ -272,14 +306,15 @@ func New(rec arrow.RecordBatch) (*Reader, error) {
 	return x, nil
 }
 
-// Version is the file's layout version (Version, VersionV1 or
+// Version is the file's layout version (Version, VersionV1, VersionV2 or
 // VersionTiered).
 func (x *Reader) Version() string { return x.version }
 
-// Tiered reports whether the index locates cold rows (version 3). It is
-// the version that says so, not the columns: an empty tiered index (an
-// --allow-empty build with a tier policy) has no rows to hold them.
-func (x *Reader) Tiered() bool { return x.version == VersionTiered }
+// Tiered reports whether the index locates cold rows (version 3, or
+// version 4 with MetaTiered). It is the schema that says so, not the
+// rows: an empty tiered index (an --allow-empty build with a tier policy)
+// has no rows to hold them.
+func (x *Reader) Tiered() bool { return x.tiered }
 
 // Len is the number of series.
 func (x *Reader) Len() int { return x.ids.Len() }
@@ -424,10 +459,12 @@ func (x *Reader) LatestValues() arrow.Array { return x.latestValue }
 // are corrupt.FileErrors like those of an open. Call it before sharing x.
 func (x *Reader) SetFile(path string) { x.file = path }
 
-// AttributeFields returns the attribute fields, in column order. It checks
-// nothing (the schema was checked by New).
+// AttributeFields returns the attribute fields, in column order, typed as
+// Attribute hands the columns out: a version-4 code column as a
+// dictionary of utf8 indexed by its code type. It checks nothing (the
+// schema was checked by New).
 func (x *Reader) AttributeFields() []arrow.Field {
-	return x.rec.Schema().Fields()[x.attrStart:]
+	return x.attrFields
 }
 
 // Attribute returns attribute column i (0 is the first column after the
@@ -443,9 +480,19 @@ func (x *Reader) Attribute(i int) (arrow.Array, error) {
 	c := &x.attrs[i]
 	c.once.Do(func() {
 		col := x.rec.Column(x.attrStart + i)
-		if err := checkValues(col); err != nil {
-			c.err = x.corruptf(fmt.Errorf("index column %q: %w", x.rec.Schema().Field(x.attrStart+i).Name, err))
-			c.col = array.MakeArrayOfNull(memory.DefaultAllocator, col.DataType(), col.Len())
+		f := x.rec.Schema().Field(x.attrStart + i)
+		var err error
+		if x.coded(i) {
+			var d arrow.Array
+			if d, err = decodeColumn(f, col); err == nil {
+				col = d
+			}
+		} else {
+			err = checkValues(col)
+		}
+		if err != nil {
+			c.err = x.corruptf(fmt.Errorf("index column %q: %w", f.Name, err))
+			c.col = array.MakeArrayOfNull(memory.DefaultAllocator, x.attrFields[i].Type, col.Len())
 			return
 		}
 		c.col = col

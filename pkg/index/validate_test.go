@@ -101,7 +101,8 @@ func TestNewValidates(t *testing.T) {
 			defer ind.Release()
 			return array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.PrimitiveTypes.Int64}, ind, d)
 		}, "dictionaries of utf8 only"},
-		{"unknown version", -1, "4", nil, `version "4" is not supported`},
+		{"unknown version", -1, "5", nil, `version "5" is not supported`},
+		{"intact v2 (no codes)", -1, VersionV2, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var a arrow.Array
@@ -165,4 +166,86 @@ func BenchmarkCheckOffsets(b *testing.B) {
 
 func int32Buffer(v []int32) *memory.Buffer {
 	return memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(v))
+}
+
+// TestCodeColumnChecks: a version-4 code column is refused, naming it,
+// when its codes have a type the format does not write (at New), or on
+// its first use when its values are not a JSON array of strings or a
+// valid code lies outside them; a null row may hold any code. A tiered
+// mark other than "true" is refused at New.
+func TestCodeColumnChecks(t *testing.T) {
+	units := strs(memory.DefaultAllocator, "a", "b", "<null>", "a", "b", "a")
+	defer units.Release()
+	x := writeIndex(t, []arrow.Field{{Name: "units", Type: arrow.BinaryTypes.String, Nullable: true}}, units)
+	base := x.Record()
+	if base.Schema().Field(NumFixed).Type.ID() != arrow.INT8 {
+		t.Fatalf("units written as %s, want int8 codes", base.Schema().Field(NumFixed).Type)
+	}
+	int8s := func(v []int8, valid []bool) arrow.Array {
+		b := array.NewInt8Builder(memory.DefaultAllocator)
+		defer b.Release()
+		b.AppendValues(v, valid)
+		return b.NewArray()
+	}
+	someNull := []bool{true, true, false, true, true, true}
+	for _, tc := range []struct {
+		name   string
+		typ    arrow.DataType
+		values string
+		codes  func() arrow.Array
+		schema map[string]string // extra schema metadata
+		atNew  bool
+		want   string
+	}{
+		{"intact", nil, `["a","b"]`, func() arrow.Array { return int8s([]int8{0, 1, 0, 0, 1, 0}, someNull) }, nil, false, ""},
+		{"any code under a null", nil, `["a","b"]`, func() arrow.Array { return int8s([]int8{0, 1, 99, 0, 1, 0}, someNull) }, nil, false, ""},
+		{"code past the values", nil, `["a","b"]`, func() arrow.Array { return int8s([]int8{0, 2, 0, 0, 1, 0}, someNull) }, nil, false, `"units": row 1 has dictionary index 2, outside [0,2)`},
+		{"negative code", nil, `["a","b"]`, func() arrow.Array { return int8s([]int8{0, 1, 0, -1, 1, 0}, someNull) }, nil, false, `row 3 has dictionary index -1`},
+		{"values not JSON", nil, `["a",`, func() arrow.Array { return int8s([]int8{0, 1, 0, 0, 1, 0}, someNull) }, nil, false, `"units": servingsnap.dictionary metadata: not a JSON array of strings`},
+		{"values not strings", nil, `[1,2]`, func() arrow.Array { return int8s([]int8{0, 1, 0, 0, 1, 0}, someNull) }, nil, false, `not a JSON array of strings`},
+		{"int32 codes", arrow.PrimitiveTypes.Int32, `["a","b"]`, func() arrow.Array {
+			b := array.NewInt32Builder(memory.DefaultAllocator)
+			defer b.Release()
+			b.AppendValues([]int32{0, 1, 0, 0, 1, 0}, someNull)
+			return b.NewArray()
+		}, nil, true, `"units" has servingsnap.dictionary metadata but type int32; codes are int8 or int16`},
+		{"tiered mark not true", nil, `["a","b"]`, func() arrow.Array { return int8s([]int8{0, 1, 0, 0, 1, 0}, someNull) }, map[string]string{MetaTiered: "yes"}, true, `servingsnap.tiered="yes"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			codes := tc.codes()
+			defer codes.Release()
+			fields := base.Schema().Fields()
+			fields[NumFixed] = arrow.Field{Name: "units", Type: codes.DataType(), Nullable: true,
+				Metadata: arrow.NewMetadata([]string{MetaDictionary}, []string{tc.values})}
+			keys, vals := []string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, Version}
+			for k, v := range tc.schema {
+				keys, vals = append(keys, k), append(vals, v)
+			}
+			md := arrow.NewMetadata(keys, vals)
+			cols := append([]arrow.Array(nil), base.Columns()...)
+			cols[NumFixed] = codes
+			rec := array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, base.NumRows())
+			defer rec.Release()
+			x, err := New(rec)
+			if (err != nil) != tc.atNew {
+				t.Fatalf("New = %v, want an error there: %v", err, tc.atNew)
+			}
+			if err == nil {
+				var a arrow.Array
+				a, err = x.Attribute(0)
+				if err != nil && !errors.Is(err, corrupt.ErrCorrupt) {
+					t.Errorf("Attribute: %v is not marked corrupt", err)
+				}
+				if err == nil && a.(*array.Dictionary).Dictionary().Len() != 2 {
+					t.Errorf("dictionary of %d values, want 2", a.(*array.Dictionary).Dictionary().Len())
+				}
+				if _, cols := x.Attributes(); err != nil && cols[0].NullN() != cols[0].Len() {
+					t.Errorf("Attributes hands out the damaged column (%d nulls of %d)", cols[0].NullN(), cols[0].Len())
+				}
+			}
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -40,7 +41,7 @@ type Series struct {
 
 // Writer builds an index sidecar one series at a time, in series id
 // order, and writes it at Close as the single record batch the format
-// wants (version 2: no dictionaries). Values come as (array, row) cells, so a builder passes rows of
+// wants (version 4: no dictionaries, low-cardinality strings as codes). Values come as (array, row) cells, so a builder passes rows of
 // the arrays it gathered and a compaction passes rows of the base index
 // or of delta records, without converting anything per series.
 //
@@ -114,6 +115,11 @@ func NewWriter(path string, valueType arrow.DataType, attrs []arrow.Field) (*Wri
 	for _, f := range attrs {
 		if dt, ok := f.Type.(*arrow.DictionaryType); ok {
 			f.Type = dt.ValueType
+		}
+		if k := f.Metadata.FindKey(MetaDictionary); k >= 0 {
+			// Only Close says which columns are code columns.
+			keys, vals := slices.Delete(slices.Clone(f.Metadata.Keys()), k, k+1), slices.Delete(slices.Clone(f.Metadata.Values()), k, k+1)
+			f.Metadata = arrow.NewMetadata(keys, vals)
 		}
 		c, err := newColumn(a, f.Type)
 		if err != nil {
@@ -309,10 +315,11 @@ func (w *Writer) checkCold(s *Series) error {
 }
 
 // Close builds the index record batch, writes it to the path given to
-// NewWriter and returns the file's description and final schema. Every
-// column is written plain (string attributes as utf8, never as
-// dictionaries: index version 2, FORMAT.md §4), so readers map the file
-// instead of copying it.
+// NewWriter and returns the file's description and final schema. No
+// column is dictionary-encoded, so readers map the file instead of
+// copying it; a string attribute with few distinct values is written as
+// a code column (index version 4, FORMAT.md §4; codes.go), any other
+// plain.
 func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 	if w.done {
 		return arrowfile.Info{}, nil, fmt.Errorf("index %s: the writer is closed", w.path)
@@ -342,8 +349,22 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 			fixedArray(arrow.FixedWidthTypes.Date32, n, w.coldFirst.Bytes()),
 			fixedArray(arrow.FixedWidthTypes.Date32, n, w.coldLast.Bytes()))
 	}
-	for _, c := range w.attrCols {
-		cols = append(cols, c.array())
+	budget := MaxCodeValueBytes
+	for i, c := range w.attrCols {
+		coded, f, ok, err := encodeCodes(w.mem, attrs[i], c, budget)
+		if err != nil {
+			for _, c := range cols {
+				c.Release()
+			}
+			return arrowfile.Info{}, nil, fmt.Errorf("index %s: attribute %q: %w", w.path, attrs[i].Name, err)
+		}
+		if ok {
+			budget -= len(f.Metadata.Values()[0])
+			attrs[i] = f
+			cols = append(cols, coded)
+		} else {
+			cols = append(cols, c.array())
+		}
 	}
 	schema := schema(w.valueType, attrs, w.tiered)
 	rec := array.NewRecordBatch(schema, cols, int64(n))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func TestWriterRoundTrip(t *testing.T) {
 
 	ids := []string{"A.1", "A.2", "B", "C.x", "C.y", "D"}
 	n := len(ids)
-	units := strs(mem, "$/bbl", "$/bbl", "<null>", "$/MMBtu", "$/bbl", "$/bbl") // few distinct: still plain
+	units := strs(mem, "$/bbl", "$/bbl", "<null>", "$/MMBtu", "$/bbl", "$/bbl") // few distinct: codes
 	defer units.Release()
 	names := strs(mem, "alpha one", "alpha two", "<null>", "gamma", "delta", "epsilon") // distinct: plain
 	defer names.Release()
@@ -157,7 +158,7 @@ func TestWriterRoundTrip(t *testing.T) {
 	if len(fields) != 3 {
 		t.Fatalf("%d attributes, want 3", len(fields))
 	}
-	wantTypes := []string{"utf8", "utf8", "int32"}
+	wantTypes := []string{"dictionary<values=utf8, indices=int8, ordered=false>", "utf8", "int32"}
 	for i, f := range fields {
 		if f.Name != attrs[i].Name || f.Type.String() != wantTypes[i] {
 			t.Errorf("attribute %d is %s %s, want %s %s", i, f.Name, f.Type, attrs[i].Name, wantTypes[i])
@@ -170,21 +171,27 @@ func TestWriterRoundTrip(t *testing.T) {
 			}
 		}
 	}
+	if f := schema.Field(NumFixed); f.Type.ID() != arrow.INT8 || f.Metadata.FindKey(MetaDictionary) < 0 {
+		t.Errorf("file column units is %s %v, want int8 codes with %s", f.Type, f.Metadata, MetaDictionary)
+	}
 	if x.Version() != Version || schema.Metadata().FindKey(datafile.MetaVersion) < 0 {
 		t.Errorf("index version %q, want %q", x.Version(), Version)
 	}
 }
 
-// TestWriterWritesNoDictionaries: version 2 stores every string attribute
-// as plain utf8, whatever its cardinality and whether the caller declares
-// it as a dictionary and feeds dictionary-encoded cells (a version-1 base
-// index being compacted): the file must map zero-copy.
-func TestWriterWritesNoDictionaries(t *testing.T) {
+// TestWriterCodes: version 4 stores a string attribute as int8 or int16
+// codes (values in the field's metadata) when it has at most MaxCodes
+// distinct values, all valid UTF-8, and that makes it smaller, else as
+// plain utf8; never as an Arrow dictionary, whether or not the caller
+// declares the field and feeds the cells as one (a version-1 base index
+// being compacted): the file must map zero-copy. Read back, the column
+// has the values written.
+func TestWriterCodes(t *testing.T) {
 	repeat := func(distinct, times int) []string {
 		var v []string
 		for i := range distinct {
 			for range times {
-				v = append(v, fmt.Sprintf("value-%04d", i))
+				v = append(v, fmt.Sprintf("value-%05d", i))
 			}
 		}
 		return v
@@ -192,14 +199,21 @@ func TestWriterWritesNoDictionaries(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		vals []string
-		dict bool // declare the field and feed the cells as a dictionary
+		dict bool   // declare the field and feed the cells as a dictionary
+		want string // the file's column type
 	}{
-		{"one series", []string{"same"}, false},
-		{"two equal", []string{"x", "x"}, false},
-		{"nulls", []string{"<null>", "<null>", "x"}, false},
-		{"128 distinct", repeat(128, 10), false},
-		{"from a dictionary", repeat(3, 10), true},
-		{"from a dictionary with nulls", []string{"<null>", "b", "a", "b"}, true},
+		{"one series", []string{"same"}, false, "utf8"},
+		{"two equal", []string{"x", "x"}, false, "int8"},
+		{"nulls", []string{"<null>", "<null>", "x"}, false, "int8"},
+		{"all null", []string{"<null>", "<null>", "<null>"}, false, "int8"},
+		{"128 distinct", repeat(128, 10), false, "int8"},
+		{"129 distinct", repeat(129, 10), false, "int16"},
+		{"every value distinct", repeat(50, 1), false, "utf8"},
+		{"more than MaxCodes distinct", repeat(MaxCodes+1, 3), false, "utf8"},
+		{"invalid UTF-8", []string{"a\xff", "a\xff", "a\xff"}, false, "utf8"},
+		{"needs JSON escapes", slices.Repeat([]string{"<\"q\">\n", "\u00e9&"}, 8), false, "int8"},
+		{"from a dictionary", repeat(3, 10), true, "int8"},
+		{"from a dictionary with nulls", []string{"<null>", "b", "a", "b"}, true, "int8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := strs(memory.DefaultAllocator, tc.vals...)
@@ -227,9 +241,16 @@ func TestWriterWritesNoDictionaries(t *testing.T) {
 					t.Fatalf("column %d (%s) is %s", i, f.Name, f.Type)
 				}
 			}
+			file := x.Record().Schema().Field(NumFixed)
+			if got := file.Type.String(); got != tc.want || (got != "utf8") != (file.Metadata.FindKey(MetaDictionary) >= 0) {
+				t.Fatalf("file column %s with metadata %v, want %s", got, file.Metadata, tc.want)
+			}
 			f, c := x.Attributes()
-			if f[0].Type.ID() != arrow.STRING {
-				t.Fatalf("attribute type %s, want utf8", f[0].Type)
+			if tc.want != "utf8" && (f[0].Type.ID() != arrow.DICTIONARY || c[0].DataType().ID() != arrow.DICTIONARY) {
+				t.Fatalf("attribute type %s (field %s), want a dictionary", c[0].DataType(), f[0].Type)
+			}
+			if err := x.CheckAttributes(); err != nil {
+				t.Fatal(err)
 			}
 			for i, v := range tc.vals {
 				g := c[0].GetOneForMarshal(i)
@@ -556,5 +577,55 @@ func TestLocation(t *testing.T) {
 		if b, off, n := x.Location(i); b != e.Batch || off != e.BatchOffset || n != e.RowCount {
 			t.Errorf("Location(%d) = %d, %d, %d; Entry says %d, %d, %d", i, b, off, n, e.Batch, e.BatchOffset, e.RowCount)
 		}
+	}
+}
+
+// TestWriterCodeBudget: the values of all code columns together stay
+// within MaxCodeValueBytes (what a reader copies at open): of two columns
+// whose values would pass it together, the first is written as codes and
+// the second stays plain.
+func TestWriterCodeBudget(t *testing.T) {
+	var vals []string
+	for range 3 {
+		for i := range 20_000 {
+			vals = append(vals, fmt.Sprintf("value-%05d", i))
+		}
+	}
+	a := strs(memory.DefaultAllocator, vals...)
+	defer a.Release()
+	fields := []arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String}, {Name: "b", Type: arrow.BinaryTypes.String}}
+	x := writeIndex(t, fields, a, a)
+	sc := x.Record().Schema()
+	if got := sc.Field(NumFixed).Type; got.ID() != arrow.INT16 {
+		t.Errorf("first column written as %s, want int16 codes", got)
+	}
+	if got := sc.Field(NumFixed + 1).Type; got.ID() != arrow.STRING {
+		t.Errorf("second column written as %s, want utf8: its values would pass MaxCodeValueBytes", got)
+	}
+	if m := len(sc.Field(NumFixed).Metadata.Values()[0]); m > MaxCodeValueBytes || 2*m <= MaxCodeValueBytes {
+		t.Fatalf("the first column's values are %d bytes; the test wants two to pass %d and one not", m, MaxCodeValueBytes)
+	}
+	_, cols := x.Attributes()
+	for _, i := range []int{0, 59_999} {
+		if cols[0].GetOneForMarshal(i) != vals[i] || cols[1].GetOneForMarshal(i) != vals[i] {
+			t.Errorf("row %d = %v, %v; want %s", i, cols[0].GetOneForMarshal(i), cols[1].GetOneForMarshal(i), vals[i])
+		}
+	}
+}
+
+// TestWriterIgnoresCallersCodeMetadata: a caller's field that carries the
+// servingsnap.dictionary key (an input's own metadata) does not make a
+// plain column look like a code column: the writer decides alone.
+func TestWriterIgnoresCallersCodeMetadata(t *testing.T) {
+	a := strs(memory.DefaultAllocator, "alpha", "beta", "gamma")
+	defer a.Release()
+	md := arrow.NewMetadata([]string{MetaDictionary, "other"}, []string{`["x"]`, "kept"})
+	x := writeIndex(t, []arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String, Metadata: md}}, a)
+	f := x.Record().Schema().Field(NumFixed)
+	if f.Type.ID() != arrow.STRING || f.Metadata.FindKey(MetaDictionary) >= 0 || f.Metadata.FindKey("other") < 0 {
+		t.Fatalf("column written as %s with metadata %v, want utf8 with only the caller's other key", f.Type, f.Metadata)
+	}
+	if _, c := x.Attributes(); c[0].GetOneForMarshal(2) != "gamma" {
+		t.Fatalf("row 2 = %v", c[0].GetOneForMarshal(2))
 	}
 }

@@ -23,21 +23,23 @@ import (
 
 // Format and Version identify the manifest document; readers refuse other
 // versions rather than guess. Readers accept every version from MinVersion
-// to VersionTiered. The document's fields are the same in all; the version
-// says the snapshot's layout: version 2 snapshots have a version-2 index
-// (mapped, no dictionaries, FORMAT.md §4), version 1 snapshots a version-1
-// index, and version 3 (VersionTiered) snapshots a cold file and a
-// version-3 index that locates each series' cold rows. Writers write
-// Version, or VersionTiered for a snapshot with a cold file, so that a
-// reader that predates tiers refuses a snapshot it would misread (serving
-// only the hot rows) and reads every other one as before.
+// to MaxVersion. The document's fields are the same in all; the version
+// says the snapshot's layout: version 1 snapshots have a version-1 index,
+// version 2 (VersionV2) a version-2 index (mapped, no dictionaries,
+// FORMAT.md §4), version 3 (VersionTiered) a cold file and a version-3
+// index that locates each series' cold rows, and version 4 (Version) a
+// version-4 index (low-cardinality string attributes as code columns),
+// with or without a cold file (its index then locates the cold rows).
+// Writers write Version, so that a reader that predates version 4 refuses
+// a snapshot it cannot read.
 const (
 	Format        = "servingsnap.manifest"
-	Version       = 2
+	Version       = 4
+	VersionV2     = 2
 	VersionTiered = 3
 	MinVersion    = 1
 	// MaxVersion is the newest version this build reads.
-	MaxVersion = VersionTiered
+	MaxVersion = Version
 )
 
 // File roles, tiers and formats written in Manifest.Files.
@@ -187,6 +189,13 @@ type Input struct {
 	Size     int64  `json:"size"`
 	Rows     int64  `json:"rows"`
 	Checksum string `json:"checksum"`
+}
+
+// Tiered reports whether the snapshot has a cold file (FORMAT.md §9): a
+// version-3 snapshot always, a version-4 one when it lists one.
+func (m *Manifest) Tiered() bool {
+	_, ok := m.FileByRole(RoleCold)
+	return m.FormatVersion == VersionTiered || m.FormatVersion >= Version && ok
 }
 
 // FileByRole returns the first file with the given role.
@@ -356,8 +365,11 @@ func (m *Manifest) Validate() error {
 	if p, ok := m.FileByRole(RolePortable); ok && p.Rows != m.Stats.Rows {
 		return bad("portable file has %d rows, stats say %d", p.Rows, m.Stats.Rows)
 	}
-	if tiered := m.FormatVersion == VersionTiered; roles[RoleCold] != map[bool]int{false: 0, true: 1}[tiered] {
-		return bad("format_version %d with %d cold files (version %d snapshots have exactly one, others none)", m.FormatVersion, roles[RoleCold], VersionTiered)
+	switch {
+	case m.FormatVersion == VersionTiered && roles[RoleCold] != 1,
+		m.FormatVersion < VersionTiered && roles[RoleCold] != 0,
+		roles[RoleCold] > 1:
+		return bad("format_version %d with %d cold files (version %d snapshots have exactly one, version %d at most one, others none)", m.FormatVersion, roles[RoleCold], VersionTiered, Version)
 	}
 	c, _ := m.FileByRole(RoleCold)
 	if d, _ := m.FileByRole(RoleData); d.Rows+c.Rows != m.Stats.Rows {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/energyscope/servingsnap/pkg/corrupt"
@@ -36,8 +37,8 @@ func TestMarshalParse(t *testing.T) {
 	for name, bad := range map[string][]byte{
 		"edited after writing": bytes.Replace(b, []byte(`"tool": "test"`), []byte(`"tool": "tset"`), 1),
 		"not JSON":             []byte("{"),
-		"future version":       bytes.Replace(b, []byte(`"format_version": 2`), []byte(`"format_version": 3`), 1),
-		"version 0":            bytes.Replace(b, []byte(`"format_version": 2`), []byte(`"format_version": 0`), 1),
+		"future version":       bytes.Replace(b, []byte(`"format_version": 4`), []byte(`"format_version": 5`), 1),
+		"version 0":            bytes.Replace(b, []byte(`"format_version": 4`), []byte(`"format_version": 0`), 1),
 	} {
 		if _, err := Parse(bad); !errors.Is(err, ErrCorrupt) || !corrupt.Is(err) {
 			t.Errorf("%s: Parse = %v, want ErrCorrupt", name, err)
@@ -139,6 +140,41 @@ func TestPortableRole(t *testing.T) {
 		}
 		if !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: Marshal = %v, want ErrCorrupt", tc.name, err)
+		}
+	}
+}
+
+// TestColdFilesByVersion: a version-3 manifest lists exactly one cold
+// file, a version-4 one at most one (and is tiered exactly then),
+// versions 1 and 2 none; Tiered says which.
+func TestColdFilesByVersion(t *testing.T) {
+	cold := File{Path: "snapshots/000002/cold.vortex", Role: RoleCold, Tier: TierCold, Format: FormatVortex, Size: 70, Rows: 4, Batches: 1, Checksum: "xxh64:0123456789abcdef"}
+	for _, tc := range []struct {
+		version, colds int
+		ok, tiered     bool
+	}{
+		{Version, 0, true, false},
+		{Version, 1, true, true},
+		{Version, 2, false, true},
+		{VersionTiered, 1, true, true},
+		{VersionTiered, 0, false, true},
+		{VersionV2, 0, true, false},
+		{VersionV2, 1, false, false},
+		{1, 1, false, false},
+	} {
+		m := valid()
+		m.FormatVersion = tc.version
+		for k := range tc.colds {
+			c := cold
+			c.Path = []string{"snapshots/000002/cold.vortex", "snapshots/000002/cold2.vortex"}[k]
+			m.Files = append(m.Files, c)
+			m.Files[0].Rows -= c.Rows // rows still add up
+		}
+		if err := m.Validate(); (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "cold files") {
+			t.Errorf("version %d with %d cold files: Validate = %v, want ok %v (else an error about the cold files)", tc.version, tc.colds, err, tc.ok)
+		}
+		if m.Tiered() != tc.tiered {
+			t.Errorf("version %d with %d cold files: Tiered = %v, want %v", tc.version, tc.colds, m.Tiered(), tc.tiered)
 		}
 	}
 }

@@ -80,7 +80,8 @@ func TestDamagedAttributeIsAnError(t *testing.T) {
 }
 
 // breakOffset makes offset row of the named utf8 attribute column of the
-// dataset's index smaller than the one before, in the file, and returns
+// dataset's index smaller than the one before (or, a code column, its code
+// at row one past its values), in the file, and returns
 // the index's path as the manifest names it.
 func breakOffset(t *testing.T, ds, column string, row int) string {
 	t.Helper()
@@ -103,10 +104,18 @@ func breakOffset(t *testing.T, ds, column string, row int) string {
 	if len(idx) != 1 {
 		t.Fatalf("no column %q", column)
 	}
-	col := rec.Column(idx[0]).(*array.String)
-	offs := col.Data().Buffers()[1].Bytes()
-	pos := int64(uintptr(unsafe.Pointer(&offs[0]))-uintptr(unsafe.Pointer(&m.Data[0]))) + 4*int64(row)
-	prev := col.ValueOffset(row - 1)
+	var b []byte
+	width := int64(4)
+	switch col := rec.Column(idx[0]).(type) {
+	case *array.String:
+		b = binary.LittleEndian.AppendUint32(nil, uint32(col.ValueOffset(row-1)-1))
+	case *array.Int8: // a code column (index version 4): a code past its values
+		b, width = []byte{127}, 1
+	default:
+		t.Fatalf("column %q is %s", column, col.DataType())
+	}
+	vals := rec.Column(idx[0]).Data().Buffers()[1].Bytes()
+	pos := int64(uintptr(unsafe.Pointer(&vals[0]))-uintptr(unsafe.Pointer(&m.Data[0]))) + width*int64(row)
 	rec.Release()
 	m.Close()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -114,9 +123,7 @@ func breakOffset(t *testing.T, ds, column string, row int) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], uint32(prev-1))
-	if _, err := f.WriteAt(b[:], pos); err != nil {
+	if _, err := f.WriteAt(b, pos); err != nil {
 		t.Fatal(err)
 	}
 	return xf.Path

@@ -46,8 +46,10 @@ func FromSnapshot(dataset string, s *snapshot.Snapshot) (*SnapshotReader, error)
 	}
 	// The attribute columns are fetched on use (attr): the index checks
 	// each on its first use, so that opening stays flat in the number of
-	// series. Only a version-1 index holds dictionaries, and it was
-	// checked in full at open, so fetching them here costs nothing.
+	// series. A version-1 index holds dictionaries, and it was checked in
+	// full at open, so fetching them here costs nothing. (A version-4 code
+	// column becomes a dictionary array on its first use, which builds
+	// the array's dictionary under the index's once.)
 	if x.Version() == index.VersionV1 {
 		for pos := range fields {
 			if d, ok := r.attrOrNulls(pos).(*array.Dictionary); ok {
@@ -471,11 +473,15 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 			}
 		}
 		if d, ok := src.(*array.Dictionary); ok {
-			// Decode: the dictionary's values taken by the selected indices.
-			var ind arrow.Array
-			if ind, err = take(d.Indices()); err == nil {
-				a, err = compute.TakeArray(compute.WithAllocator(ctx, mem), d.Dictionary(), ind)
-				ind.Release()
+			// Decode: the dictionary's values at the selected rows.
+			if vals, ok := d.Dictionary().(*array.String); ok {
+				a = decodeStrings(d, vals, lo, hi, span, sel.list, mem)
+			} else {
+				var ind arrow.Array
+				if ind, err = take(d.Indices()); err == nil {
+					a, err = compute.TakeArray(compute.WithAllocator(ctx, mem), d.Dictionary(), ind)
+					ind.Release()
+				}
 			}
 		} else {
 			a, err = take(src)
@@ -486,6 +492,49 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 		values = append(values, a)
 	}
 	return ids, values, nil
+}
+
+// decodeStrings is utf8 dictionary d (vals its dictionary) decoded at
+// rows lo..hi (span) or at rows list, as a plain utf8 array: a copy of
+// each selected value, two passes (sizes, then bytes). checkGather has
+// checked d's indices and vals' offsets. (arrow-go v18.9's take of a
+// small utf8 dictionary by many indices was seen to overrun the data
+// buffer it presizes, a panic in a goroutine of its own.)
+func decodeStrings(d *array.Dictionary, vals *array.String, lo, hi int, span bool, list []int32, mem memory.Allocator) arrow.Array {
+	n := hi - lo
+	if !span {
+		n = len(list)
+	}
+	row := func(k int) int {
+		if span {
+			return lo + k
+		}
+		return int(list[k])
+	}
+	size := 0
+	for k := range n {
+		if r := row(k); d.IsValid(r) {
+			size += vals.ValueLen(d.GetValueIndex(r))
+		}
+	}
+	b := array.NewStringBuilder(mem)
+	defer b.Release()
+	b.Reserve(n)
+	b.ReserveData(size)
+	for k := range n {
+		r := row(k)
+		if d.IsNull(r) {
+			b.AppendNull()
+			continue
+		}
+		j := d.GetValueIndex(r)
+		if vals.IsNull(j) {
+			b.AppendNull()
+		} else {
+			b.Append(vals.Value(j))
+		}
+	}
+	return b.NewArray()
 }
 
 func takeCodes(ctx context.Context, src arrow.Array, codes []int32, mem memory.Allocator) (arrow.Array, error) {

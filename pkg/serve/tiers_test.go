@@ -302,7 +302,7 @@ func checkTiers(t *testing.T, d *dsdir.Dir, id uint64, tiered bool) {
 		t.Fatal(err)
 	}
 	cf, hasCold := m.FileByRole(manifest.RoleCold)
-	want := map[bool]int{true: manifest.VersionTiered, false: manifest.Version}[tiered]
+	want := manifest.Version
 	if m.FormatVersion != want || hasCold != tiered {
 		t.Errorf("%s snapshot %d: format_version %d, cold file %v; want %d, %v", d.Name, id, m.FormatVersion, hasCold, want, tiered)
 	}

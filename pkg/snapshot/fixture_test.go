@@ -17,17 +17,19 @@ import (
 
 // TestReadsFixtures opens the snapshots committed under testdata/vN, one
 // per published format version (v1 was written by the builder before
-// index version 2, v2 by pkg/sortwrite's TestGoldenV2 -update): every
-// reader must keep opening every version, with and without checksums, and
-// see the same series, rows and attributes in each.
+// index version 2, v2 by pkg/sortwrite's former TestGoldenV2 -update, v4
+// by TestGoldenV4 -update, whose lake adds the attribute source, written
+// as codes): every reader must keep opening every version, with and
+// without checksums, and see the same series, rows and attributes in each.
 func TestReadsFixtures(t *testing.T) {
 	for _, tc := range []struct {
 		dir     string
 		version int
-		units   string // the units attribute's type: v1 dictionary-encodes it
+		types   []string // the attributes' types (units, then v4's source): v1 dictionary-encodes units, v4 codes source
 	}{
-		{"../../testdata/v1/FIXTURE", 1, "dictionary<values=utf8, indices=int8, ordered=false>"},
-		{"../../testdata/v2/FIXTURE", 2, "utf8"},
+		{"../../testdata/v1/FIXTURE", 1, []string{"dictionary<values=utf8, indices=int8, ordered=false>"}},
+		{"../../testdata/v2/FIXTURE", 2, []string{"utf8"}},
+		{"../../testdata/v4/FIXTURE", 4, []string{"utf8", "dictionary<values=utf8, indices=int8, ordered=false>"}},
 	} {
 		for _, opt := range []Options{{}, {VerifyData: true}} {
 			t.Run(fmt.Sprintf("v%d/verify=%v", tc.version, opt.VerifyData), func(t *testing.T) {
@@ -41,12 +43,20 @@ func TestReadsFixtures(t *testing.T) {
 				}
 				checkFixture(t, s)
 				f, c := s.Index().Attributes()
-				if len(f) != 1 || f[0].Name != "units" || f[0].Type.String() != tc.units {
-					t.Fatalf("attributes %v, want units %s", f, tc.units)
+				if len(f) != len(tc.types) || f[0].Name != "units" {
+					t.Fatalf("attributes %v, want units (and source) of types %v", f, tc.types)
+				}
+				for k, typ := range tc.types {
+					if f[k].Type.String() != typ || c[k].DataType().String() != typ {
+						t.Errorf("attribute %s is %s (column %s), want %s", f[k].Name, f[k].Type, c[k].DataType(), typ)
+					}
 				}
 				for i, want := range []string{"$/MMBtu", "$/bbl", "$/bbl"} {
 					if got := c[0].GetOneForMarshal(i); got != want {
 						t.Errorf("units of series %d = %v, want %s", i, got, want)
+					}
+					if len(c) > 1 && c[1].GetOneForMarshal(i) != "EIA" {
+						t.Errorf("source of series %d = %v, want EIA", i, c[1].GetOneForMarshal(i))
 					}
 				}
 			})
@@ -101,6 +111,8 @@ func TestVersionsMustAgree(t *testing.T) {
 	}{
 		{"../../testdata/v1/FIXTURE", 2},
 		{"../../testdata/v2/FIXTURE", 1},
+		{"../../testdata/v2/FIXTURE", 4},
+		{"../../testdata/v4/FIXTURE", 2},
 	} {
 		t.Run(fmt.Sprintf("%s as version %d", filepath.Base(filepath.Dir(tc.fixture)), tc.claim), func(t *testing.T) {
 			ds := filepath.Join(t.TempDir(), "FIXTURE")

@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
@@ -51,8 +50,10 @@ func fixtureRows(t *testing.T, s *Snapshot) map[string][]string {
 }
 
 // TestReadsFixturesV3 opens the tiered snapshots committed under
-// testdata/v3 (written by pkg/sortwrite's TestGoldenV3 -update from the
-// version-2 fixture's lake): FIXTURE (--hot-since 2020-01-01) and VORTEX
+// testdata/v3 (written by pkg/sortwrite's former TestGoldenV3 -update from
+// the version-2 fixture's lake) and testdata/v4 (TestGoldenV4: index
+// version 4 with the tier columns, from the same lake plus a source
+// attribute): FIXTURE or TIERED (--hot-since 2020-01-01) and VORTEX
 // (--format vortex). Each opens with and without checksums, records the
 // split the policy makes (cold rows per series, hot rows per series), and
 // serves, cold piece then hot slice, exactly the rows, latest values and
@@ -68,19 +69,22 @@ func TestReadsFixturesV3(t *testing.T) {
 		dir       string
 		cold, hot []int64 // per series code (NG.Ü.Q, PET.A.A, PET.B.M)
 		format    string
+		version   int // the manifest's; the index's is the same number
 	}{
-		{"../../testdata/v3/FIXTURE", []int64{0, 1, 2}, []int64{1, 1, 1}, ""},
-		{"../../testdata/v3/VORTEX", []int64{1, 2, 3}, []int64{0, 0, 0}, "vortex"},
+		{"../../testdata/v3/FIXTURE", []int64{0, 1, 2}, []int64{1, 1, 1}, "", 3},
+		{"../../testdata/v3/VORTEX", []int64{1, 2, 3}, []int64{0, 0, 0}, "vortex", 3},
+		{"../../testdata/v4/TIERED", []int64{0, 1, 2}, []int64{1, 1, 1}, "", 4},
+		{"../../testdata/v4/VORTEX", []int64{1, 2, 3}, []int64{0, 0, 0}, "vortex", 4},
 	} {
 		for _, opt := range []Options{{}, {VerifyData: true}} {
-			t.Run(fmt.Sprintf("%s/verify=%v", filepath.Base(tc.dir), opt.VerifyData), func(t *testing.T) {
+			t.Run(fmt.Sprintf("v%d/%s/verify=%v", tc.version, filepath.Base(tc.dir), opt.VerifyData), func(t *testing.T) {
 				s, err := Open(tc.dir, opt)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer s.Close()
 				m := s.Manifest
-				if m.FormatVersion != manifest.VersionTiered || !s.Tiered() || s.Index().Version() != index.VersionTiered || m.Build.DataFormat != tc.format {
+				if m.FormatVersion != tc.version || !s.Tiered() || s.Index().Version() != fmt.Sprint(tc.version) || m.Build.DataFormat != tc.format {
 					t.Fatalf("format_version %d, tiered %v, index version %q, build.format %q", m.FormatVersion, s.Tiered(), s.Index().Version(), m.Build.DataFormat)
 				}
 				df, _ := m.FileByRole(manifest.RoleData)
@@ -108,8 +112,11 @@ func TestReadsFixturesV3(t *testing.T) {
 					t.Errorf("rows %v\nwant (all-hot v2) %v", got, want)
 				}
 				f, c := x.Attributes()
-				if len(f) != 1 || f[0].Name != "units" || c[0].GetOneForMarshal(0) != "$/MMBtu" || c[0].GetOneForMarshal(2) != "$/bbl" {
+				if len(f) < 1 || f[0].Name != "units" || c[0].GetOneForMarshal(0) != "$/MMBtu" || c[0].GetOneForMarshal(2) != "$/bbl" {
 					t.Errorf("attributes %v", f)
+				}
+				if tc.version == 4 && (len(f) != 2 || f[1].Name != "source" || f[1].Type.ID() != arrow.DICTIONARY || c[1].GetOneForMarshal(1) != "EIA") {
+					t.Errorf("attributes %v, want units and source (codes) = EIA", f)
 				}
 				if got := s.Schema().Field(3).Name; got != "note" {
 					t.Errorf("varying column = %q, want note", got)

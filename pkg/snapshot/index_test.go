@@ -32,7 +32,7 @@ func fileOffset(t *testing.T, data, b []byte) int64 {
 	return int64(p - base)
 }
 
-// TestIndexIsMapped: a version-2 index is read where it lies. Every buffer
+// TestIndexIsMapped: a version-4 index is read where it lies. Every buffer
 // of every index column, fixed and attribute, aliases the file's mapping:
 // opening copies none of it onto the heap (which is what made RssAnon grow
 // with the number of series before version 2).
@@ -62,8 +62,24 @@ func TestIndexIsMapped(t *testing.T) {
 			t.Errorf("column %d is %s", i, c.DataType())
 		}
 	}
-	if int64(checked) < rec.NumCols()+3 {
+	if int64(checked) < rec.NumCols() {
 		t.Fatalf("only %d buffers checked", checked)
+	}
+	// A code column is handed out as a dictionary over the mapped codes.
+	coded := 0
+	for i, f := range s.Index().AttributeFields() {
+		if f.Type.ID() != arrow.DICTIONARY {
+			continue
+		}
+		a, err := s.Index().Attribute(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fileOffset(t, s.index.Data, a.(*array.Dictionary).Indices().Data().Buffers()[1].Bytes())
+		coded++
+	}
+	if coded < 2 {
+		t.Fatalf("%d code columns; the sample's units, category and frequency should be", coded)
 	}
 }
 
@@ -88,10 +104,14 @@ func TestOpenRefusesBadIndexColumns(t *testing.T) {
 		{"id offset jumps past the next", index.ColSeriesID, 50, func(o []int32, _ int) int32 { return o[52] + 1 }, "must not decrease"},
 		{"id offset huge", index.ColSeriesID, 3, func([]int32, int) int32 { return math.MaxInt32 }, "must not decrease"},
 		{"id first offset negative", index.ColSeriesID, 0, func([]int32, int) int32 { return -4 }, "negative"},
-		{"attribute offset decreases", "units", 11, func(o []int32, _ int) int32 { return o[10] - 3 }, "must not decrease"},
+		{"attribute offset decreases", "name", 11, func(o []int32, _ int) int32 { return o[10] - 3 }, "must not decrease"},
 		{"attribute offset huge", "name", 120, func([]int32, int) int32 { return 1 << 30 }, "must not decrease"},
-		{"attribute offset negative", "category", 90, func([]int32, int) int32 { return -1 }, "must not decrease"},
-		{"attribute first offset negative", "frequency", 0, func([]int32, int) int32 { return math.MinInt32 }, "negative"},
+		{"attribute first offset negative", "name", 0, func([]int32, int) int32 { return math.MinInt32 }, "negative"},
+		// units, category and frequency are code columns (index version 4):
+		// value is the new code.
+		{"attribute code past its values", "units", 11, func([]int32, int) int32 { return 120 }, "outside"},
+		{"attribute code negative", "category", 90, func([]int32, int) int32 { return -1 }, "outside"},
+		{"attribute last code past its values", "frequency", 199, func([]int32, int) int32 { return 100 }, "outside"},
 	}
 	for _, tc := range cases {
 		for _, resum := range []bool{false, true} {
@@ -165,14 +185,19 @@ func mutateIndexOffset(t *testing.T, ds, column string, row int, value func([]in
 		s.Close()
 		t.Fatalf("no index column %q in %v", column, rec.Schema())
 	}
-	str, ok := rec.Column(col).(*array.String)
-	if !ok {
+	var pos int64
+	var b []byte
+	switch c := rec.Column(col).(type) {
+	case *array.String:
+		pos = fileOffset(t, s.index.Data, c.Data().Buffers()[1].Bytes()) + 4*int64(row)
+		b = binary.LittleEndian.AppendUint32(nil, uint32(value(c.ValueOffsets(), c.Len())))
+	case *array.Int8: // a code column
+		pos = fileOffset(t, s.index.Data, c.Data().Buffers()[1].Bytes()) + int64(row)
+		b = []byte{byte(value(nil, c.Len()))}
+	default:
 		s.Close()
 		t.Fatalf("column %q is %s", column, rec.Column(col).DataType())
 	}
-	offs := str.ValueOffsets()
-	pos := fileOffset(t, s.index.Data, str.Data().Buffers()[1].Bytes()) + 4*int64(row)
-	v := value(offs, str.Len())
 	s.Close()
 
 	path := filepath.Join(ds, xf.Path)
@@ -180,9 +205,7 @@ func mutateIndexOffset(t *testing.T, ds, column string, row int, value func([]in
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], uint32(v))
-	if _, err := f.WriteAt(b[:], pos); err != nil {
+	if _, err := f.WriteAt(b, pos); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

@@ -227,7 +227,7 @@ func (s *Snapshot) openCold(opt Options) error {
 	if !ok {
 		if s.idx.Tiered() {
 			xf, _ := s.Manifest.FileByRole(manifest.RoleIndex)
-			return corrupt.InFile(xf.Path, fmt.Errorf("%s: a tiered (version 3) index, but the manifest names no cold file", xf.Path))
+			return corrupt.InFile(xf.Path, fmt.Errorf("%s: a tiered index (version %s), but the manifest names no cold file", xf.Path, s.idx.Version()))
 		}
 		return nil
 	}
@@ -332,12 +332,15 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 }
 
 // indexVersion is the index layout a manifest's format version implies:
-// manifest version 1 snapshots have version-1 indexes, later ones the
-// current layout.
+// each manifest version has the index version of the same number
+// (FORMAT.md, Versions); a version-4 index holds the tier columns when
+// the manifest lists a cold file (openCold checks).
 func indexVersion(m *manifest.Manifest) string {
 	switch m.FormatVersion {
 	case 1:
 		return index.VersionV1
+	case manifest.VersionV2:
+		return index.VersionV2
 	case manifest.VersionTiered:
 		return index.VersionTiered
 	}

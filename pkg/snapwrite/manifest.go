@@ -41,7 +41,7 @@ type Snapshot struct {
 func (s Snapshot) Manifest() *manifest.Manifest {
 	m := &manifest.Manifest{
 		Format:        manifest.Format,
-		FormatVersion: FormatVersion(s.Tiers),
+		FormatVersion: manifest.Version, // tiered or not: a tiered one lists its cold file
 		SnapshotID:    s.ID,
 		ParentID:      s.ParentID,
 		Dataset:       s.Dataset,
@@ -62,16 +62,6 @@ func (s Snapshot) Manifest() *manifest.Manifest {
 		m.Stats.FirstPeriod, m.Stats.LastPeriod = period.Format(s.First), period.Format(s.Last)
 	}
 	return m
-}
-
-// FormatVersion is the manifest format version of a snapshot written under
-// p: the tiered one only when there is a cold file, so that other snapshots
-// stay readable by builds that predate tiers.
-func FormatVersion(p coldfile.Policy) int {
-	if p.Tiered() {
-		return manifest.VersionTiered
-	}
-	return manifest.Version
 }
 
 // PlaceFiles appends files, named relative to the staged snapshot (as the

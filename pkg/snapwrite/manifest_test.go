@@ -32,7 +32,7 @@ func TestColumnsOf(t *testing.T) {
 }
 
 // TestManifest: the assembled manifest carries what the writer knew, in
-// the format version its tiers call for, with periods only when it has
+// format version 4 (tiered or not), with periods only when it has
 // series, and its files named by their place in the published snapshot.
 func TestManifest(t *testing.T) {
 	data := datafile.Schema(arrow.PrimitiveTypes.Float64, nil)
@@ -46,7 +46,7 @@ func TestManifest(t *testing.T) {
 		first, last string
 	}{
 		{"untiered", coldfile.Policy{}, 2, manifest.Version, "1970-04-11", "1970-04-21"},
-		{"tiered", coldfile.Policy{HotRows: 3}, 2, manifest.VersionTiered, "1970-04-11", "1970-04-21"},
+		{"tiered", coldfile.Policy{HotRows: 3}, 2, manifest.Version, "1970-04-11", "1970-04-21"},
 		{"empty", coldfile.Policy{}, 0, manifest.Version, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -212,8 +212,8 @@ func TestTiersBuild(t *testing.T) {
 			sameFiles(t, mem, ext)
 
 			m := currentManifest(t, mem)
-			if m.FormatVersion != manifest.VersionTiered {
-				t.Errorf("format_version %d, want %d", m.FormatVersion, manifest.VersionTiered)
+			if m.FormatVersion != manifest.Version {
+				t.Errorf("format_version %d, want %d", m.FormatVersion, manifest.Version)
 			}
 			hs, hr, f := m.Build.HotSince, m.Build.HotRows, m.Build.DataFormat
 			if hs != tc.hotSince || hr != tc.hotRows || f != tc.format {
@@ -257,7 +257,7 @@ func TestTiersBuild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !x.Tiered() || x.Version() != index.VersionTiered {
+			if !x.Tiered() || x.Version() != index.Version {
 				t.Fatalf("index version %q, tiered %v", x.Version(), x.Tiered())
 			}
 			var coldNext int64
@@ -314,7 +314,7 @@ func TestTiersEmpty(t *testing.T) {
 			}
 			m := currentManifest(t, out)
 			cf, ok := m.FileByRole(manifest.RoleCold)
-			if sum.Rows != 0 || m.FormatVersion != manifest.VersionTiered || !ok || cf.Rows != 0 {
+			if sum.Rows != 0 || m.FormatVersion != manifest.Version || !ok || cf.Rows != 0 {
 				t.Fatalf("rows %d, format_version %d, cold %+v %v", sum.Rows, m.FormatVersion, cf, ok)
 			}
 			rows, _ := servedRows(t, out)
@@ -345,7 +345,7 @@ func TestTiersSharded(t *testing.T) {
 					t.Fatal(err)
 				}
 				m := currentManifest(t, dir)
-				if _, ok := m.FileByRole(manifest.RoleCold); !ok || m.FormatVersion != manifest.VersionTiered || m.Shard == nil {
+				if _, ok := m.FileByRole(manifest.RoleCold); !ok || m.FormatVersion != manifest.Version || m.Shard == nil {
 					t.Fatalf("shard %d: format_version %d, files %+v, shard %+v", i, m.FormatVersion, m.Files, m.Shard)
 				}
 				rows, _ := servedRows(t, dir)

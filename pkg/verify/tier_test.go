@@ -64,7 +64,7 @@ func getTierFixture(t testing.TB) *tierFixture {
 			testsnap.Build(t, f.lake, ds, func(o *sortwrite.Options) { o.BatchRows = 5000; o.Tiers = p })
 			m := loadManifest(t, ds, 0)
 			c, ok := m.FileByRole(manifest.RoleCold)
-			if !ok || m.FormatVersion != manifest.VersionTiered {
+			if !ok || m.FormatVersion != manifest.Version {
 				t.Fatalf("%s: format_version %d, no cold file", name, m.FormatVersion)
 			}
 			x, _ := m.FileByRole(manifest.RoleIndex)

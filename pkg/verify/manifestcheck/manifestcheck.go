@@ -401,8 +401,8 @@ func tierRules(m *manifest.Manifest, bad func(loc, format string, a ...any)) {
 	if b.DataFormat == coldfile.FormatVortex && (b.HotSince != "" || b.HotRows != 0) {
 		bad("build", "format %q (every row cold) with a hot window (hot_since %q, hot_rows %d)", b.DataFormat, b.HotSince, b.HotRows)
 	}
-	if tiered != (m.FormatVersion == manifest.VersionTiered) {
-		bad("format_version", "format_version %d with tier policy hot_since %q hot_rows %d format %q: version %d snapshots, and only they, have one", m.FormatVersion, b.HotSince, b.HotRows, b.DataFormat, manifest.VersionTiered)
+	if tiered != m.Tiered() {
+		bad("format_version", "format_version %d (tiered: %v) with tier policy hot_since %q hot_rows %d format %q: tiered snapshots (version %d, or version %d with a cold file), and only they, have one", m.FormatVersion, m.Tiered(), b.HotSince, b.HotRows, b.DataFormat, manifest.VersionTiered, manifest.Version)
 	}
 	if d, ok := m.FileByRole(manifest.RoleData); ok && b.DataFormat == coldfile.FormatVortex && (d.Rows != 0 || d.Batches != 0) {
 		bad("files", "data file has %d rows in %d batches, but every row is cold (build.format %q)", d.Rows, d.Batches, b.DataFormat)

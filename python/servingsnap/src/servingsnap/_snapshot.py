@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import calendar
 import datetime as dt
+import json
 import mmap
 import os
 from pathlib import Path
@@ -20,8 +21,10 @@ from ._errors import ColdTierUnavailable, CorruptSnapshot, SeriesNotFound, Servi
 EPOCH = dt.date(1970, 1, 1)
 META_FILE = b"servingsnap.file"
 META_VERSION = b"servingsnap.format_version"
+META_TIERED = b"servingsnap.tiered"
+META_DICTIONARY = b"servingsnap.dictionary"
 # The index version each manifest version implies (FORMAT.md, Versions).
-INDEX_VERSION = {1: b"1", 2: b"2", 3: b"3"}
+INDEX_VERSION = {1: b"1", 2: b"2", 3: b"3", 4: b"4"}
 DATA_VERSION = b"1"
 FIXED_DATA = ("series_code", "period")
 CATEGORY = "category"
@@ -110,14 +113,20 @@ class Snapshot:
         for role in ("data", "index"):
             if role not in files:
                 raise CorruptSnapshot(f"snapshot {self.id}: the manifest lists no {role} file")
-        if (self.version == 3) != ("cold" in files):
+        if self.version < 4 and (self.version == 3) != ("cold" in files):
             raise CorruptSnapshot(f"snapshot {self.id}: format_version {self.version} with{'out' if 'cold' not in files else ''} a cold file")
+        # Tiered: the index locates cold rows (version 3; version 4 with a cold file).
+        self.tiered: bool = "cold" in files
         self._files = files
         self._data = self._open_arrow("data", b"data", DATA_VERSION)
         self._index_reader = self._open_arrow("index", b"index", INDEX_VERSION[self.version])
         if self._index_reader.num_record_batches != 1:
             raise CorruptSnapshot(f"{files['index'][0]}: {self._index_reader.num_record_batches} record batches, want 1")
+        if self.version >= 4 and (self._index_reader.schema.metadata.get(META_TIERED) == b"true") != self.tiered:
+            raise CorruptSnapshot(f"{files['index'][0]}: {META_TIERED.decode()}={self._index_reader.schema.metadata.get(META_TIERED)!r} "
+                                  f"in a snapshot with{'out' if not self.tiered else ''} a cold file")
         self.index: pa.RecordBatch = self._index_reader.get_batch(0)
+        self._attrs: dict[str, pa.Array] = {}
         self.series_count: int = self.index.num_rows
         if self.series_count != manifest["stats"]["series"]:
             raise CorruptSnapshot(f"{files['index'][0]}: {self.series_count} series, the manifest says {manifest['stats']['series']}")
@@ -255,6 +264,31 @@ class Snapshot:
                 hi = mid
         return first, lo
 
+    def _attribute(self, name: str) -> pa.Array:
+        """Attribute column `name` as the index stores it (utf8 or another
+        type, or a version-1 dictionary), except that a version-4 code
+        column (FORMAT.md §4) comes as a DictionaryArray over the values in
+        its field's metadata: the codes stay mapped, the values are decoded
+        on first use (their number, not the series', is the cost)."""
+        col = self._attrs.get(name)
+        if col is None:
+            col = self.index.column(name)
+            md = self.index.schema.field(name).metadata or {}
+            if self.version >= 4 and META_DICTIONARY in md:
+                path = self._files["index"][0]
+                try:
+                    values = json.loads(md[META_DICTIONARY])
+                    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                        raise ValueError("not a JSON array of strings")
+                    col = pa.DictionaryArray.from_arrays(col, pa.array(values, pa.string()), safe=True)
+                except (ValueError, pa.ArrowException) as e:
+                    raise CorruptSnapshot(f"{path}: column {name}: {e}") from None
+            self._attrs[name] = col
+        return col
+
+    def _is_coded(self, name: str) -> bool:
+        return self.version >= 4 and META_DICTIONARY in (self.index.schema.field(name).metadata or {})
+
     # -- selecting series -----------------------------------------------------
 
     def _codes(self, ids: Iterable[str] | None, prefix: str | None, category: str | None) -> pa.Array | slice:
@@ -271,8 +305,8 @@ class Snapshot:
         if category is not None:
             if CATEGORY not in self.attributes:
                 raise ServingSnapError(f"{self.dataset} snapshot {self.id} has no {CATEGORY} attribute (attributes: {self.attributes})")
-            col = self.index.column(CATEGORY)
-            if pa.types.is_dictionary(col.type):  # a version-1 index
+            col = self._attribute(CATEGORY)
+            if pa.types.is_dictionary(col.type):  # a version-1 dictionary or a version-4 code column
                 col = col.dictionary_decode()
             c = category.rstrip("/")
             mask = pc.or_(pc.equal(col, c), pc.starts_with(col, c + "/"))
@@ -296,7 +330,7 @@ class Snapshot:
         fields = [self._id_field] + [self._data.schema.field(i) for i in range(1, len(self._data.schema))]
         if attributes:
             for name in self.attributes:
-                t = self.index.schema.field(name).type
+                t = self._attribute(name).type
                 t = t.value_type if pa.types.is_dictionary(t) else t
                 fields.append(pa.field(name, pa.dictionary(pa.int32(), t)))
         return pa.schema(fields)
@@ -313,9 +347,16 @@ class Snapshot:
         latest_value, then the attributes."""
         sel = self._codes(ids, prefix, category)
         cols = ["series_id", "latest_period", "latest_value"] + (self.attributes if attributes else [])
-        b = self.index.select(cols)
+        plain = [c for c in cols if not self._is_coded(c)]
+        b = self.index.select(plain)
         b = b.slice(sel.start, sel.stop - sel.start) if isinstance(sel, slice) else b.take(sel)
-        return pa.Table.from_batches([b]).rename_columns(["series_id", "period", "value"] + cols[3:])
+        t = pa.Table.from_batches([b])
+        for name in cols[3:]:
+            if self._is_coded(name):  # decoded: the answer is version 2's
+                v = self._attribute(name)
+                v = v.slice(sel.start, sel.stop - sel.start) if isinstance(sel, slice) else v.take(sel)
+                t = t.add_column(cols.index(name), name, v.dictionary_decode())
+        return t.rename_columns(["series_id", "period", "value"] + cols[3:])
 
     def series(self, series_id: str, start=None, end=None, attributes: bool = False) -> pa.Table:
         """The series' rows with start <= period <= end (each bound optional;
@@ -328,7 +369,7 @@ class Snapshot:
         k = self.code(series_id)
         lo, hi = to_days(start), to_days(end, end=True)
         parts = []
-        if self.version == 3:
+        if self.tiered:
             n = self._view("cold_rows", "q")[k]
             if n > 0 and (lo is None or lo <= self._view("cold_last_period", "i")[k]) and \
                     (hi is None or hi >= self._view("cold_first_period", "i")[k]):
@@ -389,7 +430,7 @@ class Snapshot:
         t = t.add_column(0, self._id_field, self._id_dictionary(k, n))
         if attributes:
             for name in self.attributes:
-                v = self.index.column(name).slice(k, 1)
+                v = self._attribute(name).slice(k, 1)
                 if pa.types.is_dictionary(v.type):
                     v = v.dictionary_decode()
                 t = t.append_column(name, pa.DictionaryArray.from_arrays(zeros, v))
@@ -425,7 +466,7 @@ class Snapshot:
         polars (pl.from_arrow) or pyarrow. Hot rows are the mapped batches;
         a tiered snapshot's cold rows are read through vortex-data."""
         hot = self._data.read_all()
-        if self.version == 3 and self._files["cold"][1]["rows"] > 0:
+        if self.tiered and self._files["cold"][1]["rows"] > 0:
             vx, f = self._vortex()
             cold = self._cold_table(f.scan().read_all())
             both = pa.concat_tables([cold, hot])
@@ -438,7 +479,7 @@ class Snapshot:
         out = out.add_column(0, "series_id", _dictionary(codes, ids))
         if attributes:
             for name in self.attributes:
-                v = self.index.column(name)
+                v = self._attribute(name)
                 if pa.types.is_dictionary(v.type):
                     v = v.dictionary_decode()
                 out = out.append_column(name, _dictionary(codes, v))
