@@ -86,7 +86,8 @@ def table(shapes):
     row("build (`--memory` budget): wall time, peak RSS",
         lambda S: f"{secs(S['build']['wall_s'])}, {mib(S['build']['peak_rss'])} ({mib(S['budget'])})")
     if all("verify" in S for _, S in shapes):
-        row("verify gate (`snapverify --deep --against` the lake): wall time, against the build, peak RSS",
+        row("verify gate (`snapverify --deep --against` the lake): wall time, against the build, peak RSS "
+            "(the mapped snapshot's pages included)",
             lambda S: f"{secs(S['verify']['wall_s'])}, {S['verify']['wall_s'] / S['build']['wall_s']:.2f}× the build, "
                       f"{mib(S['verify']['peak_rss'])}" + ("" if S["verify"].get("ok") else " (**findings**)"))
     row("start-up to the first answer, warm", lambda S: secs(S["serve"]["open_s"]),
