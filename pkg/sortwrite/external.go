@@ -179,10 +179,15 @@ type external struct {
 func (e *external) work() int64 { return max(e.budget-programReserve, 0) }
 
 // limitFor is the collector's memory limit for a phase whose live heap is
-// need: the work memory, or need and a quarter more when need does not
-// fit (a limit under the live heap would make the collector run without
-// pause).
-func (e *external) limitFor(need int64) int64 { return max(e.work(), need+need/4) }
+// need: the work memory, or, when need does not fit, need, a quarter more
+// and the runtime's own (runtimeSlack): a limit near the live heap would
+// make the collector run without pause.
+func (e *external) limitFor(need int64) int64 { return max(e.work(), need+need/4+runtimeSlack) }
+
+// runtimeSlack is what the Go runtime counts against its memory limit
+// besides the live heap: goroutine stacks, its metadata, freed spans not
+// yet returned to the system (measured about 12 MiB while runs are read).
+const runtimeSlack = 12 << 20
 
 // runRows is how many rows one run holds under the budget, after the
 // per-series state of the series read so far (seriesCost) and the
