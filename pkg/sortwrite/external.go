@@ -277,7 +277,7 @@ func (e *external) mergeNeed() int64 {
 // 64 KiB).
 func (e *external) readBuffer() int {
 	b := e.work() / 10 / int64(max(len(e.runs), 1))
-	return int(min(max(b, 64<<10), spillBuffer))
+	return int(min(max(b, minReadBuffer), spillBuffer))
 }
 
 // buildExternal runs the external sort and writes data and index into
@@ -300,12 +300,13 @@ func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, st
 		return nil, err
 	}
 	runSeconds := time.Since(start).Seconds()
+	runs := len(e.runs) // as spilled (the merge may merge them in passes first)
 	res, err := e.merge(ctx, staged, rep)
 	if err != nil {
 		return nil, err
 	}
 	res.runSeconds = runSeconds
-	res.runs, res.spilled = len(e.runs), e.bytes
+	res.runs, res.spilled = runs, e.bytes
 	res.otherShards = e.otherShards
 	return res, nil
 }
@@ -852,6 +853,11 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	}
 	res.schemas.data = datafile.Schema(t.value.col.Type, extra)
 
+	// The merge's records hold the columns that are not attributes.
+	ml := layoutOf(t, e.isAttr)
+	if err := e.narrow(ctx, rank, ml); err != nil {
+		return nil, err
+	}
 	debug.SetMemoryLimit(e.limitFor(e.mergeNeed()))
 	h := make(runHeap, 0, len(e.runs))
 	defer func() {
@@ -859,8 +865,6 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 			r.f.Close()
 		}
 	}()
-	// The merge's records hold the columns that are not attributes.
-	ml := layoutOf(t, e.isAttr)
 	size := ml.size
 	for _, src := range e.runs {
 		r, err := openRun(t, src, ml, e.firsts, e.readBuffer())
