@@ -12,8 +12,8 @@ import (
 // limit the external sort sets while runs are read and while they are
 // merged, with the program's reserve, stays within the budget once the
 // budget is above the merge's floor (two data batches and the per-series
-// state), and at that floor below it; runs and the merge's read buffers
-// take their shares of the work memory.
+// state), and at that floor below it; runs and the final merge's read
+// buffers take their shares of the work memory.
 func TestExternalPlanHonoursBudget(t *testing.T) {
 	const rows, series = 15_000_000, 100_000
 	str := func(name string) *store { return newStore(Column{Name: name, Type: arrow.BinaryTypes.String}, 0, nil) }
@@ -59,15 +59,18 @@ func TestExternalPlanHonoursBudget(t *testing.T) {
 					t.Errorf("a run of %d rows holds %d bytes with the per-series state, over its share %d", run, runMem, share)
 				}
 			}
-			e.runs = make([]runSource, (rows+run-1)/run)
-			if got, most := int64(e.readBuffer())*int64(len(e.runs)), max(e.work()/10, int64(len(e.runs))*64<<10); got > most {
+			// The final merge reads at most fanIn runs (narrow merges more
+			// in passes first), through a tenth of the work memory.
+			spilled := (rows + run - 1) / run
+			e.runs = make([]runSource, min(spilled, fanIn(e)))
+			if got, most := int64(e.readBuffer())*int64(len(e.runs)), max(e.work()/10, 16*minReadBuffer); got > most {
 				t.Errorf("%d runs read through %d bytes of buffers, want at most %d", len(e.runs), got, most)
 			}
 			runLimit := e.limitFor(int64(run)*perRowRun(tbl) + e.seriesCost() + e.dictCost() + spillSlack)
 			mergeLimit := e.limitFor(e.mergeNeed())
 			peak := max(runLimit, mergeLimit) + programReserve
-			t.Logf("runs of %d rows (%d), limits: runs %d MiB, merge %d MiB; planned peak %d MiB",
-				run, len(e.runs), runLimit/mib, mergeLimit/mib, peak/mib)
+			t.Logf("runs of %d rows (%d, %d merged at once), limits: runs %d MiB, merge %d MiB; planned peak %d MiB",
+				run, spilled, len(e.runs), runLimit/mib, mergeLimit/mib, peak/mib)
 			if want := max(tc.budget, tc.floor*mib); peak > want {
 				t.Errorf("planned peak %d MiB (runs %d MiB, merge %d MiB, reserve %d MiB), want at most %d MiB",
 					peak/mib, runLimit/mib, mergeLimit/mib, programReserve/mib, want/mib)
