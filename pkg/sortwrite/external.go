@@ -245,12 +245,12 @@ const minRunRows = 4 << 10
 // fixed-width column's bytes and validity byte; a string column's code,
 // offset and a few bytes of string). The merge holds two (the one being
 // written, the one being made): with the per-series state, the floor of a
-// build's memory whatever the budget (about 34 MiB for 1M-row batches of
-// a lakegen lake).
+// build's memory whatever the budget (the two about 34 MiB for 1M-row
+// batches of a lakegen lake).
 func (e *external) batchCost() int64 {
 	per := int64(4 + 4) // series code, period
 	for i, s := range e.t.allStores()[1:] {
-		if i > 0 && e.isAttr[i-1] {
+		if i > 0 && i-1 < len(e.isAttr) && e.isAttr[i-1] {
 			continue
 		}
 		switch s.kind {
