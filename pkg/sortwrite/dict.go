@@ -31,6 +31,15 @@ type dictionary struct {
 	hashes []uint64 // per code, to grow the table
 	values []string
 	block  []byte // the tail of the values' bytes
+	blocks int64  // bytes of the blocks allocated
+}
+
+// footprint is the memory the dictionary holds: its table, hashes, value
+// headers and the blocks of their bytes.
+func (d *dictionary) footprint() int64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return int64(8*(cap(d.slots)+cap(d.hashes))+16*cap(d.values)) + d.blocks
 }
 
 func newDictionary() *dictionary {
@@ -100,6 +109,7 @@ func (d *dictionary) own(v string) string {
 	}
 	if cap(d.block)-len(d.block) < len(v) {
 		d.block = make([]byte, 0, max(64<<10, len(v)))
+		d.blocks += int64(cap(d.block))
 	}
 	n := len(d.block)
 	d.block = append(d.block, v...)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/pkg/arrowfile"
@@ -51,11 +50,22 @@ import (
 // compares them). A run that is already sorted (inputs written in key
 // order) skips the sort: the check costs one pass over its keys.
 
-// memory shares of the budget: the run's columns and sort keys get
+// The budget covers the whole process. programReserve is what the program
+// itself keeps resident whatever the build (its code and read-only data,
+// mapped from the executable: about 45 MiB; the runtime); the external
+// sort plans its runs, its merge and the collector's limit within the
+// rest, the work memory.
+const programReserve = 48 << 20
+
+// memory shares of the work memory: the run's columns and sort keys get
 // runShare; the rest covers dictionaries and per-series state, decoded
-// Parquet row groups in flight, the merge's read buffers, the batch being
-// written, and the garbage collector's headroom.
+// Parquet row groups in flight, and the garbage collector's headroom.
 const runShare = 0.45
+
+// spillSlack is what reading a run holds besides its columns and the
+// per-series state: decoded Parquet pages in flight, the encoded chunks of
+// the spill being written (measured about 10 MiB).
+const spillSlack = 16 << 20
 
 // spillBuffer is the read (merge) and write (runs) buffer per spill file.
 const spillBuffer = 1 << 20
@@ -164,13 +174,40 @@ type external struct {
 	written int
 }
 
+// work is the memory the external sort plans with: the budget less the
+// program's reserve.
+func (e *external) work() int64 { return max(e.budget-programReserve, 0) }
+
+// limitFor is the collector's memory limit for a phase whose live heap is
+// need: the work memory, or, when need does not fit, need, a quarter more
+// and the runtime's own (runtimeSlack): a limit near the live heap would
+// make the collector run without pause.
+func (e *external) limitFor(need int64) int64 { return max(e.work(), need+need/4+runtimeSlack) }
+
+// runtimeSlack is what the Go runtime counts against its memory limit
+// besides the live heap: goroutine stacks, its metadata, freed spans not
+// yet returned to the system (measured about 12 MiB while runs are read).
+const runtimeSlack = 12 << 20
+
 // runRows is how many rows one run holds under the budget, after the
-// merge's data batch (batchCost) and the per-series state of the series
-// read so far (seriesCost) are set aside: later runs are shorter when
-// the series are many.
+// per-series state of the series read so far (seriesCost) and the
+// dictionaries are set aside: later runs are shorter when the series are
+// many.
 func (e *external) runRows() int {
-	n := (int64(float64(e.budget)*runShare) - e.batchCost() - e.seriesCost()) / perRowRun(e.t)
+	n := (int64(float64(e.work())*runShare) - e.seriesCost() - e.dictCost()) / perRowRun(e.t)
 	return int(max(n, minRunRows))
+}
+
+// dictCost is the memory of the string columns' dictionaries (the series
+// ids among them), which the build keeps to the end.
+func (e *external) dictCost() int64 {
+	var n int64
+	for _, s := range e.t.allStores() {
+		if s.kind == kindString && s.dict != nil {
+			n += s.dict.footprint()
+		}
+	}
+	return n
 }
 
 // seriesCost is the state the build holds per series interned so far,
@@ -202,34 +239,55 @@ func (s *store) rows() int {
 // when the budget is tiny; such a build may then exceed its budget.
 const minRunRows = 4 << 10
 
-// batchCost is what one data batch of the merge holds: its records, the
-// columns decoded from them and the arrays gathered for the writer.
-// It is the floor of a build's memory whatever the budget (about 70 MiB
-// for 1M-row batches of a lakegen lake).
+// batchCost is what one data batch of the merge holds (batcher.go): per
+// row the series code, the period, and each column of the data file that
+// is not an attribute as the batcher keeps it and the writer gets it (a
+// fixed-width column's bytes and validity byte; a string column's code,
+// offset and a few bytes of string). The merge holds two (the one being
+// written, the one being made): with the per-series state, the floor of a
+// build's memory whatever the budget (the two about 34 MiB for 1M-row
+// batches of a lakegen lake).
 func (e *external) batchCost() int64 {
-	arrays := int64(4 + 4) // series code, period
-	for _, s := range e.t.allStores()[1:] {
-		arrays += int64(s.recordWidth())
+	per := int64(4 + 4) // series code, period
+	for i, s := range e.t.allStores()[1:] {
+		if i > 0 && i-1 < len(e.isAttr) && e.isAttr[i-1] {
+			continue
+		}
+		switch s.kind {
+		case kindString:
+			per += 4 + 4 + 8
+		case kindFixed, kindBool:
+			per += int64(s.recordWidth())
+		}
 	}
-	return int64(e.opt.BatchRows) * (int64(recordSize(e.t)) + 2*arrays)
+	return int64(e.opt.BatchRows) * per
+}
+
+// mergeNeed is the merge's live heap: two data batches, the runs' read
+// buffers, the per-series state, the dictionaries, and the latest value
+// and data file location of every series.
+func (e *external) mergeNeed() int64 {
+	perSeries := int64(e.t.value.recordWidth() + 4 + 2*32) // a location appended: up to twice its 32 bytes
+	return 2*e.batchCost() + int64(e.readBuffer())*int64(len(e.runs)) + e.seriesCost() + e.dictCost() +
+		int64(len(e.t.series.dict.values))*perSeries
 }
 
 // readBuffer is the merge's read buffer per run: 1 MiB, less when many
-// runs would make the buffers a tenth of the budget.
+// runs would make the buffers a tenth of the work memory (at least
+// 64 KiB).
 func (e *external) readBuffer() int {
-	b := e.budget / 10 / int64(max(len(e.runs), 1))
-	return int(min(max(b, 64<<10), spillBuffer))
+	b := e.work() / 10 / int64(max(len(e.runs), 1))
+	return int(min(max(b, minReadBuffer), spillBuffer))
 }
 
 // buildExternal runs the external sort and writes data and index into
 // staged, spilling into spillDir. sums receives the input checksums.
 func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, staged, spillDir string, sums []string, rep progress.Reporter) (*extResult, error) {
 	// A soft limit makes the collector work harder near the budget instead
-	// of letting garbage double the heap.
-	// (Not below what a batch needs: a limit under the live heap would
-	// make the collector run without pause.)
+	// of letting garbage double the heap; each run and the merge set it
+	// from what they hold (limitFor).
 	e := &external{t: t, opt: opt, dir: spillDir, budget: budget}
-	old := debug.SetMemoryLimit(max(budget*9/10, 2*e.batchCost()+64<<20))
+	old := debug.SetMemoryLimit(e.limitFor(spillSlack))
 	defer debug.SetMemoryLimit(old)
 
 	e.isAttr = make([]bool, len(t.others))
@@ -242,12 +300,13 @@ func (t *table) buildExternal(ctx context.Context, opt Options, budget int64, st
 		return nil, err
 	}
 	runSeconds := time.Since(start).Seconds()
+	runs := len(e.runs) // as spilled (the merge may merge them in passes first)
 	res, err := e.merge(ctx, staged, rep)
 	if err != nil {
 		return nil, err
 	}
 	res.runSeconds = runSeconds
-	res.runs, res.spilled = len(e.runs), e.bytes
+	res.runs, res.spilled = runs, e.bytes
 	res.otherShards = e.otherShards
 	return res, nil
 }
@@ -315,6 +374,7 @@ func (e *external) spillRuns(ctx context.Context, sums []string, rep progress.Re
 			rows += units[hi].rows
 			hi++
 		}
+		debug.SetMemoryLimit(e.limitFor(rows*perRowRun(t) + e.seriesCost() + e.dictCost() + spillSlack))
 		rt.base, rt.rows = int(units[lo].firstRow), int(rows)
 		for _, s := range rt.allStores() {
 			s.fit(rt.rows)
@@ -793,14 +853,18 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	}
 	res.schemas.data = datafile.Schema(t.value.col.Type, extra)
 
+	// The merge's records hold the columns that are not attributes.
+	ml := layoutOf(t, e.isAttr)
+	if err := e.narrow(ctx, rank, ml); err != nil {
+		return nil, err
+	}
+	debug.SetMemoryLimit(e.limitFor(e.mergeNeed()))
 	h := make(runHeap, 0, len(e.runs))
 	defer func() {
 		for _, r := range h {
 			r.f.Close()
 		}
 	}()
-	// The merge's records hold the columns that are not attributes.
-	ml := layoutOf(t, e.isAttr)
 	size := ml.size
 	for _, src := range e.runs {
 		r, err := openRun(t, src, ml, e.firsts, e.readBuffer())
@@ -831,13 +895,12 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	latest.grow(nSeries)
 	latestP := make([]int32, nSeries)
 
-	b := &batcher{e: e, size: size, layout: ml, extraIdx: extraIdx, schema: res.schemas.data, limit: e.opt.BatchRows,
-		// A batch's records at once: growing the buffer by appends copied
-		// it about twice over.
-		buf: make([]byte, 0, min(e.opt.BatchRows, e.t.rows+1)*size)}
+	// A tiered sink's cold writer may keep slices of a batch: its buffers
+	// are not recycled.
+	b := newBatcher(e, ml, extraIdx, res.schemas.data, !e.opt.Tiers.Tiered())
 	// The data file is written a batch behind the merge, on a goroutine of
 	// its own; a failed write stops the merge at its next batch.
-	b.pipe = snapwrite.NewPipe(ctx, dw.Write)
+	b.pipe = snapwrite.NewPipe(ctx, b.write(dw))
 	wctx := b.pipe.Context()
 
 	le := binary.LittleEndian
@@ -939,131 +1002,6 @@ func (e *external) merge(ctx context.Context, staged string, rep progress.Report
 	res.files = append(files, manifest.File{Path: "index.arrow", Role: manifest.RoleIndex, Format: manifest.FormatArrowIPCFile,
 		Size: xinfo.Size, Rows: xinfo.Rows, Batches: xinfo.Batches, Checksum: xinfo.Checksum})
 	return res, nil
-}
-
-// batcher collects merged records into data batches, cut between series
-// by the in-memory rule: a series goes to the next batch when the batch
-// already holds rows and the series would take it over the limit.
-type batcher struct {
-	e        *external
-	size     int
-	layout   recLayout // of the merge's records
-	extraIdx []int
-	schema   *arrow.Schema
-	limit    int
-	pipe     *snapwrite.Pipe // to the data file's writer
-
-	buf         []byte // records of the batch being built
-	n           int    // records in buf
-	seriesStart int    // first record of the current series
-	series      uint32 // series codes written so far (= rank of the next series)
-	codes       []uint32
-
-	// reused per batch
-	value  *store
-	others []*store
-}
-
-func (b *batcher) add(rec []byte) {
-	b.buf = append(b.buf, rec...)
-	b.n++
-}
-
-// endSeries closes the series whose records are buf[seriesStart:n).
-func (b *batcher) endSeries(ctx context.Context) error {
-	n := b.n - b.seriesStart
-	if n == 0 {
-		return nil
-	}
-	if b.seriesStart > 0 && b.n > b.limit {
-		if err := b.flush(ctx, b.seriesStart); err != nil {
-			return err
-		}
-	}
-	for range n {
-		b.codes = append(b.codes, b.series)
-	}
-	b.series++
-	b.seriesStart = b.n
-	return nil
-}
-
-// flush turns the first k records into a batch and sends it.
-func (b *batcher) flush(ctx context.Context, k int) error {
-	if k == 0 {
-		return nil
-	}
-	t := b.e.t
-	if b.value == nil {
-		b.value = t.value.like()
-		for _, i := range b.extraIdx {
-			b.others = append(b.others, t.others[i].like())
-		}
-	}
-	stores := append([]*store{b.value}, b.others...)
-	for _, s := range stores {
-		s.resize(k)
-	}
-	periods := make([]int32, k)
-	rows := make([]uint32, k)
-	le := binary.LittleEndian
-	// Field offsets of value and the extra columns inside a record.
-	offs := make([]int, 0, len(stores))
-	offs = append(offs, spillHeader)
-	for _, i := range b.extraIdx {
-		offs = append(offs, b.layout.offs[i])
-	}
-	for j := 0; j < k; j++ {
-		rec := b.buf[j*b.size : (j+1)*b.size]
-		periods[j] = int32(le.Uint32(rec[8:]))
-		rows[j] = uint32(j)
-		for si, s := range stores {
-			o := offs[si]
-			switch s.kind {
-			case kindString:
-				s.codes[j] = le.Uint32(rec[o:])
-			case kindFixed, kindBool:
-				w := s.width
-				s.valid[j] = rec[o]
-				copy(s.data[j*w:(j+1)*w], rec[o+1:o+1+w])
-			}
-		}
-	}
-	cols := make([]arrow.Array, datafile.NumFixed, datafile.NumFixed+len(b.others))
-	cols[datafile.ColumnSeriesCode] = uint32Array(slices.Clone(b.codes[:k]))
-	cols[datafile.ColumnPeriod] = date32Array(periods)
-	release := func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}
-	var err error
-	if cols[datafile.ColumnValue], err = b.value.gather(rows); err != nil {
-		release()
-		return err
-	}
-	for _, s := range b.others {
-		a, err := s.gather(rows)
-		if err != nil {
-			release()
-			return err
-		}
-		cols = append(cols, a)
-	}
-	rec := array.NewRecordBatch(b.schema, cols, int64(k))
-	release()
-	if err := b.pipe.Send(rec); err != nil {
-		return err
-	}
-	// Keep the records after k (the current series) at the front.
-	rest := copy(b.buf, b.buf[k*b.size:b.n*b.size])
-	b.buf = b.buf[:rest]
-	b.codes = append(b.codes[:0], b.codes[k:]...)
-	b.n -= k
-	b.seriesStart -= k
-	return nil
 }
 
 // writeIndex writes index.arrow: series in rank order, the latest values

@@ -280,3 +280,35 @@ func TestExternalStaleSpillRemoved(t *testing.T) {
 		t.Errorf("staging area holds %v after the build", left)
 	}
 }
+
+// TestExternalMergePasses: with more runs than the merge reads at once,
+// the runs are first merged a few at a time, in passes, into longer ones:
+// the snapshot is still the in-memory build's, byte for byte, duplicates
+// decided as in memory.
+func TestExternalMergePasses(t *testing.T) {
+	root := t.TempDir()
+	lake := filepath.Join(root, "lake")
+	if _, err := lakegen.Generate(context.Background(), lakegen.Options{Out: lake, Series: 600, Seed: 3, RowGroupRows: 4000, FilesPerYear: 2}); err != nil {
+		t.Fatal(err)
+	}
+	checks := 0
+	defer func(f func(*external) int) { fanIn = f }(fanIn)
+	fanIn = func(*external) int { checks++; return 3 }
+	mem, ext := filepath.Join(root, "MEM"), filepath.Join(root, "EXT")
+	if _, err := build(t, lake, mem, nil); err != nil {
+		t.Fatal(err)
+	}
+	es, err := build(t, lake, ext, func(o *Options) { o.MemoryLimit = 2 << 20 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// More than 9 runs at 3 a time: at least two passes, then the check
+	// that lets the final merge read the rest.
+	if !es.External || es.Runs <= 9 || checks < 3 {
+		t.Fatalf("want an external build merged in passes, got external=%v runs=%d fan-in checks=%d", es.External, es.Runs, checks)
+	}
+	sameSnapshot(t, mem, ext)
+	if left, _ := os.ReadDir(filepath.Join(ext, dataset.TmpDir)); len(left) != 0 {
+		t.Errorf("staging area not empty after the build: %v", left)
+	}
+}

@@ -426,7 +426,7 @@ func (r *builder) sortFromSplit(ctx context.Context, t *table, e *external) (*bu
 		return nil, err
 	}
 	e.budget = t.budget
-	old := debug.SetMemoryLimit(max(t.budget*9/10, 2*e.batchCost()+64<<20))
+	old := debug.SetMemoryLimit(e.limitFor(spillSlack)) // the merge sets it from what it holds
 	res, err := e.merge(ctx, r.staged, r.rep)
 	debug.SetMemoryLimit(old)
 	if err := r.checkMerged(ctx, t, res, err); err != nil {

@@ -120,7 +120,8 @@ func TestSpillLeavesOutAttributes(t *testing.T) {
 
 // TestRunRowsCountsSeries: the run length leaves room for the state kept
 // per series (seen, ranks, the first values of the columns taken for
-// attributes or left out by a run), so runs shorten as series are read.
+// attributes or left out by a run) and the dictionaries, so runs shorten
+// as series are read.
 func TestRunRowsCountsSeries(t *testing.T) {
 	tbl := &table{
 		series: newStore(Column{Name: "id", Type: arrow.BinaryTypes.String}, 0, nil),
@@ -130,21 +131,24 @@ func TestRunRowsCountsSeries(t *testing.T) {
 			newStore(Column{Name: "level", Type: arrow.PrimitiveTypes.Int64}, 0, nil),
 		},
 	}
-	// per row in a run: 24 + value 9 + unit 4 + level 9; the merge's batch
-	// of 1000 records of 34 bytes and their arrays, twice 30 bytes a row
-	const perRow, batch = 46, 1000 * (34 + 2*30)
+	// per row in a run: 24 + value 9 + unit 4 + level 9; the runs get 45%
+	// of the budget less the program's reserve
+	const perRow = 46
+	budget := int64(100 << 20)
+	run := int64(float64(budget-programReserve) * runShare)
 	for _, tc := range []struct {
-		name   string
-		series int
-		isAttr []bool
-		kept   bool // level's first values kept though it is no attribute
-		want   int
+		name    string
+		series  int
+		isAttr  []bool
+		kept    bool  // level's first values kept though it is no attribute
+		state   int64 // bytes per series kept
+		minimum bool  // runs of minRunRows
 	}{
-		{"no series yet", 0, []bool{true, true}, false, (45<<20 - batch) / perRow},
-		{"both attributes", 100000, []bool{true, true}, false, (45<<20 - batch - 100000*(9+4+9)) / perRow},
-		{"level varies", 100000, []bool{true, false}, false, (45<<20 - batch - 100000*(9+4)) / perRow},
-		{"level varies, kept for a run", 100000, []bool{true, false}, true, (45<<20 - batch - 100000*(9+4+9)) / perRow},
-		{"series beyond the budget", 2500000, []bool{true, true}, false, minRunRows},
+		{"no series yet", 0, []bool{true, true}, false, 0, false},
+		{"both attributes", 100000, []bool{true, true}, false, 9 + 4 + 9, false},
+		{"level varies", 100000, []bool{true, false}, false, 9 + 4, false},
+		{"level varies, kept for a run", 100000, []bool{true, false}, true, 9 + 4 + 9, false},
+		{"series beyond the budget", 2500000, []bool{true, true}, false, 9 + 4 + 9, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tbl.series.dict = newDictionary()
@@ -155,15 +159,26 @@ func TestRunRowsCountsSeries(t *testing.T) {
 			if err := tbl.series.dict.internLocal(ids, make([]uint32, len(ids))); err != nil {
 				t.Fatal(err)
 			}
-			e := &external{t: tbl, opt: Options{BatchRows: 1000}, budget: 100 << 20, isAttr: tc.isAttr}
+			e := &external{t: tbl, opt: Options{BatchRows: 1000}, budget: budget, isAttr: tc.isAttr}
 			for _, st := range tbl.others {
 				e.firsts = append(e.firsts, st.like())
 			}
 			if tc.kept {
 				e.firsts[1].grow(tc.series)
 			}
-			if got := e.runRows(); got != tc.want {
-				t.Errorf("runRows = %d, want %d", got, tc.want)
+			// The dictionaries: the series ids' (a table of at least two
+			// slots a value, its hashes, the value headers and 64 KiB
+			// blocks of bytes) and the empty one of unit.
+			dicts := tbl.series.dict.footprint() + tbl.others[0].dict.footprint()
+			if low := int64(tc.series) * (2*8 + 8 + 16); dicts < low+8<<10 {
+				t.Fatalf("dictionaries counted %d bytes, want at least %d", dicts, low+8<<10)
+			}
+			want := int((run - int64(tc.series)*tc.state - dicts) / perRow)
+			if tc.minimum {
+				want = minRunRows
+			}
+			if got := e.runRows(); got != want {
+				t.Errorf("runRows = %d, want %d", got, want)
 			}
 		})
 	}

@@ -131,7 +131,7 @@ func Split(ctx context.Context, opt Options, p SplitPart, dir string) (*SplitSum
 	defer w.abort()
 	e := &external{t: t, opt: opt, budget: t.budget, out: w}
 	w.e = e
-	old := debug.SetMemoryLimit(max(t.budget*9/10, 64<<20))
+	old := debug.SetMemoryLimit(e.limitFor(spillSlack)) // each run sets it from what it holds
 	defer debug.SetMemoryLimit(old)
 	e.isAttr = make([]bool, len(t.others))
 	for i, st := range t.others {
