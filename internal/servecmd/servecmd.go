@@ -102,6 +102,7 @@ Examples:
 			&cli.IntFlag{Name: "vintages", Value: served.DefaultVintages, Usage: "retained vintages besides the served one each dataset keeps open (mapped, gc lease held) for tickets with \"vintage\" and SQL FOR VERSION AS OF, least recently used out (0: none)"},
 			&cli.StringFlag{Name: "cold-cache", Value: "256MiB", Usage: "memory budget `SIZE` of decoded cold rows (tiered snapshots' cold.vortex), one LRU for the whole server, e.g. 1GiB (0: no cache, every cold read decodes)"},
 			&cli.StringFlag{Name: "gc-headroom", Value: "256MiB", Usage: "keep the Go collector's heap goal at least `SIZE` above the live heap (fewer collections while the heap is small, the delta and requests only; a GOGC in the environment overrides it; 0: the runtime's own GOGC=100)"},
+			&cli.StringFlag{Name: "prefetch", Value: "auto", Usage: "once the first query is answered, read the served snapshots into the page cache in the background, within `SIZE`: every index, then data files, each whole or not at all (auto: a quarter of MemAvailable at start; 0 or off: none, pages are read as queries first touch them)"},
 			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it; reloads always do)"},
 			&cli.DurationFlag{Name: "reload-interval", Value: time.Second, Usage: "how often to check each dataset's CURRENT for a new snapshot; 0 disables (DoAction reload still works)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long running streams may finish after SIGTERM"},
@@ -179,6 +180,9 @@ Examples:
 			if cfg.ColdCacheBytes, err = cliutil.ParseSize(c.String("cold-cache")); err != nil {
 				return cli.Exit("serve: --cold-cache: "+err.Error(), 2)
 			}
+			if cfg.PrefetchBytes, err = parsePrefetch(c.String("prefetch")); err != nil {
+				return cli.Exit("serve: --prefetch: "+err.Error(), 2)
+			}
 			headroom, err := cliutil.ParseSize(c.String("gc-headroom"))
 			if err != nil {
 				return cli.Exit("serve: --gc-headroom: "+err.Error(), 2)
@@ -232,6 +236,22 @@ Examples:
 			return srv.Serve(ctx)
 		},
 	}
+}
+
+// parsePrefetch reads --prefetch: "auto" (serve.PrefetchAuto), "off" or
+// a size (0: none).
+func parsePrefetch(v string) (int64, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "auto":
+		return serve.PrefetchAuto, nil
+	case "off":
+		return 0, nil
+	}
+	n, err := cliutil.ParseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w (or auto, off)", err)
+	}
+	return n, nil
 }
 
 // preparedLimits sets the prepared statements' budgets and TTL from their

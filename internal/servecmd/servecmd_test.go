@@ -115,3 +115,36 @@ func TestFlagsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestParsePrefetch: --prefetch is auto, off or a size; anything else is
+// an error naming what is accepted.
+func TestParsePrefetch(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"auto", serve.PrefetchAuto, ""},
+		{"AUTO", serve.PrefetchAuto, ""},
+		{"off", 0, ""},
+		{"0", 0, ""},
+		{"2GiB", 2 << 30, ""},
+		{"512MiB", 512 << 20, ""},
+		{"1000", 1000, ""},
+		{"", 0, "(or auto, off)"},
+		{"lots", 0, "(or auto, off)"},
+		{"-1", 0, "out of range"},
+	} {
+		got, err := parsePrefetch(tc.in)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %d, %v; want an error with %q", tc.in, got, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.in, err)
+		case got != tc.want:
+			t.Errorf("%q: %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}

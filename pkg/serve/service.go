@@ -123,6 +123,8 @@ type Service struct {
 	cold *coldfile.Cache // decoded cold rows of every tiered snapshot; nil: none
 
 	redact *redactor // cuts the root out of what clients are sent (redact.go)
+
+	prefetch *prefetcher // the start-up read-ahead (prefetch.go); nil: none
 }
 
 // Options configure Open.
@@ -169,6 +171,11 @@ type Options struct {
 	// start-up, reload, fallback and compaction), so the budget bounds
 	// them all; 0 (or less): no cache, every cold read decodes.
 	ColdCacheBytes int64
+	// PrefetchBytes bounds what is read into the page cache in the
+	// background at start (prefetch.go): the current snapshots' indexes,
+	// then their data files, each whole or not at all. PrefetchAuto: a
+	// quarter of MemAvailable; 0: nothing.
+	PrefetchBytes int64
 }
 
 // Open discovers the datasets under root (each a directory with a valid
@@ -254,6 +261,7 @@ func Open(root string, opt Options) (*Service, error) {
 		m.registerColdCache(s.cold)
 	}
 	s.host.Start()
+	s.startPrefetch(opt.PrefetchBytes)
 	return s, nil
 }
 
@@ -293,6 +301,7 @@ func (s *Service) Reload(name string) ([]ReloadResult, error) {
 // snapshot. Streams still running keep theirs until they end.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
+		s.stopPrefetch()
 		s.flow.close()
 		if s.host != nil {
 			s.host.Close()
@@ -688,6 +697,7 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 		return err
 	}
 	defer s.flow.end(fl)
+	defer s.prefetch.answer()
 	// The stream ends early when the client goes away, the shutdown
 	// deadline passes or its lease expires: the read layer polls all three
 	// through one context.

@@ -3,6 +3,7 @@
 package snapshot
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -72,4 +73,48 @@ func evictDir(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestReadAheadParts: after ReadAhead of an open snapshot's index and data
+// file whose pages were evicted (all but those open mapped in), every page
+// of both is in the page cache.
+func TestReadAheadParts(t *testing.T) {
+	root := t.TempDir()
+	_, dir := testsnap.Sample(t, root, "ahead", 2000, 7, nil)
+	evictDir(t, dir)
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evictDir(t, dir)
+	for _, p := range []Part{PartIndex, PartData} {
+		m := s.index
+		if p == PartData {
+			m = s.data
+		}
+		if n, all := resident(t, m.Data); n == all {
+			t.Fatalf("%s: all %d pages resident after eviction: the test cannot tell", p, n)
+		}
+		if err := s.ReadAhead(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		if n, all := resident(t, m.Data); n != all || int64(len(m.Data)) != s.Bytes(p) {
+			t.Errorf("%s: %d of %d pages resident after ReadAhead (%d bytes, Bytes says %d)", p, n, all, len(m.Data), s.Bytes(p))
+		}
+	}
+}
+
+// resident counts the pages of a mapping in the page cache, and all of them.
+func resident(t *testing.T, b []byte) (n, all int) {
+	t.Helper()
+	all = (len(b) + os.Getpagesize() - 1) / os.Getpagesize()
+	vec := make([]byte, all)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n, all
 }
