@@ -118,6 +118,12 @@ class Snapshot:
         return self.data_reader().read_all()
 
     def index(self) -> pa.Table:
+        """The index with every code column (FORMAT.md §4, version 4) turned back into the
+        attribute's strings, as the snippet in FORMAT.md §3 does: what the index says."""
+        return decode_codes(self.index_stored())
+
+    def index_stored(self) -> pa.Table:
+        """The index as stored (a version-4 code column reads as its int8/int16 codes)."""
         return self.index_reader().read_all()
 
     def data_batches(self) -> list[pa.RecordBatch]:
@@ -135,13 +141,33 @@ def open_current(dataset_dir: Path) -> Snapshot:
 def open_manifest(dataset_dir: Path, manifest_path: Path) -> Snapshot:
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     assert manifest.get("format") == "servingsnap.manifest", manifest.get("format")
-    # FORMAT.md "Versions": builds write 2, or 3 when tiered (a cold file);
-    # 1 is still a valid (older) snapshot
-    assert manifest.get("format_version") in (1, 2, 3), manifest.get("format_version")
+    # FORMAT.md "Versions": builds write 4 (tiered or not); 1, 2 and 3 are
+    # still valid (older) snapshots
+    assert manifest.get("format_version") in (1, 2, 3, 4), manifest.get("format_version")
     snap = Snapshot(dataset_dir, manifest_path, manifest, None, None)  # type: ignore[arg-type]
     snap.data_path = dataset_dir / snap.file_entry("data")["path"]
     snap.index_path = dataset_dir / snap.file_entry("index")["path"]
     return snap
+
+
+META_DICTIONARY = b"servingsnap.dictionary"
+
+
+def is_code_field(f: pa.Field) -> bool:
+    """A version-4 code column: int8/int16 codes whose values are in the field's metadata."""
+    return bool(f.metadata) and META_DICTIONARY in f.metadata
+
+
+def decode_codes(index: pa.Table) -> pa.Table:
+    """index with each code column replaced by the attribute's strings (utf8)."""
+    for i, f in enumerate(index.schema):
+        if not is_code_field(f):
+            continue
+        values = pa.array(json.loads(f.metadata[META_DICTIONARY]), pa.string())
+        codes = index.column(i).combine_chunks()
+        strings = pa.DictionaryArray.from_arrays(codes, values).dictionary_decode()
+        index = index.set_column(i, pa.field(f.name, pa.string(), f.nullable), strings)
+    return index
 
 
 def xxh64_file(path: Path) -> str:

@@ -3,6 +3,7 @@ batching. Run over the generated, EIA and nasty snapshots."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -105,8 +106,8 @@ def test_json_report(built):
 def _check_schema(schema: pa.Schema, fixed: list, manifest_cols: list[dict], role: str):
     md = schema.metadata or {}
     assert md.get(b"servingsnap.file") == role.encode()
-    # FORMAT.md "Versions": data.arrow is still version 1, index.arrow version 2
-    assert md.get(b"servingsnap.format_version") == (b"1" if role == "data" else b"2")
+    # FORMAT.md "Versions": data.arrow is still version 1, index.arrow version 4
+    assert md.get(b"servingsnap.format_version") == (b"1" if role == "data" else b"4")
     assert len(schema) >= len(fixed), f"{role}: {schema.names} lacks fixed columns"
     for (name, typ, nullable), field in zip(fixed, schema):
         assert (field.name, field.type, field.nullable) == (name, typ, nullable), f"{role}.{name}"
@@ -122,9 +123,10 @@ def _check_schema(schema: pa.Schema, fixed: list, manifest_cols: list[dict], rol
     if role == "data":
         assert not dicts, f"data: dictionary-encoded fields {dicts} (FORMAT.md §3: no dictionaries)"
     else:
-        # FORMAT.md §4: a version-2 index holds no dictionaries (it is mapped;
-        # version 1 allowed string attribute columns as dictionaries)
-        assert not dicts, f"index: dictionary-encoded fields {dicts} (FORMAT.md §4, version 2)"
+        # FORMAT.md §4: an index since version 2 holds no dictionaries (it is mapped;
+        # version 1 allowed string attribute columns as dictionaries; version 4's code
+        # columns are plain integers)
+        assert not dicts, f"index: dictionary-encoded fields {dicts} (FORMAT.md §4)"
 
 
 def test_schemas(built):
@@ -144,9 +146,17 @@ def test_schemas(built):
     assert index_schema.names[len(INDEX_FIXED) + 1:] == attrs
     index = snap.index_reader().read_all()
     for name in attrs:
-        if pa.types.is_dictionary(index.schema.field(name).type):
-            values = index[name].combine_chunks().dictionary.to_pylist()
-            assert values == sorted(values, key=lambda v: v.encode()), f"{name}: dictionary not sorted bytewise"
+        f = index.schema.field(name)
+        if snaplib.is_code_field(f):
+            # FORMAT.md §4, version 4: int8/int16 codes into a JSON array of distinct
+            # values sorted bytewise; a null row's code is 0
+            assert f.type in (pa.int8(), pa.int16()), (name, f.type)
+            values = json.loads(f.metadata[snaplib.META_DICTIONARY])
+            assert all(isinstance(v, str) for v in values), name
+            assert values == sorted(set(values), key=lambda v: v.encode()), f"{name}: values not sorted bytewise, or repeated"
+            codes = index[name].combine_chunks()
+            valid = pc.drop_null(codes).to_pylist()
+            assert all(0 <= c < len(values) for c in valid), f"{name}: a code outside its {len(values)} values"
     assert all(index_schema.field(a).nullable for a in attrs)
     assert not set(attrs) & set(data_schema.names), "an attribute must not stay in the data file"
     assert "series_id" not in data_schema.names

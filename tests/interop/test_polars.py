@@ -20,7 +20,7 @@ def read_ipc(path):
 
 def test_polars_equals_pyarrow(built):
     snap = built.snap
-    for path, table in [(snap.data_path, snap.data()), (snap.index_path, snap.index())]:
+    for path, table in [(snap.data_path, snap.data()), (snap.index_path, snap.index_stored())]:
         df = read_ipc(path)
         assert df.columns == table.schema.names
         assert df.height == table.num_rows

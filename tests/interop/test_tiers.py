@@ -57,10 +57,11 @@ def test_build_reports_the_tiers(tiers):
         snap = snaplib.open_current(root / name)
         m = snap.manifest
         roles = [f["role"] for f in m["files"]]
+        # FORMAT.md "Versions": every build writes 4; tiered exactly when it lists a cold file
+        assert m["format_version"] == 4, name
         if name == "hot":
-            assert m["format_version"] == 2 and "cold" not in roles, m["files"]
+            assert "cold" not in roles, m["files"]
             continue
-        assert m["format_version"] == 3, name
         cold = snap.file_entry("cold")
         data = snap.file_entry("data")
         assert (cold["tier"], cold["format"]) == ("cold", "vortex"), cold
@@ -85,11 +86,12 @@ POLICY = {
 }
 
 
-def test_pyarrow_reads_the_v3_index(tiers):
-    """index.arrow version 3: version 2's columns, then cold_start,
-    cold_rows, cold_first_period, cold_last_period, then the attributes;
-    the series, their bounds and latest values are the all-hot index's, and
-    cold_rows + row_count is the series' row count."""
+def test_pyarrow_reads_the_tiered_index(tiers):
+    """A tiered index.arrow (version 4 with servingsnap.tiered = true, as
+    version 3 was): the untiered columns, then cold_start, cold_rows,
+    cold_first_period, cold_last_period, then the attributes; the series,
+    their bounds and latest values are the all-hot index's, and cold_rows +
+    row_count is the series' row count."""
     root, _ = tiers
     ref = snaplib.open_current(root / "hot").index()
     names = [f for f, _, _ in snaplib.INDEX_FIXED] + ["latest_value"]
@@ -98,9 +100,10 @@ def test_pyarrow_reads_the_v3_index(tiers):
     for name in TIERED:
         snap = snaplib.open_current(root / name)
         r = snap.index_reader()
-        assert r.schema.metadata[b"servingsnap.format_version"] == b"3", name
+        assert r.schema.metadata[b"servingsnap.format_version"] == b"4", name
+        assert r.schema.metadata[b"servingsnap.tiered"] == b"true", name
         assert r.num_record_batches == 1
-        x = r.read_all()
+        x = snaplib.decode_codes(r.read_all())
         assert x.column_names[:9] == names and x.column_names[9:13] == [c for c, _ in cold_cols], x.column_names
         for c, t in cold_cols:
             assert x.schema.field(c).type == t and not x.schema.field(c).nullable, (name, c)
