@@ -120,6 +120,9 @@ func (p *Plan) count() error {
 	n := p.sel.Len()
 	if p.fromIndex {
 		p.latestKept = n <= storedSeries
+		if p.latestKept {
+			p.latestK, p.latestP = make([]int32, 0, n), make([]int32, 0, n)
+		}
 		for k := 0; k < n; k++ {
 			lp, ok := p.r.Latest(p.sel.Code(k))
 			if !ok {
