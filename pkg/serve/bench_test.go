@@ -588,12 +588,31 @@ func (d *discardStream) Send(*flight.FlightData) error { d.msgs++; return nil }
 // series of the 100k-series dataset, the stream discarding its messages:
 // allocs/op and B/op are the server's alone (ticket, plan, batch, IPC
 // encoding), without gRPC or a client.
+//
+// The batch100 and latest1000 cases are the harness's "100-series batch"
+// and "latest values, 1000 series" (answered from the index).
 func BenchmarkDoGetServerSide(b *testing.B) {
 	svc, ids := benchService(b)
-	tickets := make([]*flight.Ticket, 1024)
-	for i := range tickets {
-		tickets[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + ids[i] + `"]}`)}
+	one := make([]*flight.Ticket, 1024)
+	for i := range one {
+		one[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + ids[i] + `"]}`)}
 	}
+	latest := make([]*flight.Ticket, 64)
+	for i := range latest {
+		sel := ids[i*1000 : (i+1)*1000]
+		latest[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","latest":true,"series":["` + strings.Join(sel, `","`) + `"]}`)}
+	}
+	batch := make([]*flight.Ticket, 64)
+	for i := range batch {
+		sel := ids[i*100 : (i+1)*100]
+		batch[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + strings.Join(sel, `","`) + `"]}`)}
+	}
+	b.Run("one", func(b *testing.B) { benchDoGetTickets(b, svc, one) })
+	b.Run("batch100", func(b *testing.B) { benchDoGetTickets(b, svc, batch) })
+	b.Run("latest1000", func(b *testing.B) { benchDoGetTickets(b, svc, latest) })
+}
+
+func benchDoGetTickets(b *testing.B, svc *Service, tickets []*flight.Ticket) {
 	st := &discardStream{ctx: context.Background()}
 	for i := range 100 { // warm up pools and caches
 		if err := svc.DoGet(tickets[i%len(tickets)], st); err != nil {
