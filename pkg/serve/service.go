@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/energyscope/servingsnap/internal/bufpool"
 	"github.com/energyscope/servingsnap/pkg/coldfile"
 	dsdir "github.com/energyscope/servingsnap/pkg/dataset"
 	"github.com/energyscope/servingsnap/pkg/live"
@@ -102,6 +103,7 @@ type Service struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	mem      memory.Allocator
+	answers  memory.Allocator // a DoGet's batches and IPC buffers (see answerBuffers)
 	started  time.Time
 	version  string
 
@@ -139,8 +141,8 @@ type Options struct {
 	// (only the reload action reloads).
 	ReloadInterval time.Duration
 	// Allocator is what every request allocates its answer from (nil:
-	// memory.DefaultAllocator). Tests pass a checked allocator to prove
-	// answers release everything.
+	// memory.DefaultAllocator, and answerBuffers for DoGet's answers).
+	// Tests pass a checked allocator to prove answers release everything.
 	Allocator memory.Allocator
 	// ReadOnly refuses DoPut (PermissionDenied) and never takes a dataset's
 	// write-ahead log: each dataset follows the writer's log read-only.
@@ -188,8 +190,9 @@ func Open(root string, opt Options) (*Service, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
+	answers := opt.Allocator
 	if opt.Allocator == nil {
-		opt.Allocator = memory.DefaultAllocator
+		opt.Allocator, answers = memory.DefaultAllocator, &answerBuffers
 	}
 	st, err := os.Stat(root)
 	if err != nil {
@@ -200,7 +203,7 @@ func Open(root string, opt Options) (*Service, error) {
 	}
 	s := &Service{
 		root: root, datasets: map[string]*served.Dataset{}, limits: opt.Limits, log: opt.Logger,
-		metrics: opt.Metrics, mem: opt.Allocator, started: time.Now(), version: opt.Version,
+		metrics: opt.Metrics, mem: opt.Allocator, answers: answers, started: time.Now(), version: opt.Version,
 		reloadInterval: opt.ReloadInterval, readOnly: opt.ReadOnly, redact: newRedactor(root),
 	}
 	if opt.ColdCacheBytes > 0 {
@@ -704,11 +707,11 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 	cs := newCountingStream(stream, fl)
 	defer cs.free()
 	cs.stop = stopContext{Context: stream.Context(), stop: s.stopping, flow: fl}
-	w, err := cs.writer(p.Schema(), s.mem)
+	w, err := cs.writer(p.Schema(), s.answers)
 	if err != nil {
 		return err
 	}
-	st, err := p.Stream(&cs.stop, s.mem, budget, cs.write)
+	st, err := p.Stream(&cs.stop, s.answers, budget, cs.write)
 	if err != nil && cs.stop.Err() != nil {
 		err = contextError(cs.stop)
 	}
@@ -728,6 +731,18 @@ func (s *Service) stream(v *served.View, p *query.Plan, stream flight.FlightServ
 	}
 	return nil
 }
+
+// answerBuffers is what DoGet builds its answers from when the server was
+// given no allocator: the batches a plan assembles (a latest-values answer's
+// ids, periods and values, a merge's columns) and the IPC writer's buffers
+// live only until the stream has sent them, and every one is released, so
+// the next request takes them back instead of allocating afresh. Fresh
+// buffers were most of what a latest-values request allocated, and what the
+// collector ran for: a collection every few dozen such requests with the
+// server's few-MiB heap. The delta's buffers (DoPut) stay on the Go
+// allocator: they live long, and a pool's power-of-two sizes would waste
+// up to half of them.
+var answerBuffers bufpool.Recycler
 
 // errShuttingDown is the cause of a stream cut by the shutdown deadline.
 var errShuttingDown = errors.New("server shutting down")

@@ -129,6 +129,9 @@ var ticketFields = []string{"dataset", "series", "prefix", "category", "start", 
 // silently widen a query. A ticket longer than maxBytes, or listing more than
 // maxSeries series, is ResourceExhausted (0 disables either limit). It never
 // panics.
+//
+// The Query's strings may be views of b rather than copies: b must not
+// change while the Query is in use (a gRPC request's bytes are its own).
 func ParseTicket(b []byte, maxBytes, maxSeries int) (*Query, error) {
 	if maxBytes > 0 && len(b) > maxBytes {
 		return nil, errf(codes.ResourceExhausted, "ticket: %d bytes, limit %d", len(b), maxBytes)

@@ -3,6 +3,7 @@ package serve
 import (
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // parseTicketFast decodes the tickets clients send most, without
@@ -11,8 +12,13 @@ import (
 // positive decimals (shard: ≥ 0). It reports !ok for anything else (any
 // mistake included), which parseTicketJSON then decodes and explains. Where
 // it accepts a ticket, its Query is parseTicketJSON's. b is valid UTF-8.
+//
+// The Query's strings are views of b, not copies (a latest-values ticket
+// names a thousand ids: a string each was half of what such a request
+// allocated), so b must not change while the Query is in use; ParseTicket
+// says so to its callers.
 func parseTicketFast(b []byte) (q *Query, seen fieldSet, ok bool) {
-	p := fastScanner{b: b}
+	p := fastScanner{b: b, s: unsafe.String(unsafe.SliceData(b), len(b))}
 	if !p.byte('{') {
 		return nil, 0, false
 	}
@@ -84,6 +90,7 @@ func parseTicketFast(b []byte) (q *Query, seen fieldSet, ok bool) {
 // fastScanner reads the subset of JSON parseTicketFast accepts.
 type fastScanner struct {
 	b []byte
+	s string // b's bytes, not copied: the strings it returns are views of b
 	i int
 }
 
@@ -117,48 +124,74 @@ func (p *fastScanner) end() bool {
 // str reads a string without escapes or control characters, returning
 // its bytes (a view of b).
 func (p *fastScanner) str() ([]byte, bool) {
+	lo, hi, ok := p.span()
+	return p.b[lo:hi], ok
+}
+
+// span reads a string without escapes or control characters, returning
+// where its contents are in b.
+func (p *fastScanner) span() (lo, hi int, ok bool) {
 	if !p.byte('"') {
-		return nil, false
+		return 0, 0, false
 	}
 	for j := p.i; j < len(p.b); j++ {
 		switch c := p.b[j]; {
 		case c == '"':
-			s := p.b[p.i:j]
+			lo, hi = p.i, j
 			p.i = j + 1
-			return s, true
+			return lo, hi, true
 		case c == '\\' || c < 0x20:
-			return nil, false
+			return 0, 0, false
 		}
 	}
-	return nil, false
+	return 0, 0, false
 }
 
 func (p *fastScanner) strInto(dst *string) bool {
-	s, ok := p.str()
-	*dst = string(s)
+	lo, hi, ok := p.span()
+	*dst = p.s[lo:hi]
 	return ok
 }
 
-// strs reads an array of strings; [] is an empty, non-nil slice.
+// strs reads an array of strings; [] is an empty, non-nil slice. The
+// slice is sized once, from the quotes before the array's end.
 func (p *fastScanner) strs() ([]string, bool) {
 	if !p.byte('[') {
 		return nil, false
 	}
-	out := make([]string, 0, 1)
+	out := make([]string, 0, p.countStrings())
 	if p.byte(']') {
 		return out, true
 	}
 	for {
-		s, ok := p.str()
+		lo, hi, ok := p.span()
 		if !ok {
 			return nil, false
 		}
-		out = append(out, string(s))
+		out = append(out, p.s[lo:hi])
 		if p.byte(',') {
 			continue
 		}
 		return out, p.byte(']')
 	}
+}
+
+// countStrings counts the strings from here to the first ']' outside one
+// (at least 1, a capacity: a malformed array is found by strs itself).
+func (p *fastScanner) countStrings() int {
+	n, in := 0, false
+	for _, c := range p.b[p.i:] {
+		switch {
+		case c == '"':
+			in = !in
+			if in {
+				n++
+			}
+		case c == ']' && !in:
+			return max(n, 1)
+		}
+	}
+	return max(n, 1)
 }
 
 func (p *fastScanner) boolean() (v, ok bool) {
