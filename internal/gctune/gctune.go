@@ -15,13 +15,20 @@
 // amount of extra memory while the heap is small, the runtime's own
 // behaviour once it is large.
 //
-// The headroom only pays under a write load: a server answering queries
-// alone allocates little that lives, and with a headroom it would hold up
-// to that much garbage (RssAnon) for nothing. So it applies while the
-// process writes (Wrote, called for each write, marks it busy) and until
-// it has written nothing for IdleAfter; then GOGC goes back to 100 and the
-// garbage the headroom let pile up is returned to the OS once
-// (debug.FreeOSMemory).
+// Under a write load the headroom is large (DefaultHeadroom, 256 MiB):
+// the delta's batches arrive fast and briefly live. A server answering
+// queries alone allocates little that lives, and with that much headroom
+// it would hold up to that much garbage (RssAnon) for nothing; but not
+// nothing at all: its requests' garbage (tickets, plans, gRPC's buffers,
+// 50-100 KB a latest-values request) at a live heap of a few MiB is a
+// collection every 40-80 requests at GOGC=100, and the 1-2% of answers
+// that overlap one are the p99. So reads get a read headroom
+// (DefaultReadHeadroom, 16 MiB: a collection every few hundred requests,
+// out of the p99, for at most that much garbage held). The write headroom
+// applies while the process writes (Wrote, called for each write, marks it
+// busy) and until it has written nothing for IdleAfter; then the read
+// headroom does, and the garbage the write headroom let pile up is
+// returned to the OS once (debug.FreeOSMemory).
 //
 // The runtime has no such setting, so the package sets GOGC itself after
 // every collection (debug.SetGCPercent), from the live heap the
@@ -40,8 +47,13 @@ import (
 	"time"
 )
 
-// DefaultHeadroom is the server's default (serve --gc-headroom).
-const DefaultHeadroom = 256 << 20
+// DefaultHeadroom is the server's default under writes (serve
+// --gc-headroom); DefaultReadHeadroom its default otherwise (serve
+// --gc-read-headroom).
+const (
+	DefaultHeadroom     = 256 << 20
+	DefaultReadHeadroom = 16 << 20
+)
 
 // maxPercent bounds the GOGC set: a live heap of a few megabytes (an idle
 // server) would otherwise ask for a percent in the tens of thousands.
@@ -74,9 +86,10 @@ func Wrote() {
 }
 
 // Tuner keeps the heap goal at least its headroom above the live heap
-// while the process writes, until stopped.
+// while the process writes, and its read headroom otherwise, until stopped.
 type Tuner struct {
 	headroom int64
+	read     int64
 	orig     int // GOGC before Start, restored by Stop
 	stopped  atomic.Bool
 	busy     atomic.Bool   // a write within IdleAfter: the headroom applies
@@ -87,14 +100,14 @@ type Tuner struct {
 	sample   []metrics.Sample
 }
 
-// Start starts a Tuner with headroom bytes. It does nothing (and returns
-// nil) when headroom is not positive or when the environment sets GOGC:
-// an operator's explicit choice stands.
-func Start(headroom int64) *Tuner {
-	if headroom <= 0 || os.Getenv("GOGC") != "" {
+// Start starts a Tuner with headroom bytes under writes and read bytes
+// otherwise. It does nothing (and returns nil) when neither is positive or
+// when the environment sets GOGC: an operator's explicit choice stands.
+func Start(headroom, read int64) *Tuner {
+	if (headroom <= 0 && read <= 0) || os.Getenv("GOGC") != "" {
 		return nil
 	}
-	t := &Tuner{headroom: headroom, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
+	t := &Tuner{headroom: max(headroom, 0), read: max(read, 0), sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	t.orig = debug.SetGCPercent(100)
 	t.percent = 100
@@ -188,9 +201,13 @@ func (t *Tuner) adjust() {
 		return
 	}
 	metrics.Read(t.sample)
+	headroom := t.read
+	if t.busy.Load() {
+		headroom = max(t.headroom, t.read)
+	}
 	p := 100
-	if v := t.sample[0].Value; v.Kind() == metrics.KindUint64 && t.busy.Load() {
-		p = percentFor(int64(v.Uint64()), t.headroom)
+	if v := t.sample[0].Value; v.Kind() == metrics.KindUint64 && headroom > 0 {
+		p = percentFor(int64(v.Uint64()), headroom)
 	}
 	if p < t.percent*9/10 || p > t.percent*11/10 {
 		debug.SetGCPercent(p)
@@ -199,10 +216,14 @@ func (t *Tuner) adjust() {
 }
 
 // percentFor is the GOGC whose goal is max(2 × live, live + headroom)
-// for a live heap of live bytes, capped at maxPercent.
+// for a live heap of live bytes, capped at maxPercent. The runtime's goal
+// is never below its heap minimum, 4 MiB scaled by GOGC/100, so a live
+// heap below 4 MiB (or none measured yet, before the first collection)
+// counts as 4 MiB: otherwise an idle server's 1 MiB heap with a 16 MiB
+// headroom would ask for GOGC 1600, whose minimum alone is 64 MiB.
 func percentFor(live, headroom int64) int {
-	if live <= 0 {
-		return maxPercent
-	}
-	return int(min(max(100, headroom*100/live), maxPercent))
+	return int(min(max(100, headroom*100/max(live, heapMinimum)), maxPercent))
 }
+
+// heapMinimum is the runtime's smallest heap goal at GOGC=100.
+const heapMinimum = 4 << 20

@@ -13,9 +13,12 @@ func TestPercentFor(t *testing.T) {
 		live, headroom int64
 		want           int
 	}{
-		{0, 256 * mib, maxPercent},
-		{1 * mib, 256 * mib, maxPercent}, // an idle server: capped
-		{50 * mib, 256 * mib, 512},       // the ingest benchmarks' live heap
+		{0, 256 * mib, 6400},       // before the first collection: as if 4 MiB live
+		{1 * mib, 256 * mib, 6400}, // an idle server: its goal the runtime's minimum, 4 MiB × 64
+		{50 * mib, 256 * mib, 512}, // the ingest benchmarks' live heap
+		{1 * mib, 16 * mib, 400},   // the read headroom: a 16 MiB goal
+		{8 * mib, 16 * mib, 200},
+		{1 * mib, 1 << 40, maxPercent},
 		{256 * mib, 256 * mib, 100},
 		{2048 * mib, 256 * mib, 100}, // a large heap: the runtime's own goal
 	} {
@@ -32,7 +35,7 @@ func TestTunerFollowsLiveHeap(t *testing.T) {
 	t.Setenv("GOGC", "")
 	orig := debug.SetGCPercent(100)
 	debug.SetGCPercent(orig)
-	tu := Start(128 << 20)
+	tu := Start(128<<20, 0)
 	if tu == nil {
 		t.Fatal("Start returned nil without GOGC set")
 	}
@@ -73,15 +76,15 @@ func waitPercent(t *testing.T, tu *Tuner, ok func(int) bool, what string) {
 	}
 }
 
-// TestStartRespectsGOGC: an operator's GOGC stands; a zero headroom is off.
+// TestStartRespectsGOGC: an operator's GOGC stands; zero headrooms are off.
 func TestStartRespectsGOGC(t *testing.T) {
 	t.Setenv("GOGC", "200")
-	if tu := Start(256 << 20); tu != nil {
+	if tu := Start(256<<20, 16<<20); tu != nil {
 		tu.Stop()
 		t.Fatal("started with GOGC set")
 	}
 	t.Setenv("GOGC", "")
-	if tu := Start(0); tu != nil {
+	if tu := Start(0, 0); tu != nil {
 		tu.Stop()
 		t.Fatal("started with a zero headroom")
 	}
@@ -95,7 +98,7 @@ func TestTunerIdle(t *testing.T) {
 	oldIdle, oldCheck := IdleAfter, checkEvery
 	IdleAfter, checkEvery = 100*time.Millisecond, 10*time.Millisecond
 	defer func() { IdleAfter, checkEvery = oldIdle, oldCheck }()
-	tu := Start(128 << 20)
+	tu := Start(128<<20, 0)
 	defer tu.Stop()
 	runtime.GC()
 	time.Sleep(50 * time.Millisecond)
@@ -105,4 +108,27 @@ func TestTunerIdle(t *testing.T) {
 	Wrote()
 	waitPercent(t, tu, func(p int) bool { return p > 1000 }, "a write")
 	waitPercent(t, tu, func(p int) bool { return p == 100 }, "no write for IdleAfter")
+}
+
+// TestTunerReadHeadroom: without writes the read headroom sets the goal
+// (a percent above 100 for a small heap, below the write headroom's); a
+// write gives the larger write headroom, and IdleAfter without one takes
+// it back to the read headroom's.
+func TestTunerReadHeadroom(t *testing.T) {
+	t.Setenv("GOGC", "")
+	oldIdle, oldCheck := IdleAfter, checkEvery
+	IdleAfter, checkEvery = 100*time.Millisecond, 10*time.Millisecond
+	defer func() { IdleAfter, checkEvery = oldIdle, oldCheck }()
+	hold := make([]byte, 4<<20) // a live heap of about 4 MiB, like an idle server's
+	defer runtime.KeepAlive(hold)
+	tu := Start(1<<30, 16<<20)
+	if tu == nil {
+		t.Fatal("Start returned nil without GOGC set")
+	}
+	defer tu.Stop()
+	waitPercent(t, tu, func(p int) bool { return p > 100 && p < 1000 }, "reads only")
+	read := tu.Percent()
+	Wrote()
+	waitPercent(t, tu, func(p int) bool { return p > read }, "a write")
+	waitPercent(t, tu, func(p int) bool { return p > 100 && p <= read*11/10+1 }, "no write for IdleAfter")
 }

@@ -101,7 +101,8 @@ Examples:
 			&cli.DurationFlag{Name: "compact-age", Usage: "compact when the oldest write not yet folded in is this old, e.g. 1h (0: never by age)", DefaultText: "never by age"},
 			&cli.IntFlag{Name: "vintages", Value: served.DefaultVintages, Usage: "retained vintages besides the served one each dataset keeps open (mapped, gc lease held) for tickets with \"vintage\" and SQL FOR VERSION AS OF, least recently used out (0: none)"},
 			&cli.StringFlag{Name: "cold-cache", Value: "256MiB", Usage: "memory budget `SIZE` of decoded cold rows (tiered snapshots' cold.vortex), one LRU for the whole server, e.g. 1GiB (0: no cache, every cold read decodes)"},
-			&cli.StringFlag{Name: "gc-headroom", Value: "256MiB", Usage: "keep the Go collector's heap goal at least `SIZE` above the live heap (fewer collections while the heap is small, the delta and requests only; a GOGC in the environment overrides it; 0: the runtime's own GOGC=100)"},
+			&cli.StringFlag{Name: "gc-headroom", Value: "256MiB", Usage: "keep the Go collector's heap goal at least `SIZE` above the live heap while the server takes writes and for 30 s after (fewer collections while the heap is small, the delta and requests only; a GOGC in the environment overrides it; 0: the runtime's own GOGC=100)"},
+			&cli.StringFlag{Name: "gc-read-headroom", Value: "16MiB", Usage: "the heap goal's headroom `SIZE` while the server takes no writes: a request's garbage collected every few hundred requests rather than every few dozen, for at most this much garbage held (0: the runtime's own GOGC=100)"},
 			&cli.StringFlag{Name: "prefetch", Value: "auto", Usage: "once the first query is answered, read the served snapshots into the page cache in the background, within `SIZE`: every index, then data files, each whole or not at all (auto: a quarter of MemAvailable at start; 0 or off: none, pages are read as queries first touch them)"},
 			&cli.BoolFlag{Name: "verify", Usage: "checksum every data file at start-up (reads all of it; reloads always do)"},
 			&cli.DurationFlag{Name: "reload-interval", Value: time.Second, Usage: "how often to check each dataset's CURRENT for a new snapshot; 0 disables (DoAction reload still works)"},
@@ -210,7 +211,11 @@ Examples:
 			if cfg.Tokens, err = readTokens(c.String("token-file"), c.String("token-env")); err != nil {
 				return cli.Exit("serve: "+err.Error(), 2)
 			}
-			defer gctune.Start(headroom).Stop()
+			readHeadroom, err := cliutil.ParseSize(c.String("gc-read-headroom"))
+			if err != nil {
+				return cli.Exit("serve: --gc-read-headroom: "+err.Error(), 2)
+			}
+			defer gctune.Start(headroom, readHeadroom).Stop()
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			t0 := time.Now()

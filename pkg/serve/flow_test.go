@@ -220,10 +220,10 @@ func TestStalledClients(t *testing.T) {
 	// a production build of snapbuild (not this test binary, which may
 	// carry the race detector's shadow memory), collecting at the runtime's
 	// own GOGC=100: the default --gc-headroom lets up to 256 MiB of garbage
-	// wait for a collection (30 MiB of it here), which is what that flag
-	// documents, not what the stalled streams hold (with it, a fresh
-	// clone's run measured 257 MiB)
-	p := startBinary(t, root, "--reload-interval", "0", "--stream-timeout", "15s", "--gc-headroom", "0")
+	// wait for a collection (30 MiB of it here), and --gc-read-headroom 16
+	// MiB, which is what those flags document, not what the stalled streams
+	// hold (with them, a fresh clone's run measured 257 MiB)
+	p := startBinary(t, root, "--reload-interval", "0", "--stream-timeout", "15s", "--gc-headroom", "0", "--gc-read-headroom", "0")
 	c := dialAddr(t, p.flight)
 	ctx := context.Background()
 	if _, err := get(ctx, c, allOf("BIG")); err != nil { // warm: every page read once

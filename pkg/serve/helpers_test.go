@@ -153,13 +153,13 @@ func helperServer(root string) int {
 	if d, err := time.ParseDuration(os.Getenv(helperEnv + "_FOLLOW")); err == nil {
 		cfg.FollowInterval = d
 	}
-	// the collector as `serve` sets it (--gc-headroom; _GC_HEADROOM=0 for
-	// the runtime's own)
-	headroom := int64(gctune.DefaultHeadroom)
+	// the collector as `serve` sets it (--gc-headroom, --gc-read-headroom;
+	// _GC_HEADROOM=0 for the runtime's own)
+	headroom, read := int64(gctune.DefaultHeadroom), int64(gctune.DefaultReadHeadroom)
 	if n, err := strconv.ParseInt(os.Getenv(helperEnv+"_GC_HEADROOM"), 10, 64); err == nil {
-		headroom = n
+		headroom, read = n, n
 	}
-	defer gctune.Start(headroom).Stop()
+	defer gctune.Start(headroom, read).Stop()
 	// a CPU profile of the server process alone (the ingest benchmarks'
 	// -cpuprofile would be the client's): SERVINGSNAP_SERVE_HELPER_CPUPROFILE=path
 	if path := os.Getenv(helperEnv + "_CPUPROFILE"); path != "" {

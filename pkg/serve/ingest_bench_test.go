@@ -81,7 +81,7 @@ func ingestServer(b *testing.B, trace string) (addr string, serverCPU func() int
 		b.Fatal("-ingest.trace needs the server in a process of its own (no -ingest.inprocess)")
 	}
 	if *ingestInProcess {
-		tu := gctune.Start(*ingestHeadroom)
+		tu := gctune.Start(*ingestHeadroom, gctune.DefaultReadHeadroom)
 		b.Cleanup(tu.Stop)
 		srv := startServer(b, Config{Root: root, HTTPAddr: "127.0.0.1:0", WindowBytes: *ingestWindow, Options: Options{Compact: CompactPolicy{Rows: *ingestCompact}}})
 		return srv.FlightAddr().String(), liveCPUTime, srv.HTTPAddr().String()
