@@ -196,11 +196,11 @@ bench-shard-split: build
 	flock /tmp/servingsnap-bench.lock python3 bench/shard_split.py --bin $(BIN)/snapbuild --lake $(OUT)/shard-split-lake --out bench/results
 
 # The read floor (bench/README.md, "Caveats"): one-series p50/p99 of snapserve against a server
-# sending the same answers pre-encoded (bench/readfloor), same root and tickets, 100k series.
+# sending the same answers pre-encoded (bench/readfloor) and of the Go rebuild peer, same root and tickets, 100k series.
 # Results: bench/results/DATE-read-floor.txt.
 .PHONY: bench-read-floor
 bench-read-floor: build venv-bench
-	flock /tmp/servingsnap-bench.lock $(VPY) bench/readfloor.py --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/readfloor.py --runs 7 --bin $(BIN)/snapbuild --go $(GO) --out bench/results
 
 # Per-query CPU, collections and page faults of snapserve and the Go rebuild over the same tickets.
 .PHONY: bench-server-trace

@@ -4,9 +4,12 @@
 bench/readfloor (Go) answers each one-series ticket {"dataset":D,"series":[ID]} of a serving root
 with the messages servingsnap's own DoGet produced for it, encoded before it listens: its latency
 is gRPC, loopback and the client alone, the physical limit of the path. This script starts
-snapserve and the floor on the same root in turn (warm page cache, warm-up queries first), sends
-both the same one-series tickets with the benchmark's client (bench/snapbench/client.py) and
-reports p50 and p99 of each and ours / floor.
+snapserve, the floor and the Go rebuild peer (bench/gobaseline, the `make bench` peer) on the same
+root and lake in turn (warm page cache, warm-up queries first, the order rotating), sends all
+three the same one-series tickets with the benchmark's client (bench/snapbench/client.py) and
+reports p50 and p99 of each, ours / floor, peer / floor and ours / peer: a p99 that is the
+machine's (every server within a few percent of the floor) shows as such here, with the
+repetitions to say so, where `make bench` has three.
 
     .venv/bin/python bench/readfloor.py [--series 100000] [--runs 3] [--queries 4000]
         [--bin bin/snapbuild] [--work bench/work] [--out bench/results]
@@ -35,7 +38,7 @@ DATASET = "bench"
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--series", type=int, default=100000, help="series of the generated lake")
-    ap.add_argument("--runs", type=int, default=3, help="repetitions (each: ours, then the floor, order alternating)")
+    ap.add_argument("--runs", type=int, default=5, help="repetitions (each: every server once, the order rotating)")
     ap.add_argument("--queries", type=int, default=4000, help="one-series queries per server and repetition")
     ap.add_argument("--warmup", type=int, default=200, help="warm-up queries before each measurement")
     ap.add_argument("--bin", default=str(REPO / "bin" / "snapbuild"), help="the snapbuild binary (snapserve beside it)")
@@ -51,6 +54,8 @@ def main():
     floor_bin = work / "bin" / "readfloor"
     floor_bin.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([a.go, "build", "-o", str(floor_bin), "./bench/readfloor"], cwd=REPO, check=True)
+    peer_bin = work / "bin" / "gobaseline"
+    subprocess.run([a.go, "build", "-o", str(peer_bin), "./bench/gobaseline"], cwd=REPO, check=True)
 
     lake = lakes.cached_lake(a.bin, work, a.series)
     root = work / f"root-readfloor-s{a.series}"
@@ -66,6 +71,9 @@ def main():
         client.Server("floor", "read floor (pre-encoded bytes)",
                       lambda port: [str(floor_bin), "--root", str(root), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
                       snap_files),
+        client.Server("go", "Go rebuild (bench/gobaseline)",
+                      lambda port: [str(peer_bin), "--lake", str(lake), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
+                      lakes.parquet_files(lake)),
     ]
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
     lines, res = [], {s.key: {"p50": [], "p99": []} for s in servers}
@@ -75,7 +83,8 @@ def main():
                                       seed=1000 + rep)["one"]
         warm = client.make_tickets(DATASET, ids, years, {"one": a.warmup, "range": 0, "batch100": 0, "latest1000": 0},
                                    seed=2000 + rep)["one"]
-        order = servers if rep % 2 == 0 else servers[::-1]
+        k = rep % len(servers)
+        order = servers[k:] + servers[:k]
         for s in order:
             procs.warm(s.files)
             port = procs.free_port()
@@ -98,8 +107,8 @@ def main():
     path = out / f"{datetime.date.today().isoformat()}-read-floor.txt"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     with open(path, "w") as f:
-        f.write(f"# bench/readfloor.py: one-series DoGet latency, servingsnap against the read floor\n")
-        f.write(f"# (bench/readfloor: the same answers pre-encoded, sent from a map). {a.series:,} series,\n")
+        f.write(f"# bench/readfloor.py: one-series DoGet latency, servingsnap and the Go rebuild against the read\n")
+        f.write(f"# floor (bench/readfloor: the same answers pre-encoded, sent from a map). {a.series:,} series,\n")
         f.write(f"# {a.runs} repetitions of {a.queries} queries each after {a.warmup} warm-up queries, warm page cache,\n")
         f.write(f"# pyarrow.flight client on loopback, commit {commit}, {os.cpu_count()} cores,\n")
         f.write(f"# load average {' '.join(f'{x:.2f}' for x in load0)} at the start, "
@@ -109,7 +118,9 @@ def main():
         f.write("\nmedians (µs)      p50      p99\n")
         for k in res:
             f.write(f"  {k:10s} {med[k]['p50']:8.1f} {med[k]['p99']:8.1f}\n")
-        f.write(f"  ours/floor {med['ours']['p50'] / med['floor']['p50']:8.2f} {med['ours']['p99'] / med['floor']['p99']:8.2f}\n")
+        for x, y in (("ours", "floor"), ("go", "floor"), ("ours", "go")):
+            name = f"{x}/{y}"
+            f.write(f"  {name:10s} {med[x]['p50'] / med[y]['p50']:8.2f} {med[x]['p99'] / med[y]['p99']:8.2f}\n")
     print(path.read_text())
 
 
