@@ -12,9 +12,11 @@ import (
 // of up to read_ahead_kb around the page (8 MiB on some cloud disks): the
 // first few dozen queries of a cold start each wait for one. Reading the
 // files ahead, in the background and a bounded chunk at a time, turns
-// those waits into minor faults without delaying the first answer. Only
-// the page cache holds what is read: the process's anonymous memory does
-// not grow, and a file the kernel evicts again is simply read on demand.
+// those waits into nothing without delaying the first answer: what is
+// read is also mapped into the process (arrowfile.Mapped.ReadAhead), so
+// not even a minor fault is left. Only the page cache holds what is read:
+// the process's anonymous memory does not grow, and a file the kernel
+// evicts again is simply read on demand.
 
 // Part is a file of a snapshot that can be read ahead.
 type Part int
