@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 
-from snapbench import buildcmp, client, lakes, procs, report, sizes  # noqa: E402
+from snapbench import buildcmp, client, lakes, launch, procs, report, sizes  # noqa: E402
 
 DATASET = "bench"
 
@@ -164,23 +164,15 @@ def mem_available():
 def build_gobaseline(a, work):
     if a.gobaseline:
         return pathlib.Path(a.gobaseline)
-    out = work / "bin" / "gobaseline"
-    out.parent.mkdir(parents=True, exist_ok=True)
     log(f"building bench/gobaseline with {a.go}")
-    subprocess.run([a.go, "build", "-o", str(out), "./bench/gobaseline"], cwd=REPO, check=True)
-    return out
+    return launch.go_tool(a.go, work, "gobaseline")
 
 
 def make_servers(snapbuild, gobaseline, root, lake):
-    files_ours, _ = lakes.snapshot_files(pathlib.Path(root) / DATASET)
     pq = lakes.parquet_files(lake)
     return [
-        client.Server("ours", "servingsnap (map + read index)",
-                      lambda port: client.servingsnap_cmd(snapbuild) + ["--root", str(root), "--addr", f"127.0.0.1:{port}"],
-                      [str(p) for p in files_ours.values()]),
-        client.Server("go", "Go rebuild (sortwrite.Rebuild)",
-                      lambda port: [str(gobaseline), "--lake", str(lake), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
-                      pq),
+        launch.ours(snapbuild, root, DATASET, label="servingsnap (map + read index)"),
+        launch.go_peer(gobaseline, lake, DATASET),
         client.Server("py", "Python rebuild (Polars)",
                       lambda port: [sys.executable, str(HERE / "pybaseline.py"), "--lake", str(lake),
                                     "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],

@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 
-from snapbench import client, lakes, procs  # noqa: E402
+from snapbench import client, launch, lakes, procs  # noqa: E402
 
 DATASET = "bench"
 
@@ -51,40 +51,33 @@ def main():
     work = pathlib.Path(a.work).resolve()
     logs = work / "logs-readfloor"
     logs.mkdir(parents=True, exist_ok=True)
-    floor_bin = work / "bin" / "readfloor"
-    floor_bin.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([a.go, "build", "-o", str(floor_bin), "./bench/readfloor"], cwd=REPO, check=True)
-    peer_bin = work / "bin" / "gobaseline"
-    subprocess.run([a.go, "build", "-o", str(peer_bin), "./bench/gobaseline"], cwd=REPO, check=True)
+    floor_bin = launch.go_tool(a.go, work, "readfloor")
+    peer_bin = launch.go_tool(a.go, work, "gobaseline")
 
     lake = lakes.cached_lake(a.bin, work, a.series)
     root = work / f"root-readfloor-s{a.series}"
     lakes.build_root(a.bin, lake, root, DATASET)
     files, _ = lakes.snapshot_files(root / DATASET)
     ids, years, _ = lakes.index_summary(files["index"])
-    snap_files = [str(p) for p in files.values()]
 
-    servers = [
-        client.Server("ours", "servingsnap (snapserve)",
-                      lambda port: client.servingsnap_cmd(a.bin) + ["--root", str(root), "--addr", f"127.0.0.1:{port}"],
-                      snap_files),
+    ours = launch.ours(a.bin, root, DATASET)
+    started = [
+        ours,
         client.Server("floor", "read floor (pre-encoded bytes)",
                       lambda port: [str(floor_bin), "--root", str(root), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
-                      snap_files),
-        client.Server("go", "Go rebuild (bench/gobaseline)",
-                      lambda port: [str(peer_bin), "--lake", str(lake), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
-                      lakes.parquet_files(lake)),
+                      ours.files),
+        launch.go_peer(peer_bin, lake, DATASET),
     ]
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
-    lines, res = [], {s.key: {"p50": [], "p99": []} for s in servers}
+    lines, res = [], {s.key: {"p50": [], "p99": []} for s in started}
     load0 = os.getloadavg()
     for rep in range(a.runs):
         tickets = client.make_tickets(DATASET, ids, years, {"one": a.queries, "range": 0, "batch100": 0, "latest1000": 0},
                                       seed=1000 + rep)["one"]
         warm = client.make_tickets(DATASET, ids, years, {"one": a.warmup, "range": 0, "batch100": 0, "latest1000": 0},
                                    seed=2000 + rep)["one"]
-        k = rep % len(servers)
-        order = servers[k:] + servers[:k]
+        k = rep % len(started)
+        order = started[k:] + started[:k]
         for s in order:
             procs.warm(s.files)
             port = procs.free_port()

@@ -26,7 +26,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from snapbench import client, lakes, procs  # noqa: E402
+from snapbench import client, launch, lakes, procs  # noqa: E402
 
 DATASET = "bench"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -62,23 +62,14 @@ def main():
     work = pathlib.Path(a.work).resolve()
     logs = work / "logs-servertrace"
     logs.mkdir(parents=True, exist_ok=True)
-    peer_bin = work / "bin" / "gobaseline"
-    peer_bin.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([a.go, "build", "-o", str(peer_bin), "./bench/gobaseline"], cwd=REPO, check=True)
+    peer_bin = launch.go_tool(a.go, work, "gobaseline")
 
     lake = lakes.cached_lake(a.bin, work, a.series)
     root = work / f"root-servertrace-s{a.series}"
     lakes.build_root(a.bin, lake, root, DATASET)
     files, _ = lakes.snapshot_files(root / DATASET)
     ids, years, _ = lakes.index_summary(files["index"])
-    servers = [
-        client.Server("ours", "servingsnap (snapserve)",
-                      lambda port: client.servingsnap_cmd(a.bin) + ["--root", str(root), "--addr", f"127.0.0.1:{port}"],
-                      [str(p) for p in files.values()]),
-        client.Server("go", "Go rebuild (bench/gobaseline)",
-                      lambda port: [str(peer_bin), "--lake", str(lake), "--dataset", DATASET, "--addr", f"127.0.0.1:{port}"],
-                      lakes.parquet_files(lake)),
-    ]
+    traced = [launch.ours(a.bin, root, DATASET), launch.go_peer(peer_bin, lake, DATASET)]
     counts = {"one": a.queries, "range": 0, "batch100": a.queries // 10, "latest1000": a.queries // 10}
     tickets = client.make_tickets(DATASET, ids, years, counts, seed=7)
     warm = client.make_tickets(DATASET, ids, years, {k: min(v, a.warmup) for k, v in counts.items()}, seed=8)
@@ -86,7 +77,7 @@ def main():
     os.environ["GODEBUG"] = "gctrace=1"  # inherited by the servers: one line per collection
     load0 = os.getloadavg()
     lines = []
-    for s in servers:
+    for s in traced:
         procs.warm(s.files)
         port = procs.free_port()
         log = logs / f"{s.key}.log"

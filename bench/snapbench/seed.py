@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from . import client, lakes, procs, seedtable
+from . import client, lakes, launch, procs, seedtable
 from .stats import pct
 
 SEED_MEMORY = 6 * 2**30
@@ -357,9 +357,7 @@ def _shape(key, snapbuild, work, fraction, machine, loadavg, log, timeout, count
 
     files, _ = lakes.snapshot_files(root / DATASET)
     ids, years, _ = lakes.index_summary(files["index"])
-    srv = client.Server("ours", "servingsnap",
-                        lambda port: client.servingsnap_cmd(snapbuild) + ["--root", str(root), "--addr", f"127.0.0.1:{port}"],
-                        [str(p) for p in files.values()])
+    srv = launch.ours(snapbuild, root, DATASET, label="servingsnap")
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
     S["serve"] = _serve(srv, first, ids, years, work, f"seed-{key}-{series}", timeout, counts, log)
 
@@ -370,10 +368,7 @@ def _shape(key, snapbuild, work, fraction, machine, loadavg, log, timeout, count
         limit = peer_limit or min(PEER_RSS_LIMIT, int(PEER_MEMORY_SHARE * avail))
         S["go_peer"] = {"estimated_peak": GO_PEER_BYTES_PER_ROW * S["build"]["rows"], "mem_available": avail,
                         "limit": limit}
-        peer = client.Server("go", "Go rebuild (sortwrite.Rebuild)",
-                             lambda port: [str(gobaseline), "--lake", str(lake), "--dataset", DATASET,
-                                           "--addr", f"127.0.0.1:{port}"],
-                             lakes.parquet_files(lake))
+        peer = launch.go_peer(gobaseline, lake, DATASET)
         try:
             S["go_peer"].update(_serve(peer, first, ids, years, work, f"seed-{key}-{series}-go", max(timeout, 3600),
                                        counts, log, limit=limit))
