@@ -68,8 +68,10 @@ func (m *Mapped) ReadAhead(ctx context.Context, chunk int64) error {
 var populateRefused atomic.Bool
 
 // populate maps [off, end) of the file, already in the page cache, into
-// the process's page tables. It fails only where a query's touch would
-// have raised SIGBUS (the file cut short while mapped).
+// the process's page tables. It fails where a query's touch would have
+// raised SIGBUS (EFAULT: the file cut short while mapped) or the kernel
+// is out of memory for the page tables (ENOMEM); either ends the
+// read-ahead, and queries fault the rest in as they touch it.
 func (r *reader) populate(off, end int64) error {
 	if populateRefused.Load() {
 		return nil
@@ -83,8 +85,10 @@ func (r *reader) populate(off, end int64) error {
 		return nil
 	case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
 		return nil // pages left for the queries to fault in
+	case errors.Is(err, unix.EFAULT): // what a touch would have raised SIGBUS for
+		return fmt.Errorf("read ahead %s: map [%d, %d): %w (file changed while mapped?)", r.path, off, end, err)
 	}
-	return fmt.Errorf("read ahead %s: map [%d, %d): %w (file changed while mapped?)", r.path, off, end, err)
+	return fmt.Errorf("read ahead %s: map [%d, %d): %w", r.path, off, end, err)
 }
 
 // reader reads a mapped file's pages into the page cache through fd.
