@@ -24,10 +24,8 @@ import (
 // offsets are decreasing or outside the data buffer, a dictionary index
 // outside the dictionary (every index is checked: dictionaries are small).
 func checkGather(src arrow.Array, codes []int32) error {
-	for _, c := range codes {
-		if c < 0 || int(c) >= src.Len() {
-			return corrupt.Errorf("row %d outside a column of %d rows", c, src.Len())
-		}
+	if err := checkRows(src.Len(), codes); err != nil {
+		return err
 	}
 	switch a := src.(type) {
 	case *array.Dictionary:
@@ -38,6 +36,18 @@ func checkGather(src arrow.Array, codes []int32) error {
 	default:
 		return checkOffsets(src, codes)
 	}
+}
+
+// checkRows checks that every row of codes lies inside a column of n
+// rows: all a gather needs of a column checked whole beforehand (see
+// index.Reader.Attribute).
+func checkRows(n int, codes []int32) error {
+	for _, c := range codes {
+		if c < 0 || int(c) >= n {
+			return corrupt.Errorf("row %d outside a column of %d rows", c, n)
+		}
+	}
+	return nil
 }
 
 // checkOffsets checks the value offsets of rows codes of a string or

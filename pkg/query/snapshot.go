@@ -464,11 +464,14 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 			return ids, values, err // the deferred cleanup releases them
 		}
 		var a arrow.Array
-		// A slice is serialised in this goroutine; a gather (and a
-		// dictionary's decoding is one) is not: check it first
-		// (gathercheck.go).
-		if _, dict := src.(*array.Dictionary); !span || dict {
-			if err = checkGather(src, sel.list); err != nil {
+		// A gather runs where no recover reaches (gathercheck.go), but
+		// attr's column has been checked whole, once (a dictionary's
+		// indices and values, a plain column's offsets: see
+		// index.Reader.Attribute), so only a list's rows are left to
+		// check, not every row of the column again for each call (a
+		// portable copy calls once per row group).
+		if !span {
+			if err = checkRows(src.Len(), sel.list); err != nil {
 				return ids, values, gatherError(r.shape.attrs[pos].Name, err)
 			}
 		}
@@ -496,8 +499,8 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 
 // decodeStrings is utf8 dictionary d (vals its dictionary) decoded at
 // rows lo..hi (span) or at rows list, as a plain utf8 array: a copy of
-// each selected value, two passes (sizes, then bytes). checkGather has
-// checked d's indices and vals' offsets. (arrow-go v18.9's take of a
+// each selected value, two passes (sizes, then bytes). index.Reader.Attribute
+// has checked d's indices and vals' offsets. (arrow-go v18.9's take of a
 // small utf8 dictionary by many indices was seen to overrun the data
 // buffer it presizes, a panic in a goroutine of its own.)
 func decodeStrings(d *array.Dictionary, vals *array.String, lo, hi int, span bool, list []int32, mem memory.Allocator) arrow.Array {
