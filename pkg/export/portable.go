@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/internal/bufpool"
@@ -115,15 +117,27 @@ func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt Portabl
 	}
 	groups, err := planGroups(r, plan.Series(), target, maxRows)
 	if err != nil {
-		pw.abort()
 		return nil, fmt.Errorf("portable copy: %w", err)
 	}
 	asm := &assembler{r: r, sh: r.Shape(), schema: plan.Schema(), mem: mem}
-	rows, err := writeGroups(ctx, groups, par, asm.assemble, func(rec arrow.RecordBatch) error { return pw.writeGroup(ctx, rec, par) })
+	// A group is assembled and encoded on one of par goroutines; the
+	// encoded groups are joined into w in order.
+	encode := func(ctx context.Context, g rowGroup) (encodedGroup, error) {
+		rec, err := asm.assemble(ctx, g)
+		if err != nil {
+			return encodedGroup{}, err
+		}
+		defer rec.Release()
+		buf, err := pw.encodeGroup(ctx, rec, par)
+		return encodedGroup{buf: buf, rows: rec.NumRows()}, err
+	}
+	var rows int64
+	err = writeGroups(ctx, groups, par, encode, func(e encodedGroup) error {
+		rows += e.rows
+		return pw.appendGroup(e.buf)
+	}, func(e encodedGroup) { groupFiles.Put(e.buf) })
 	if err == nil {
 		err = pw.close()
-	} else {
-		pw.abort()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("portable copy: %w", err)
@@ -135,11 +149,18 @@ func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt Portabl
 	return res, nil
 }
 
-// writeGroups assembles groups on par goroutines, at most par ahead of
-// the writer, and writes them in order. It returns the rows written.
-func writeGroups(ctx context.Context, groups []rowGroup, par int, assemble func(context.Context, rowGroup) (arrow.RecordBatch, error), write func(arrow.RecordBatch) error) (int64, error) {
+// encodedGroup is a row group encoded as a Parquet file of its own.
+type encodedGroup struct {
+	buf  *bytes.Buffer
+	rows int64
+}
+
+// writeGroups produces groups on par goroutines, at most par ahead of the
+// writer, and writes them in order; a produced group that is not written
+// (after an error) is released.
+func writeGroups[T any](ctx context.Context, groups []rowGroup, par int, produce func(context.Context, rowGroup) (T, error), write func(T) error, release func(T)) error {
 	type result struct {
-		rec arrow.RecordBatch
+		v   T
 		err error
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -160,32 +181,30 @@ func writeGroups(ctx context.Context, groups []rowGroup, par int, assemble func(
 				return
 			}
 			go func() {
-				rec, err := assemble(ctx, g)
-				slots[i] <- result{rec, err}
+				v, err := produce(ctx, g)
+				slots[i] <- result{v, err}
 			}()
 		}
 	}()
-	var (
-		rows int64
-		err  error
-	)
+	var err error
 	for i := range groups {
 		res := <-slots[i]
 		<-sem
-		if res.err == nil && err == nil {
-			err = write(res.rec)
-			rows += res.rec.NumRows()
-		} else if err == nil {
-			err = res.err
-		}
-		if res.rec != nil {
-			res.rec.Release()
+		switch {
+		case res.err != nil:
+			if err == nil {
+				err = res.err
+			}
+		case err == nil:
+			err = write(res.v) // write owns v
+		default:
+			release(res.v)
 		}
 		if err != nil {
 			cancel()
 		}
 	}
-	return rows, err
+	return err
 }
 
 // rowGroup is a planned row group: the rows of series [lo, hi) in the
@@ -487,18 +506,22 @@ func takeRows(mem memory.Allocator, a arrow.Array, keep []int) (arrow.Array, err
 	return b.NewArray(), nil
 }
 
-// portableFile is the Parquet file being written: arrow-go's file writer
-// driven a buffered row group at a time, each column of a group encoded
-// on its own goroutine (column writers share nothing but the allocator).
+// portableFile is the Parquet file being written: each row group encoded
+// by arrow-go's file writer as a Parquet file of its own (encodeGroup,
+// several at once), each column of a group on its own goroutine (column
+// writers share nothing but the allocator), then joined in order into the
+// file (joinparquet.go).
 type portableFile struct {
-	fw      *file.Writer
+	root    *schema.GroupNode
 	schema  *arrow.Schema
 	props   *parquet.WriterProperties
 	arrow   pqarrow.ArrowWriterProperties
+	meta    metadata.KeyValueMetadata
 	leafNul []bool // per column: nullable (definition level 1)
+	join    *groupJoiner
 }
 
-func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*portableFile, error) {
+func newPortableFile(sc *arrow.Schema, w io.Writer, mem memory.Allocator) (*portableFile, error) {
 	props := parquet.NewWriterProperties(
 		parquet.WithAllocator(mem),
 		parquet.WithCompression(compress.Codecs.Zstd),
@@ -519,7 +542,7 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 		parquet.WithCreatedBy("servingsnap portable copy"),
 	)
 	ap := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem))
-	pqschema, err := pqarrow.ToParquet(schema, props, ap)
+	pqschema, err := pqarrow.ToParquet(sc, props, ap)
 	if err != nil {
 		return nil, err
 	}
@@ -527,32 +550,73 @@ func newPortableFile(schema *arrow.Schema, w io.Writer, mem memory.Allocator) (*
 	// schema's metadata and the Arrow schema, so Arrow readers get the
 	// exact types back.
 	meta := make(metadata.KeyValueMetadata, 0)
-	md := schema.Metadata()
+	md := sc.Metadata()
 	for i, k := range md.Keys() {
 		meta.Append(k, md.Values()[i])
 	}
-	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(flight.SerializeSchema(schema, mem)))
-	fw, err := file.NewParquetWriterWithError(w, pqschema.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
+	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(flight.SerializeSchema(sc, mem)))
+	// The file's footer but its row groups: arrow-go's, for a file of
+	// none (schema, column orders, metadata, writer).
+	var empty bytes.Buffer
+	fw, err := file.NewParquetWriterWithError(&empty, pqschema.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
+	if err == nil {
+		err = fw.FlushWithFooter()
+	}
 	if err != nil {
 		return nil, err
 	}
-	pf := &portableFile{fw: fw, schema: schema, props: props, arrow: ap}
-	for _, f := range schema.Fields() {
+	template, err := footerOf(empty.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	pf := &portableFile{root: pqschema.Root(), schema: sc, props: props, arrow: ap, meta: meta, join: newGroupJoiner(w, template)}
+	for _, f := range sc.Fields() {
 		pf.leafNul = append(pf.leafNul, f.Nullable)
 	}
 	return pf, nil
 }
 
-// writeGroup writes rec as one row group, its columns encoded by up to
-// par goroutines, the costliest first (the plain columns: their pages are
-// encoded and compressed on their goroutine; a dictionary column's are
-// mostly runs of one index), so no core is left idle at the group's end
-// while one long column finishes.
-func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, par int) error {
-	rgw, err := p.fw.AppendBufferedRowGroupChecked()
+// groupFiles recycles the buffers of the one-group files.
+var groupFiles = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// encodeGroup encodes rec as a Parquet file of one row group, in a buffer
+// from groupFiles, its columns encoded by up to par goroutines, the
+// costliest first (the plain columns: their pages are encoded and
+// compressed on their goroutine; a dictionary column's are mostly runs of
+// one index), so no core is left idle at the group's end while one long
+// column finishes.
+func (p *portableFile) encodeGroup(ctx context.Context, rec arrow.RecordBatch, par int) (*bytes.Buffer, error) {
+	buf := groupFiles.Get().(*bytes.Buffer)
+	buf.Reset()
+	if err := p.writeGroup(ctx, buf, rec, par); err != nil {
+		groupFiles.Put(buf)
+		return nil, err
+	}
+	return buf, nil
+}
+
+func (p *portableFile) writeGroup(ctx context.Context, w io.Writer, rec arrow.RecordBatch, par int) error {
+	fw, err := file.NewParquetWriterWithError(w, p.root, file.WithWriterProps(p.props))
 	if err != nil {
 		return err
 	}
+	rgw, err := fw.AppendBufferedRowGroupChecked()
+	if err != nil {
+		return err
+	}
+	if err := p.writeColumns(ctx, rgw, rec, par); err != nil {
+		rgw.Close()
+		fw.Close()
+		return err
+	}
+	if err := rgw.Close(); err != nil {
+		return err
+	}
+	return fw.FlushWithFooter()
+}
+
+// writeColumns writes rec's columns to rgw, up to par at once.
+func (p *portableFile) writeColumns(ctx context.Context, rgw file.BufferedRowGroupWriter, rec arrow.RecordBatch, par int) error {
 	order := make([]int, 0, rec.NumCols())
 	for i, col := range rec.Columns() {
 		if _, ok := col.(*array.Dictionary); !ok {
@@ -591,10 +655,7 @@ func (p *portableFile) writeGroup(ctx context.Context, rec arrow.RecordBatch, pa
 			return flushPages(cw)
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	return rgw.Close()
+	return g.Wait()
 }
 
 // writePlain writes a column that is not dictionary-encoded in slices of
@@ -735,6 +796,12 @@ func writeDictionary(cw file.ColumnChunkWriter, d *array.Dictionary, def []int16
 	return true, iw.WriteDictIndices(indices, def, nil)
 }
 
-func (p *portableFile) close() error { return p.fw.FlushWithFooter() }
+// appendGroup appends the row group of a file encodeGroup wrote, and
+// returns its buffer to groupFiles.
+func (p *portableFile) appendGroup(buf *bytes.Buffer) error {
+	err := p.join.append(buf.Bytes())
+	groupFiles.Put(buf)
+	return err
+}
 
-func (p *portableFile) abort() { p.fw.Close() }
+func (p *portableFile) close() error { return p.join.close() }

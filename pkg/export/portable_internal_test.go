@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/energyscope/servingsnap/internal/testsnap"
 	"github.com/energyscope/servingsnap/pkg/query"
@@ -141,5 +143,88 @@ func TestDictionaryOf(t *testing.T) {
 	}
 	if _, err := dictionaryOf(memory.DefaultAllocator, array.NewNull(2), []int{1}, 1); err == nil {
 		t.Error("2 values for 1 series: no error")
+	}
+}
+
+// TestJoinedGroupsAreOneWritersFile: the file joined from row groups
+// encoded as files of their own (joinparquet.go) is byte for byte the file
+// arrow-go's writer makes when it writes the same groups one after another
+// itself: the same chunks, the same page index and the same footer, its
+// offsets shifted exactly (parquet-go's Thrift structures carry every
+// field arrow-go writes).
+func TestJoinedGroupsAreOneWritersFile(t *testing.T) {
+	root := t.TempDir()
+	lake := filepath.Join(root, "lake")
+	testsnap.TieredLake(t, lake)
+	testsnap.BuildTiers(t, lake, root, 100)
+	s, err := snapshot.Open(filepath.Join(root, "HOT"), snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := query.FromSnapshot("HOT", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, shape := range []struct{ target, max int64 }{{1, 1 << 20}, {50, 70}, {1 << 30, 1 << 30}} {
+		t.Run(fmt.Sprintf("target%d-max%d", shape.target, shape.max), func(t *testing.T) {
+			var joined bytes.Buffer
+			res, err := WritePortable(ctx, r, &joined, PortableOptions{RowGroupRows: shape.target, maxRowGroupRows: shape.max})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The same groups through one arrow-go writer.
+			req := &query.Request{Range: query.AllPeriods, Attributes: true, Select: query.Selector{Kind: query.ByPrefix}}
+			plan, err := query.NewPlan(r, req, query.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem := memory.DefaultAllocator
+			pf, err := newPortableFile(plainSchema(plan.Schema()), io.Discard, mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var one bytes.Buffer
+			fw, err := file.NewParquetWriterWithError(&one, pf.root, file.WithWriterProps(pf.props), file.WithWriteMetadata(pf.meta))
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups, err := planGroups(r, plan.Series(), shape.target, shape.max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(groups) != res.RowGroups {
+				t.Fatalf("%d groups planned, %d written", len(groups), res.RowGroups)
+			}
+			asm := &assembler{r: r, sh: r.Shape(), schema: plan.Schema(), mem: mem}
+			for _, g := range groups {
+				rec, err := asm.assemble(ctx, g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rgw, err := fw.AppendBufferedRowGroupChecked()
+				if err == nil {
+					err = pf.writeColumns(ctx, rgw, rec, 1)
+				}
+				if err == nil {
+					err = rgw.Close()
+				}
+				rec.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := fw.FlushWithFooter(); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(joined.Bytes(), one.Bytes()) {
+				at := 0
+				for at < min(joined.Len(), one.Len()) && joined.Bytes()[at] == one.Bytes()[at] {
+					at++
+				}
+				t.Fatalf("joined file of %d bytes differs at byte %d from one writer's file of %d bytes", joined.Len(), at, one.Len())
+			}
+		})
 	}
 }
