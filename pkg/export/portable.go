@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/parquet-go/parquet-go/format"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/energyscope/servingsnap/internal/bufpool"
@@ -53,6 +54,7 @@ type PortableOptions struct {
 	Parallel int
 
 	maxRowGroupRows int64 // 0: PortableMaxRowGroupRows (tests lower it)
+	noRuns          bool  // every column through arrow-go's writer (tests compare)
 }
 
 // PortableResult says what was written.
@@ -75,15 +77,16 @@ type PortableResult struct {
 // and values; zstd everywhere.
 //
 // How it is fast (the copy must cost well under the build it accompanies):
-// row groups are planned from the series' row counts, then assembled
-// ahead of the writer on Parallel goroutines (a group's data columns are
-// slices of the Reader's batches, copied only where a group spans two of
-// them); series_id and the attributes are handed to the Parquet encoder as
-// dictionary arrays whose dictionary is the group's distinct values, so no
-// row is hashed, and their indices are buffered once per row group; the
-// columns of one row group are encoded and compressed in parallel, the
-// plain ones (the costliest) first, every page on its column's goroutine;
-// and the writer's buffers are recycled from one column chunk to the next
+// row groups are planned from the series' row counts, then assembled and
+// encoded on Parallel goroutines, several groups at once (a group's data
+// columns are slices of the Reader's batches, copied only where a group
+// spans two of them), and joined into w in order (joinparquet.go);
+// series_id and the attributes, one value per series, are written from
+// their runs by runchunk.go (a dictionary page of the group's distinct
+// values, RLE runs of indices: nothing per row), the other columns by
+// arrow-go's writer, a group's columns in parallel, the plain ones (the
+// costliest) first, every page on its column's goroutine; and the
+// writer's buffers are recycled from one column chunk to the next
 // (without an Allocator, the copy's own pool) rather than zeroed afresh.
 func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt PortableOptions) (*PortableResult, error) {
 	req := &query.Request{Range: query.AllPeriods, Attributes: true, Select: query.Selector{Kind: query.ByPrefix}}
@@ -107,7 +110,7 @@ func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt Portabl
 	if par <= 0 {
 		par = runtime.GOMAXPROCS(0)
 	}
-	pw, err := newPortableFile(schema, w, mem)
+	pw, err := newPortableFile(plan.Schema(), len(r.Shape().Attributes()), w, mem, !opt.noRuns)
 	if err != nil {
 		return nil, fmt.Errorf("portable copy: %w", err)
 	}
@@ -119,23 +122,22 @@ func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt Portabl
 	if err != nil {
 		return nil, fmt.Errorf("portable copy: %w", err)
 	}
-	asm := &assembler{r: r, sh: r.Shape(), schema: plan.Schema(), mem: mem}
+	asm := &assembler{r: r, sh: r.Shape(), schema: plan.Schema(), mem: mem, runs: pw.runs}
 	// A group is assembled and encoded on one of par goroutines; the
 	// encoded groups are joined into w in order.
-	encode := func(ctx context.Context, g rowGroup) (encodedGroup, error) {
-		rec, err := asm.assemble(ctx, g)
+	encode := func(ctx context.Context, g rowGroup) (*encodedGroup, error) {
+		grp, err := asm.assemble(ctx, g)
 		if err != nil {
-			return encodedGroup{}, err
+			return nil, err
 		}
-		defer rec.Release()
-		buf, err := pw.encodeGroup(ctx, rec, par)
-		return encodedGroup{buf: buf, rows: rec.NumRows()}, err
+		defer grp.release()
+		return pw.encodeGroup(ctx, grp, par)
 	}
 	var rows int64
-	err = writeGroups(ctx, groups, par, encode, func(e encodedGroup) error {
+	err = writeGroups(ctx, groups, par, encode, func(e *encodedGroup) error {
 		rows += e.rows
-		return pw.appendGroup(e.buf)
-	}, func(e encodedGroup) { groupFiles.Put(e.buf) })
+		return pw.appendGroup(e)
+	}, (*encodedGroup).release)
 	if err == nil {
 		err = pw.close()
 	}
@@ -149,10 +151,20 @@ func WritePortable(ctx context.Context, r query.Reader, w io.Writer, opt Portabl
 	return res, nil
 }
 
-// encodedGroup is a row group encoded as a Parquet file of its own.
+// encodedGroup is a row group encoded: its column chunks, in the
+// schema's order, some of which lie in buf (the file arrow-go wrote of the
+// group's other columns).
 type encodedGroup struct {
-	buf  *bytes.Buffer
-	rows int64
+	chunks []chunk
+	buf    *bytes.Buffer // nil: none
+	rows   int64
+}
+
+func (e *encodedGroup) release() {
+	if e.buf != nil {
+		groupFiles.Put(e.buf)
+		e.buf = nil
+	}
 }
 
 // writeGroups produces groups on par goroutines, at most par ahead of the
@@ -264,18 +276,38 @@ func planGroups(r query.Reader, series int, target, maxRows int64) ([]rowGroup, 
 	return groups, nil
 }
 
-// assembler turns a planned row group into one record batch of the
-// portable schema: series_id and the attributes as dictionary arrays
-// (the group's distinct values, in order of first use), the rest as
-// slices of the Reader's batches.
+// assembler turns a planned row group into its columns, in the portable
+// schema's order: series_id and the attributes as runColumns where runs
+// says so, else as dictionary arrays (the group's distinct values, in
+// order of first use), the rest as slices of the Reader's batches.
 type assembler struct {
 	r      query.Reader
 	sh     *query.Shape
 	schema *arrow.Schema // the answer's schema (series_id and attributes as dictionaries)
 	mem    memory.Allocator
+	runs   []bool // per column of the schema: assembled as a runColumn
 }
 
-func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch, error) {
+// assembled is a row group's columns: cols[i] or runs[i] for column i.
+type assembled struct {
+	rows   int64
+	counts []int // rows of each of the group's series
+	cols   []arrow.Array
+	runs   []*runColumn
+}
+
+func (g *assembled) release() {
+	for i := range g.cols {
+		if g.cols[i] != nil {
+			g.cols[i].Release()
+		}
+		if g.runs[i] != nil {
+			g.runs[i].release()
+		}
+	}
+}
+
+func (a *assembler) assemble(ctx context.Context, g rowGroup) (*assembled, error) {
 	data, attrs := a.sh.Data(), a.sh.Attributes()
 	attrPos := make([]int, len(attrs))
 	for i, c := range attrs {
@@ -315,32 +347,49 @@ func (a *assembler) assemble(ctx context.Context, g rowGroup) (arrow.RecordBatch
 			rows += int(p.Len())
 		}
 	}
-	cols := make([]arrow.Array, 0, a.schema.NumFields())
+	n := a.schema.NumFields()
+	out := &assembled{rows: int64(rows), counts: counts, cols: make([]arrow.Array, 0, n), runs: make([]*runColumn, 0, n)}
+	ok := false
 	defer func() {
-		for _, c := range cols {
-			c.Release()
+		if !ok {
+			out.release()
 		}
 	}()
-	idDict, err := dictionaryOf(a.mem, ids, counts, rows)
-	if err != nil {
-		return nil, fmt.Errorf("column %s: %w", query.ColSeriesID, err)
+	perSeries := func(v arrow.Array, name string) error {
+		col := len(out.cols)
+		var (
+			c   arrow.Array
+			rc  *runColumn
+			err error
+		)
+		if a.runs[col] {
+			rc, err = runsOf(a.mem, v)
+		} else {
+			c, err = dictionaryOf(a.mem, v, counts, rows)
+		}
+		if err != nil {
+			return fmt.Errorf("column %s: %w", name, err)
+		}
+		out.cols, out.runs = append(out.cols, c), append(out.runs, rc)
+		return nil
 	}
-	cols = append(cols, idDict)
+	if err := perSeries(ids, query.ColSeriesID); err != nil {
+		return nil, err
+	}
 	for _, pos := range append([]int{datafile.ColumnPeriod}, positions(data)...) {
 		c, err := concatColumn(a.mem, pieces, pos)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", a.sh.DataSchema().Field(pos).Name, err)
 		}
-		cols = append(cols, c)
+		out.cols, out.runs = append(out.cols, c), append(out.runs, nil)
 	}
 	for i, v := range vals {
-		d, err := dictionaryOf(a.mem, v, counts, rows)
-		if err != nil {
-			return nil, fmt.Errorf("column %s: %w", attrs[i].Name, err)
+		if err := perSeries(v, attrs[i].Name); err != nil {
+			return nil, err
 		}
-		cols = append(cols, d)
 	}
-	return array.NewRecordBatch(a.schema, cols, int64(rows)), nil
+	ok = true
+	return out, nil
 }
 
 func positions(cols []query.Column) []int {
@@ -414,38 +463,15 @@ func concatColumn(mem memory.Allocator, ps []query.Piece, pos int) (arrow.Array,
 // a series whose value is null has null indices. The indices are filled a
 // series' run at a time, in a buffer from mem.
 func dictionaryOf(mem memory.Allocator, perSeries arrow.Array, counts []int, rows int) (arrow.Array, error) {
-	n := perSeries.Len()
-	if len(counts) != n {
+	if n := perSeries.Len(); len(counts) != n {
 		return nil, fmt.Errorf("%d values for %d series", n, len(counts))
 	}
-	remap := make([]int32, n) // series position -> dictionary index, -1 null
-	var keep []int
-	// Each value once, keyed by its text (a string attribute's own bytes;
-	// other types' text form: a group has few series).
-	keyOf := perSeries.ValueStr
-	if s, ok := perSeries.(*array.String); ok {
-		keyOf = s.Value
-	}
-	seen := make(map[string]int32, n)
-	for i := 0; i < n; i++ {
-		if perSeries.IsNull(i) {
-			remap[i] = -1
-			continue
-		}
-		key := keyOf(i)
-		k, ok := seen[key]
-		if !ok {
-			k = int32(len(keep))
-			seen[key] = k
-			keep = append(keep, i)
-		}
-		remap[i] = k
-	}
-	dict, err := takeRows(mem, perSeries, keep)
+	rc, err := runsOf(mem, perSeries)
 	if err != nil {
 		return nil, err
 	}
-	defer dict.Release()
+	defer rc.release()
+	dict, remap := rc.dict, rc.codes
 	ibuf := memory.NewResizableBuffer(mem)
 	defer ibuf.Release()
 	ibuf.Resize(arrow.Int32Traits.BytesRequired(rows))
@@ -506,22 +532,35 @@ func takeRows(mem memory.Allocator, a arrow.Array, keep []int) (arrow.Array, err
 	return b.NewArray(), nil
 }
 
-// portableFile is the Parquet file being written: each row group encoded
-// by arrow-go's file writer as a Parquet file of its own (encodeGroup,
-// several at once), each column of a group on its own goroutine (column
-// writers share nothing but the allocator), then joined in order into the
-// file (joinparquet.go).
+// portableFile is the Parquet file being written: each row group's
+// columns that are runs per series encoded here (runchunk.go), the others
+// by arrow-go's file writer as a Parquet file of their own (several groups
+// at once, each column of a group on its own goroutine: column writers
+// share nothing but the allocator), then joined in order into the file
+// (joinparquet.go).
 type portableFile struct {
-	root    *schema.GroupNode
-	schema  *arrow.Schema
-	props   *parquet.WriterProperties
-	arrow   pqarrow.ArrowWriterProperties
-	meta    metadata.KeyValueMetadata
-	leafNul []bool // per column: nullable (definition level 1)
-	join    *groupJoiner
+	schema *arrow.Schema
+	props  *parquet.WriterProperties
+	arrow  pqarrow.ArrowWriterProperties
+	meta   metadata.KeyValueMetadata
+	runs   []bool // per column: encoded as runs
+	// The columns arrow-go writes: their schema (as assembled: series_id
+	// and attributes as dictionaries) and Parquet schema, their positions
+	// in the file's, and whether each is nullable (definition level 1).
+	piece     *arrow.Schema
+	pieceRoot *schema.GroupNode
+	pieceCols []int
+	pieceNul  []bool
+	chunks    chunkWriter
+	join      *groupJoiner
 }
 
-func newPortableFile(sc *arrow.Schema, w io.Writer, mem memory.Allocator) (*portableFile, error) {
+// newPortableFile starts on w the file of the answers of schema answer
+// (plainSchema's columns), whose last attrs columns are attributes; runs:
+// series_id and the utf8 or binary attributes are written as runs (else
+// every column through arrow-go).
+func newPortableFile(answer *arrow.Schema, attrs int, w io.Writer, mem memory.Allocator, runs bool) (*portableFile, error) {
+	sc := plainSchema(answer)
 	props := parquet.NewWriterProperties(
 		parquet.WithAllocator(mem),
 		parquet.WithCompression(compress.Codecs.Zstd),
@@ -569,34 +608,84 @@ func newPortableFile(sc *arrow.Schema, w io.Writer, mem memory.Allocator) (*port
 	if err != nil {
 		return nil, err
 	}
-	pf := &portableFile{root: pqschema.Root(), schema: sc, props: props, arrow: ap, meta: meta, join: newGroupJoiner(w, template)}
-	for _, f := range sc.Fields() {
-		pf.leafNul = append(pf.leafNul, f.Nullable)
+	codec, err := compress.GetCodec(compress.Codecs.Zstd)
+	if err != nil {
+		return nil, err
 	}
+	var sorting []format.SortingColumn
+	for _, c := range props.SortingColumns() {
+		sorting = append(sorting, format.SortingColumn{ColumnIdx: c.ColumnIdx, Descending: c.Descending, NullsFirst: c.NullsFirst})
+	}
+	pf := &portableFile{schema: sc, props: props, arrow: ap, meta: meta,
+		chunks: chunkWriter{codec: codec, level: PortableZstdLevel, maxStats: int(props.MaxStatsSize())},
+		join:   newGroupJoiner(w, template, sorting)}
+	// Runs: series_id (the first column) and the attributes (after the
+	// period and the data columns), as the assembler builds them.
+	var fields, plain []arrow.Field
+	for i, f := range sc.Fields() {
+		perSeries := i == 0 || i >= sc.NumFields()-attrs
+		run := runs && perSeries && runEncodable(f.Type) && pqschema.Column(i).MaxRepetitionLevel() == 0
+		pf.runs = append(pf.runs, run)
+		if !run {
+			fields, plain = append(fields, answer.Field(i)), append(plain, f)
+			pf.pieceCols = append(pf.pieceCols, i)
+			pf.pieceNul = append(pf.pieceNul, f.Nullable)
+		}
+	}
+	pf.piece = arrow.NewSchema(fields, nil)
+	ps, err := pqarrow.ToParquet(arrow.NewSchema(plain, nil), props, ap)
+	if err != nil {
+		return nil, err
+	}
+	pf.pieceRoot = ps.Root()
 	return pf, nil
 }
 
 // groupFiles recycles the buffers of the one-group files.
 var groupFiles = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// encodeGroup encodes rec as a Parquet file of one row group, in a buffer
-// from groupFiles, its columns encoded by up to par goroutines, the
-// costliest first (the plain columns: their pages are encoded and
-// compressed on their goroutine; a dictionary column's are mostly runs of
-// one index), so no core is left idle at the group's end while one long
-// column finishes.
-func (p *portableFile) encodeGroup(ctx context.Context, rec arrow.RecordBatch, par int) (*bytes.Buffer, error) {
-	buf := groupFiles.Get().(*bytes.Buffer)
-	buf.Reset()
-	if err := p.writeGroup(ctx, buf, rec, par); err != nil {
-		groupFiles.Put(buf)
+// encodeGroup encodes an assembled row group: its run columns here, the
+// others as a Parquet file of their own in a buffer from groupFiles, their
+// columns encoded by up to par goroutines, the costliest first (the plain
+// columns: their pages are encoded and compressed on their goroutine; a
+// dictionary column's are mostly runs of one index), so no core is left
+// idle at the group's end while one long column finishes.
+func (p *portableFile) encodeGroup(ctx context.Context, g *assembled, par int) (*encodedGroup, error) {
+	e := &encodedGroup{chunks: make([]chunk, len(p.runs)), rows: g.rows, buf: groupFiles.Get().(*bytes.Buffer)}
+	e.buf.Reset()
+	cols := make([]arrow.Array, len(p.pieceCols))
+	for k, i := range p.pieceCols {
+		cols[k] = g.cols[i]
+	}
+	rec := array.NewRecordBatch(p.piece, cols, g.rows)
+	err := p.writeGroup(ctx, e.buf, rec, par)
+	rec.Release()
+	var piece []chunk
+	if err == nil {
+		piece, err = chunksOf(e.buf.Bytes())
+	}
+	if err == nil && len(piece) != len(p.pieceCols) {
+		err = fmt.Errorf("a row group's file holds %d columns, want %d", len(piece), len(p.pieceCols))
+	}
+	for k, i := range p.pieceCols {
+		if err == nil {
+			e.chunks[i] = piece[k]
+		}
+	}
+	for i, run := range p.runs {
+		if err == nil && run {
+			e.chunks[i], err = p.chunks.encodeRunChunk(g.runs[i], g.counts, p.schema.Field(i).Name, p.schema.Field(i).Nullable)
+		}
+	}
+	if err != nil {
+		e.release()
 		return nil, err
 	}
-	return buf, nil
+	return e, nil
 }
 
 func (p *portableFile) writeGroup(ctx context.Context, w io.Writer, rec arrow.RecordBatch, par int) error {
-	fw, err := file.NewParquetWriterWithError(w, p.root, file.WithWriterProps(p.props))
+	fw, err := file.NewParquetWriterWithError(w, p.pieceRoot, file.WithWriterProps(p.props))
 	if err != nil {
 		return err
 	}
@@ -638,19 +727,19 @@ func (p *portableFile) writeColumns(ctx context.Context, rgw file.BufferedRowGro
 				return err
 			}
 			var def []int16
-			if p.leafNul[i] {
+			if p.pieceNul[i] {
 				def = definitionLevels(col)
 			}
 			if d, ok := col.(*array.Dictionary); ok {
 				if done, err := writeDictionary(cw, d, def); done || err != nil {
 					if err != nil {
-						return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
+						return fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
 					}
 					return flushPages(cw)
 				}
 			}
-			if err := writePlain(ctx, cw, col, def, p.leafNul[i], &p.arrow); err != nil {
-				return fmt.Errorf("column %s: %w", p.schema.Field(i).Name, err)
+			if err := writePlain(ctx, cw, col, def, p.pieceNul[i], &p.arrow); err != nil {
+				return fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
 			}
 			return flushPages(cw)
 		})
@@ -796,11 +885,10 @@ func writeDictionary(cw file.ColumnChunkWriter, d *array.Dictionary, def []int16
 	return true, iw.WriteDictIndices(indices, def, nil)
 }
 
-// appendGroup appends the row group of a file encodeGroup wrote, and
-// returns its buffer to groupFiles.
-func (p *portableFile) appendGroup(buf *bytes.Buffer) error {
-	err := p.join.append(buf.Bytes())
-	groupFiles.Put(buf)
+// appendGroup appends a row group encodeGroup encoded, and releases it.
+func (p *portableFile) appendGroup(e *encodedGroup) error {
+	err := p.join.append(e.chunks, e.rows)
+	e.release()
 	return err
 }
 
