@@ -24,6 +24,20 @@ import (
 	"github.com/energyscope/servingsnap/pkg/snapshot"
 )
 
+// tieredSnapshots builds testsnap's tiered lake all hot ("HOT") and in
+// every tier layout (batches of 100 rows) under a temp dir: the root and
+// the datasets' names.
+func tieredSnapshots(t *testing.T) (root string, names []string) {
+	root = t.TempDir()
+	lake := filepath.Join(root, "lake")
+	testsnap.TieredLake(t, lake)
+	names = []string{"HOT"}
+	for _, c := range testsnap.BuildTiers(t, lake, root, 100) {
+		names = append(names, c.Name)
+	}
+	return root, names
+}
+
 // TestPortableGroupsAndTiers: for every tier layout (pieces from the hot
 // batches, the cold file or both), small batches (a row group spans
 // several of them), value nulls, a varying string column and attributes,
@@ -32,14 +46,7 @@ import (
 // bytes whatever the parallelism and allocator, and the allocator ends
 // empty.
 func TestPortableGroupsAndTiers(t *testing.T) {
-	root := t.TempDir()
-	lake := filepath.Join(root, "lake")
-	testsnap.TieredLake(t, lake)
-	cases := testsnap.BuildTiers(t, lake, root, 100)
-	names := []string{"HOT"}
-	for _, c := range cases {
-		names = append(names, c.Name)
-	}
+	root, names := tieredSnapshots(t)
 	for _, name := range names {
 		s, err := snapshot.Open(filepath.Join(root, name), snapshot.Options{})
 		if err != nil {
@@ -163,14 +170,7 @@ func TestDictionaryOf(t *testing.T) {
 // holds the same rows, and each of their chunks the same values,
 // statistics, encodings and page index as arrow-go's.
 func TestJoinedGroupsAreOneWritersFile(t *testing.T) {
-	root := t.TempDir()
-	lake := filepath.Join(root, "lake")
-	testsnap.TieredLake(t, lake)
-	cases := testsnap.BuildTiers(t, lake, root, 100)
-	names := []string{"HOT"}
-	for _, c := range cases {
-		names = append(names, c.Name)
-	}
+	root, names := tieredSnapshots(t)
 	nullsLake(t, filepath.Join(root, "lake-nulls"))
 	testsnap.Build(t, filepath.Join(root, "lake-nulls"), filepath.Join(root, "NULLS"), nil)
 	names = append(names, "NULLS")
