@@ -22,15 +22,19 @@ import (
 // checkGather reports, as a corrupt error, any reason gathering src at
 // rows codes could panic: a row outside src, a variable-width value whose
 // offsets are decreasing or outside the data buffer, a dictionary index
-// outside the dictionary (every index is checked: dictionaries are small).
+// outside the dictionary. Only the rows gathered are checked (and a
+// dictionary's own offsets, all of them: dictionaries are small), so the
+// check costs what the gather does, not a pass over the column.
 func checkGather(src arrow.Array, codes []int32) error {
 	if err := checkRows(src.Len(), codes); err != nil {
 		return err
 	}
 	switch a := src.(type) {
 	case *array.Dictionary:
-		if err := checkDictIndices(a); err != nil {
-			return err
+		for _, c := range codes {
+			if err := checkDictIndex(a, int(c)); err != nil {
+				return err
+			}
 		}
 		return checkOffsetsAll(a.Dictionary())
 	default:
@@ -38,9 +42,22 @@ func checkGather(src arrow.Array, codes []int32) error {
 	}
 }
 
+// checkDictSpan is checkGather for a dictionary's rows [lo, hi), which
+// its decoding gathers from the dictionary.
+func checkDictSpan(d *array.Dictionary, lo, hi int) error {
+	if lo < 0 || hi > d.Len() || lo > hi {
+		return corrupt.Errorf("rows [%d, %d) outside a column of %d rows", lo, hi, d.Len())
+	}
+	for i := lo; i < hi; i++ {
+		if err := checkDictIndex(d, i); err != nil {
+			return err
+		}
+	}
+	return checkOffsetsAll(d.Dictionary())
+}
+
 // checkRows checks that every row of codes lies inside a column of n
-// rows: all a gather needs of a column checked whole beforehand (see
-// index.Reader.Attribute).
+// rows.
 func checkRows(n int, codes []int32) error {
 	for _, c := range codes {
 		if c < 0 || int(c) >= n {
@@ -113,17 +130,14 @@ func offsetsOK[T int32 | int64](offs []T, data int, codes []int32, n int) error 
 	return nil
 }
 
-// checkDictIndices checks every index of a dictionary array against its
+// checkDictIndex checks row i's index (unless null) against d's
 // dictionary's length.
-func checkDictIndices(d *array.Dictionary) error {
-	n := d.Dictionary().Len()
-	for i := 0; i < d.Len(); i++ {
-		if d.IsNull(i) {
-			continue
-		}
-		if k := d.GetValueIndex(i); k < 0 || k >= n {
-			return corrupt.Errorf("row %d: dictionary index %d outside a dictionary of %d values", i, k, n)
-		}
+func checkDictIndex(d *array.Dictionary, i int) error {
+	if d.IsNull(i) {
+		return nil
+	}
+	if k, n := d.GetValueIndex(i), d.Dictionary().Len(); k < 0 || k >= n {
+		return corrupt.Errorf("row %d: dictionary index %d outside a dictionary of %d values", i, k, n)
 	}
 	return nil
 }

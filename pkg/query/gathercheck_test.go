@@ -57,7 +57,26 @@ func TestCheckGatherDictionary(t *testing.T) {
 	defer ind.Release()
 	d := array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}, ind, dict)
 	defer d.Release()
-	if err := checkGather(d, []int32{0}); err == nil || !corrupt.Is(err) {
-		t.Fatalf("dictionary index outside: %v", err)
+	// Only the rows gathered are checked: the bad index is row 2's.
+	for _, tc := range []struct {
+		rows   []int32
+		lo, hi int
+		bad    bool
+	}{
+		{[]int32{0, 1}, 0, 2, false},
+		{[]int32{2}, 2, 3, true},
+		{[]int32{1, 2, 0}, 0, 3, true},
+	} {
+		err := checkGather(d, tc.rows)
+		if (err != nil) != tc.bad || (err != nil && !corrupt.Is(err)) {
+			t.Errorf("gather of rows %v: %v, want bad=%v (marked corrupt)", tc.rows, err, tc.bad)
+		}
+		err = checkDictSpan(d, tc.lo, tc.hi)
+		if (err != nil) != tc.bad || (err != nil && !corrupt.Is(err)) {
+			t.Errorf("rows [%d, %d): %v, want bad=%v (marked corrupt)", tc.lo, tc.hi, err, tc.bad)
+		}
+	}
+	if err := checkDictSpan(d, 1, 4); err == nil || !corrupt.Is(err) {
+		t.Errorf("rows [1, 4) of 3: %v, want a corrupt error", err)
 	}
 }

@@ -464,16 +464,18 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 			return ids, values, err // the deferred cleanup releases them
 		}
 		var a arrow.Array
-		// A gather runs where no recover reaches (gathercheck.go), but
-		// attr's column has been checked whole, once (a dictionary's
-		// indices and values, a plain column's offsets: see
-		// index.Reader.Attribute), so only a list's rows are left to
-		// check, not every row of the column again for each call (a
-		// portable copy calls once per row group).
-		if !span {
-			if err = checkRows(src.Len(), sel.list); err != nil {
-				return ids, values, gatherError(r.shape.attrs[pos].Name, err)
-			}
+		// A gather (and a dictionary's decoding is one) runs where no
+		// recover reaches, and a mapped column may have changed since open
+		// (a file rewritten in place): the rows about to be gathered are
+		// checked first, and only those (gathercheck.go). A slice is
+		// serialised in this goroutine.
+		if d, dict := src.(*array.Dictionary); !span {
+			err = checkGather(src, sel.list)
+		} else if dict {
+			err = checkDictSpan(d, lo, hi)
+		}
+		if err != nil {
+			return ids, values, gatherError(r.shape.attrs[pos].Name, err)
 		}
 		if d, ok := src.(*array.Dictionary); ok {
 			// Decode: the dictionary's values at the selected rows.
@@ -499,8 +501,8 @@ func (r *SnapshotReader) Dictionaries(ctx context.Context, sel Selection, attrs 
 
 // decodeStrings is utf8 dictionary d (vals its dictionary) decoded at
 // rows lo..hi (span) or at rows list, as a plain utf8 array: a copy of
-// each selected value, two passes (sizes, then bytes). index.Reader.Attribute
-// has checked d's indices and vals' offsets. (arrow-go v18.9's take of a
+// each selected value, two passes (sizes, then bytes). Its caller has
+// checked d's indices at those rows and vals' offsets. (arrow-go v18.9's take of a
 // small utf8 dictionary by many indices was seen to overrun the data
 // buffer it presizes, a panic in a goroutine of its own.)
 func decodeStrings(d *array.Dictionary, vals *array.String, lo, hi int, span bool, list []int32, mem memory.Allocator) arrow.Array {
