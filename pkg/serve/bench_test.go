@@ -590,7 +590,8 @@ func (d *discardStream) Send(*flight.FlightData) error { d.msgs++; return nil }
 // encoding), without gRPC or a client.
 //
 // The batch100 and latest1000 cases are the harness's "100-series batch"
-// and "latest values, 1000 series" (answered from the index).
+// and "latest values, 1000 series" (answered from the index);
+// one-attributes is one series with its attribute columns.
 func BenchmarkDoGetServerSide(b *testing.B) {
 	svc, ids := benchService(b)
 	one := make([]*flight.Ticket, 1024)
@@ -607,7 +608,12 @@ func BenchmarkDoGetServerSide(b *testing.B) {
 		sel := ids[i*100 : (i+1)*100]
 		batch[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + strings.Join(sel, `","`) + `"]}`)}
 	}
+	withAttrs := make([]*flight.Ticket, len(one))
+	for i := range withAttrs {
+		withAttrs[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","attributes":true,"series":["` + ids[i] + `"]}`)}
+	}
 	b.Run("one", func(b *testing.B) { benchDoGetTickets(b, svc, one) })
+	b.Run("one-attributes", func(b *testing.B) { benchDoGetTickets(b, svc, withAttrs) })
 	b.Run("batch100", func(b *testing.B) { benchDoGetTickets(b, svc, batch) })
 	b.Run("latest1000", func(b *testing.B) { benchDoGetTickets(b, svc, latest) })
 }
