@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
@@ -157,7 +156,8 @@ func chunkStart(md *format.ColumnMetaData) int64 {
 }
 
 // append writes a row group of rows rows whose column chunks are cols, in
-// the schema's column order, after the groups appended before it. The
+// the schema's column order, after the groups appended before it (it
+// shifts their offset indexes in place: a chunk is appended once). The
 // row group's metadata is what arrow-go's writer records: its offset is
 // its first chunk's, its sizes the sums of its chunks'.
 func (j *groupJoiner) append(cols []chunk, rows int64) error {
@@ -185,11 +185,10 @@ func (j *groupJoiner) append(cols []chunk, rows int64) error {
 		rg.TotalByteSize += cm.TotalUncompressedSize
 		rg.TotalCompressedSize += cm.TotalCompressedSize
 		colIndex[i] = c.colIndex
-		oi := format.OffsetIndex{PageLocations: slices.Clone(c.offIndex.PageLocations), UnencodedByteArrayDataBytes: c.offIndex.UnencodedByteArrayDataBytes}
-		for k := range oi.PageLocations {
-			oi.PageLocations[k].Offset += shift
+		offIndex[i] = c.offIndex // the chunk's own: shifted in place
+		for k := range offIndex[i].PageLocations {
+			offIndex[i].PageLocations[k].Offset += shift
 		}
-		offIndex[i] = oi
 		rg.Columns = append(rg.Columns, cc)
 		j.write(c.pages)
 	}

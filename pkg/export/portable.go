@@ -653,6 +653,16 @@ var groupFiles = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func (p *portableFile) encodeGroup(ctx context.Context, g *assembled, par int) (*encodedGroup, error) {
 	e := &encodedGroup{chunks: make([]chunk, len(p.runs)), rows: g.rows, buf: groupFiles.Get().(*bytes.Buffer)}
 	e.buf.Reset()
+	if err := p.encodeChunks(ctx, g, par, e); err != nil {
+		e.release()
+		return nil, err
+	}
+	return e, nil
+}
+
+// encodeChunks fills e.chunks: arrow-go's file of the group's other
+// columns in e.buf, split into its chunks, and the run columns' chunks.
+func (p *portableFile) encodeChunks(ctx context.Context, g *assembled, par int, e *encodedGroup) error {
 	cols := make([]arrow.Array, len(p.pieceCols))
 	for k, i := range p.pieceCols {
 		cols[k] = g.cols[i]
@@ -660,28 +670,28 @@ func (p *portableFile) encodeGroup(ctx context.Context, g *assembled, par int) (
 	rec := array.NewRecordBatch(p.piece, cols, g.rows)
 	err := p.writeGroup(ctx, e.buf, rec, par)
 	rec.Release()
-	var piece []chunk
-	if err == nil {
-		piece, err = chunksOf(e.buf.Bytes())
+	if err != nil {
+		return err
 	}
-	if err == nil && len(piece) != len(p.pieceCols) {
-		err = fmt.Errorf("a row group's file holds %d columns, want %d", len(piece), len(p.pieceCols))
+	piece, err := chunksOf(e.buf.Bytes())
+	if err != nil {
+		return err
+	}
+	if len(piece) != len(p.pieceCols) {
+		return fmt.Errorf("a row group's file holds %d columns, want %d", len(piece), len(p.pieceCols))
 	}
 	for k, i := range p.pieceCols {
-		if err == nil {
-			e.chunks[i] = piece[k]
-		}
+		e.chunks[i] = piece[k]
 	}
 	for i, run := range p.runs {
-		if err == nil && run {
-			e.chunks[i], err = p.chunks.encodeRunChunk(g.runs[i], g.counts, p.schema.Field(i).Name, p.schema.Field(i).Nullable)
+		if run {
+			f := p.schema.Field(i)
+			if e.chunks[i], err = p.chunks.encodeRunChunk(g.runs[i], g.counts, f.Name, f.Nullable); err != nil {
+				return err
+			}
 		}
 	}
-	if err != nil {
-		e.release()
-		return nil, err
-	}
-	return e, nil
+	return nil
 }
 
 func (p *portableFile) writeGroup(ctx context.Context, w io.Writer, rec arrow.RecordBatch, par int) error {

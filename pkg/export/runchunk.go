@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -73,14 +74,14 @@ func runEncodable(t arrow.DataType) bool {
 }
 
 // byteValues is the i-th value of a utf8 or binary array, as bytes.
-func byteValues(a arrow.Array) func(i int) []byte {
+func byteValues(a arrow.Array) (func(i int) []byte, error) {
 	switch a := a.(type) {
 	case *array.String:
-		return func(i int) []byte { return []byte(a.Value(i)) }
+		return func(i int) []byte { return []byte(a.Value(i)) }, nil
 	case *array.Binary:
-		return a.Value
+		return a.Value, nil
 	}
-	panic(fmt.Sprintf("byteValues of %s", a.DataType()))
+	return nil, fmt.Errorf("values of type %s, not utf8 or binary", a.DataType())
 }
 
 // chunkWriter is what encodeRunChunk needs of the file's properties.
@@ -100,7 +101,10 @@ func (cw *chunkWriter) encodeRunChunk(c *runColumn, counts []int, name string, n
 	if len(counts) != len(c.codes) {
 		return chunk{}, fmt.Errorf("column %s: %d codes for %d series", name, len(c.codes), len(counts))
 	}
-	value := byteValues(c.dict)
+	value, err := byteValues(c.dict)
+	if err != nil {
+		return chunk{}, fmt.Errorf("column %s: %w", name, err)
+	}
 	ndict := c.dict.Len()
 	var plain []byte
 	var lo, hi []byte
@@ -205,6 +209,9 @@ func (cw *chunkWriter) encodeRunChunk(c *runColumn, counts []int, name string, n
 // the page's length there and its length uncompressed (each with the
 // header).
 func (cw *chunkWriter) appendPage(pages *[]byte, header *format.PageHeader, body []byte) (int, int64, error) {
+	if len(body) > math.MaxInt32 {
+		return 0, 0, fmt.Errorf("a page of %d bytes, past Parquet's limit of 2 GiB (lower --portable-row-group-rows)", len(body))
+	}
 	zipped := cw.codec.EncodeLevel(nil, body, cw.level)
 	header.UncompressedPageSize, header.CompressedPageSize = int32(len(body)), int32(len(zipped))
 	h, err := thrift.Marshal(&compact, header)
