@@ -65,10 +65,15 @@ func attributeFields(fs []arrow.Field, v4 bool) ([]arrow.Field, error) {
 	return out, nil
 }
 
-// coded reports whether attribute i is a version-4 code column.
+// coded reports whether attribute i is a code column (version 4 and
+// later).
 func (x *Reader) coded(i int) bool {
-	return x.version == Version && x.attrFields[i].Type.ID() == arrow.DICTIONARY
+	return (x.version == Version || x.version == VersionV4) && x.attrFields[i].Type.ID() == arrow.DICTIONARY
 }
+
+// Coded reports whether attribute i is stored as a code column (FORMAT.md
+// §4, version 4 and later) rather than as its values.
+func (x *Reader) Coded(i int) bool { return i >= 0 && i < len(x.attrs) && x.coded(i) }
 
 // decodeColumn makes a code column (f as the file has it, codes its
 // mapped array) the dictionary array Attribute hands out: the values

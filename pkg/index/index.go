@@ -9,12 +9,14 @@
 // builds no per-series map. Since version 2 it holds no
 // dictionary-encoded column, so arrow-go maps it zero-copy; version 1 files
 // may dictionary-encode string attributes and are read through arrow-go's
-// copying reader (see New). Version 4 (what Writer writes) stores a
-// low-cardinality string attribute as a narrow integer code column, mapped
-// like any other, whose distinct values live in the field's metadata
-// (MetaDictionary): a reader decodes them on the column's first use, in
-// time proportional to their number, and hands the column out as an Arrow
-// dictionary array over the mapped codes (codes.go).
+// copying reader (see New). Version 4 stores a low-cardinality string
+// attribute as a narrow integer code column, mapped like any other, whose
+// distinct values live in the field's metadata (MetaDictionary): a reader
+// decodes them on the column's first use, in time proportional to their
+// number, and hands the column out as an Arrow dictionary array over the
+// mapped codes (codes.go). Version 5 (what Writer writes) adds a hash
+// table over the ids, two more mapped columns, so that a lookup costs a
+// few cache misses rather than a binary search (lookup.go).
 package index
 
 import (
@@ -50,15 +52,24 @@ const (
 	ColColdFirstPeriod = "cold_first_period"
 	ColColdLastPeriod  = "cold_last_period"
 
+	// The lookup columns of a version-5 index, after the fixed and tier
+	// columns (lookup.go).
+	ColLookupStart = "lookup_start"
+	ColLookupCode  = "lookup_code"
+
 	// FileIndex is the servingsnap.file metadata value of an index file.
 	FileIndex = "index"
 
 	// Version is the index layout Writer writes (the schema's
-	// servingsnap.format_version): version 2's columns (and, tiered,
-	// version 3's), no dictionary-encoded column, and low-cardinality
-	// string attributes stored as code columns (MetaDictionary). The file
-	// maps zero-copy. FORMAT.md §4.
-	Version = "4"
+	// servingsnap.format_version): version 4's columns, then the lookup
+	// table's two (ColLookupStart, ColLookupCode) before the attributes.
+	// The file maps zero-copy. FORMAT.md §4.
+	Version = "5"
+	// VersionV4 is version 2's columns (and, tiered, version 3's), no
+	// dictionary-encoded column, and low-cardinality string attributes
+	// stored as code columns (MetaDictionary); still read. Readers find a
+	// series in it by binary search.
+	VersionV4 = "4"
 	// VersionV1 is the first layout, still read: string attributes may be
 	// dictionary-encoded, so a reader must load (copy) the file.
 	VersionV1 = "1"
@@ -71,9 +82,9 @@ const (
 	// version-4 index has them when its schema says MetaTiered.
 	VersionTiered = "3"
 
-	// MetaTiered is the schema metadata key of a version-4 index that
-	// holds the tier columns (value "true"): the index of a snapshot with
-	// a cold file. Absent otherwise.
+	// MetaTiered is the schema metadata key of a version-4 or -5 index
+	// that holds the tier columns (value "true"): the index of a snapshot
+	// with a cold file. Absent otherwise.
 	MetaTiered = "servingsnap.tiered"
 	// MetaDictionary is the field metadata key of a version-4 code
 	// column: a JSON array of the attribute's distinct values, sorted
@@ -111,11 +122,28 @@ const (
 	NumFixedTiered = ColumnColdLastPeriod + 1
 )
 
-// schema is the version-4 index schema for a value type and attribute
-// fields (as the file stores them: codes.go), with the cold-tier columns
-// when tiered.
+// Positions of a version-5 index's lookup columns, relative to the end
+// of its fixed and tier columns (NumFixed, or NumFixedTiered): the
+// attributes start NumLookup columns later.
+const (
+	ColumnLookupStart = iota // uint32: bucket b's first row in lookup_code
+	ColumnLookupCode         // uint32: series codes, bucket by bucket
+
+	// NumLookup is the number of lookup columns.
+	NumLookup
+)
+
+// schema is the index schema Writer writes (Version) for a value type
+// and attribute fields (as the file stores them: codes.go), with the
+// cold-tier columns when tiered.
 func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.Schema {
-	fields := make([]arrow.Field, NumFixed, NumFixedTiered+len(attrs))
+	return schemaOf(valueType, attrs, tiered, true)
+}
+
+// schemaOf is the schema of an index with the lookup columns (version 5)
+// or without (version 4, and its fixed columns those of every version).
+func schemaOf(valueType arrow.DataType, attrs []arrow.Field, tiered, lookup bool) *arrow.Schema {
+	fields := make([]arrow.Field, NumFixed, NumFixedTiered+NumLookup+len(attrs))
 	fields[ColumnSeriesID] = arrow.Field{Name: ColSeriesID, Type: arrow.BinaryTypes.String}
 	fields[ColumnRowOffset] = arrow.Field{Name: ColRowOffset, Type: arrow.PrimitiveTypes.Int64}
 	fields[ColumnRowCount] = arrow.Field{Name: ColRowCount, Type: arrow.PrimitiveTypes.Int64}
@@ -134,6 +162,11 @@ func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.S
 			arrow.Field{Name: ColColdFirstPeriod, Type: arrow.FixedWidthTypes.Date32},
 			arrow.Field{Name: ColColdLastPeriod, Type: arrow.FixedWidthTypes.Date32})
 	}
+	if lookup {
+		fields = append(fields,
+			arrow.Field{Name: ColLookupStart, Type: arrow.PrimitiveTypes.Uint32},
+			arrow.Field{Name: ColLookupCode, Type: arrow.PrimitiveTypes.Uint32})
+	}
 	fields = append(fields, attrs...)
 	md := arrow.NewMetadata(keys, vals)
 	return arrow.NewSchema(fields, &md)
@@ -144,8 +177,8 @@ func schema(valueType arrow.DataType, attrs []arrow.Field, tiered bool) *arrow.S
 // sorted series_id column where it lies (in the mapping, for a mapped file).
 type Reader struct {
 	version      string
-	tiered       bool          // the tier columns are there (version 3, or 4 with MetaTiered)
-	attrStart    int           // the first attribute column: NumFixed, or NumFixedTiered
+	tiered       bool          // the tier columns are there (version 3, or 4 and 5 with MetaTiered)
+	attrStart    int           // the first attribute column: NumFixed, or NumFixedTiered, plus NumLookup in version 5
 	attrFields   []arrow.Field // as handed out: a code column as its dictionary type
 	file         string        // for the errors of lazy checks; see SetFile
 	attrs        []attrCheck
@@ -165,6 +198,7 @@ type Reader struct {
 	// The tier columns, nil unless the index is version 3.
 	coldStart, coldRows []int64
 	coldFirst, coldLast []arrow.Date32
+	lookup              lookupTable // version 5's hash table over the ids
 }
 
 // Entry is one series' location and bounds.
@@ -220,11 +254,11 @@ func New(rec arrow.RecordBatch) (*Reader, error) {
 		return nil, fmt.Errorf("schema metadata %s=%q, want %q", datafile.MetaFile, got, FileIndex)
 	}
 	version, _ := md.GetValue(datafile.MetaVersion)
-	if version != Version && version != VersionV1 && version != VersionV2 && version != VersionTiered {
-		return nil, fmt.Errorf("index file format version %q is not supported (this build reads %s, %s, %s and %s)", version, VersionV1, VersionV2, VersionTiered, Version)
+	if version != Version && version != VersionV1 && version != VersionV2 && version != VersionTiered && version != VersionV4 {
+		return nil, fmt.Errorf("index file format version %q is not supported (this build reads %s to %s)", version, VersionV1, Version)
 	}
-	tiered, fixed := version == VersionTiered, NumFixed
-	if t, ok := md.GetValue(MetaTiered); ok && version == Version {
+	tiered, fixed, lookup := version == VersionTiered, NumFixed, version == Version
+	if t, ok := md.GetValue(MetaTiered); ok && (version == Version || version == VersionV4) {
 		if t != "true" {
 			return nil, fmt.Errorf("schema metadata %s=%q, want \"true\" or absent", MetaTiered, t)
 		}
@@ -233,10 +267,14 @@ func New(rec arrow.RecordBatch) (*Reader, error) {
 	if tiered {
 		fixed = NumFixedTiered
 	}
+	lookupAt := fixed
+	if lookup {
+		fixed += NumLookup
+	}
 	if s.NumFields() < fixed {
 		return nil, fmt.Errorf("index has %d columns, want at least %d", s.NumFields(), fixed)
 	}
-	want := schema(s.Field(ColumnLatestValue).Type, nil, tiered)
+	want := schemaOf(s.Field(ColumnLatestValue).Type, nil, tiered, lookup)
 	for i := 0; i < fixed; i++ {
 		g, w := s.Field(i), want.Field(i)
 		if g.Name != w.Name || !arrow.TypeEqual(g.Type, w.Type) {
@@ -269,7 +307,7 @@ func New(rec arrow.RecordBatch) (*Reader, error) {
 			return nil, fmt.Errorf("index column %s has %d nulls", s.Field(i).Name, rec.Column(i).NullN())
 		}
 	}
-	attrFields, err := attributeFields(s.Fields()[fixed:], version == Version)
+	attrFields, err := attributeFields(s.Fields()[fixed:], version == Version || version == VersionV4)
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +334,10 @@ func New(rec arrow.RecordBatch) (*Reader, error) {
 		x.coldFirst = rec.Column(ColumnColdFirstPeriod).(*array.Date32).Date32Values()
 		x.coldLast = rec.Column(ColumnColdLastPeriod).(*array.Date32).Date32Values()
 	}
+	if lookup {
+		x.lookup.start = rec.Column(lookupAt + ColumnLookupStart).(*array.Uint32).Uint32Values()
+		x.lookup.code = rec.Column(lookupAt + ColumnLookupCode).(*array.Uint32).Uint32Values()
+	}
 	if d := x.ids.Data(); d.Len() > 0 {
 		// checkBuffers made sure both buffers are there and long enough.
 		x.idOffs = arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()+1]
@@ -306,12 +348,12 @@ func New(rec arrow.RecordBatch) (*Reader, error) {
 	return x, nil
 }
 
-// Version is the file's layout version (Version, VersionV1, VersionV2 or
-// VersionTiered).
+// Version is the file's layout version (Version, VersionV1, VersionV2,
+// VersionTiered or VersionV4).
 func (x *Reader) Version() string { return x.version }
 
 // Tiered reports whether the index locates cold rows (version 3, or
-// version 4 with MetaTiered). It is the schema that says so, not the
+// version 4 or 5 with MetaTiered). It is the schema that says so, not the
 // rows: an empty tiered index (an --allow-empty build with a tier policy)
 // has no rows to hold them.
 func (x *Reader) Tiered() bool { return x.tiered }
@@ -337,10 +379,14 @@ func (x *Reader) ID(i int) string {
 // IDBytes is the total length of every series id (for sizing a copy).
 func (x *Reader) IDBytes() int { return len(x.idData) }
 
-// Check runs every column's first-use check now (IDs, Attribute) and
-// returns the first failure.
+// Check runs every column's first-use check now (IDs, Attribute), and a
+// version-5 index's lookup table check (CheckLookup), and returns the
+// first failure.
 func (x *Reader) Check() error {
 	if _, err := x.IDs(); err != nil {
+		return err
+	}
+	if err := x.CheckLookup(); err != nil {
 		return err
 	}
 	return x.CheckAttributes()
@@ -378,10 +424,22 @@ func (x *Reader) IDs() (*array.String, error) {
 // while the mapping is, as are Entry's SeriesID and every column.)
 func (x *Reader) SeriesID(i int) string { return strings.Clone(x.ID(i)) }
 
-// Lookup finds a series by id: a binary search over the sorted ids.
-// It compares the id bytes where they lie (offsets and data of the utf8
-// column) rather than through Value, which is most of a lookup's cost.
+// Lookup finds a series by id: through the lookup table of a version-5
+// index (lookup.go), else, or when the table does not hold it, by a
+// binary search over the sorted ids. Either way a code is answered only
+// after its id compared equal, so the table can speed an answer up but
+// never change it. An id that is not there costs both.
 func (x *Reader) Lookup(id string) (int, bool) {
+	if c, ok := x.find(id); ok {
+		return c, true
+	}
+	return x.search(id)
+}
+
+// search is Lookup's binary search. It compares the id bytes where they
+// lie (offsets and data of the utf8 column) rather than through Value,
+// which is most of a search's cost.
+func (x *Reader) search(id string) (int, bool) {
 	lo, hi := 0, x.ids.Len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)

@@ -14,10 +14,16 @@ import (
 )
 
 // withColumn returns rec with column i replaced by a (and its field's
-// type by a's), under index format version version.
+// type by a's), under index format version version: rec is a version-5
+// index without tiers, whose lookup columns are dropped for earlier
+// versions (and i counts columns without them).
 func withColumn(rec arrow.RecordBatch, i int, a arrow.Array, version string) arrow.RecordBatch {
 	fields := rec.Schema().Fields()
 	cols := append([]arrow.Array(nil), rec.Columns()...)
+	if version != Version {
+		fields = append(fields[:NumFixed:NumFixed], fields[NumFixed+NumLookup:]...)
+		cols = append(cols[:NumFixed:NumFixed], cols[NumFixed+NumLookup:]...)
+	}
 	if i >= 0 {
 		fields[i].Type = a.DataType()
 		cols[i] = a
@@ -60,7 +66,7 @@ func TestNewValidates(t *testing.T) {
 	x := writeIndex(t, []arrow.Field{{Name: "units", Type: arrow.BinaryTypes.String, Nullable: true}}, units)
 	base := x.Record()
 	ids := base.Column(ColumnSeriesID).(*array.String)
-	attr := base.Column(NumFixed).(*array.String)
+	attr := base.Column(firstAttr).(*array.String)
 	n := base.NumRows()
 	good := strs(memory.DefaultAllocator, "x", "y", "z")
 	defer good.Release()
@@ -75,8 +81,8 @@ func TestNewValidates(t *testing.T) {
 		{"intact v2", -1, Version, nil, ""},
 		{"id offset decreases", ColumnSeriesID, Version, func() arrow.Array { return stringWithOffsets(ids, 3, int32(ids.ValueOffset(2))-1) }, `"series_id": offset of row 3`},
 		{"id first offset negative", ColumnSeriesID, Version, func() arrow.Array { return stringWithOffsets(ids, 0, -1) }, `"series_id": offset -1 of row 0 is negative`},
-		{"attribute offset past the next", NumFixed, Version, func() arrow.Array { return stringWithOffsets(attr, 4, 1<<20) }, `"units": offset of row 5`},
-		{"dictionary in a v2 index", NumFixed, Version, func() arrow.Array { return dictOf(make([]int8, n), nil, good) }, `"units" is dictionary-encoded`},
+		{"attribute offset past the next", firstAttr, Version, func() arrow.Array { return stringWithOffsets(attr, 4, 1<<20) }, `"units": offset of row 5`},
+		{"dictionary in a v2 index", firstAttr, Version, func() arrow.Array { return dictOf(make([]int8, n), nil, good) }, `"units" is dictionary-encoded`},
 		{"v1 dictionary", NumFixed, VersionV1, func() arrow.Array { return dictOf([]int8{0, 1, 2, 0, 1, 2, 0, 1}, nil, good) }, ""},
 		{"v1 index past the dictionary", NumFixed, VersionV1, func() arrow.Array { return dictOf([]int8{0, 1, 2, 3, 1, 2, 0, 1}, nil, good) }, `"units": row 3 has dictionary index 3, outside [0,3)`},
 		{"v1 negative index", NumFixed, VersionV1, func() arrow.Array { return dictOf([]int8{0, 1, 2, 0, 1, 2, 0, -128}, nil, good) }, `row 7 has dictionary index -128`},
@@ -101,7 +107,7 @@ func TestNewValidates(t *testing.T) {
 			defer ind.Release()
 			return array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.PrimitiveTypes.Int64}, ind, d)
 		}, "dictionaries of utf8 only"},
-		{"unknown version", -1, "5", nil, `version "5" is not supported`},
+		{"unknown version", -1, "6", nil, `version "6" is not supported`},
 		{"intact v2 (no codes)", -1, VersionV2, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,11 +131,11 @@ func TestNewValidates(t *testing.T) {
 			if err == nil && tc.col >= NumFixed {
 				// Attribute columns are checked on first use; until then
 				// nothing of them is handed out.
-				_, err = x.Attribute(tc.col - NumFixed)
+				_, err = x.Attribute(tc.col - x.attrStart)
 				if !errors.Is(err, corrupt.ErrCorrupt) && err != nil {
 					t.Errorf("Attribute: %v is not marked corrupt", err)
 				}
-				if again, _ := x.Attribute(tc.col - NumFixed); (again == nil) != (err != nil) {
+				if again, _ := x.Attribute(tc.col - x.attrStart); (again == nil) != (err != nil) {
 					t.Errorf("a second Attribute disagrees with the first (%v)", err)
 				}
 				if _, cols := x.Attributes(); err != nil && cols[0].NullN() != cols[0].Len() {
@@ -178,8 +184,8 @@ func TestCodeColumnChecks(t *testing.T) {
 	defer units.Release()
 	x := writeIndex(t, []arrow.Field{{Name: "units", Type: arrow.BinaryTypes.String, Nullable: true}}, units)
 	base := x.Record()
-	if base.Schema().Field(NumFixed).Type.ID() != arrow.INT8 {
-		t.Fatalf("units written as %s, want int8 codes", base.Schema().Field(NumFixed).Type)
+	if base.Schema().Field(firstAttr).Type.ID() != arrow.INT8 {
+		t.Fatalf("units written as %s, want int8 codes", base.Schema().Field(firstAttr).Type)
 	}
 	int8s := func(v []int8, valid []bool) arrow.Array {
 		b := array.NewInt8Builder(memory.DefaultAllocator)
@@ -215,7 +221,7 @@ func TestCodeColumnChecks(t *testing.T) {
 			codes := tc.codes()
 			defer codes.Release()
 			fields := base.Schema().Fields()
-			fields[NumFixed] = arrow.Field{Name: "units", Type: codes.DataType(), Nullable: true,
+			fields[firstAttr] = arrow.Field{Name: "units", Type: codes.DataType(), Nullable: true,
 				Metadata: arrow.NewMetadata([]string{MetaDictionary}, []string{tc.values})}
 			keys, vals := []string{datafile.MetaFile, datafile.MetaVersion}, []string{FileIndex, Version}
 			for k, v := range tc.schema {
@@ -223,7 +229,7 @@ func TestCodeColumnChecks(t *testing.T) {
 			}
 			md := arrow.NewMetadata(keys, vals)
 			cols := append([]arrow.Array(nil), base.Columns()...)
-			cols[NumFixed] = codes
+			cols[firstAttr] = codes
 			rec := array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, base.NumRows())
 			defer rec.Release()
 			x, err := New(rec)

@@ -41,7 +41,8 @@ type Series struct {
 
 // Writer builds an index sidecar one series at a time, in series id
 // order, and writes it at Close as the single record batch the format
-// wants (version 4: no dictionaries, low-cardinality strings as codes). Values come as (array, row) cells, so a builder passes rows of
+// wants (version 5: no dictionaries, low-cardinality strings as codes, a
+// lookup table over the ids). Values come as (array, row) cells, so a builder passes rows of
 // the arrays it gathered and a compaction passes rows of the base index
 // or of delta records, without converting anything per series.
 //
@@ -319,7 +320,8 @@ func (w *Writer) checkCold(s *Series) error {
 // column is dictionary-encoded, so readers map the file instead of
 // copying it; a string attribute with few distinct values is written as
 // a code column (index version 4, FORMAT.md §4; codes.go), any other
-// plain.
+// plain; the lookup table (version 5, lookup.go) is built from the ids
+// here, in two more buffers of the arena.
 func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 	if w.done {
 		return arrowfile.Info{}, nil, fmt.Errorf("index %s: the writer is closed", w.path)
@@ -331,7 +333,7 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 	w.done = true
 	n := w.n
 	attrs := append([]arrow.Field(nil), w.attrs...)
-	cols := make([]arrow.Array, NumFixed, NumFixedTiered+len(attrs))
+	cols := make([]arrow.Array, NumFixed, NumFixedTiered+NumLookup+len(attrs))
 	cols[ColumnSeriesID] = makeArray(arrow.BinaryTypes.String, n,
 		[]*memory.Buffer{nil, memory.NewBufferBytes(w.idOffsets.Bytes()), memory.NewBufferBytes(w.ids.Bytes())}, 0)
 	cols[ColumnRowOffset] = fixedArray(arrow.PrimitiveTypes.Int64, n, w.rowOffset.Bytes())
@@ -349,6 +351,16 @@ func (w *Writer) Close() (arrowfile.Info, *arrow.Schema, error) {
 			fixedArray(arrow.FixedWidthTypes.Date32, n, w.coldFirst.Bytes()),
 			fixedArray(arrow.FixedWidthTypes.Date32, n, w.coldLast.Bytes()))
 	}
+	start, code := buildLookup(w.mem, arrow.Int32Traits.CastFromBytes(w.idOffsets.Bytes()), w.ids.Bytes(), n)
+	if err := w.mem.Err(); err != nil {
+		for _, c := range cols {
+			c.Release()
+		}
+		return arrowfile.Info{}, nil, fmt.Errorf("index %s: lookup table: %w", w.path, err)
+	}
+	cols = append(cols,
+		fixedArray(arrow.PrimitiveTypes.Uint32, n, start.Bytes()),
+		fixedArray(arrow.PrimitiveTypes.Uint32, n, code.Bytes()))
 	budget := MaxCodeValueBytes
 	for i, c := range w.attrCols {
 		coded, f, ok, err := encodeCodes(w.mem, attrs[i], c, budget)

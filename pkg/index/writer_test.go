@@ -57,7 +57,7 @@ func strs(mem memory.Allocator, vals ...string) arrow.Array {
 
 // readIndex maps the index file at path (zero-copy, as a snapshot does:
 // the file holds no dictionaries) and wraps it.
-func readIndex(t *testing.T, path string) *Reader {
+func readIndex(t testing.TB, path string) *Reader {
 	t.Helper()
 	m, err := arrowfile.Map(path)
 	if err != nil {
@@ -171,7 +171,7 @@ func TestWriterRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if f := schema.Field(NumFixed); f.Type.ID() != arrow.INT8 || f.Metadata.FindKey(MetaDictionary) < 0 {
+	if f := schema.Field(firstAttr); f.Type.ID() != arrow.INT8 || f.Metadata.FindKey(MetaDictionary) < 0 {
 		t.Errorf("file column units is %s %v, want int8 codes with %s", f.Type, f.Metadata, MetaDictionary)
 	}
 	if x.Version() != Version || schema.Metadata().FindKey(datafile.MetaVersion) < 0 {
@@ -241,7 +241,7 @@ func TestWriterCodes(t *testing.T) {
 					t.Fatalf("column %d (%s) is %s", i, f.Name, f.Type)
 				}
 			}
-			file := x.Record().Schema().Field(NumFixed)
+			file := x.Record().Schema().Field(firstAttr)
 			if got := file.Type.String(); got != tc.want || (got != "utf8") != (file.Metadata.FindKey(MetaDictionary) >= 0) {
 				t.Fatalf("file column %s with metadata %v, want %s", got, file.Metadata, tc.want)
 			}
@@ -266,12 +266,32 @@ func TestWriterCodes(t *testing.T) {
 // generated ids and locations, and reads the index back.
 func writeIndex(t *testing.T, attrs []arrow.Field, cols ...arrow.Array) *Reader {
 	t.Helper()
+	ids := make([]string, cols[0].Len())
+	for i := range ids {
+		ids[i] = fmt.Sprintf("S%06d", i)
+	}
+	return writeIndexFields(t, attrs, ids, cols...)
+}
+
+// writeIndexIDs writes an index of the given ids (sorted), one row each,
+// with cols as attributes (or one utf8 attribute "units" when attrs is
+// nil), and reads it back.
+func writeIndexIDs(t testing.TB, ids []string, cols ...arrow.Array) *Reader {
+	t.Helper()
+	return writeIndexFields(t, nil, ids, cols...)
+}
+
+func writeIndexFields(t testing.TB, attrs []arrow.Field, ids []string, cols ...arrow.Array) *Reader {
+	t.Helper()
+	if attrs == nil {
+		attrs = []arrow.Field{{Name: "units", Type: arrow.BinaryTypes.String, Nullable: true}}
+	}
 	path := filepath.Join(t.TempDir(), "index.arrow")
 	w, err := NewWriter(path, arrow.PrimitiveTypes.Float64, attrs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := cols[0].Len()
+	n := len(ids)
 	counts := make([]int64, n)
 	for i := range counts {
 		counts[i] = 1
@@ -279,7 +299,7 @@ func writeIndex(t *testing.T, attrs []arrow.Field, cols ...arrow.Array) *Reader 
 	locs := tiled(counts, 100)
 	s := Series{Attrs: make([]Cell, len(cols))}
 	for i := range n {
-		s.ID, s.Location = fmt.Sprintf("S%06d", i), locs[i]
+		s.ID, s.Location = ids[i], locs[i]
 		for k, c := range cols {
 			s.Attrs[k] = Cell{c, i}
 		}
@@ -596,13 +616,13 @@ func TestWriterCodeBudget(t *testing.T) {
 	fields := []arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String}, {Name: "b", Type: arrow.BinaryTypes.String}}
 	x := writeIndex(t, fields, a, a)
 	sc := x.Record().Schema()
-	if got := sc.Field(NumFixed).Type; got.ID() != arrow.INT16 {
+	if got := sc.Field(firstAttr).Type; got.ID() != arrow.INT16 {
 		t.Errorf("first column written as %s, want int16 codes", got)
 	}
-	if got := sc.Field(NumFixed + 1).Type; got.ID() != arrow.STRING {
+	if got := sc.Field(firstAttr + 1).Type; got.ID() != arrow.STRING {
 		t.Errorf("second column written as %s, want utf8: its values would pass MaxCodeValueBytes", got)
 	}
-	if m := len(sc.Field(NumFixed).Metadata.Values()[0]); m > MaxCodeValueBytes || 2*m <= MaxCodeValueBytes {
+	if m := len(sc.Field(firstAttr).Metadata.Values()[0]); m > MaxCodeValueBytes || 2*m <= MaxCodeValueBytes {
 		t.Fatalf("the first column's values are %d bytes; the test wants two to pass %d and one not", m, MaxCodeValueBytes)
 	}
 	_, cols := x.Attributes()
@@ -621,7 +641,7 @@ func TestWriterIgnoresCallersCodeMetadata(t *testing.T) {
 	defer a.Release()
 	md := arrow.NewMetadata([]string{MetaDictionary, "other"}, []string{`["x"]`, "kept"})
 	x := writeIndex(t, []arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String, Metadata: md}}, a)
-	f := x.Record().Schema().Field(NumFixed)
+	f := x.Record().Schema().Field(firstAttr)
 	if f.Type.ID() != arrow.STRING || f.Metadata.FindKey(MetaDictionary) >= 0 || f.Metadata.FindKey("other") < 0 {
 		t.Fatalf("column written as %s with metadata %v, want utf8 with only the caller's other key", f.Type, f.Metadata)
 	}

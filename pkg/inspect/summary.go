@@ -7,7 +7,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/energyscope/servingsnap/pkg/index"
 	"github.com/energyscope/servingsnap/pkg/manifest"
 )
 
@@ -125,7 +124,7 @@ func Summarize(dir string, id uint64) (*Summary, error) {
 			if s.Attributes[j].Name == f.Name {
 				d, n := distinct(cols[i])
 				s.Attributes[j].Distinct, s.Attributes[j].Nulls = &d, &n
-				if dt, ok := f.Type.(*arrow.DictionaryType); ok && snap.Index().Version() == index.Version {
+				if dt, ok := f.Type.(*arrow.DictionaryType); ok && snap.Index().Coded(i) {
 					// A code column (FORMAT.md §4): its values' type, and how it is stored.
 					s.Attributes[j].Type = fmt.Sprintf("%s (%s codes)", dt.ValueType, dt.IndexType)
 				}

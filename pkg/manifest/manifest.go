@@ -27,16 +27,18 @@ import (
 // says the snapshot's layout: version 1 snapshots have a version-1 index,
 // version 2 (VersionV2) a version-2 index (mapped, no dictionaries,
 // FORMAT.md §4), version 3 (VersionTiered) a cold file and a version-3
-// index that locates each series' cold rows, and version 4 (Version) a
+// index that locates each series' cold rows, version 4 (VersionV4) a
 // version-4 index (low-cardinality string attributes as code columns),
-// with or without a cold file (its index then locates the cold rows).
-// Writers write Version, so that a reader that predates version 4 refuses
-// a snapshot it cannot read.
+// with or without a cold file (its index then locates the cold rows), and
+// version 5 (Version) the same with a version-5 index (a lookup table
+// over the ids). Writers write Version, so that a reader that predates
+// it refuses a snapshot it cannot read.
 const (
 	Format        = "servingsnap.manifest"
-	Version       = 4
+	Version       = 5
 	VersionV2     = 2
 	VersionTiered = 3
+	VersionV4     = 4
 	MinVersion    = 1
 	// MaxVersion is the newest version this build reads.
 	MaxVersion = Version
@@ -192,10 +194,10 @@ type Input struct {
 }
 
 // Tiered reports whether the snapshot has a cold file (FORMAT.md §9): a
-// version-3 snapshot always, a version-4 one when it lists one.
+// version-3 snapshot always, a version-4 or later one when it lists one.
 func (m *Manifest) Tiered() bool {
 	_, ok := m.FileByRole(RoleCold)
-	return m.FormatVersion == VersionTiered || m.FormatVersion >= Version && ok
+	return m.FormatVersion == VersionTiered || m.FormatVersion >= VersionV4 && ok
 }
 
 // FileByRole returns the first file with the given role.
@@ -369,7 +371,7 @@ func (m *Manifest) Validate() error {
 	case m.FormatVersion == VersionTiered && roles[RoleCold] != 1,
 		m.FormatVersion < VersionTiered && roles[RoleCold] != 0,
 		roles[RoleCold] > 1:
-		return bad("format_version %d with %d cold files (version %d snapshots have exactly one, version %d at most one, others none)", m.FormatVersion, roles[RoleCold], VersionTiered, Version)
+		return bad("format_version %d with %d cold files (version %d snapshots have exactly one, version %d and later at most one, others none)", m.FormatVersion, roles[RoleCold], VersionTiered, VersionV4)
 	}
 	c, _ := m.FileByRole(RoleCold)
 	if d, _ := m.FileByRole(RoleData); d.Rows+c.Rows != m.Stats.Rows {

@@ -37,8 +37,8 @@ func TestMarshalParse(t *testing.T) {
 	for name, bad := range map[string][]byte{
 		"edited after writing": bytes.Replace(b, []byte(`"tool": "test"`), []byte(`"tool": "tset"`), 1),
 		"not JSON":             []byte("{"),
-		"future version":       bytes.Replace(b, []byte(`"format_version": 4`), []byte(`"format_version": 5`), 1),
-		"version 0":            bytes.Replace(b, []byte(`"format_version": 4`), []byte(`"format_version": 0`), 1),
+		"future version":       bytes.Replace(b, []byte(`"format_version": 5`), []byte(`"format_version": 6`), 1),
+		"version 0":            bytes.Replace(b, []byte(`"format_version": 5`), []byte(`"format_version": 0`), 1),
 	} {
 		if _, err := Parse(bad); !errors.Is(err, ErrCorrupt) || !corrupt.Is(err) {
 			t.Errorf("%s: Parse = %v, want ErrCorrupt", name, err)

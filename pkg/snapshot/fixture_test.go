@@ -18,8 +18,9 @@ import (
 // TestReadsFixtures opens the snapshots committed under testdata/vN, one
 // per published format version (v1 was written by the builder before
 // index version 2, v2 by pkg/sortwrite's former TestGoldenV2 -update, v4
-// by TestGoldenV4 -update, whose lake adds the attribute source, written
-// as codes): every reader must keep opening every version, with and
+// by its former TestGoldenV4 -update, whose lake adds the attribute
+// source, written as codes, v5 by TestGoldenV5 -update from the same
+// lake, its index with a lookup table): every reader must keep opening every version, with and
 // without checksums, and see the same series, rows and attributes in each.
 func TestReadsFixtures(t *testing.T) {
 	for _, tc := range []struct {
@@ -30,6 +31,7 @@ func TestReadsFixtures(t *testing.T) {
 		{"../../testdata/v1/FIXTURE", 1, []string{"dictionary<values=utf8, indices=int8, ordered=false>"}},
 		{"../../testdata/v2/FIXTURE", 2, []string{"utf8"}},
 		{"../../testdata/v4/FIXTURE", 4, []string{"utf8", "dictionary<values=utf8, indices=int8, ordered=false>"}},
+		{"../../testdata/v5/FIXTURE", 5, []string{"utf8", "dictionary<values=utf8, indices=int8, ordered=false>"}},
 	} {
 		for _, opt := range []Options{{}, {VerifyData: true}} {
 			t.Run(fmt.Sprintf("v%d/verify=%v", tc.version, opt.VerifyData), func(t *testing.T) {
@@ -113,6 +115,8 @@ func TestVersionsMustAgree(t *testing.T) {
 		{"../../testdata/v2/FIXTURE", 1},
 		{"../../testdata/v2/FIXTURE", 4},
 		{"../../testdata/v4/FIXTURE", 2},
+		{"../../testdata/v4/FIXTURE", 5},
+		{"../../testdata/v5/FIXTURE", 4},
 	} {
 		t.Run(fmt.Sprintf("%s as version %d", filepath.Base(filepath.Dir(tc.fixture)), tc.claim), func(t *testing.T) {
 			ds := filepath.Join(t.TempDir(), "FIXTURE")

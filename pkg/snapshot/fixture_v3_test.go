@@ -51,9 +51,10 @@ func fixtureRows(t *testing.T, s *Snapshot) map[string][]string {
 
 // TestReadsFixturesV3 opens the tiered snapshots committed under
 // testdata/v3 (written by pkg/sortwrite's former TestGoldenV3 -update from
-// the version-2 fixture's lake) and testdata/v4 (TestGoldenV4: index
-// version 4 with the tier columns, from the same lake plus a source
-// attribute): FIXTURE or TIERED (--hot-since 2020-01-01) and VORTEX
+// the version-2 fixture's lake), testdata/v4 (the former TestGoldenV4:
+// index version 4 with the tier columns, from the same lake plus a source
+// attribute) and testdata/v5 (TestGoldenV5: the same with the lookup
+// table): FIXTURE or TIERED (--hot-since 2020-01-01) and VORTEX
 // (--format vortex). Each opens with and without checksums, records the
 // split the policy makes (cold rows per series, hot rows per series), and
 // serves, cold piece then hot slice, exactly the rows, latest values and
@@ -75,6 +76,8 @@ func TestReadsFixturesV3(t *testing.T) {
 		{"../../testdata/v3/VORTEX", []int64{1, 2, 3}, []int64{0, 0, 0}, "vortex", 3},
 		{"../../testdata/v4/TIERED", []int64{0, 1, 2}, []int64{1, 1, 1}, "", 4},
 		{"../../testdata/v4/VORTEX", []int64{1, 2, 3}, []int64{0, 0, 0}, "vortex", 4},
+		{"../../testdata/v5/TIERED", []int64{0, 1, 2}, []int64{1, 1, 1}, "", 5},
+		{"../../testdata/v5/VORTEX", []int64{1, 2, 3}, []int64{0, 0, 0}, "vortex", 5},
 	} {
 		for _, opt := range []Options{{}, {VerifyData: true}} {
 			t.Run(fmt.Sprintf("v%d/%s/verify=%v", tc.version, filepath.Base(tc.dir), opt.VerifyData), func(t *testing.T) {

@@ -334,7 +334,8 @@ func (s *Snapshot) loadIndex(f manifest.File) error {
 // indexVersion is the index layout a manifest's format version implies:
 // each manifest version has the index version of the same number
 // (FORMAT.md, Versions); a version-4 index holds the tier columns when
-// the manifest lists a cold file (openCold checks).
+// the manifest lists a cold file (openCold checks), and so does a
+// version-5 one.
 func indexVersion(m *manifest.Manifest) string {
 	switch m.FormatVersion {
 	case 1:
@@ -343,6 +344,8 @@ func indexVersion(m *manifest.Manifest) string {
 		return index.VersionV2
 	case manifest.VersionTiered:
 		return index.VersionTiered
+	case manifest.VersionV4:
+		return index.VersionV4
 	}
 	return index.Version
 }

@@ -15,25 +15,26 @@ import (
 	"github.com/energyscope/servingsnap/pkg/dataset"
 )
 
-var update = flag.Bool("update", false, "rewrite the format fixtures of the current version under testdata/v4 (TestGoldenV4)")
+var update = flag.Bool("update", false, "rewrite the format fixtures of the current version under testdata/v5 (TestGoldenV5)")
 
-// fixtureRoot holds the fixtures of the current format version (4: the
-// index holds no dictionaries and stores low-cardinality string attributes
-// as code columns, FORMAT.md §4), built from a tiny lake (version 2's
-// and 3's, plus the attribute source, written as codes while units stays
-// plain utf8): FIXTURE without
+// fixtureRoot holds the fixtures of the current format version (5: the
+// index holds no dictionaries, stores low-cardinality string attributes
+// as code columns and has a lookup table over the ids, FORMAT.md §4),
+// built from a tiny lake (version 4's: version 2's and 3's, plus the
+// attribute source, written as codes while units stays plain utf8):
+// FIXTURE without
 // tiers, TIERED with --hot-since 2020-01-01 (one series all hot, two split
 // between the tiers; its index has the tier columns, its manifest a cold
 // file) and VORTEX with --format vortex (every row cold, data.arrow a
 // schema only). The readers' tests open them and the snapshots of earlier
-// versions under testdata/v1, v2 and v3 (which no writer rewrites any
-// more) to prove every reader still reads every version (STYLE.md §1);
-// this test proves the writer still writes exactly version 4. A deliberate
-// format change bumps the version and adds testdata/v5 instead of
-// rewriting v4:
+// versions under testdata/v1 to v4 (which no writer rewrites any more)
+// to prove every reader still reads every version (STYLE.md §1); this
+// test proves the writer still writes exactly version 5. A deliberate
+// format change bumps the version and adds testdata/v6 instead of
+// rewriting v5:
 //
-//	go test ./pkg/sortwrite -run TestGoldenV4 -update
-const fixtureRoot = "../../testdata/v4"
+//	go test ./pkg/sortwrite -run TestGoldenV5 -update
+const fixtureRoot = "../../testdata/v5"
 
 var fixtures = []struct {
 	dir      string
@@ -71,7 +72,7 @@ func fixtureOptions(lake, out string) Options {
 	}
 }
 
-func TestGoldenV4(t *testing.T) {
+func TestGoldenV5(t *testing.T) {
 	lake := filepath.Join(fixtureRoot, "lake")
 	if *update {
 		os.RemoveAll(fixtureRoot)
@@ -113,7 +114,7 @@ func TestGoldenV4(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(a, b) {
-					t.Errorf("%s differs from the version-4 fixture %s: the writer's output changed. If the format changed on purpose, bump its version and add a testdata/v5 fixture; if not, fix the writer", rel, fx.dir)
+					t.Errorf("%s differs from the version-5 fixture %s: the writer's output changed. If the format changed on purpose, bump its version and add a testdata/v6 fixture; if not, fix the writer", rel, fx.dir)
 				}
 			}
 		})

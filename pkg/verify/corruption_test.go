@@ -549,7 +549,7 @@ func TestCorruptionSemantic(t *testing.T) {
 			})
 		}},
 		{"index: two series ids swapped", true, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, index.ColSeriesID, func(a arrow.Array) arrow.Array {
+			editIDs(t, ds, f, func(a arrow.Array) arrow.Array {
 				s := a.(*array.String)
 				b := array.NewStringBuilder(memory.DefaultAllocator)
 				for i := 0; i < s.Len(); i++ {
@@ -566,12 +566,28 @@ func TestCorruptionSemantic(t *testing.T) {
 			})
 		}},
 		{"index: the first series id emptied", false, CheckIndex, func(t *testing.T, ds string) {
-			editIndex(t, ds, f, index.ColSeriesID, func(a arrow.Array) arrow.Array {
+			editIDs(t, ds, f, func(a arrow.Array) arrow.Array {
 				s := a.(*array.String)
 				b := array.NewStringBuilder(memory.DefaultAllocator)
 				b.Append("") // still sorted: "" is before every id
 				for i := 1; i < s.Len(); i++ {
 					b.Append(s.Value(i))
+				}
+				return b.NewArray()
+			})
+		}},
+		{"index: a series id changed under its lookup table", false, CheckOpen, func(t *testing.T, ds string) {
+			// The table still files the id under its old bucket: open with
+			// checksums (fast) refuses it before anything is served.
+			editIndex(t, ds, f, index.ColSeriesID, func(a arrow.Array) arrow.Array {
+				s := a.(*array.String)
+				b := array.NewStringBuilder(memory.DefaultAllocator)
+				for i := 0; i < s.Len(); i++ {
+					v := s.Value(i)
+					if i == 5 {
+						v += "0" // still sorted: the next id differs earlier
+					}
+					b.Append(v)
 				}
 				return b.NewArray()
 			})
@@ -701,6 +717,35 @@ func rebatch(t *testing.T, ds string, f *fixture, cuts []int64) {
 }
 
 // editIndex rewrites one index column.
+// editIDs is editIndex of the series_id column, with the index's lookup
+// table rebuilt for the edited ids (FORMAT.md §4, version 5), so that only
+// what the edit does to the ids' order and their agreement with the data
+// is left to find.
+func editIDs(t *testing.T, ds string, f *fixture, edit func(arrow.Array) arrow.Array) {
+	xs, xr := readArrow(t, filepath.Join(ds, f.index))
+	i := xs.FieldIndices(index.ColSeriesID)[0]
+	ids := edit(xr[0].Column(i)).(*array.String)
+	n := ids.Len()
+	start, code := make([]uint32, n), make([]uint32, n)
+	for c := range n { // a counting sort by bucket, codes increasing in each
+		start[index.Bucket(ids.Value(c), n)]++
+	}
+	at := uint32(0)
+	for b := range start {
+		start[b], at = at, at+start[b]
+	}
+	next := append([]uint32(nil), start...)
+	for c := range n {
+		b := index.Bucket(ids.Value(c), n)
+		code[next[b]] = uint32(c)
+		next[b]++
+	}
+	rec := withColumn(xr[0], i, ids)
+	rec = withColumn(rec, xs.FieldIndices(index.ColLookupStart)[0], uint32s(start))
+	rec = withColumn(rec, xs.FieldIndices(index.ColLookupCode)[0], uint32s(code))
+	writeArrow(t, ds, f.index, xs, []arrow.RecordBatch{rec})
+}
+
 func editIndex(t *testing.T, ds string, f *fixture, col string, edit func(arrow.Array) arrow.Array) {
 	xs, xr := readArrow(t, filepath.Join(ds, f.index))
 	i := xs.FieldIndices(col)[0]

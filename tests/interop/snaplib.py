@@ -42,6 +42,12 @@ INDEX_FIXED = [
     ("last_period", pa.date32(), False),
     ("latest_period", pa.date32(), True),
 ]
+# §4, version 5: the lookup table, after latest_value (and a tiered index's
+# cold_* columns), before the attributes.
+INDEX_LOOKUP = [
+    ("lookup_start", pa.uint32(), False),
+    ("lookup_code", pa.uint32(), False),
+]
 
 # Arrow's type names as the manifest spells them (§2 "schema.data").
 ARROW_TYPE_NAMES = {
@@ -141,9 +147,9 @@ def open_current(dataset_dir: Path) -> Snapshot:
 def open_manifest(dataset_dir: Path, manifest_path: Path) -> Snapshot:
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     assert manifest.get("format") == "servingsnap.manifest", manifest.get("format")
-    # FORMAT.md "Versions": builds write 4 (tiered or not); 1, 2 and 3 are
+    # FORMAT.md "Versions": builds write 5 (tiered or not); 1 to 4 are
     # still valid (older) snapshots
-    assert manifest.get("format_version") in (1, 2, 3, 4), manifest.get("format_version")
+    assert manifest.get("format_version") in (1, 2, 3, 4, 5), manifest.get("format_version")
     snap = Snapshot(dataset_dir, manifest_path, manifest, None, None)  # type: ignore[arg-type]
     snap.data_path = dataset_dir / snap.file_entry("data")["path"]
     snap.index_path = dataset_dir / snap.file_entry("index")["path"]
@@ -385,6 +391,37 @@ def assert_column_equal(what: str, actual, expected) -> None:
     raise AssertionError(f"{what}: arrays differ but no element mismatch found")
 
 
+def lookup(index, series_id):
+    """FORMAT.md §4's lookup through a version-5 index's table, as printed
+    there: the code whose id is series_id, or None."""
+    n, ids, start, code = index.num_rows, index["series_id"], index["lookup_start"], index["lookup_code"]
+    b = ((xxhash.xxh64_intdigest(series_id.encode()) >> 32) * n) >> 32
+    lo, hi = start[b].as_py(), start[b + 1].as_py() if b + 1 < n else n
+    return next((c for c in code[lo:hi].to_pylist() if ids[c].as_py() == series_id), None)
+
+
+def assert_lookup_table(index) -> None:
+    """A version-5 index's lookup table, rebuilt here from the ids with the
+    reference XXH64 (the xxhash package): the same two columns, and every
+    id found at its row by FORMAT.md's lookup."""
+    n = index.num_rows
+    ids = index["series_id"].to_pylist()
+    buckets = [((xxhash.xxh64_intdigest(i.encode()) >> 32) * n) >> 32 for i in ids]
+    code = sorted(range(n), key=lambda c: (buckets[c], c))
+    counts = [0] * n
+    for b in buckets:
+        counts[b] += 1
+    start, at = [], 0
+    for c in counts:
+        start.append(at)
+        at += c
+    assert index["lookup_code"].to_pylist() == code, "lookup_code is not the codes ordered by (bucket, code)"
+    assert index["lookup_start"].to_pylist() == start, "lookup_start is not each bucket's first row"
+    for i in range(0, n, max(1, n // 200)):
+        assert lookup(index, ids[i]) == i, ids[i]
+    assert lookup(index, "\u0000not an id") is None
+
+
 def assert_matches_reference(snap: Snapshot, ref: Reference) -> None:
     data = snap.data()
     index = snap.index()
@@ -394,9 +431,9 @@ def assert_matches_reference(snap: Snapshot, ref: Reference) -> None:
     assert set(snap.manifest["schema"]["attributes"]) == set(ref.attributes), (
         f"attributes {snap.manifest['schema']['attributes']}, want (as a set) {ref.attributes}"
     )
-    assert index.schema.names == [n for n, _, _ in INDEX_FIXED] + ["latest_value"] + snap.manifest[
-        "schema"
-    ]["attributes"]
+    assert index.schema.names == [n for n, _, _ in INDEX_FIXED] + ["latest_value"] + [
+        n for n, _, _ in INDEX_LOOKUP] + snap.manifest["schema"]["attributes"]
+    assert_lookup_table(index)
     assert data.schema.names[:3] == ["series_code", "period", "value"]
     assert set(data.schema.names[3:]) == set(ref.varying), (
         f"data columns {data.schema.names[3:]}, want (as a set) {ref.varying}"

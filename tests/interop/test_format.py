@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import snaplib
-from snaplib import ARROW_TYPE_NAMES, DATA_FIXED, INDEX_FIXED
+from snaplib import ARROW_TYPE_NAMES, DATA_FIXED, INDEX_FIXED, INDEX_LOOKUP
 
 
 def test_dataset_layout(built):
@@ -106,8 +106,8 @@ def test_json_report(built):
 def _check_schema(schema: pa.Schema, fixed: list, manifest_cols: list[dict], role: str):
     md = schema.metadata or {}
     assert md.get(b"servingsnap.file") == role.encode()
-    # FORMAT.md "Versions": data.arrow is still version 1, index.arrow version 4
-    assert md.get(b"servingsnap.format_version") == (b"1" if role == "data" else b"4")
+    # FORMAT.md "Versions": data.arrow is still version 1, index.arrow version 5
+    assert md.get(b"servingsnap.format_version") == (b"1" if role == "data" else b"5")
     assert len(schema) >= len(fixed), f"{role}: {schema.names} lacks fixed columns"
     for (name, typ, nullable), field in zip(fixed, schema):
         assert (field.name, field.type, field.nullable) == (name, typ, nullable), f"{role}.{name}"
@@ -140,10 +140,10 @@ def test_schemas(built):
     assert all(f.nullable for f in list(data_schema)[2:]), "value and extra columns are nullable"
     vtype = data_schema.field("value").type
 
-    _check_schema(index_schema, INDEX_FIXED + [("latest_value", vtype, True)],
+    _check_schema(index_schema, INDEX_FIXED + [("latest_value", vtype, True)] + INDEX_LOOKUP,
                   m["schema"]["index"], "index")
     attrs = m["schema"]["attributes"]
-    assert index_schema.names[len(INDEX_FIXED) + 1:] == attrs
+    assert index_schema.names[len(INDEX_FIXED) + 1 + len(INDEX_LOOKUP):] == attrs
     index = snap.index_reader().read_all()
     for name in attrs:
         f = index.schema.field(name)

@@ -58,7 +58,7 @@ def test_build_reports_the_tiers(tiers):
         m = snap.manifest
         roles = [f["role"] for f in m["files"]]
         # FORMAT.md "Versions": every build writes 4; tiered exactly when it lists a cold file
-        assert m["format_version"] == 4, name
+        assert m["format_version"] == 5, name
         if name == "hot":
             assert "cold" not in roles, m["files"]
             continue
@@ -87,9 +87,10 @@ POLICY = {
 
 
 def test_pyarrow_reads_the_tiered_index(tiers):
-    """A tiered index.arrow (version 4 with servingsnap.tiered = true, as
+    """A tiered index.arrow (version 5 with servingsnap.tiered = true, as
     version 3 was): the untiered columns, then cold_start, cold_rows,
-    cold_first_period, cold_last_period, then the attributes; the series,
+    cold_first_period, cold_last_period, then the lookup table, then the
+    attributes; the series,
     their bounds and latest values are the all-hot index's, and cold_rows +
     row_count is the series' row count."""
     root, _ = tiers
@@ -100,15 +101,17 @@ def test_pyarrow_reads_the_tiered_index(tiers):
     for name in TIERED:
         snap = snaplib.open_current(root / name)
         r = snap.index_reader()
-        assert r.schema.metadata[b"servingsnap.format_version"] == b"4", name
+        assert r.schema.metadata[b"servingsnap.format_version"] == b"5", name
         assert r.schema.metadata[b"servingsnap.tiered"] == b"true", name
         assert r.num_record_batches == 1
         x = snaplib.decode_codes(r.read_all())
         assert x.column_names[:9] == names and x.column_names[9:13] == [c for c, _ in cold_cols], x.column_names
         for c, t in cold_cols:
             assert x.schema.field(c).type == t and not x.schema.field(c).nullable, (name, c)
-        assert x.column_names[13:] == ref.column_names[9:] == snap.manifest["schema"]["attributes"]
-        for c in ["series_id", "first_period", "last_period", "latest_period", "latest_value", *ref.column_names[9:]]:
+        assert x.column_names[13:15] == ["lookup_start", "lookup_code"], x.column_names
+        snaplib.assert_lookup_table(x)
+        assert x.column_names[15:] == ref.column_names[11:] == snap.manifest["schema"]["attributes"]
+        for c in ["series_id", "first_period", "last_period", "latest_period", "latest_value", *ref.column_names[11:]]:
             assert x[c].equals(ref[c]), (name, c)
         rows = x.select(["row_offset", "row_count", "cold_start", "cold_rows", "cold_first_period",
                          "cold_last_period", "first_period"]).to_pylist()

@@ -125,7 +125,7 @@ def test_reference_reads_built_cold_file(snapshot_data, tiered, policy):
     hot, cold, cold_file, index, m = tiered[policy]
     want = all_hot(snapshot_data)
     files = {f["role"]: f for f in m["files"]}
-    assert m["format_version"] == 4  # FORMAT.md "Versions": tiered because it lists a cold file
+    assert m["format_version"] == 5  # FORMAT.md "Versions": tiered because it lists a cold file
     assert files["cold"]["format"] == "vortex" and files["cold"]["tier"] == "cold"
     assert len(cold_file) == cold.num_rows == files["cold"]["rows"] > 0
     assert hot.num_rows == files["data"]["rows"]
@@ -143,13 +143,13 @@ def test_reference_reads_built_cold_file(snapshot_data, tiered, policy):
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_index_locates_cold_rows(snapshot_data, tiered, policy):
-    """The tiered index's cold_* columns (version 4 with servingsnap.tiered,
+    """The tiered index's cold_* columns (version 5 with servingsnap.tiered,
     as version 3 had them) locate each series' rows in
     cold.vortex, and row_offset/row_count its hot rows; a scan of a few
     series' cold ranges in vortex-data returns exactly them."""
     hot, cold, cold_file, index, m = tiered[policy]
     want = all_hot(snapshot_data)
-    assert index.schema.metadata[b"servingsnap.format_version"] == b"4"
+    assert index.schema.metadata[b"servingsnap.format_version"] == b"5"
     assert index.schema.metadata[b"servingsnap.tiered"] == b"true"
     assert index.schema.names[9:13] == ["cold_start", "cold_rows", "cold_first_period", "cold_last_period"]
     x = index.select(["series_id", "row_offset", "row_count", "first_period", "last_period",

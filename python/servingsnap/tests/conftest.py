@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pkglib import run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
-FIXTURES = ["v1/FIXTURE", "v2/FIXTURE", "v3/FIXTURE", "v3/VORTEX", "v4/FIXTURE", "v4/TIERED", "v4/VORTEX"]
+FIXTURES = ["v1/FIXTURE", "v2/FIXTURE", "v3/FIXTURE", "v3/VORTEX", "v4/FIXTURE", "v4/TIERED", "v4/VORTEX",
+            "v5/FIXTURE", "v5/TIERED", "v5/VORTEX"]
 
 
 @pytest.fixture(scope="session")

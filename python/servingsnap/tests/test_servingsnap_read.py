@@ -1,10 +1,11 @@
 """The package reads what the Go builder writes exactly as the Go exporter
 does: every fixture version (v1 dictionary attributes, v2, v3 tiered and all
-cold) and fresh builds; lookups, period ranges, latest, bounds, prefixes and
+cold, v4 codes, v5 lookup tables) and fresh builds; lookups, period ranges, latest, bounds, prefixes and
 categories; a vintage by id; the gc lease; a damaged manifest."""
 
 from __future__ import annotations
 
+import array
 import datetime as dt
 import json
 import random
@@ -63,6 +64,22 @@ def test_every_series_and_ranges_equal_export(fixtures, built):
                 hi = lo + dt.timedelta(days=rnd.randint(0, span))
                 got = plain(snap.series(sid, lo, hi, attributes=True))
                 assert got.to_pylist() == rows_of(ref, sid, lo, hi).to_pylist(), (ds, sid, lo, hi)
+
+
+def test_lookup_table_is_a_shortcut(built):
+    """A version-5 index's lookup table (FORMAT.md §4) finds every series at
+    its code; a table of wrong codes changes no answer, because a code is
+    taken only when its id is equal and the binary search stays the
+    authority."""
+    ds, _ = built["HOT"]
+    with servingsnap.open(ds) as snap:
+        assert snap.version == 5
+        ids = snap.ids().to_pylist()
+        assert [snap.code(s) for s in ids] == list(range(len(ids)))
+        snap._views["lookup_code"] = memoryview(array.array("I", [0] * len(ids)))
+        assert [snap.code(s) for s in ids] == list(range(len(ids)))
+        with pytest.raises(servingsnap.SeriesNotFound):
+            snap.code(ids[0] + "\x00")
 
 
 def test_latest_prefix_category(built):

@@ -15,7 +15,7 @@ from ._errors import CorruptSnapshot, ServingSnapError
 
 CURRENT_RE = re.compile(rb"manifests/([0-9]{6,})\.json\n")
 CHECKSUM_KEY = b'"checksum": "'
-MANIFEST_VERSIONS = {1, 2, 3, 4}
+MANIFEST_VERSIONS = {1, 2, 3, 4, 5}
 
 
 def format_id(i: int) -> str:

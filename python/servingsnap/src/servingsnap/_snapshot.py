@@ -15,6 +15,8 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import xxhash
+
 from ._dataset import Lease, current_id, load_manifest
 from ._errors import ColdTierUnavailable, CorruptSnapshot, SeriesNotFound, ServingSnapError
 
@@ -24,7 +26,7 @@ META_VERSION = b"servingsnap.format_version"
 META_TIERED = b"servingsnap.tiered"
 META_DICTIONARY = b"servingsnap.dictionary"
 # The index version each manifest version implies (FORMAT.md, Versions).
-INDEX_VERSION = {1: b"1", 2: b"2", 3: b"3", 4: b"4"}
+INDEX_VERSION = {1: b"1", 2: b"2", 3: b"3", 4: b"4", 5: b"5"}
 DATA_VERSION = b"1"
 FIXED_DATA = ("series_code", "period")
 CATEGORY = "category"
@@ -228,10 +230,21 @@ class Snapshot:
         return self._sample
 
     def code(self, series_id: str) -> int:
-        """The series' row in the index (its code): a binary search over the
-        mapped ids. SeriesNotFound when absent."""
+        """The series' row in the index (its code): through a version-5
+        index's lookup table (FORMAT.md §4: a hash, about one code to
+        compare), else, or when the table holds no code whose id is equal,
+        a binary search over the mapped ids. SeriesNotFound when absent."""
         key = series_id.encode()
         off, mm, at = self._ids()
+        n = self.series_count
+        if self.version >= 5 and n > 0:
+            start, codes = self._view("lookup_start", "I"), self._view("lookup_code", "I")
+            b = ((xxhash.xxh64_intdigest(key) >> 32) * n) >> 32
+            lo, hi = start[b], start[b + 1] if b + 1 < n else n
+            if lo <= hi <= n:
+                for c in codes[lo:hi]:
+                    if c < n and mm[at + off[c]: at + off[c + 1]] == key:
+                        return c
         j = bisect.bisect_left(self._sampled(), key)
         # The id lies in (sample[j-1], sample[j]]: rows ((j-1)*SAMPLE, j*SAMPLE].
         lo, hi = max((j - 1) * SAMPLE + 1, 0), min(j * SAMPLE, self.series_count - 1) + 1
