@@ -72,31 +72,23 @@ func (c *Composite) SeriesID(code int) string {
 	return c.fresh[code-c.nb].ID
 }
 
-// lookup finds a code in the composite code space.
-func (c *Composite) lookup(id string) (int, bool) {
-	if code, ok := c.base.x.Lookup(id); ok {
-		return code, true
-	}
-	if j, ok := c.findFresh(id); ok {
-		return c.nb + j, true
-	}
-	return 0, false
-}
-
 // Select merges the base's selection with the delta-only series, in id
 // order.
 func (c *Composite) Select(s Selector) (Selection, error) {
 	switch s.Kind {
 	case ByIDs:
-		codes := make([]int32, 0, len(s.IDs))
+		codes := make([]int32, len(s.IDs))
+		c.base.x.LookupMany(s.IDs, codes)
 		var missing []string
-		for _, id := range s.IDs {
-			code, ok := c.lookup(id)
-			if !ok {
-				missing = append(missing, id)
+		for i, code := range codes {
+			if code >= 0 {
 				continue
 			}
-			codes = append(codes, int32(code))
+			if j, ok := c.findFresh(s.IDs[i]); ok {
+				codes[i] = int32(c.nb + j)
+				continue
+			}
+			missing = append(missing, s.IDs[i])
 		}
 		if len(missing) > 0 {
 			return Selection{}, c.base.notFoundSeries(missing, len(s.IDs))

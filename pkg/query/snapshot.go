@@ -89,8 +89,10 @@ func (r *SnapshotReader) Info() Info               { return r.info }
 func (r *SnapshotReader) Shape() *Shape            { return r.shape }
 func (r *SnapshotReader) SeriesID(code int) string { return r.x.ID(code) }
 
-// Select resolves a selector over the index: a binary search per id, two
-// for a prefix, one pass over the category column for a category.
+// Select resolves a selector over the index: a lookup per id (the index's
+// lookup table, all ids in passes: index.Reader.LookupMany), two binary
+// searches for a prefix, one pass over the category column for a
+// category.
 func (r *SnapshotReader) Select(s Selector) (Selection, error) {
 	switch s.Kind {
 	case ByPrefix:
@@ -104,15 +106,13 @@ func (r *SnapshotReader) Select(s Selector) (Selection, error) {
 }
 
 func (r *SnapshotReader) selectIDs(ids []string) (Selection, error) {
-	codes := make([]int32, 0, len(ids))
+	codes := make([]int32, len(ids))
+	r.x.LookupMany(ids, codes)
 	var missing []string
-	for _, id := range ids {
-		c, ok := r.x.Lookup(id)
-		if !ok {
-			missing = append(missing, id)
-			continue
+	for i, c := range codes {
+		if c < 0 {
+			missing = append(missing, ids[i])
 		}
-		codes = append(codes, int32(c))
 	}
 	if len(missing) > 0 {
 		return Selection{}, r.notFoundSeries(missing, len(ids))
