@@ -592,25 +592,33 @@ func (d *discardStream) Send(*flight.FlightData) error { d.msgs++; return nil }
 // The batch100 and latest1000 cases are the harness's "100-series batch"
 // and "latest values, 1000 series" (answered from the index);
 // one-attributes is one series with its attribute columns.
+//
+// SERVINGSNAP_DOGET_ROOT=ROOT runs it on the one dataset of ROOT instead
+// (a seed-scale snapshot, say, or one index version against another).
 func BenchmarkDoGetServerSide(b *testing.B) {
-	svc, ids := benchService(b)
+	root := os.Getenv("SERVINGSNAP_DOGET_ROOT")
+	if root == "" {
+		root = benchRoot(b, 100_000, 150)
+	}
+	svc, ds, ids := benchServiceAt(b, root)
+	ticket := func(extra string, sel []string) *flight.Ticket {
+		return &flight.Ticket{Ticket: []byte(`{"dataset":"` + ds + `",` + extra + `"series":["` + strings.Join(sel, `","`) + `"]}`)}
+	}
 	one := make([]*flight.Ticket, 1024)
 	for i := range one {
-		one[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + ids[i] + `"]}`)}
+		one[i] = ticket("", ids[i:i+1])
 	}
 	latest := make([]*flight.Ticket, 64)
 	for i := range latest {
-		sel := ids[i*1000 : (i+1)*1000]
-		latest[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","latest":true,"series":["` + strings.Join(sel, `","`) + `"]}`)}
+		latest[i] = ticket(`"latest":true,`, ids[i*1000:(i+1)*1000])
 	}
 	batch := make([]*flight.Ticket, 64)
 	for i := range batch {
-		sel := ids[i*100 : (i+1)*100]
-		batch[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","series":["` + strings.Join(sel, `","`) + `"]}`)}
+		batch[i] = ticket("", ids[i*100:(i+1)*100])
 	}
 	withAttrs := make([]*flight.Ticket, len(one))
 	for i := range withAttrs {
-		withAttrs[i] = &flight.Ticket{Ticket: []byte(`{"dataset":"B","attributes":true,"series":["` + ids[i] + `"]}`)}
+		withAttrs[i] = ticket(`"attributes":true,`, ids[i:i+1])
 	}
 	b.Run("one", func(b *testing.B) { benchDoGetTickets(b, svc, one) })
 	b.Run("one-attributes", func(b *testing.B) { benchDoGetTickets(b, svc, withAttrs) })
@@ -641,12 +649,27 @@ func benchDoGetTickets(b *testing.B, svc *Service, tickets []*flight.Ticket) {
 // when the benchmark ends) and returns it with dataset B's series ids.
 func benchService(b *testing.B) (*Service, []string) {
 	b.Helper()
-	svc, err := Open(benchRoot(b, 100_000, 150), Options{Limits: DefaultLimits})
+	svc, _, ids := benchServiceAt(b, benchRoot(b, 100_000, 150))
+	return svc, ids
+}
+
+// benchServiceAt opens root, which must hold one dataset, in process
+// (closed when the benchmark ends) and returns it with the dataset's name
+// and its series ids in random order.
+func benchServiceAt(b *testing.B, root string) (*Service, string, []string) {
+	b.Helper()
+	svc, err := Open(root, Options{Limits: DefaultLimits})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { svc.Close() })
-	v := acquireView(svc.datasets["B"])
-	defer v.Release()
-	return svc, benchIDs(b, v)
+	if len(svc.datasets) != 1 {
+		b.Fatalf("%s holds %d datasets, want one", root, len(svc.datasets))
+	}
+	for name, d := range svc.datasets {
+		v := acquireView(d)
+		defer v.Release()
+		return svc, name, benchIDs(b, v)
+	}
+	panic("unreachable")
 }
