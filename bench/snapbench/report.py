@@ -216,7 +216,8 @@ def method(R):
     mc, v = m["machine"], m["versions"]
     return ["## How this was measured", "",
             "- **servingsnap**: `snapbuild serve --root ROOT` maps the snapshot's data file and reads its index "
-            "sidecar; a query is a binary search in the index and zero-copy slices of the mapped batches.",
+            "sidecar; a query is a lookup in the index's hash table (a binary search before format version 5) and "
+            "zero-copy slices of the mapped batches.",
             "- **Go rebuild** (`bench/gobaseline`): the strongest rebuild this project's code allows: the lake is "
             "read, interned and radix-sorted at every start by the builder's own code (`sortwrite.Rebuild`: "
             "`snapbuild build` without the write), attributes kept once per series, answers are zero-copy slices "

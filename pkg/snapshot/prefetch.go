@@ -22,8 +22,8 @@ import (
 type Part int
 
 const (
-	// PartIndex is the index sidecar: every lookup's binary search and
-	// every `latest` answer reads it.
+	// PartIndex is the index sidecar: every lookup and every `latest`
+	// answer reads it.
 	PartIndex Part = iota
 	// PartData is the hot data file.
 	PartData
