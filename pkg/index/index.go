@@ -133,6 +133,19 @@ const (
 	NumLookup
 )
 
+// OwnNames is every column name the index holds for itself, in any
+// version and tiered or not: the fixed, tier and lookup columns. An
+// attribute column may take none of them, or readers that go by name
+// (pyarrow, FORMAT.md's snippets) would find two columns of that name.
+func OwnNames() []string {
+	fs := schemaOf(arrow.PrimitiveTypes.Float64, nil, true, true).Fields()
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Name
+	}
+	return names
+}
+
 // schema is the index schema Writer writes (Version) for a value type
 // and attribute fields (as the file stores them: codes.go), with the
 // cold-tier columns when tiered.

@@ -846,6 +846,9 @@ func scan(ctx context.Context, opt Options, tbl *source.Table) (*table, error) {
 	if !datafile.IsNumeric(vc.Type) {
 		return nil, fmt.Errorf("value column %q has type %s (in %s); want a numeric type", vc.Name, vc.Type, vc.From)
 	}
+	if err := checkColumnNames(u, opt); err != nil {
+		return nil, err
+	}
 	t := &table{inputs: ins, unified: u, rows: int(rows), periodCol: opt.PeriodColumn}
 	t.budget, t.external = planMemory(u, rows, opt.MemoryLimit)
 	if opt.split {

@@ -1,6 +1,62 @@
 package sortwrite
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/energyscope/servingsnap/pkg/datafile"
+	"github.com/energyscope/servingsnap/pkg/index"
+)
+
+// checkColumnNames refuses an input column, other than the series,
+// period and value columns, whose name the snapshot already uses:
+//   - series_id, period and value, the names every answer and the
+//     portable copy give those three columns whatever the input called
+//     them, compared ignoring case like any two snapshot columns (Unify);
+//   - a column the data or index file holds for itself (series_code, or
+//     row_offset, lookup_code and the index's other fixed, tier and
+//     lookup columns, index.OwnNames).
+//
+// Such a column would be written beside the file's own column of that
+// name, and a reader that goes by name (pyarrow, the Python package,
+// FORMAT.md's snippets) would read the wrong one or fail; snapverify
+// reports the data file's repeat as corrupt. Whether an extra column
+// lands in the data file or the index depends on whether it is constant
+// per series, so every name is refused in both roles: a lake that builds
+// today cannot fail tomorrow because a column became constant.
+func checkColumnNames(u *Unified, opt Options) error {
+	answer := []string{index.ColSeriesID, datafile.ColPeriod, datafile.ColValue}
+	own := append([]string{datafile.ColSeriesCode}, index.OwnNames()...)
+	for _, c := range u.Columns {
+		if c.Name == opt.SeriesColumn || c.Name == opt.PeriodColumn || c.Name == opt.ValueColumn {
+			continue
+		}
+		for _, a := range answer {
+			if strings.EqualFold(c.Name, a) {
+				return fmt.Errorf("column %q (in %s): every answer names a column %q (the input's %s, %s and %s columns become series_id, period and value), and a snapshot's columns must differ in more than case: rename the column in the lake, or choose it with --%s-column",
+					c.Name, c.From, a, opt.SeriesColumn, opt.PeriodColumn, opt.ValueColumn, roleOf(a))
+			}
+		}
+		if slices.Contains(own, c.Name) {
+			return fmt.Errorf("column %q (in %s): the snapshot's files hold a column of their own by that name (docs/FORMAT.md §3, §4), which a reader going by name would confuse with it: rename the column in the lake",
+				c.Name, c.From)
+		}
+	}
+	return nil
+}
+
+// roleOf is the --ROLE-column flag that chooses the input column an
+// answer column a comes from.
+func roleOf(a string) string {
+	switch a {
+	case index.ColSeriesID:
+		return "series"
+	case datafile.ColPeriod:
+		return "period"
+	}
+	return "value"
+}
 
 // checkSeriesIDs refuses an empty series id, naming the first row that
 // has one: it is almost always an export bug (a blank cell), reads as "no

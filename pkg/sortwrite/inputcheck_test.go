@@ -79,6 +79,25 @@ func TestInputChecks(t *testing.T) {
 		{"unknown time zone", func(t *testing.T, d string) {
 			writeTimestamps(t, filepath.Join(d, "a.parquet"), "Mars/Olympus_Mons", []string{"S"}, []int64{1_600_000_000_000_000})
 		}, nil, []string{"a.parquet", `column "period"`, "Mars/Olympus_Mons", "time zone"}},
+		{"attribute named like an index column", func(t *testing.T, d string) {
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S", "S"), per("2020", "2021"), val(1, 2), testlake.Col{Name: "row_offset", Vals: testlake.Strs("x", "x")})
+		}, nil, []string{`column "row_offset"`, "a.parquet", "a column of their own", "rename"}},
+		{"data column named like the data file's series_code", func(t *testing.T, d string) {
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S", "S"), per("2020", "2021"), val(1, 2), testlake.Col{Name: "series_code", Vals: testlake.Floats(7, 8)})
+		}, nil, []string{`column "series_code"`, "a.parquet", "a column of their own"}},
+		{"column named like the lookup table, second file only", func(t *testing.T, d string) {
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), per("2020"), val(1))
+			testlake.WriteParquet(t, d, "b.parquet", 0, idv("T"), per("2020"), val(1), testlake.Col{Name: "lookup_code", Vals: testlake.Floats(3)})
+		}, nil, []string{`column "lookup_code"`, "b.parquet"}},
+		{"column named like a tier column in an untiered build", func(t *testing.T, d string) {
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), per("2020"), val(1), testlake.Col{Name: "cold_start", Vals: testlake.Floats(3)})
+		}, nil, []string{`column "cold_start"`, "a.parquet"}},
+		{"extra column named series_id beside --series-column", func(t *testing.T, d string) {
+			testlake.WriteParquet(t, d, "a.parquet", 0, testlake.Col{Name: "sid", Vals: testlake.Strs("S")}, per("2020"), val(1), testlake.Col{Name: "series_id", Vals: testlake.Strs("x")})
+		}, func(o *Options) { o.SeriesColumn = "sid" }, []string{`column "series_id"`, "a.parquet", "every answer", "--series-column"}},
+		{"extra column differing in case from value", func(t *testing.T, d string) {
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), per("2020"), testlake.Col{Name: "obs", Vals: testlake.Floats(1)}, testlake.Col{Name: "VALUE", Vals: testlake.Floats(2)})
+		}, func(o *Options) { o.ValueColumn = "obs" }, []string{`column "VALUE"`, `"value"`, "more than case", "--value-column"}},
 		{"fifo named parquet", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), per("2020"), val(1))
 			if err := syscall.Mkfifo(filepath.Join(d, "b.parquet"), 0o644); err != nil {

@@ -605,6 +605,23 @@ func TestCorruptionSemantic(t *testing.T) {
 		{"manifest: schema.attributes renamed", false, CheckSchema, func(t *testing.T, ds string) {
 			editManifest(t, ds, func(m *manifest.Manifest) { m.Schema.Attributes[0] += "x" })
 		}},
+		{"index: an attribute named like the index's own row_offset (manifest agreeing)", false, CheckSchema, func(t *testing.T, ds string) {
+			xs, xr := readArrow(t, filepath.Join(ds, f.index))
+			fields := xs.Fields()
+			var old string
+			editManifest(t, ds, func(m *manifest.Manifest) {
+				old, m.Schema.Attributes[0] = m.Schema.Attributes[0], index.ColRowOffset
+				for i := range m.Schema.Index {
+					if m.Schema.Index[i].Name == old {
+						m.Schema.Index[i].Name = index.ColRowOffset
+					}
+				}
+			})
+			fields[xs.FieldIndices(old)[0]].Name = index.ColRowOffset
+			md := xs.Metadata()
+			renamed := arrow.NewSchema(fields, &md)
+			writeArrow(t, ds, f.index, renamed, []arrow.RecordBatch{array.NewRecordBatch(renamed, xr[0].Columns(), xr[0].NumRows())})
+		}},
 		{"manifest: build.batch_rows lowered", true, CheckBatches, func(t *testing.T, ds string) {
 			editManifest(t, ds, func(m *manifest.Manifest) { m.Build.BatchRows = 100 })
 		}},

@@ -308,6 +308,12 @@ func (v *verifier) checkOpened() {
 			}
 		}
 	}
+	own := index.OwnNames()
+	for _, n := range names {
+		if slices.Contains(own, n) {
+			v.add(CheckSchema, xf.Path, "column "+n, "attribute %q has the name of one of the index's own columns: a reader going by name finds two", n)
+		}
+	}
 	if !slices.Equal(names, v.m.Schema.Attributes) {
 		v.add(CheckSchema, xf.Path, fmt.Sprintf("columns %d…", index.NumFixed), "attribute columns %q, manifest schema.attributes says %q", names, v.m.Schema.Attributes)
 	}
