@@ -200,7 +200,7 @@ bench-shard-split: build
 # Results: bench/results/DATE-read-floor.txt.
 .PHONY: bench-read-floor
 bench-read-floor: build venv-bench
-	flock /tmp/servingsnap-bench.lock $(VPY) bench/readfloor.py --runs 7 --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/readfloor.py --runs 21 --bin $(BIN)/snapbuild --go $(GO) --out bench/results
 
 # Per-query CPU, collections and page faults of snapserve and the Go rebuild over the same tickets.
 .PHONY: bench-server-trace

@@ -18,6 +18,7 @@ Results: OUT/DATE-read-floor.txt (one line per run and server, then the medians 
 """
 import argparse
 import datetime
+import math
 import os
 import pathlib
 import subprocess
@@ -46,6 +47,7 @@ def main():
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--go", default=os.environ.get("GO", "go"))
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--tag", default="", help="added to the result's file name (DATE-read-floor-TAG.txt), so a second run of the day keeps the first")
     a = ap.parse_args()
     procs.install_signal_handlers()
     work = pathlib.Path(a.work).resolve()
@@ -97,7 +99,8 @@ def main():
     med = {k: {q: float(np.median(v[q])) for q in ("p50", "p99")} for k, v in res.items()}
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{datetime.date.today().isoformat()}-read-floor.txt"
+    tag = f"-{a.tag}" if a.tag else ""
+    path = out / f"{datetime.date.today().isoformat()}-read-floor{tag}.txt"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     with open(path, "w") as f:
         f.write(f"# bench/readfloor.py: one-series DoGet latency, servingsnap and the Go rebuild against the read\n")
@@ -114,7 +117,20 @@ def main():
         for x, y in (("ours", "floor"), ("go", "floor"), ("ours", "go")):
             name = f"{x}/{y}"
             f.write(f"  {name:10s} {med[x]['p50'] / med[y]['p50']:8.2f} {med[x]['p99'] / med[y]['p99']:8.2f}\n")
+        f.write("\nrepetitions where ours is below the Go rebuild (the two measured minutes apart at most, so a\n"
+                "slow spell of the machine hits both; the sign test's two-sided p: how likely so uneven a split\n"
+                "is between two servers of equal latency)\n")
+        for q in ("p50", "p99"):
+            wins = sum(o < g for o, g in zip(res["ours"][q], res["go"][q]))
+            f.write(f"  {q}: {wins} of {a.runs}, p = {sign_test(wins, a.runs):.3g}\n")
     print(path.read_text())
+
+
+def sign_test(wins, n):
+    """Two-sided sign test: the probability of a split at least as uneven as wins of n under a
+    fair coin."""
+    k = min(wins, n - wins)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
 
 
 if __name__ == "__main__":
