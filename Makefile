@@ -197,10 +197,12 @@ bench-shard-split: build
 
 # The read floor (bench/README.md, "Caveats"): one-series p50/p99 of snapserve against a server
 # sending the same answers pre-encoded (bench/readfloor) and of the Go rebuild peer, same root and tickets, 100k series.
-# Results: bench/results/DATE-read-floor.txt.
+# Warm, then cold (every input evicted before each start, no warm-up), like make bench's rows.
+# Results: bench/results/DATE-read-floor.txt and DATE-read-floor-cold.txt.
 .PHONY: bench-read-floor
 bench-read-floor: build venv-bench
 	flock /tmp/servingsnap-bench.lock $(VPY) bench/readfloor.py --runs 21 --bin $(BIN)/snapbuild --go $(GO) --out bench/results
+	flock /tmp/servingsnap-bench.lock $(VPY) bench/readfloor.py --runs 21 --cold --bin $(BIN)/snapbuild --go $(GO) --out bench/results
 
 # Per-query CPU, collections and page faults of snapserve and the Go rebuild over the same tickets.
 .PHONY: bench-server-trace

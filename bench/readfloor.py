@@ -11,10 +11,15 @@ reports p50 and p99 of each, ours / floor, peer / floor and ours / peer: a p99 t
 machine's (every server within a few percent of the floor) shows as such here, with the
 repetitions to say so, where `make bench` has three.
 
-    .venv/bin/python bench/readfloor.py [--series 100000] [--runs 3] [--queries 4000]
-        [--bin bin/snapbuild] [--work bench/work] [--out bench/results]
+--cold measures `make bench`'s cold rows the same way: before each server starts, every input
+file of the three (the snapshot's files and the lake's) is evicted from the page cache, and the
+queries are sent at once, with no warm-up. servingsnap then faults its mapped pages in while it
+answers; the floor and the Go rebuild read their inputs whole before they listen.
 
-Results: OUT/DATE-read-floor.txt (one line per run and server, then the medians and the ratios).
+    .venv/bin/python bench/readfloor.py [--series 100000] [--runs 3] [--queries 4000]
+        [--cold] [--bin bin/snapbuild] [--work bench/work] [--out bench/results]
+
+Results: OUT/DATE-read-floor.txt (with --cold: DATE-read-floor-cold.txt) (one line per run and server, then the medians and the ratios).
 """
 import argparse
 import datetime
@@ -47,6 +52,7 @@ def main():
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--go", default=os.environ.get("GO", "go"))
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--cold", action="store_true", help="evict every server's input files before it starts and send no warm-up queries")
     ap.add_argument("--tag", default="", help="added to the result's file name (DATE-read-floor-TAG.txt), so a second run of the day keeps the first")
     a = ap.parse_args()
     procs.install_signal_handlers()
@@ -70,6 +76,7 @@ def main():
                       ours.files),
         launch.go_peer(peer_bin, lake, DATASET),
     ]
+    every_file = sorted({f for s in started for f in s.files})
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
     lines, res = [], {s.key: {"p50": [], "p99": []} for s in started}
     load0 = os.getloadavg()
@@ -81,12 +88,16 @@ def main():
         k = rep % len(started)
         order = started[k:] + started[:k]
         for s in order:
-            procs.warm(s.files)
+            if a.cold:
+                procs.evict(every_file)
+            else:
+                procs.warm(s.files)
             port = procs.free_port()
             p, secs, _ = client.start(s, port, first, logs / f"{s.key}-rep{rep + 1}.log", a.timeout)
             try:
                 loc = f"grpc+tcp://127.0.0.1:{port}"
-                client.latencies(loc, warm, 60)
+                if not a.cold:
+                    client.latencies(loc, warm, 60)
                 lat, rows = client.latencies(loc, tickets, 120)
             finally:
                 procs.stop(p)
@@ -99,13 +110,16 @@ def main():
     med = {k: {q: float(np.median(v[q])) for q in ("p50", "p99")} for k, v in res.items()}
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    tag = f"-{a.tag}" if a.tag else ""
+    tag = "".join(f"-{t}" for t in ("cold" if a.cold else "", a.tag) if t)
     path = out / f"{datetime.date.today().isoformat()}-read-floor{tag}.txt"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     with open(path, "w") as f:
         f.write(f"# bench/readfloor.py: one-series DoGet latency, servingsnap and the Go rebuild against the read\n")
         f.write(f"# floor (bench/readfloor: the same answers pre-encoded, sent from a map). {a.series:,} series,\n")
-        f.write(f"# {a.runs} repetitions of {a.queries} queries each after {a.warmup} warm-up queries, warm page cache,\n")
+        if a.cold:
+            f.write(f"# {a.runs} repetitions of {a.queries} queries each, cold: every input file evicted before each start, no warm-up,\n")
+        else:
+            f.write(f"# {a.runs} repetitions of {a.queries} queries each after {a.warmup} warm-up queries, warm page cache,\n")
         f.write(f"# pyarrow.flight client on loopback, commit {commit}, {os.cpu_count()} cores,\n")
         f.write(f"# load average {' '.join(f'{x:.2f}' for x in load0)} at the start, "
                 f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end.\n")
