@@ -16,7 +16,9 @@ import (
 //     them, compared ignoring case like any two snapshot columns (Unify);
 //   - a column the data or index file holds for itself (series_code, or
 //     row_offset, lookup_code and the index's other fixed, tier and
-//     lookup columns, index.OwnNames).
+//     lookup columns, index.OwnNames);
+//   - a name in servingsnap's own namespace, "servingsnap." (the flag
+//     column of a live write's normalized rows, the metadata keys).
 //
 // Such a column would be written beside the file's own column of that
 // name, and a reader that goes by name (pyarrow, the Python package,
@@ -38,6 +40,10 @@ func checkColumnNames(u *Unified, opt Options) error {
 					c.Name, c.From, a, opt.SeriesColumn, opt.PeriodColumn, opt.ValueColumn, roleOf(a))
 			}
 		}
+		if strings.HasPrefix(c.Name, reservedPrefix) {
+			return fmt.Errorf("column %q (in %s): names beginning %q are servingsnap's own (a live write's %q flag, the files' metadata keys): rename the column in the lake",
+				c.Name, c.From, reservedPrefix, reservedPrefix+"attributes_given")
+		}
 		if slices.Contains(own, c.Name) {
 			return fmt.Errorf("column %q (in %s): the snapshot's files hold a column of their own by that name (docs/FORMAT.md §3, §4), which a reader going by name would confuse with it: rename the column in the lake",
 				c.Name, c.From)
@@ -45,6 +51,10 @@ func checkColumnNames(u *Unified, opt Options) error {
 	}
 	return nil
 }
+
+// reservedPrefix begins the names servingsnap gives its own columns
+// and metadata outside the two files' fixed columns.
+const reservedPrefix = "servingsnap."
 
 // roleOf is the --ROLE-column flag that chooses the input column an
 // answer column a comes from.

@@ -98,6 +98,9 @@ func TestInputChecks(t *testing.T) {
 		{"extra column differing in case from value", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), per("2020"), testlake.Col{Name: "obs", Vals: testlake.Floats(1)}, testlake.Col{Name: "VALUE", Vals: testlake.Floats(2)})
 		}, func(o *Options) { o.ValueColumn = "obs" }, []string{`column "VALUE"`, `"value"`, "more than case", "--value-column"}},
+		{"column in servingsnap's namespace", func(t *testing.T, d string) {
+			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), per("2020"), val(1), testlake.Col{Name: "servingsnap.attributes_given", Vals: testlake.Floats(1)})
+		}, nil, []string{`column "servingsnap.attributes_given"`, "a.parquet", "servingsnap's own"}},
 		{"fifo named parquet", func(t *testing.T, d string) {
 			testlake.WriteParquet(t, d, "a.parquet", 0, idv("S"), per("2020"), val(1))
 			if err := syscall.Mkfifo(filepath.Join(d, "b.parquet"), 0o644); err != nil {
