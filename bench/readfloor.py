@@ -78,7 +78,7 @@ def main():
     ]
     every_file = sorted({f for s in started for f in s.files})
     first = client.ticket({"dataset": DATASET, "series": [ids[len(ids) // 2]]})
-    lines, res = [], {s.key: {"p50": [], "p99": []} for s in started}
+    lines, res = [], {s.key: {"p50": [], "p99": [], "major": []} for s in started}
     load0 = os.getloadavg()
     for rep in range(a.runs):
         tickets = client.make_tickets(DATASET, ids, years, {"one": a.queries, "range": 0, "batch100": 0, "latest1000": 0},
@@ -98,13 +98,17 @@ def main():
                 loc = f"grpc+tcp://127.0.0.1:{port}"
                 if not a.cold:
                     client.latencies(loc, warm, 60)
+                _, min0, maj0 = procs.proc_stat(p.pid)
                 lat, rows = client.latencies(loc, tickets, 120)
+                _, min1, maj1 = procs.proc_stat(p.pid)
             finally:
                 procs.stop(p)
             p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
             res[s.key]["p50"].append(p50)
             res[s.key]["p99"].append(p99)
-            line = f"rep {rep + 1} {s.key:5s}: {len(lat)} queries, {rows} rows, p50 {p50:.1f} µs, p99 {p99:.1f} µs (start-up {secs:.2f} s)"
+            res[s.key]["major"].append(maj1 - maj0)
+            line = (f"rep {rep + 1} {s.key:5s}: {len(lat)} queries, {rows} rows, p50 {p50:.1f} µs, p99 {p99:.1f} µs "
+                    f"(start-up {secs:.2f} s; during the queries {maj1 - maj0} major, {min1 - min0} minor faults)")
             print(line, flush=True)
             lines.append(line)
     med = {k: {q: float(np.median(v[q])) for q in ("p50", "p99")} for k, v in res.items()}
@@ -131,6 +135,8 @@ def main():
         for x, y in (("ours", "floor"), ("go", "floor"), ("ours", "go")):
             name = f"{x}/{y}"
             f.write(f"  {name:10s} {med[x]['p50'] / med[y]['p50']:8.2f} {med[x]['p99'] / med[y]['p99']:8.2f}\n")
+        f.write("\nmajor page faults during a repetition's queries, median (range): "
+                + ", ".join(f"{k} {np.median(v['major']):.0f} ({min(v['major'])}–{max(v['major'])})" for k, v in res.items()) + "\n")
         f.write("\nrepetitions where ours is below the Go rebuild (the two measured minutes apart at most, so a\n"
                 "slow spell of the machine hits both; the sign test's two-sided p: how likely so uneven a split\n"
                 "is between two servers of equal latency)\n")

@@ -29,16 +29,6 @@ sys.path.insert(0, str(HERE))
 from snapbench import client, launch, lakes, procs  # noqa: E402
 
 DATASET = "bench"
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def stat(pid):
-    """(CPU seconds, minor faults, major faults) of pid from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        rest = f.read().rsplit(")", 1)[1].split()
-    # fields after "(comm)": state is rest[0], so field N of proc(5) is rest[N - 3]
-    minflt, majflt, utime, stime = int(rest[7]), int(rest[9]), int(rest[11]), int(rest[12])
-    return (utime + stime) / TICK, minflt, majflt
 
 
 def gc_lines(log_path):
@@ -86,10 +76,10 @@ def main():
         try:
             for w in ("one", "batch100", "latest1000"):
                 client.latencies(loc, warm[w], 60)
-                cpu0, min0, maj0 = stat(p.pid)
+                cpu0, min0, maj0 = procs.proc_stat(p.pid)
                 gc0 = gc_lines(log)
                 lat, _ = client.latencies(loc, tickets[w], 120)
-                cpu1, min1, maj1 = stat(p.pid)
+                cpu1, min1, maj1 = procs.proc_stat(p.pid)
                 gc1 = gc_lines(log)
                 n = len(lat)
                 rss = procs.proc_status(p.pid).get("RssAnon", 0)

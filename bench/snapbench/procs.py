@@ -92,6 +92,15 @@ def proc_status(pid):
     return out
 
 
+def proc_stat(pid):
+    """(CPU seconds, minor faults, major faults) of pid from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    # fields after "(comm)": state is rest[0], so field N of proc(5) is rest[N - 3]
+    minflt, majflt, utime, stime = int(rest[7]), int(rest[9]), int(rest[11]), int(rest[12])
+    return (utime + stime) / os.sysconf("SC_CLK_TCK"), minflt, majflt
+
+
 def run_measured(cmd, env=None, cwd=None):
     """Run cmd to completion; return (seconds, peak RSS bytes of the child alone, stdout bytes).
 
