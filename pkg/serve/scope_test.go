@@ -17,12 +17,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	pb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/energyscope/servingsnap/internal/datadriven"
 	"github.com/energyscope/servingsnap/internal/testsnap"
@@ -452,8 +455,7 @@ func TestScopes(t *testing.T) {
 			})
 		}},
 		{name: "SQL update", need: ScopeWrite, ok: codes.Unimplemented, run: func(ctx context.Context, tok string) error {
-			_, err := sc.ExecuteUpdate(bearer(ctx, tok), "DELETE FROM LIVE")
-			return err
+			return executeUpdate(bearer(ctx, tok), sc, "DELETE FROM LIVE")
 		}},
 		{name: "SQL begin transaction", need: ScopeRead, ok: codes.Unimplemented, run: func(ctx context.Context, tok string) error {
 			_, err := sc.BeginTransaction(bearer(ctx, tok))
@@ -574,6 +576,31 @@ func putOne(ctx context.Context, c flight.Client, dataset string, rec arrow.Reco
 		return err
 	}
 	w.Close()
+	stream.CloseSend()
+	return drain(stream.Recv)
+}
+
+// executeUpdate is flightsql.Client.ExecuteUpdate, except that it reads
+// the stream's status when its Send finds the call already ended
+// (io.EOF): the library returns that bare EOF, which a server refusing
+// the call before it read the stream (no token) causes whenever the
+// refusal arrives before the Send.
+func executeUpdate(ctx context.Context, sc *flightsql.Client, query string) error {
+	cmd, err := anypb.New(&pb.CommandStatementUpdate{Query: query})
+	if err != nil {
+		return err
+	}
+	body, err := proto.Marshal(cmd)
+	if err != nil {
+		return err
+	}
+	stream, err := sc.Client.DoPut(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&flight.FlightData{FlightDescriptor: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body}}); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
 	stream.CloseSend()
 	return drain(stream.Recv)
 }
