@@ -293,9 +293,13 @@ func (v *verifier) checkOpened() {
 	xf, _ := v.m.FileByRole(manifest.RoleIndex)
 	df, _ := v.m.FileByRole(manifest.RoleData)
 	fields, _ := x.Attributes()
+	own := index.OwnNames()
 	var names []string
 	for _, f := range fields {
 		names = append(names, f.Name)
+		if slices.Contains(own, f.Name) {
+			v.add(CheckSchema, xf.Path, "column "+f.Name, "attribute %q has the name of one of the index's own columns: a reader going by name finds two", f.Name)
+		}
 		if f.Type.ID() == arrow.DICTIONARY {
 			dt := f.Type.(*arrow.DictionaryType)
 			switch dt.IndexType.ID() {
@@ -306,12 +310,6 @@ func (v *verifier) checkOpened() {
 			if dt.ValueType.ID() != arrow.STRING {
 				v.add(CheckSchema, xf.Path, "column "+f.Name, "dictionary of %s; only utf8 attributes may be dictionary-encoded", dt.ValueType)
 			}
-		}
-	}
-	own := index.OwnNames()
-	for _, n := range names {
-		if slices.Contains(own, n) {
-			v.add(CheckSchema, xf.Path, "column "+n, "attribute %q has the name of one of the index's own columns: a reader going by name finds two", n)
 		}
 	}
 	if !slices.Equal(names, v.m.Schema.Attributes) {
